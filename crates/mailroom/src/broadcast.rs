@@ -1,0 +1,1 @@
+//! Live channels: best-effort fan-out to bounded per-subscriber mailboxes.

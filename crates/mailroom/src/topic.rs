@@ -1,0 +1,1 @@
+//! Topics: a retained log read by independent consumer groups.
