@@ -1,1 +1,0 @@
-//! Topics: a retained log read by independent consumer groups.
