@@ -6,5 +6,6 @@
 //! consumer groups on top, reusing `mailroom::group::GroupState`.)
 
 pub mod error;
+pub mod storage;
 
 pub use error::StoreError;
