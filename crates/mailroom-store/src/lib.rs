@@ -1,11 +1,88 @@
-//! The durable store of the mailroom broker: topics and consumer groups on local disk.
+//! The durable store of the mailroom broker: topics and consumer groups on local disk,
+//! crash-safe, with no external service.
 //!
-//! (Being written. Layout: `storage` is the narrow file trait with a real and a
-//! fault-injecting implementation; `record` frames bytes on disk; `log` is the segmented,
-//! append-only log with group commit; `store`, `topic` and `groups` build durable topics and
-//! consumer groups on top, reusing `mailroom::group::GroupState`.)
+//! A [`Store`] is one directory of named topics. A [`DurableTopic`] offers the same
+//! operations and rules as the in-memory `mailroom::topic::Topic`, over [`bytes::Bytes`]
+//! payloads, and returns `Result` because disks fail.
+//!
+//! # Durability
+//!
+//! Every call that changes something (publish, create or delete a topic or group, and
+//! each poll that creates an attempt, ack, nack and dead-letter) returns only once the
+//! change is durable under the sync policy ([`log::SyncPolicy`]). With the default,
+//! `Always`, that means after an `fdatasync`; concurrent callers share one (group commit).
+//! After a restart the state is exactly what callers were told: a delivery in flight is
+//! still in flight with the same attempt, attempts never go backwards, and no message is
+//! dead-lettered twice.
+//!
+//! # Faults
+//!
+//! A failed write or sync makes the affected log fail-stop: later writes return
+//! [`StoreError::FailStopped`] until the store is reopened, and reopening recovers what
+//! was confirmed. Damage that is not a torn tail ([`StoreError::Corrupt`]) stops the
+//! open instead of being skipped. A second opener of the same directory gets
+//! [`StoreError::Locked`].
+//!
+//! # Layout
+//!
+//! - [`storage`]: the narrow file-system trait, with the real [`storage::FsStorage`] and
+//!   the fault-injecting [`storage::SimStorage`] for crash tests.
+//! - [`record`]: how a record is framed on disk.
+//! - [`log`]: the segmented, append-only log with a sparse index and group commit.
+//! - [`Store`], [`DurableTopic`]: topics on two logs each (messages, and group records)
+//!   plus a checkpoint of the groups, reusing `mailroom::group::GroupState` for every
+//!   transition.
+//!
+//! The on-disk format and the recovery rules are in `docs/storage.md`.
+//!
+//! # Example
+//!
+//! ```
+//! use bytes::Bytes;
+//! use mailroom::topic::Nack;
+//! use mailroom_store::{Store, StoreOptions};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let store = Store::open(dir.path(), StoreOptions::default())?;
+//! store.create_topic("orders")?;
+//! let orders = store.topic("orders")?;
+//! orders.create_group("billing", 2)?;
+//! orders.publish(Bytes::from_static(b"order 1"))?;
+//!
+//! // A delivery is in flight...
+//! let first = orders.poll("billing")?.expect("one message");
+//! assert_eq!(first.attempt, 1);
+//! drop(store);
+//! drop(orders);
+//!
+//! // ...and still is after a restart, with the same attempt.
+//! let store = Store::open(dir.path(), StoreOptions::default())?;
+//! let orders = store.topic("orders")?;
+//! let again = orders.poll("billing")?.expect("still in flight");
+//! assert_eq!(again.id(), first.id());
+//!
+//! // Two nacks use up both attempts: the message is dead-lettered, once.
+//! assert_eq!(orders.nack("billing", again.id())?, Nack::Retry);
+//! let second = orders.poll("billing")?.expect("attempt 2");
+//! assert_eq!(orders.nack("billing", second.id())?, Nack::DeadLettered);
+//! let dead = orders.dead_letters("billing")?;
+//! assert_eq!((dead[0].offset, dead[0].attempts), (0, 2));
+//! assert_eq!(dead[0].message, Bytes::from_static(b"order 1"));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
+pub mod clock;
 pub mod error;
+mod groups;
+pub mod log;
+pub mod record;
+mod retention;
 pub mod storage;
+mod store;
+mod topic;
 
 pub use error::StoreError;
+pub use retention::Retention;
+pub use store::names::{validate_name, NAME_BYTES_MAX};
+pub use store::{Store, StoreOptions};
+pub use topic::DurableTopic;

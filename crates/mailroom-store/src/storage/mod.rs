@@ -7,6 +7,12 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+mod fs;
+mod sim;
+
+pub use fs::FsStorage;
+pub use sim::SimStorage;
+
 /// A file opened through a [`Storage`].
 ///
 /// Positions are absolute; there is no cursor. Methods take `&self` so that readers and
@@ -50,4 +56,41 @@ pub trait Storage: Send + Sync + std::fmt::Debug {
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// Makes the directory's entries durable (fsync on the directory).
     fn sync_dir(&self, path: &Path) -> io::Result<()>;
+}
+
+/// Creates `dir` and any missing parents, and makes each new directory entry durable by
+/// syncing the directory that holds it.
+///
+/// # Errors
+/// The first failing create or sync.
+///
+/// # Example
+///
+/// ```
+/// use std::path::Path;
+/// use mailroom_store::storage::{create_dir_durable, SimStorage, Storage};
+///
+/// let sim = SimStorage::new();
+/// create_dir_durable(&sim, Path::new("/a/b"))?;
+/// assert!(sim.crash(1).exists(Path::new("/a/b"))?);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn create_dir_durable(storage: &dyn Storage, dir: &Path) -> io::Result<()> {
+    let mut missing = Vec::new();
+    for ancestor in dir.ancestors() {
+        if ancestor.as_os_str().is_empty() || storage.exists(ancestor)? {
+            break;
+        }
+        missing.push(ancestor);
+    }
+    storage.create_dir_all(dir)?;
+    // Parents first: a child's entry is no use if its parent's entry is lost.
+    for created in missing.iter().rev() {
+        let parent = match created.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => Path::new("."),
+        };
+        storage.sync_dir(parent)?;
+    }
+    Ok(())
 }

@@ -35,10 +35,27 @@ pub struct DeadLetter<M> {
     pub message: M,
 }
 
+/// A dead letter with the reason of its final failure and when it happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetterInfo<M> {
+    /// The message's offset in the log.
+    pub offset: u64,
+    /// The attempt number of its last delivery.
+    pub attempts: u32,
+    /// The reason given with the final failure ("lease expired" for an expired lease),
+    /// if any.
+    pub reason: Option<String>,
+    /// When it was dead-lettered, in the topic clock's milliseconds (0 without a clock).
+    pub at_ms: u64,
+    /// The message itself.
+    pub message: M,
+}
+
 /// What a nack did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Nack {
-    /// Attempts remain: ownership was released and the next poll is attempt + 1.
+    /// Attempts remain (or it was a release): ownership was released and the message will
+    /// be delivered again, as attempt + 1.
     Retry,
     /// That was the final attempt: the message is in the group's dead-letter queue and
     /// the cursor moved past it.

@@ -1,24 +1,34 @@
-//! The consumer-group state machine: one cursor, one delivery attempt, one in-flight flag
-//! and one dead-letter queue, written once and reused by every home of a topic.
+//! The consumer-group state machine, written once and reused by every home of a topic:
+//! a cursor, the delivered-but-unfinished messages (each with its attempt number and
+//! failure count), and a dead-letter queue.
 //!
-//! A [`GroupState`] knows nothing about where messages live. Its homes (the in-memory
-//! [`Topic`](crate::topic::Topic), the durable store, the server) tell it how long the log
-//! is and fetch payloads themselves.
+//! A [`GroupState`] knows nothing about where messages live, and reads no clock. Its
+//! homes (the in-memory [`Topic`](crate::topic::Topic), the durable store, the server)
+//! tell it how long the log is and what time it is, and fetch payloads themselves.
 //!
 //! # Planning and applying
 //!
 //! Every transition happens in two steps, so that a durable home can persist a change
 //! before anyone sees it:
 //!
-//! 1. A *plan* method ([`poll`](GroupState::poll), [`ack`](GroupState::ack),
+//! 1. A *plan* method ([`plan_poll`](GroupState::plan_poll),
+//!    [`plan_ack`](GroupState::plan_ack), [`plan_nack`](GroupState::plan_nack),
+//!    [`plan_touch`](GroupState::plan_touch), [`plan_expiry`](GroupState::plan_expiry),
+//!    [`plan_redrive`](GroupState::plan_redrive), [`plan_purge`](GroupState::plan_purge),
+//!    and the seed's [`poll`](GroupState::poll), [`ack`](GroupState::ack),
 //!    [`nack`](GroupState::nack)) reads the state, checks the rules and returns the
-//!    [`GroupEvent`] that would happen. It changes nothing.
-//! 2. [`apply`](GroupState::apply) performs an event. A durable home writes the event to
-//!    disk first and applies it once it is synced; on restart it replays the same events
-//!    through the same `apply`, which re-checks each one, so a damaged history is
+//!    [`Change`] (or seed [`GroupEvent`]) that would happen. It changes nothing.
+//! 2. [`apply_change`](GroupState::apply_change) (or the seed's
+//!    [`apply`](GroupState::apply)) performs it. A durable home writes the change to disk
+//!    first and applies it once it is synced; on restart it replays the same changes
+//!    through the same `apply_change`, which re-checks each one, so a damaged history is
 //!    refused rather than trusted.
 //!
-//! # Rules
+//! Time enters only as the `now_ms` argument of plan methods. The seed methods plan at
+//! time 0 as the anonymous consumer; on a group with a lease or backoff use the `plan_*`
+//! methods.
+//!
+//! # Seed rules (every setting unset)
 //!
 //! - A poll at the end of the log plans nothing.
 //! - A poll while a delivery is in flight returns that same delivery: a repeated poll is
@@ -30,6 +40,65 @@
 //! - `ack` moves the cursor past the message and resets the attempt.
 //! - A `nack` below `max_attempts` only clears in-flight; the next poll is attempt + 1.
 //! - The final `nack` dead-letters the message once and moves the cursor on.
+//!
+//! # Leases
+//!
+//! With [`GroupConfig::lease_ms`], a delivery carries a deadline (`now + lease_ms` when
+//! it is made). [`plan_touch`](GroupState::plan_touch) moves it to `now + lease_ms`.
+//! Once `now` reaches the deadline the delivery is no longer owned: an ack, nack or touch
+//! naming it is [`NotOwned`], and [`plan_expiry`](GroupState::plan_expiry) plans its
+//! expiry, a [`Change::Failed`] with [`Failure::LeaseExpired`] that counts as a failure
+//! exactly like a nack (the final one dead-letters with reason
+//! [`LEASE_EXPIRED_REASON`]). Homes apply pending expiries before every other operation,
+//! so an expiry is persisted before anyone observes its effect. The expiry is dated at
+//! the deadline, not at the moment it was noticed, so its backoff does not depend on
+//! how often anyone looked.
+//!
+//! # Nack kinds, delays and backoff
+//!
+//! [`NackOptions`] choose the kind: [`NackKind::Nack`] counts a failure (the seed's
+//! nack); [`NackKind::Release`] hands the message back without counting one;
+//! [`NackKind::Reject`] dead-letters at once. Each takes an optional reason, kept with
+//! the dead letter, and an optional delay. A failed or released message is not delivered
+//! again before its time: the nack's own delay if given, else for failures the group's
+//! [`Backoff`], else at once.
+//!
+//! While a message waits out its delay, no message with a *higher* offset is delivered
+//! (nor first-delivered) by that group: [`PollStep::Wait`]. This keeps the group's order
+//! (with `max_in_flight` 1, strictly: offset `n + 1` is never delivered before `n` is
+//! finished). Its cost is head-of-line blocking: one delayed message holds up its whole
+//! group for the delay; other groups are unaffected.
+//!
+//! Attempt numbers count deliveries and only ever rise; failures are counted apart.
+//! `max_attempts` bounds the *failures*, so without releases and redrives a message is
+//! still delivered at most `max_attempts` times.
+//!
+//! # Dead letters, redrive and purge
+//!
+//! Each dead letter records its offset and the attempt number of its last delivery
+//! ([`DeadLetterEntry`]) and, beside it, the reason of the final failure and when it
+//! happened ([`DeadLetterNote`]). [`plan_redrive`](GroupState::plan_redrive) puts the
+//! dead letters in a range of offsets back to *this* group: each becomes ready again
+//! with a fresh failure budget, and is delivered before any message above it. Its next
+//! delivery is attempt `attempts + 1`, never a reused number, so a late ack from the
+//! delivery that died can never settle the redriven one.
+//! [`plan_purge`](GroupState::plan_purge) deletes dead letters.
+//!
+//! # Parallel deliveries (`max_in_flight` W)
+//!
+//! With W > 1, up to W deliveries are in flight at once, each fenced to its own
+//! (offset, attempt), and each owned by the consumer that polled it: a consumer
+//! identity passed to [`plan_poll`](GroupState::plan_poll) gets its own in-flight
+//! delivery back on a repeated poll (the anonymous consumer is one identity), so a
+//! consumer owns at most one delivery at a time. The *position* is the lowest offset not
+//! finished.
+//!
+//! Ordering guarantee: a poll delivers the lowest-offset message that is ready (failed,
+//! released or redriven and past its delay), else the next message never delivered; and
+//! a message is only ever delivered while its offset is below `position + W`. So first
+//! deliveries happen in offset order, and no message is delivered until every message
+//! at least W below it is finished (acked or dead-lettered). With W = 1 that is total
+//! order.
 //!
 //! # Example
 //!
@@ -62,6 +131,39 @@
 //! assert_eq!(group.position(), 1);
 //! assert_eq!(group.dead_letters().len(), 1);
 //! ```
+//!
+//! A lease running out, with time passed in by hand:
+//!
+//! ```
+//! use mailroom::group::{GroupConfig, GroupState, PollStep};
+//!
+//! let mut group = GroupState::with_config(GroupConfig::new(3).with_lease_ms(100), 0).unwrap();
+//! let PollStep::Deliver(change) = group.plan_poll(1, 0, None) else { unreachable!() };
+//! group.apply_change(&change).unwrap();
+//! let first = change.delivery().unwrap();
+//!
+//! // At 100 ms the lease has run out: the owner's ack is refused...
+//! assert!(group.plan_ack(first, 100).is_err());
+//! // ...and the next poll first expires it (a failure), then delivers attempt 2.
+//! let PollStep::Expire(expiry) = group.plan_poll(1, 100, None) else { unreachable!() };
+//! group.apply_change(&expiry).unwrap();
+//! let PollStep::Deliver(change) = group.plan_poll(1, 100, None) else { unreachable!() };
+//! assert_eq!(change.delivery().unwrap().attempt, 2);
+//! ```
+
+mod apply;
+mod change;
+mod config;
+mod snapshot;
+mod state;
+
+pub use change::{Change, Failure, LEASE_EXPIRED_REASON};
+pub use config::{
+    Backoff, GroupConfig, NackKind, NackOptions, CONSUMER_BYTES_MAX, DELAY_MS_MAX, LEASE_MS_MAX,
+    MAX_IN_FLIGHT_MAX, REASON_BYTES_MAX,
+};
+pub use snapshot::GroupSnapshot;
+pub use state::{DeadLetterNote, GroupCounters, GroupState, PollStep, Slot, SlotPhase};
 
 use std::fmt;
 
@@ -92,7 +194,8 @@ pub struct DeadLetterEntry {
     pub attempts: u32,
 }
 
-/// One change to a group's state. Homes persist these and replay them on restart.
+/// One change to a group's state in the seed's vocabulary (no time, consumers or
+/// reasons). Every `GroupEvent` is a [`Change`]; homes persist changes and replay them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum GroupEvent {
     /// A poll created this delivery and marked it in flight.
@@ -128,12 +231,13 @@ pub enum PollPlan {
     Deliver(GroupEvent),
 }
 
-/// An ack or nack that does not name the exact in-flight delivery.
+/// An ack, nack or touch that does not name the exact delivery in flight (or names one
+/// whose lease has run out).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct NotOwned {
     /// The delivery the caller named.
     pub requested: DeliveryId,
-    /// The delivery actually in flight, if any.
+    /// The delivery in flight at that offset, else the group's lowest in flight, if any.
     pub current: Option<DeliveryId>,
 }
 
@@ -170,6 +274,16 @@ pub enum GroupError {
     },
     /// A snapshot's fields contradict each other.
     InvalidSnapshot(&'static str),
+    /// A setting is out of range (see [`GroupConfig::check`], [`NackOptions::check`]).
+    InvalidConfig(&'static str),
+    /// The change does not follow from the current state (see
+    /// [`GroupState::apply_change`]).
+    InvalidChange {
+        /// The change that was refused.
+        change: Box<Change>,
+        /// Why.
+        reason: &'static str,
+    },
 }
 
 impl fmt::Display for GroupError {
@@ -186,200 +300,19 @@ impl fmt::Display for GroupError {
                 "event {event:?} does not follow from position {position}, attempt {attempt}, in flight {in_flight}"
             ),
             GroupError::InvalidSnapshot(why) => write!(f, "invalid group snapshot: {why}"),
+            GroupError::InvalidConfig(why) => write!(f, "invalid group setting: {why}"),
+            GroupError::InvalidChange { change, reason } => {
+                write!(f, "change {change:?} does not follow: {reason}")
+            }
         }
     }
 }
 
 impl std::error::Error for GroupError {}
 
-/// The plain-data form of a group, for checkpoints. Restore it with
-/// [`GroupState::from_snapshot`], which checks it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupSnapshot {
-    /// The offset of the next message to finish.
-    pub position: u64,
-    /// Deliveries made so far of the message at `position` (0 if none).
-    pub attempt: u32,
-    /// Whether attempt `attempt` is in flight.
-    pub in_flight: bool,
-    /// The total number of deliveries allowed for one message.
-    pub max_attempts: u32,
-    /// The dead-letter queue, oldest first.
-    pub dead_letters: Vec<DeadLetterEntry>,
-}
-
-/// One consumer group's delivery state. See the [module docs](self) for the rules.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupState {
-    position: u64,
-    attempt: u32,
-    in_flight: bool,
-    max_attempts: u32,
-    dead_letters: Vec<DeadLetterEntry>,
-}
 
 impl GroupState {
-    /// A group that will next deliver the message at `position`.
-    ///
-    /// # Errors
-    ///
-    /// [`GroupError::ZeroMaxAttempts`] if `max_attempts` is 0.
-    ///
-    /// # Example
-    ///
-    /// ```
-    /// use mailroom::group::GroupState;
-    ///
-    /// let group = GroupState::new(3, 0).unwrap();
-    /// assert_eq!(group.position(), 0);
-    /// assert!(GroupState::new(0, 0).is_err());
-    /// ```
-    pub fn new(max_attempts: u32, position: u64) -> Result<Self, GroupError> {
-        if max_attempts == 0 {
-            return Err(GroupError::ZeroMaxAttempts);
-        }
-        Ok(GroupState {
-            position,
-            attempt: 0,
-            in_flight: false,
-            max_attempts,
-            dead_letters: Vec::new(),
-        })
-    }
-
-    /// Restores a group from a checkpoint.
-    ///
-    /// # Errors
-    ///
-    /// [`GroupError::InvalidSnapshot`] if the fields contradict each other, for example an
-    /// attempt above `max_attempts` or a delivery in flight with no attempt.
-    ///
-    /// # Example
-    ///
-    /// ```
-    /// use mailroom::group::GroupState;
-    ///
-    /// let group = GroupState::new(3, 7).unwrap();
-    /// let restored = GroupState::from_snapshot(group.snapshot()).unwrap();
-    /// assert_eq!(restored, group);
-    /// ```
-    pub fn from_snapshot(snapshot: GroupSnapshot) -> Result<Self, GroupError> {
-        if snapshot.max_attempts == 0 {
-            return Err(GroupError::ZeroMaxAttempts);
-        }
-        if snapshot.attempt > snapshot.max_attempts {
-            return Err(GroupError::InvalidSnapshot("attempt exceeds max_attempts"));
-        }
-        if snapshot.in_flight && snapshot.attempt == 0 {
-            return Err(GroupError::InvalidSnapshot("in flight with no attempt"));
-        }
-        if !snapshot.in_flight && snapshot.attempt == snapshot.max_attempts {
-            return Err(GroupError::InvalidSnapshot(
-                "attempts exhausted but not dead-lettered",
-            ));
-        }
-        Ok(GroupState {
-            position: snapshot.position,
-            attempt: snapshot.attempt,
-            in_flight: snapshot.in_flight,
-            max_attempts: snapshot.max_attempts,
-            dead_letters: snapshot.dead_letters,
-        })
-    }
-
-    /// The plain-data form of this group, for checkpoints.
-    pub fn snapshot(&self) -> GroupSnapshot {
-        GroupSnapshot {
-            position: self.position,
-            attempt: self.attempt,
-            in_flight: self.in_flight,
-            max_attempts: self.max_attempts,
-            dead_letters: self.dead_letters.clone(),
-        }
-    }
-
-    /// The offset of the next message this group has to finish.
-    pub fn position(&self) -> u64 {
-        self.position
-    }
-
-    /// Deliveries made so far of the message at [`position`](Self::position).
-    pub fn attempt(&self) -> u32 {
-        self.attempt
-    }
-
-    /// The total number of deliveries allowed for one message.
-    pub fn max_attempts(&self) -> u32 {
-        self.max_attempts
-    }
-
-    /// The delivery in flight, if any.
-    pub fn in_flight(&self) -> Option<DeliveryId> {
-        self.in_flight.then_some(DeliveryId {
-            offset: self.position,
-            attempt: self.attempt,
-        })
-    }
-
-    /// The dead-letter queue, oldest first.
-    pub fn dead_letters(&self) -> &[DeadLetterEntry] {
-        &self.dead_letters
-    }
-
-    /// How many messages of a log ending at `log_end` this group has not finished.
-    pub fn lag(&self, log_end: u64) -> u64 {
-        log_end.saturating_sub(self.position)
-    }
-
-    /// Plans a poll against a log whose next offset is `log_end`. Changes nothing.
-    pub fn poll(&self, log_end: u64) -> PollPlan {
-        if let Some(current) = self.in_flight() {
-            return PollPlan::InFlight(current);
-        }
-        if self.position >= log_end {
-            return PollPlan::Idle;
-        }
-        PollPlan::Deliver(GroupEvent::Delivered(DeliveryId {
-            offset: self.position,
-            attempt: self.attempt + 1,
-        }))
-    }
-
-    /// Plans an ack of `delivery`. Changes nothing.
-    ///
-    /// # Errors
-    ///
-    /// [`NotOwned`] unless `delivery` is exactly the delivery in flight.
-    pub fn ack(&self, delivery: DeliveryId) -> Result<GroupEvent, NotOwned> {
-        self.check_owned(delivery)?;
-        Ok(GroupEvent::Acked(delivery))
-    }
-
-    /// Plans a nack of `delivery`: a retry while attempts remain, else a dead letter.
-    /// Changes nothing.
-    ///
-    /// # Errors
-    ///
-    /// [`NotOwned`] unless `delivery` is exactly the delivery in flight.
-    pub fn nack(&self, delivery: DeliveryId) -> Result<GroupEvent, NotOwned> {
-        self.check_owned(delivery)?;
-        if delivery.attempt < self.max_attempts {
-            Ok(GroupEvent::Retried(delivery))
-        } else {
-            Ok(GroupEvent::DeadLettered(delivery))
-        }
-    }
-
-    fn check_owned(&self, requested: DeliveryId) -> Result<(), NotOwned> {
-        let current = self.in_flight();
-        if current == Some(requested) {
-            Ok(())
-        } else {
-            Err(NotOwned { requested, current })
-        }
-    }
-
-    /// Performs `event`, after checking that it follows from the current state.
+    /// Performs a seed `event`, after checking that it follows from the current state.
     ///
     /// Events come from the plan methods, or from a durable home replaying what it
     /// persisted. The check means a replayed history that does not fit is refused
@@ -391,55 +324,13 @@ impl GroupState {
     /// [`GroupError::InvalidTransition`] if the event does not follow; the state is
     /// unchanged.
     pub fn apply(&mut self, event: GroupEvent) -> Result<(), GroupError> {
-        if !self.follows(event) {
-            return Err(GroupError::InvalidTransition {
+        self.apply_change(&Change::from(event))
+            .map_err(|_| GroupError::InvalidTransition {
                 event,
-                position: self.position,
-                attempt: self.attempt,
-                in_flight: self.in_flight,
-            });
-        }
-        match event {
-            GroupEvent::Delivered(id) => {
-                self.attempt = id.attempt;
-                self.in_flight = true;
-            }
-            GroupEvent::Retried(_) => self.in_flight = false,
-            GroupEvent::Acked(_) => self.advance(),
-            GroupEvent::DeadLettered(id) => {
-                self.dead_letters.push(DeadLetterEntry {
-                    offset: id.offset,
-                    attempts: id.attempt,
-                });
-                self.advance();
-            }
-        }
-        Ok(())
-    }
-
-    fn follows(&self, event: GroupEvent) -> bool {
-        let id = event.delivery();
-        match event {
-            GroupEvent::Delivered(_) => {
-                !self.in_flight
-                    && id.offset == self.position
-                    && id.attempt == self.attempt + 1
-                    && id.attempt <= self.max_attempts
-            }
-            GroupEvent::Acked(_) => self.in_flight() == Some(id),
-            GroupEvent::Retried(_) => {
-                self.in_flight() == Some(id) && id.attempt < self.max_attempts
-            }
-            GroupEvent::DeadLettered(_) => {
-                self.in_flight() == Some(id) && id.attempt == self.max_attempts
-            }
-        }
-    }
-
-    fn advance(&mut self) {
-        self.position += 1;
-        self.attempt = 0;
-        self.in_flight = false;
+                position: self.position(),
+                attempt: self.attempt(),
+                in_flight: self.in_flight().is_some(),
+            })
     }
 }
 

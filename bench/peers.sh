@@ -1,0 +1,269 @@
+#!/usr/bin/env bash
+# Side-by-side benchmarks (issue 6): mailroom against Redis Streams, NATS JetStream and
+# RabbitMQ on this machine, in one run, with a correctness check on every run.
+#
+#   bench/peers.sh                       # full run, table to bench/peers-latest.md
+#   bench/peers.sh --out FILE.md         # table elsewhere
+#   BENCH_PROFILE=smoke bench/peers.sh   # tiny counts (what bench/smoke.sh runs)
+#   BENCH_SYSTEMS="redis nats" bench/peers.sh   # a subset of systems
+#   CARGO_TARGET_DIR=/somewhere bench/peers.sh  # build elsewhere (default: ./target)
+#
+# What it does:
+#   1. apt-get installs redis-server, nats-server, rabbitmq-server if missing (without
+#      letting the packages start their system services);
+#   2. builds `mailroom-bench` and the `mailroom` server (release); if the server does not
+#      build, the peers still run and the table says mailroom is missing;
+#   3. for each durability row starts every broker on 127.0.0.1 with its own port and a
+#      fresh temp data dir, runs every workload against each, and stops them again:
+#        strict : mailroom --fsync always | Redis appendonly, appendfsync always |
+#                 RabbitMQ quorum queues (fsync before confirm) | NATS: not in this row
+#                 (2.9 has no per-message fsync)
+#        relaxed: mailroom --fsync interval:1000 | Redis appendfsync everysec |
+#                 NATS JetStream file store (default sync) | RabbitMQ: not in this row
+#                 (quorum queues always fsync)
+#        memory : live fan-out (no persistence anywhere): mailroom channels over WebSocket,
+#                 Redis pub/sub, NATS core
+#   4. writes the markdown table (machine line and command on top).
+#
+# Exit status: 0 when every run passed its correctness check, 2 when any run failed its
+# check or could not be carried out (the table still gets written).
+# Traffic goes to 127.0.0.1 only. Every process it starts, it stops (by pid) on exit.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT="$(pwd)"
+
+OUT_MD="$ROOT/bench/peers-latest.md"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) OUT_MD="$2"; shift 2 ;;
+    *) echo "unknown argument: $1" >&2; exit 64 ;;
+  esac
+done
+
+PROFILE="${BENCH_PROFILE:-full}"
+SYSTEMS="${BENCH_SYSTEMS:-mailroom redis nats rabbitmq}"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
+BUILD="${BENCH_BUILD:-release}"   # smoke uses debug: CI has just built it for the tests
+case "$BUILD" in release) BUILD_FLAG=--release ;; debug) BUILD_FLAG= ;; *) echo "BENCH_BUILD: release|debug" >&2; exit 64 ;; esac
+
+# Counts per profile. The strict row is bounded by the disk's fsync rate (a few hundred to
+# a few thousand per second on this machine's shared virtio disk), so it uses smaller counts;
+# the table shows the count of every run.
+if [ "$PROFILE" = smoke ]; then
+  PUB_STRICT=${PUB_STRICT:-200};        PUB_RELAXED=${PUB_RELAXED:-500}
+  PUB_MANY_STRICT=${PUB_MANY_STRICT:-800}; PUB_MANY_RELAXED=${PUB_MANY_RELAXED:-2000}
+  CONSUME_STRICT=${CONSUME_STRICT:-200}; CONSUME_RELAXED=${CONSUME_RELAXED:-500}
+  LIVE_COUNT=${LIVE_COUNT:-200};        LIVE_RATE=${LIVE_RATE:-500}; LIVE_SUBS=${LIVE_SUBS:-10}
+  SIZES=${SIZES:-100}
+else
+  PUB_STRICT=${PUB_STRICT:-20000};      PUB_RELAXED=${PUB_RELAXED:-200000}
+  PUB_MANY_STRICT=${PUB_MANY_STRICT:-100000}; PUB_MANY_RELAXED=${PUB_MANY_RELAXED:-1000000}
+  CONSUME_STRICT=${CONSUME_STRICT:-20000}; CONSUME_RELAXED=${CONSUME_RELAXED:-100000}
+  LIVE_COUNT=${LIVE_COUNT:-20000};      LIVE_RATE=${LIVE_RATE:-2000}; LIVE_SUBS=${LIVE_SUBS:-100}
+  SIZES=${SIZES:-100 1024}
+fi
+
+REDIS_PORT=${REDIS_PORT:-16379}
+NATS_PORT=${NATS_PORT:-14222}
+RABBIT_PORT=${RABBIT_PORT:-35672}
+RABBIT_DIST_PORT=${RABBIT_DIST_PORT:-35673}
+EPMD_PORT=${EPMD_PORT:-34369}
+
+log() { printf '[peers %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+wants() { case " $SYSTEMS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+
+# ---------------------------------------------------------------- install
+install_peers() {
+  local missing=()
+  wants redis && ! command -v redis-server >/dev/null && missing+=(redis-server)
+  wants nats && ! command -v nats-server >/dev/null && missing+=(nats-server)
+  wants rabbitmq && [ ! -x /usr/lib/rabbitmq/bin/rabbitmq-server ] && missing+=(rabbitmq-server)
+  [ ${#missing[@]} -eq 0 ] && return 0
+  log "installing ${missing[*]}"
+  # Debian starts a package's service on install unless policy-rc.d says no; we start our
+  # own instances, so keep the system ones down.
+  local policy=/usr/sbin/policy-rc.d made_policy=0
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy"; chmod +x "$policy"; made_policy=1
+  fi
+  apt-get update -q >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+  [ "$made_policy" = 1 ] && rm -f "$policy"
+  return 0
+}
+
+# ---------------------------------------------------------------- processes
+WORK="$(mktemp -d /tmp/mailroom-peers.XXXXXX)"
+RESULTS="$WORK/results.jsonl"
+: >"$RESULTS"
+PIDS=()
+EPMD_BEFORE="$(pgrep -x epmd || true)"
+
+stop_pid() {
+  local pid="$1"
+  kill -0 "$pid" 2>/dev/null || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+  kill -KILL "$pid" 2>/dev/null || true
+}
+
+stop_all() {
+  local pid
+  for pid in "${PIDS[@]:-}"; do [ -n "$pid" ] && stop_pid "$pid"; done
+  PIDS=()
+  # epmd daemonises itself when RabbitMQ starts; stop only an epmd that was not there before.
+  for pid in $(pgrep -x epmd || true); do
+    case " $EPMD_BEFORE " in *" $pid "*) ;; *) stop_pid "$pid" ;; esac
+  done
+}
+
+cleanup() { stop_all; rm -rf "$WORK"; }
+trap cleanup EXIT
+
+wait_port() {
+  local port="$1" what="$2" seconds="${3:-60}"
+  for _ in $(seq 1 $((seconds * 10))); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
+    sleep 0.1
+  done
+  log "$what did not open port $port within ${seconds}s"; return 1
+}
+
+start_redis() { # $1 = always | everysec
+  local dir="$WORK/redis-$1"; mkdir -p "$dir"
+  redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --dir "$dir" --save '' \
+    --appendonly yes --appendfsync "$1" --daemonize no --logfile "$dir/log" &
+  REDIS_PID=$!; PIDS+=("$REDIS_PID")
+  wait_port "$REDIS_PORT" redis
+}
+
+start_nats() {
+  local dir="$WORK/nats"; mkdir -p "$dir"
+  nats-server -a 127.0.0.1 -p "$NATS_PORT" -js -sd "$dir" -l "$dir/log" &
+  NATS_PID=$!; PIDS+=("$NATS_PID")
+  wait_port "$NATS_PORT" nats
+}
+
+start_rabbitmq() {
+  local dir="$WORK/rabbit"; mkdir -p "$dir/home" "$dir/mnesia" "$dir/log"
+  echo '[].' >"$dir/enabled_plugins"
+  printf 'listeners.tcp.1 = 127.0.0.1:%s\nloopback_users.guest = true\n' "$RABBIT_PORT" >"$dir/rabbitmq.conf"
+  HOME="$dir/home" RABBITMQ_HOME_DIR="$dir/home" RABBITMQ_CONF_ENV_FILE=/dev/null \
+  RABBITMQ_NODENAME=mailroombench@localhost RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 \
+  RABBITMQ_NODE_PORT="$RABBIT_PORT" RABBITMQ_DIST_PORT="$RABBIT_DIST_PORT" \
+  ERL_EPMD_ADDRESS=127.0.0.1 ERL_EPMD_PORT="$EPMD_PORT" \
+  RABBITMQ_MNESIA_BASE="$dir/mnesia" RABBITMQ_LOG_BASE="$dir/log" \
+  RABBITMQ_PID_FILE="$dir/pid" RABBITMQ_ENABLED_PLUGINS_FILE="$dir/enabled_plugins" \
+  RABBITMQ_CONFIG_FILE="$dir/rabbitmq" \
+    /usr/lib/rabbitmq/bin/rabbitmq-server >"$dir/stdout" 2>&1 &
+  PIDS+=("$!")
+  wait_port "$RABBIT_PORT" rabbitmq 120
+  # The AMQP listener opens late in boot; the pid file names the Erlang VM itself.
+  for _ in $(seq 1 100); do [ -s "$dir/pid" ] && break; sleep 0.1; done
+  RABBIT_PID="$(cat "$dir/pid")"; PIDS+=("$RABBIT_PID")
+}
+
+start_mailroom() { # $1 = fsync policy
+  local dir="$WORK/mailroom-${1//[:]/-}"; mkdir -p "$dir"
+  "$MAILROOM_BIN" serve --listen 127.0.0.1:0 --data "$dir/data" --fsync "$1" >"$dir/stdout" 2>"$dir/log" &
+  MAILROOM_PID=$!; PIDS+=("$MAILROOM_PID")
+  for _ in $(seq 1 600); do
+    MAILROOM_ADDR="$(sed -n 's|^mailroom listening on http://||p' "$dir/stdout" | head -1)"
+    [ -n "$MAILROOM_ADDR" ] && return 0
+    kill -0 "$MAILROOM_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  log "mailroom did not start: $(tail -5 "$dir/log")"; return 1
+}
+
+# ---------------------------------------------------------------- runs
+FAILED=0
+bench() { # system address pid durability detail workload [args...]
+  local system="$1" address="$2" pid="$3" durability="$4" detail="$5" workload="$6"; shift 6
+  local status=0
+  "$BENCH_BIN" run --system "$system" --address "$address" --broker-pid "$pid" \
+    --durability "$durability" --durability-detail="$detail" --workload "$workload" \
+    --out "$RESULTS" "$@" || status=$?
+  if [ "$status" -ne 0 ]; then FAILED=1; log "FAILED ($status): $system $workload $*"; fi
+}
+
+log_workloads() { # system address pid durability detail pub pub_many consume
+  local s="$1" a="$2" p="$3" d="$4" t="$5" pub="$6" many="$7" consume="$8" size
+  for size in $SIZES; do
+    bench "$s" "$a" "$p" "$d" "$t" publish --payload-bytes "$size" --count "$pub"
+    bench "$s" "$a" "$p" "$d" "$t" publish --payload-bytes "$size" --count "$many" --publishers 16
+    bench "$s" "$a" "$p" "$d" "$t" publish --payload-bytes "$size" --count "$many" --batch 100
+  done
+  bench "$s" "$a" "$p" "$d" "$t" consume --payload-bytes 1024 --count "$consume"
+  bench "$s" "$a" "$p" "$d" "$t" retry --payload-bytes 1024 --count "$consume" --fail-every 10 --max-attempts 3
+  bench "$s" "$a" "$p" "$d" "$t" fanout --payload-bytes 1024 --count "$consume" --groups 4
+}
+
+live_workload() { # system address pid
+  bench "$1" "$2" "$3" memory "no persistence" live --payload-bytes 1024 \
+    --count "$LIVE_COUNT" --rate "$LIVE_RATE" --subscribers "$LIVE_SUBS" --mailbox 1024
+}
+
+# ---------------------------------------------------------------- main
+install_peers
+log "building ($BUILD) into $CARGO_TARGET_DIR"
+cargo build $BUILD_FLAG --quiet -p mailroom-bench
+BENCH_BIN="$CARGO_TARGET_DIR/$BUILD/mailroom-bench"
+MAILROOM_BIN=""
+if wants mailroom; then
+  if cargo build $BUILD_FLAG --quiet -p mailroom-cli --bin mailroom; then
+    MAILROOM_BIN="$CARGO_TARGET_DIR/$BUILD/mailroom"
+  else
+    log "mailroom does not build: its rows are missing from the table"; FAILED=1
+  fi
+fi
+
+STARTED_AT="$(date -u +%Y-%m-%dT%H:%MZ)"
+T0=$SECONDS
+
+log "row strict"
+if [ -n "$MAILROOM_BIN" ] && start_mailroom always; then
+  log_workloads mailroom "$MAILROOM_ADDR" "$MAILROOM_PID" strict "--fsync always" "$PUB_STRICT" "$PUB_MANY_STRICT" "$CONSUME_STRICT"
+fi
+stop_all
+if wants redis && start_redis always; then
+  log_workloads redis "127.0.0.1:$REDIS_PORT" "$REDIS_PID" strict "appendfsync always" "$PUB_STRICT" "$PUB_MANY_STRICT" "$CONSUME_STRICT"
+fi
+stop_all
+if wants rabbitmq && start_rabbitmq; then
+  log_workloads rabbitmq "127.0.0.1:$RABBIT_PORT" "$RABBIT_PID" strict "quorum queue, fsync before confirm" "$PUB_STRICT" "$PUB_MANY_STRICT" "$CONSUME_STRICT"
+fi
+stop_all
+
+log "row relaxed"
+if [ -n "$MAILROOM_BIN" ] && start_mailroom interval:1000; then
+  log_workloads mailroom "$MAILROOM_ADDR" "$MAILROOM_PID" relaxed "--fsync interval:1000" "$PUB_RELAXED" "$PUB_MANY_RELAXED" "$CONSUME_RELAXED"
+  live_workload mailroom "$MAILROOM_ADDR" "$MAILROOM_PID"
+fi
+stop_all
+if wants redis && start_redis everysec; then
+  log_workloads redis "127.0.0.1:$REDIS_PORT" "$REDIS_PID" relaxed "appendfsync everysec" "$PUB_RELAXED" "$PUB_MANY_RELAXED" "$CONSUME_RELAXED"
+  live_workload redis "127.0.0.1:$REDIS_PORT" "$REDIS_PID"
+fi
+stop_all
+if wants nats && start_nats; then
+  log_workloads nats "127.0.0.1:$NATS_PORT" "$NATS_PID" relaxed "JetStream file store, default sync" "$PUB_RELAXED" "$PUB_MANY_RELAXED" "$CONSUME_RELAXED"
+  live_workload nats "127.0.0.1:$NATS_PORT" "$NATS_PID"
+fi
+stop_all
+
+ELAPSED=$((SECONDS - T0))
+{
+  echo "# mailroom vs peers ($PROFILE profile)"
+  echo
+  echo "- Ran: $STARTED_AT, $((ELAPSED / 60)) min $((ELAPSED % 60)) s."
+  echo "- Machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1), $(. /etc/os-release; echo "$PRETTY_NAME"), kernel $(uname -r); shared and noisy."
+  echo "- Versions: $(redis-server --version 2>/dev/null | awk '{print $1, $3}' || true); $(nats-server --version 2>/dev/null || true); RabbitMQ $(dpkg-query -W -f '${Version}' rabbitmq-server 2>/dev/null || true); mailroom $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?') (+ uncommitted work tree)."
+  echo "- Command: \`${BENCH_CMD:-bench/peers.sh}\` ($BUILD build, profile $PROFILE; counts: publish $PUB_STRICT / $PUB_RELAXED unbatched, $PUB_MANY_STRICT / $PUB_MANY_RELAXED with 16 publishers or batches of 100; consume/retry/fanout $CONSUME_STRICT / $CONSUME_RELAXED (strict / relaxed); live $LIVE_COUNT msgs at $LIVE_RATE/s to $LIVE_SUBS subscribers)."
+  echo "- Latency: publish = call until confirmed (per message); consume/retry/fanout = asking for a delivery until its ack/nack returned; live = publish stamp to arrival. Peak RSS marked * is since broker start (reset refused)."
+  echo
+  "$BENCH_BIN" table --input "$RESULTS"
+} >"$OUT_MD"
+cp "$RESULTS" "${OUT_MD%.md}.jsonl"
+log "table written to $OUT_MD ($ELAPSED s)"
+if [ "$FAILED" -ne 0 ]; then log "some runs failed their check or did not run"; exit 2; fi

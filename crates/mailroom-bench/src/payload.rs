@@ -1,0 +1,129 @@
+//! The bench's message format: sequence number and publish time inside the payload.
+//!
+//! A payload is `SSSSSSSSSSSSSSSSTTTTTTTTTTTTTTTT` (sequence and publish time as 16 lower-case
+//! hex digits each) followed by `.` up to the requested size. It is plain ASCII, so it
+//! travels as text through every client (mailroom's JSON included), and a receiver can check
+//! that what arrived is byte for byte what was sent.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+
+/// The bytes the header takes; payloads are never smaller than this.
+pub const HEADER_BYTES: usize = 32;
+
+/// The largest payload the bench generates, so a typo in a flag cannot exhaust memory.
+pub const PAYLOAD_BYTES_MAX: usize = 1 << 20;
+
+/// Why a received payload is not one the bench sent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PayloadError {
+    /// Too short to hold the header.
+    #[error("payload of {0} bytes is shorter than the {HEADER_BYTES}-byte header")]
+    TooShort(usize),
+    /// The header is not hex, or the padding is not `.`.
+    #[error("payload is corrupt: {0}")]
+    Corrupt(&'static str),
+}
+
+/// What a payload carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    /// The message's sequence number in its run, from 0.
+    pub seq: u64,
+    /// When it was published, in nanoseconds since the Unix epoch.
+    pub sent_ns: u64,
+}
+
+/// Nanoseconds since the Unix epoch (all processes of a run share this clock).
+pub fn now_ns() -> u64 {
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The payload for message `seq` of `size_bytes`, stamped with the current time.
+///
+/// ```
+/// use mailroom_bench::payload::{decode, encode};
+/// let payload = encode(7, 100);
+/// assert_eq!(payload.len(), 100);
+/// assert_eq!(decode(&payload).unwrap().seq, 7);
+/// ```
+///
+/// # Panics
+/// If `size_bytes` is outside `HEADER_BYTES..=PAYLOAD_BYTES_MAX` (the CLI checks this).
+pub fn encode(seq: u64, size_bytes: usize) -> Bytes {
+    encode_at(seq, now_ns(), size_bytes)
+}
+
+/// [`encode`] with an explicit publish time.
+///
+/// # Panics
+/// As for [`encode`].
+pub fn encode_at(seq: u64, sent_ns: u64, size_bytes: usize) -> Bytes {
+    assert!(
+        (HEADER_BYTES..=PAYLOAD_BYTES_MAX).contains(&size_bytes),
+        "payload size {size_bytes} out of range"
+    );
+    let mut text = format!("{seq:016x}{sent_ns:016x}");
+    text.extend(std::iter::repeat_n('.', size_bytes - HEADER_BYTES));
+    Bytes::from(text)
+}
+
+/// Reads the stamp back and checks the padding.
+///
+/// # Errors
+/// [`PayloadError`] if the bytes are not a payload [`encode`] could have made.
+pub fn decode(payload: &[u8]) -> Result<Stamp, PayloadError> {
+    if payload.len() < HEADER_BYTES {
+        return Err(PayloadError::TooShort(payload.len()));
+    }
+    let hex = |range: std::ops::Range<usize>| {
+        std::str::from_utf8(&payload[range])
+            .ok()
+            .and_then(|text| u64::from_str_radix(text, 16).ok())
+            .ok_or(PayloadError::Corrupt("header is not hex"))
+    };
+    let seq = hex(0..16)?;
+    let sent_ns = hex(16..32)?;
+    if payload[HEADER_BYTES..].iter().any(|&byte| byte != b'.') {
+        return Err(PayloadError::Corrupt("padding changed"));
+    }
+    Ok(Stamp { seq, sent_ns })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves a payload round-trips its sequence and time at several sizes.
+    #[test]
+    fn round_trip() {
+        for size in [HEADER_BYTES, 100, 1024] {
+            let payload = encode_at(123_456, 987_654_321, size);
+            assert_eq!(payload.len(), size);
+            let stamp = decode(&payload).unwrap();
+            assert_eq!(
+                stamp,
+                Stamp {
+                    seq: 123_456,
+                    sent_ns: 987_654_321
+                }
+            );
+        }
+    }
+
+    // Proves a changed byte anywhere, or truncation, is caught.
+    #[test]
+    fn corruption_is_caught() {
+        let payload = encode_at(1, 2, 64).to_vec();
+        assert!(decode(&payload[..10]).is_err());
+        for index in [0, 20, 40, 63] {
+            let mut bad = payload.clone();
+            bad[index] = b'z';
+            assert!(decode(&bad).is_err(), "byte {index}");
+        }
+    }
+}

@@ -1,0 +1,340 @@
+//! NATS JetStream through `async-nats`, and NATS core subjects for live fan-out.
+//!
+//! A topic is a file-backed stream on subject `<topic>.m`; a group is a durable pull
+//! consumer with explicit acks and `max_deliver` = max attempts. A rejection is a `NAK`
+//! (immediate redelivery, the server bumps the delivery count). JetStream keeps no
+//! dead-letter queue of its own (it only emits an advisory), so on the final attempt the
+//! consumer publishes the message to `<topic>.dlq.<group>`, captured by a `<topic>_dlq`
+//! stream, waits for that publish's ack, then terminates the original (`+TERM`).
+//! Acks are the plain, unconfirmed `+ACK` most applications use.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+use async_nats::jetstream::consumer::pull::{Config as PullConfig, Stream as PullStream};
+use async_nats::jetstream::consumer::{AckPolicy, DeliverPolicy};
+use async_nats::jetstream::stream::{Config as StreamConfig, StorageType};
+use async_nats::jetstream::{self, AckKind, Context, Message};
+use bytes::Bytes;
+use futures_util::StreamExt as _;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::{TcpSocket, TcpStream};
+
+use super::{
+    FailOutcome, LiveSubscriber, LiveSystem, LogConsumer, LogPublisher, LogSystem, Received,
+    TopicSpec,
+};
+
+/// Messages a pull consumer asks for per request.
+pub const PULL_BATCH_MAX: usize = 256;
+
+/// Unacked messages a consumer may hold; well above the pull batch.
+pub const ACK_PENDING_MAX: i64 = 10_000;
+
+/// How long a consumer waits on an empty group before it reports nothing left.
+pub const IDLE_WAIT: Duration = Duration::from_secs(5);
+
+/// How long a delivery may stay unacked before JetStream redelivers it; far longer than any
+/// run's processing of one message, so no timeout redelivery muddies the duplicate count.
+pub const ACK_WAIT: Duration = Duration::from_secs(300);
+
+/// The stalled subscriber's socket receive buffer.
+pub const STALLED_RECV_BUFFER_BYTES: u32 = 4096;
+
+/// A NATS server with JetStream enabled.
+#[derive(Clone, Debug)]
+pub struct Nats {
+    client: async_nats::Client,
+    jetstream: Context,
+    address: String,
+}
+
+impl Nats {
+    /// Connects to `host:port`.
+    ///
+    /// # Errors
+    /// When the server cannot be reached.
+    pub async fn connect(address: &str) -> Result<Nats> {
+        let client = async_nats::connect(address).await?;
+        let jetstream = jetstream::new(client.clone());
+        Ok(Nats {
+            client,
+            jetstream,
+            address: address.to_owned(),
+        })
+    }
+}
+
+fn subject(topic: &str) -> String {
+    format!("{topic}.m")
+}
+
+fn dlq_stream(topic: &str) -> String {
+    format!("{topic}_dlq")
+}
+
+fn dlq_subject(topic: &str, group: &str) -> String {
+    format!("{topic}.dlq.{group}")
+}
+
+/// Publishes and waits for JetStream's publish acks; a batch has all its publishes in
+/// flight before the first ack is awaited.
+pub struct NatsPublisher {
+    jetstream: Context,
+    subject: String,
+}
+
+impl LogPublisher for NatsPublisher {
+    async fn publish(&mut self, payloads: &[Bytes]) -> Result<()> {
+        let mut acks = Vec::with_capacity(payloads.len());
+        for payload in payloads {
+            acks.push(
+                self.jetstream
+                    .publish(self.subject.clone(), payload.clone())
+                    .await?,
+            );
+        }
+        for ack in acks {
+            ack.await?;
+        }
+        Ok(())
+    }
+}
+
+/// Reads one durable pull consumer.
+pub struct NatsConsumer {
+    messages: PullStream,
+    jetstream: Context,
+    dlq_subject: String,
+    max_attempts: u32,
+}
+
+impl LogConsumer for NatsConsumer {
+    type Handle = Message;
+
+    async fn next(&mut self) -> Result<Option<Received<Message>>> {
+        let Ok(next) = tokio::time::timeout(IDLE_WAIT, self.messages.next()).await else {
+            return Ok(None);
+        };
+        let Some(message) = next else { return Ok(None) };
+        let message = message.map_err(|e| anyhow::anyhow!("pull: {e}"))?;
+        let delivered = message
+            .info()
+            .map_err(|e| anyhow::anyhow!("info: {e}"))?
+            .delivered;
+        Ok(Some(Received {
+            payload: message.payload.clone(),
+            attempt: u32::try_from(delivered).context("delivery count")?,
+            handle: message,
+        }))
+    }
+
+    async fn ack(&mut self, message: Message) -> Result<()> {
+        message.ack().await.map_err(|e| anyhow::anyhow!("ack: {e}"))
+    }
+
+    async fn fail(&mut self, message: Message) -> Result<FailOutcome> {
+        let delivered = message
+            .info()
+            .map_err(|e| anyhow::anyhow!("info: {e}"))?
+            .delivered;
+        if delivered < i64::from(self.max_attempts) {
+            message
+                .ack_with(AckKind::Nak(None))
+                .await
+                .map_err(|e| anyhow::anyhow!("nak: {e}"))?;
+            return Ok(FailOutcome::Retry);
+        }
+        self.jetstream
+            .publish(self.dlq_subject.clone(), message.payload.clone())
+            .await?
+            .await?;
+        message
+            .ack_with(AckKind::Term)
+            .await
+            .map_err(|e| anyhow::anyhow!("term: {e}"))?;
+        Ok(FailOutcome::DeadLettered)
+    }
+}
+
+impl LogSystem for Nats {
+    type Publisher = NatsPublisher;
+    type Consumer = NatsConsumer;
+
+    async fn prepare(&self, topic: &TopicSpec) -> Result<()> {
+        let stream = self
+            .jetstream
+            .create_stream(StreamConfig {
+                name: topic.name.clone(),
+                subjects: vec![subject(&topic.name)],
+                storage: StorageType::File,
+                ..StreamConfig::default()
+            })
+            .await?;
+        self.jetstream
+            .create_stream(StreamConfig {
+                name: dlq_stream(&topic.name),
+                subjects: vec![format!("{}.dlq.>", topic.name)],
+                storage: StorageType::File,
+                ..StreamConfig::default()
+            })
+            .await?;
+        for group in &topic.groups {
+            stream
+                .create_consumer(PullConfig {
+                    durable_name: Some(group.clone()),
+                    ack_policy: AckPolicy::Explicit,
+                    deliver_policy: DeliverPolicy::All,
+                    max_deliver: i64::from(topic.max_attempts),
+                    ack_wait: ACK_WAIT,
+                    max_ack_pending: ACK_PENDING_MAX,
+                    ..PullConfig::default()
+                })
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn publisher(&self, topic: &TopicSpec) -> Result<NatsPublisher> {
+        // Each publisher gets its own connection, as separate processes would.
+        let client = async_nats::connect(&self.address).await?;
+        Ok(NatsPublisher {
+            jetstream: jetstream::new(client),
+            subject: subject(&topic.name),
+        })
+    }
+
+    async fn consumer(&self, topic: &TopicSpec, group: &str) -> Result<NatsConsumer> {
+        let client = async_nats::connect(&self.address).await?;
+        let jetstream = jetstream::new(client);
+        let stream = jetstream.get_stream(&topic.name).await?;
+        let consumer = stream
+            .get_consumer::<PullConfig>(group)
+            .await
+            .map_err(|e| anyhow::anyhow!("consumer {group}: {e}"))?;
+        let messages = consumer
+            .stream()
+            .max_messages_per_batch(PULL_BATCH_MAX)
+            .messages()
+            .await?;
+        Ok(NatsConsumer {
+            messages,
+            jetstream,
+            dlq_subject: dlq_subject(&topic.name, group),
+            max_attempts: topic.max_attempts,
+        })
+    }
+
+    async fn dead_letters(
+        &self,
+        topic: &TopicSpec,
+        group: &str,
+        _expected: u64,
+    ) -> Result<Vec<Bytes>> {
+        // The DLQ publish was acked before the original was terminated, so it is complete.
+        let stream = self.jetstream.get_stream(dlq_stream(&topic.name)).await?;
+        let consumer = stream
+            .create_consumer(PullConfig {
+                ack_policy: AckPolicy::None,
+                filter_subject: dlq_subject(&topic.name, group),
+                ..PullConfig::default()
+            })
+            .await?;
+        let pending = consumer.cached_info().num_pending;
+        let mut messages = consumer
+            .stream()
+            .max_messages_per_batch(PULL_BATCH_MAX)
+            .messages()
+            .await?;
+        let mut payloads = Vec::new();
+        while (payloads.len() as u64) < pending {
+            match tokio::time::timeout(IDLE_WAIT, messages.next()).await {
+                Ok(Some(message)) => {
+                    let message = message.map_err(|e| anyhow::anyhow!("dlq pull: {e}"))?;
+                    payloads.push(message.payload.clone());
+                }
+                Ok(None) | Err(_) => break,
+            }
+        }
+        Ok(payloads)
+    }
+
+    async fn count(&self, topic: &TopicSpec) -> Result<u64> {
+        let mut stream = self.jetstream.get_stream(&topic.name).await?;
+        Ok(stream.info().await?.state.messages)
+    }
+
+    async fn remove(&self, topic: &TopicSpec) -> Result<()> {
+        self.jetstream.delete_stream(&topic.name).await?;
+        self.jetstream
+            .delete_stream(dlq_stream(&topic.name))
+            .await?;
+        Ok(())
+    }
+}
+
+/// A core-NATS subscriber on its own connection.
+pub struct NatsSubscriber {
+    _client: async_nats::Client,
+    subscriber: async_nats::Subscriber,
+}
+
+impl LiveSubscriber for NatsSubscriber {
+    async fn next(&mut self) -> Result<Option<Bytes>> {
+        Ok(self.subscriber.next().await.map(|message| message.payload))
+    }
+}
+
+impl LiveSystem for Nats {
+    type Subscriber = NatsSubscriber;
+    type Stalled = TcpStream;
+
+    async fn prepare(&self, _channel: &str, _subscribers: u64, _mailbox: u64) -> Result<()> {
+        // Core subjects need no setup; the per-connection pending limit (max_pending) and
+        // write deadline are the bounds, left at their defaults.
+        Ok(())
+    }
+
+    async fn subscribe(&self, channel: &str) -> Result<NatsSubscriber> {
+        let client = async_nats::connect(&self.address).await?;
+        let subscriber = client.subscribe(channel.to_owned()).await?;
+        // The SUB must reach the server before the publisher starts.
+        client.flush().await?;
+        Ok(NatsSubscriber {
+            _client: client,
+            subscriber,
+        })
+    }
+
+    async fn subscribe_stalled(&self, channel: &str) -> Result<TcpStream> {
+        let socket = TcpSocket::new_v4()?;
+        socket.set_recv_buffer_size(STALLED_RECV_BUFFER_BYTES)?;
+        let mut stream = socket.connect(self.address.parse()?).await?;
+        let hello = format!(
+            "CONNECT {{\"verbose\":false,\"pedantic\":false}}\r\nSUB {channel} 1\r\nPING\r\n"
+        );
+        stream.write_all(hello.as_bytes()).await?;
+        let mut seen = Vec::new();
+        while !seen.windows(4).any(|window| window == b"PONG") {
+            let mut chunk = [0u8; 1024];
+            let read = stream.read(&mut chunk).await?;
+            anyhow::ensure!(read > 0, "nats closed the stalled subscriber's connection");
+            seen.extend_from_slice(&chunk[..read]);
+        }
+        Ok(stream)
+    }
+
+    async fn publish(&self, channel: &str, payload: Bytes) -> Result<Option<(u64, u64)>> {
+        self.client.publish(channel.to_owned(), payload).await?;
+        Ok(None)
+    }
+
+    async fn flush(&self) -> Result<()> {
+        self.client.flush().await?;
+        Ok(())
+    }
+
+    async fn drain_stalled(&self, stalled: TcpStream, idle: Duration) -> Result<(u64, bool)> {
+        super::stalled::count_marker(stalled, b"MSG ", idle).await
+    }
+}

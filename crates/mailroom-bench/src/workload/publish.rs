@@ -1,0 +1,109 @@
+//! Workload 1: publish `count` messages, from one publisher or several, one message per
+//! call or in batches (pipelines), each call waiting for the system's confirmation.
+//!
+//! Correctness: every call must be confirmed, and afterwards the topic must hold exactly
+//! `count` messages (a lost or duplicated publish changes that number).
+
+use std::time::Instant;
+
+use anyhow::{Context as _, Result};
+use bytes::Bytes;
+
+use super::{probe_finish, probe_start, Measured};
+use crate::ledger::Verdict;
+use crate::payload;
+use crate::probe::Probe;
+use crate::report::{latency_histogram, record_us};
+use crate::systems::{LogPublisher, LogSystem, TopicSpec};
+
+/// The publish workload's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PublishParams {
+    /// Messages to publish in total.
+    pub count: u64,
+    /// Bytes per message.
+    pub payload_bytes: usize,
+    /// Concurrent publishers, each on its own connection.
+    pub publishers: usize,
+    /// Messages per publish call (1 = unbatched).
+    pub batch: usize,
+}
+
+/// Runs the publish workload on a fresh topic.
+///
+/// # Errors
+/// When the system cannot be set up or a publish fails.
+pub async fn run<S: LogSystem>(
+    system: &S,
+    topic: &TopicSpec,
+    params: PublishParams,
+    probe: Option<Probe>,
+) -> Result<Measured> {
+    anyhow::ensure!(
+        params.publishers > 0 && params.batch > 0,
+        "publishers and batch must be > 0"
+    );
+    system.prepare(topic).await?;
+    let mut publishers = Vec::with_capacity(params.publishers);
+    for _ in 0..params.publishers {
+        publishers.push(system.publisher(topic).await?);
+    }
+    let span = probe_start(probe)?;
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for (index, publisher) in publishers.into_iter().enumerate() {
+        tasks.push(tokio::spawn(publish_share(publisher, index as u64, params)));
+    }
+    let mut latency = latency_histogram();
+    for task in tasks {
+        latency.add(task.await.context("publisher task panicked")??)?;
+    }
+    let elapsed = started.elapsed();
+    let usage = probe_finish(span)?;
+    let stored = system.count(topic).await?;
+    let verdict = if stored == params.count {
+        Verdict::from_problems(Vec::new())
+    } else {
+        Verdict::from_problems(vec![format!(
+            "the topic holds {stored} messages after {} confirmed publishes",
+            params.count
+        )])
+    };
+    system.remove(topic).await?;
+    Ok(Measured {
+        messages: params.count,
+        elapsed,
+        latency,
+        verdict,
+        subscribers: Vec::new(),
+        notes: Vec::new(),
+        usage,
+    })
+}
+
+/// Publisher `index` sends sequence numbers `index, index + publishers, ...`.
+async fn publish_share<P: LogPublisher>(
+    mut publisher: P,
+    index: u64,
+    params: PublishParams,
+) -> Result<hdrhistogram::Histogram<u64>> {
+    let mut latency = latency_histogram();
+    let step = params.publishers as u64;
+    let mut seqs = (index..params.count).step_by(step as usize).peekable();
+    let mut batch: Vec<Bytes> = Vec::with_capacity(params.batch);
+    while seqs.peek().is_some() {
+        batch.clear();
+        batch.extend(
+            seqs.by_ref()
+                .take(params.batch)
+                .map(|seq| payload::encode(seq, params.payload_bytes)),
+        );
+        let sent = Instant::now();
+        publisher.publish(&batch).await?;
+        let micros = u64::try_from(sent.elapsed().as_micros()).unwrap_or(u64::MAX);
+        for _ in 0..batch.len() {
+            record_us(&mut latency, micros);
+        }
+    }
+    Ok(latency)
+}

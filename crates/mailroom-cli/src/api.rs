@@ -1,0 +1,142 @@
+//! The client trait the commands talk to. The real implementation is
+//! `mailroom_client::Client`; tests substitute a fake, so command logic (what to ack,
+//! when to nack, what to print) is tested without a server.
+
+use bytes::Bytes;
+use mailroom_client::{
+    ChannelDelivery, ChannelInfo, Client, ClientError, DeadLetter, Delivery, DeliveryId, GroupInfo,
+    NackOutcome, StartPosition, Subscription, TopicInfo, TopicSummary,
+};
+
+/// A stream of live-channel messages.
+pub trait Messages {
+    /// The next message; `None` once the channel closed and the mailbox drained.
+    async fn next_message(&mut self) -> Option<Result<Bytes, ClientError>>;
+}
+
+impl Messages for Subscription {
+    async fn next_message(&mut self) -> Option<Result<Bytes, ClientError>> {
+        self.next().await
+    }
+}
+
+/// Everything the commands ask of a server.
+pub trait Api {
+    /// What [`Api::subscribe`] returns.
+    type Subscription: Messages;
+
+    async fn create_topic(&self, topic: &str) -> Result<bool, ClientError>;
+    async fn list_topics(&self) -> Result<Vec<TopicSummary>, ClientError>;
+    async fn topic_info(&self, topic: &str) -> Result<TopicInfo, ClientError>;
+    async fn publish(&self, topic: &str, payload: Bytes) -> Result<u64, ClientError>;
+    async fn publish_batch(&self, topic: &str, payloads: &[Bytes])
+        -> Result<Vec<u64>, ClientError>;
+    async fn create_group(
+        &self,
+        topic: &str,
+        group: &str,
+        max_attempts: u32,
+        start: StartPosition,
+    ) -> Result<(), ClientError>;
+    async fn group_info(&self, topic: &str, group: &str) -> Result<GroupInfo, ClientError>;
+    async fn poll(&self, topic: &str, group: &str) -> Result<Option<Delivery>, ClientError>;
+    async fn ack(&self, topic: &str, group: &str, id: DeliveryId) -> Result<(), ClientError>;
+    async fn nack(
+        &self,
+        topic: &str,
+        group: &str,
+        id: DeliveryId,
+    ) -> Result<NackOutcome, ClientError>;
+    async fn dead_letters(&self, topic: &str, group: &str) -> Result<Vec<DeadLetter>, ClientError>;
+    async fn create_channel(
+        &self,
+        channel: &str,
+        subscribers: u64,
+        mailbox: u64,
+    ) -> Result<bool, ClientError>;
+    async fn list_channels(&self) -> Result<Vec<ChannelInfo>, ClientError>;
+    async fn publish_channel(
+        &self,
+        channel: &str,
+        payload: Bytes,
+    ) -> Result<ChannelDelivery, ClientError>;
+    async fn close_channel(&self, channel: &str) -> Result<(), ClientError>;
+    async fn subscribe(&self, channel: &str) -> Result<Self::Subscription, ClientError>;
+}
+
+impl Api for Client {
+    type Subscription = Subscription;
+
+    async fn create_topic(&self, topic: &str) -> Result<bool, ClientError> {
+        Client::create_topic(self, topic).await
+    }
+    async fn list_topics(&self) -> Result<Vec<TopicSummary>, ClientError> {
+        Client::list_topics(self).await
+    }
+    async fn topic_info(&self, topic: &str) -> Result<TopicInfo, ClientError> {
+        Client::topic_info(self, topic).await
+    }
+    async fn publish(&self, topic: &str, payload: Bytes) -> Result<u64, ClientError> {
+        Client::publish(self, topic, payload).await
+    }
+    async fn publish_batch(
+        &self,
+        topic: &str,
+        payloads: &[Bytes],
+    ) -> Result<Vec<u64>, ClientError> {
+        Client::publish_batch(self, topic, payloads).await
+    }
+    async fn create_group(
+        &self,
+        topic: &str,
+        group: &str,
+        max_attempts: u32,
+        start: StartPosition,
+    ) -> Result<(), ClientError> {
+        Client::create_group(self, topic, group, max_attempts, start).await
+    }
+    async fn group_info(&self, topic: &str, group: &str) -> Result<GroupInfo, ClientError> {
+        Client::group_info(self, topic, group).await
+    }
+    async fn poll(&self, topic: &str, group: &str) -> Result<Option<Delivery>, ClientError> {
+        Client::poll(self, topic, group).await
+    }
+    async fn ack(&self, topic: &str, group: &str, id: DeliveryId) -> Result<(), ClientError> {
+        Client::ack(self, topic, group, id).await
+    }
+    async fn nack(
+        &self,
+        topic: &str,
+        group: &str,
+        id: DeliveryId,
+    ) -> Result<NackOutcome, ClientError> {
+        Client::nack(self, topic, group, id).await
+    }
+    async fn dead_letters(&self, topic: &str, group: &str) -> Result<Vec<DeadLetter>, ClientError> {
+        Client::dead_letters(self, topic, group).await
+    }
+    async fn create_channel(
+        &self,
+        channel: &str,
+        subscribers: u64,
+        mailbox: u64,
+    ) -> Result<bool, ClientError> {
+        Client::create_channel(self, channel, subscribers, mailbox).await
+    }
+    async fn list_channels(&self) -> Result<Vec<ChannelInfo>, ClientError> {
+        Client::list_channels(self).await
+    }
+    async fn publish_channel(
+        &self,
+        channel: &str,
+        payload: Bytes,
+    ) -> Result<ChannelDelivery, ClientError> {
+        Client::publish_channel(self, channel, payload).await
+    }
+    async fn close_channel(&self, channel: &str) -> Result<(), ClientError> {
+        Client::close_channel(self, channel).await
+    }
+    async fn subscribe(&self, channel: &str) -> Result<Subscription, ClientError> {
+        Client::subscribe(self, channel).await
+    }
+}

@@ -1,0 +1,34 @@
+//! `mailroom dead-letters TOPIC GROUP`.
+
+use serde_json::json;
+
+use crate::api::Api;
+use crate::output::{merged, payload_fields, payload_text, Output};
+
+/// Flags of `dead-letters`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The topic.
+    topic: String,
+    /// The group.
+    group: String,
+}
+
+/// Prints one line per dead letter, oldest first.
+pub async fn run(api: &impl Api, args: Args, output: Output) -> anyhow::Result<()> {
+    for letter in api.dead_letters(&args.topic, &args.group).await? {
+        let value = merged(
+            json!({ "offset": letter.offset, "attempts": letter.attempts }),
+            payload_fields(&letter.payload),
+        );
+        output.emit(value, || {
+            format!(
+                "offset {} after {} attempts: {}",
+                letter.offset,
+                letter.attempts,
+                payload_text(&letter.payload)
+            )
+        });
+    }
+    Ok(())
+}

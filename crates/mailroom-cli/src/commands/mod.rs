@@ -1,0 +1,11 @@
+//! One file per command.
+
+pub mod channel;
+pub mod consume;
+pub mod dead_letters;
+pub mod demo;
+pub mod group;
+pub mod publish;
+pub mod serve;
+pub mod stats;
+pub mod topic;

@@ -1,0 +1,97 @@
+//! `mailroom publish TOPIC [MESSAGE]`: one message, or one per line of stdin or a file,
+//! sent in batches with a progress bar on stderr (shown only on a terminal).
+
+use std::path::PathBuf;
+
+use bytes::Bytes;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::json;
+use tokio::io::{AsyncBufRead, AsyncBufReadExt as _, BufReader};
+
+use crate::api::Api;
+use crate::output::Output;
+
+/// Lines sent per batch request.
+pub const BATCH_LINES_MAX: usize = 1_000;
+/// Bytes of lines sent per batch request (well under the server's batch body limit).
+pub const BATCH_BYTES_MAX: usize = 256 << 10;
+
+/// Flags of `publish`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The topic.
+    topic: String,
+    /// The message. Without it, each line of --file (or stdin) is one message.
+    message: Option<String>,
+    /// Read messages from this file, one per line.
+    #[arg(long, conflicts_with = "message")]
+    file: Option<PathBuf>,
+}
+
+/// Runs `publish`.
+pub async fn run(api: &impl Api, args: Args, output: Output) -> anyhow::Result<()> {
+    if let Some(message) = args.message {
+        let offset = api.publish(&args.topic, Bytes::from(message)).await?;
+        output.emit(json!({ "topic": args.topic, "offset": offset }), || {
+            format!("published to {} at offset {offset}", args.topic)
+        });
+        return Ok(());
+    }
+    let (count, first, last) = match &args.file {
+        Some(path) => {
+            let file = tokio::fs::File::open(path).await?;
+            publish_lines(api, &args.topic, BufReader::new(file)).await?
+        }
+        None => publish_lines(api, &args.topic, BufReader::new(tokio::io::stdin())).await?,
+    };
+    output.emit(
+        json!({ "topic": args.topic, "published": count, "first_offset": first, "last_offset": last }),
+        || match (first, last) {
+            (Some(first), Some(last)) => {
+                format!("published {count} messages to {} at offsets {first}..={last}", args.topic)
+            }
+            _ => "no lines to publish".to_owned(),
+        },
+    );
+    Ok(())
+}
+
+/// Publishes every line in batches; returns the count and the first and last offsets.
+pub async fn publish_lines(
+    api: &impl Api,
+    topic: &str,
+    reader: impl AsyncBufRead + Unpin,
+) -> anyhow::Result<(u64, Option<u64>, Option<u64>)> {
+    let progress = ProgressBar::new_spinner();
+    progress.set_style(
+        ProgressStyle::with_template("{spinner} {pos} messages published ({per_sec})")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    let mut lines = reader.lines();
+    let mut batch: Vec<Bytes> = Vec::new();
+    let mut batch_bytes = 0;
+    let (mut count, mut first, mut last) = (0u64, None, None);
+    loop {
+        let line = lines.next_line().await?;
+        let end = line.is_none();
+        if let Some(line) = line {
+            batch_bytes += line.len();
+            batch.push(Bytes::from(line));
+        }
+        let full = batch.len() >= BATCH_LINES_MAX || batch_bytes >= BATCH_BYTES_MAX;
+        if !batch.is_empty() && (full || end) {
+            let offsets = api.publish_batch(topic, &batch).await?;
+            first = first.or(offsets.first().copied());
+            last = offsets.last().copied().or(last);
+            count += offsets.len() as u64;
+            progress.inc(offsets.len() as u64);
+            batch.clear();
+            batch_bytes = 0;
+        }
+        if end {
+            break;
+        }
+    }
+    progress.finish_and_clear();
+    Ok((count, first, last))
+}

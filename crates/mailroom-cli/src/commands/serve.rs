@@ -1,0 +1,60 @@
+//! `mailroom serve`: run the broker until Ctrl-C or SIGTERM.
+
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use mailroom_server::config::{Config, ConfigLayer, FsyncPolicy};
+use mailroom_server::server::{shutdown_signal, Server};
+
+/// Flags of `serve`. Each has an environment variable; the `--config` TOML file fills in
+/// what neither sets, and the defaults the rest.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Address to listen on; port 0 picks a free one [default: 127.0.0.1:7070].
+    #[arg(long, env = "MAILROOM_LISTEN")]
+    listen: Option<SocketAddr>,
+    /// Data directory [default: ./mailroom-data].
+    #[arg(long, env = "MAILROOM_DATA")]
+    data: Option<PathBuf>,
+    /// When to fsync: always, never or interval:MS [default: always].
+    #[arg(long, env = "MAILROOM_FSYNC")]
+    fsync: Option<FsyncPolicy>,
+    /// Largest message body in bytes [default: 1048576].
+    #[arg(long, env = "MAILROOM_MAX_PAYLOAD_BYTES")]
+    max_payload_bytes: Option<u64>,
+    /// A TOML file with any of: listen, data, fsync, token, max_payload_bytes.
+    #[arg(long, env = "MAILROOM_CONFIG")]
+    config: Option<PathBuf>,
+}
+
+/// Resolves the settings, starts the server, prints the bound address, and serves.
+///
+/// The line `mailroom listening on http://ADDR` goes to stdout (flushed) once the socket
+/// is bound, so scripts and tests can find a port picked with `--listen 127.0.0.1:0`.
+pub async fn run(args: Args, token: Option<String>) -> anyhow::Result<()> {
+    crate::init_logging("info");
+    let file = args
+        .config
+        .as_deref()
+        .map(ConfigLayer::from_file)
+        .transpose()?;
+    let flags = ConfigLayer {
+        listen: args.listen,
+        data: args.data,
+        fsync: args.fsync,
+        token,
+        max_payload_bytes: args.max_payload_bytes,
+    };
+    let config = Config::resolve(flags, file)?;
+    tracing::info!(?config, "starting");
+    let server = Server::start(config.clone()).await?;
+    let address = server.local_addr()?;
+    tracing::info!(%address, data = %config.data_dir.display(), fsync = %config.fsync, "listening");
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "mailroom listening on http://{address}")?;
+    stdout.flush()?;
+    drop(stdout);
+    server.serve(shutdown_signal()).await?;
+    Ok(())
+}

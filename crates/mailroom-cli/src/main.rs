@@ -1,0 +1,127 @@
+//! `mailroom`: run the broker (`mailroom serve`) and talk to it.
+//!
+//! Every command except `serve` is a client of a running server (`--server`, default
+//! `http://127.0.0.1:7070`). `--json` prints one JSON document per result for scripts.
+
+mod api;
+mod commands;
+mod output;
+
+use clap::{Parser, Subcommand};
+use mailroom_client::Client;
+
+use crate::output::Output;
+
+/// The mailroom message broker.
+#[derive(Debug, Parser)]
+#[command(name = "mailroom", version, about)]
+struct Cli {
+    /// The server to talk to.
+    #[arg(
+        long,
+        global = true,
+        env = "MAILROOM_URL",
+        default_value = "http://127.0.0.1:7070"
+    )]
+    server: String,
+    /// The bearer token: the one `serve` requires, and the one other commands present.
+    #[arg(long, global = true, env = "MAILROOM_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Print JSON instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the broker server.
+    Serve(commands::serve::Args),
+    /// Create, list and inspect topics.
+    #[command(subcommand)]
+    Topic(commands::topic::TopicCommand),
+    /// Create and inspect consumer groups.
+    #[command(subcommand)]
+    Group(commands::group::GroupCommand),
+    /// Publish one message, or one message per line of stdin or a file.
+    Publish(commands::publish::Args),
+    /// Poll a group, print each message, and ack it (or run a command and ack or nack).
+    Consume(commands::consume::Args),
+    /// List a group's dead letters.
+    DeadLetters(commands::dead_letters::Args),
+    /// Live channels: create, publish, subscribe, close.
+    #[command(subcommand)]
+    Channel(commands::channel::ChannelCommand),
+    /// Topics, groups and channels at a glance.
+    Stats,
+    /// The live-channel scenario: driver locations to three subscribers, one slow.
+    Demo(commands::demo::Args),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("mailroom: cannot start the async runtime: {error}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("mailroom: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let output = Output { json: cli.json };
+    if let Command::Serve(args) = cli.command {
+        return commands::serve::run(args, cli.token).await;
+    }
+    init_logging("warn");
+    let mut client = Client::new(&cli.server)?;
+    if let Some(token) = cli.token {
+        client = client.with_token(token);
+    }
+    match cli.command {
+        Command::Serve(_) => unreachable!("handled above"),
+        Command::Topic(command) => commands::topic::run(&client, command, output).await,
+        Command::Group(command) => commands::group::run(&client, command, output).await,
+        Command::Publish(args) => commands::publish::run(&client, args, output).await,
+        Command::Consume(args) => commands::consume::run(&client, args, output).await,
+        Command::DeadLetters(args) => commands::dead_letters::run(&client, args, output).await,
+        Command::Channel(command) => commands::channel::run(&client, command, output).await,
+        Command::Stats => commands::stats::run(&client, output).await,
+        Command::Demo(args) => commands::demo::run(&client, args, output).await,
+    }
+}
+
+/// Logs to stderr; `RUST_LOG` overrides the default level.
+fn init_logging(default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory as _;
+
+    // Proves the clap definition is consistent (no clashing flags or names).
+    #[test]
+    fn cli_definition_is_valid() {
+        Cli::command().debug_assert();
+    }
+}

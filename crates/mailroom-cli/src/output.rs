@@ -1,0 +1,55 @@
+//! How commands print: a human line, or one JSON document per result with `--json`.
+
+use std::io::Write as _;
+
+use bytes::Bytes;
+use serde_json::{json, Value};
+
+/// Where results go, and in which form.
+#[derive(Debug, Clone, Copy)]
+pub struct Output {
+    /// Print JSON instead of human text.
+    pub json: bool,
+}
+
+impl Output {
+    /// Prints one result: `value` with `--json`, else the text `human` builds.
+    pub fn emit(&self, value: Value, human: impl FnOnce() -> String) {
+        let line = if self.json {
+            value.to_string()
+        } else {
+            human()
+        };
+        let mut stdout = std::io::stdout().lock();
+        // A closed pipe (`| head`) is the reader's choice, not an error worth a panic.
+        let _ = writeln!(stdout, "{line}");
+        let _ = stdout.flush();
+    }
+}
+
+/// A payload as JSON fields: `payload` when UTF-8, `payload_base64` otherwise.
+pub fn payload_fields(payload: &Bytes) -> Value {
+    use base64::Engine as _;
+    match std::str::from_utf8(payload) {
+        Ok(text) => json!({ "payload": text }),
+        Err(_) => {
+            json!({ "payload_base64": base64::engine::general_purpose::STANDARD.encode(payload) })
+        }
+    }
+}
+
+/// A payload for humans: the text, or a note about binary bytes.
+pub fn payload_text(payload: &Bytes) -> String {
+    match std::str::from_utf8(payload) {
+        Ok(text) => text.to_owned(),
+        Err(_) => format!("<{} bytes of binary>", payload.len()),
+    }
+}
+
+/// `base` with the extra fields of `more` merged in.
+pub fn merged(mut base: Value, more: Value) -> Value {
+    if let (Some(base), Value::Object(more)) = (base.as_object_mut(), more) {
+        base.extend(more);
+    }
+    base
+}

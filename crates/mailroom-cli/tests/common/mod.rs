@@ -1,0 +1,183 @@
+//! Shared helpers for the black-box server tests: start the real `mailroom` binary on a
+//! free port with a temporary data directory, find its address from its stdout, stop it.
+
+#![allow(dead_code)] // Each test file uses a different subset.
+
+use std::io::{BufRead as _, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use mailroom_client::Client;
+
+/// How long a test waits for the server to print its address or to exit.
+pub const PROCESS_WAIT_MS_MAX: u64 = 20_000;
+
+/// A running `mailroom serve` child process, killed on drop.
+pub struct ServerProcess {
+    child: Child,
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+    /// The data directory (owned by the test).
+    pub data: PathBuf,
+}
+
+impl ServerProcess {
+    /// Starts the binary with `--listen 127.0.0.1:0 --data <data>` and `extra` flags, and
+    /// waits for the `mailroom listening on http://...` line.
+    pub fn start(data: &Path, extra: &[&str]) -> ServerProcess {
+        Self::start_with_env(data, extra, &[])
+    }
+
+    /// As [`ServerProcess::start`], with extra environment variables.
+    pub fn start_with_env(data: &Path, extra: &[&str], env: &[(&str, &str)]) -> ServerProcess {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_mailroom"));
+        command
+            .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+            .arg(data)
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .env_remove("MAILROOM_TOKEN")
+            .env_remove("MAILROOM_MAX_PAYLOAD_BYTES")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let mut child = command.spawn().expect("spawn mailroom");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        // Reading blocks until the server prints the line or exits (EOF).
+        let url = loop {
+            match lines.next() {
+                Some(Ok(line)) => {
+                    if let Some(address) = line.strip_prefix("mailroom listening on ") {
+                        break address.trim().to_owned();
+                    }
+                }
+                _ => {
+                    let status = child.wait().expect("wait");
+                    panic!("server exited before listening: {status}");
+                }
+            }
+        };
+        ServerProcess {
+            child,
+            url,
+            data: data.to_owned(),
+        }
+    }
+
+    /// A client for this server.
+    pub fn client(&self) -> Client {
+        Client::new(&self.url).expect("valid url")
+    }
+
+    /// `url` + `path`.
+    pub fn at(&self, path: &str) -> String {
+        format!("{}{path}", self.url)
+    }
+
+    /// The `host:port` part.
+    pub fn address(&self) -> String {
+        self.url.trim_start_matches("http://").to_owned()
+    }
+
+    /// SIGKILL: no shutdown path runs at all.
+    pub fn kill(mut self) {
+        self.child.kill().expect("kill");
+        self.child.wait().expect("wait");
+    }
+
+    /// SIGTERM, then waits for the exit status.
+    pub fn terminate(mut self) -> ExitStatus {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("run kill");
+        assert!(sent.success());
+        let deadline = Instant::now() + Duration::from_millis(PROCESS_WAIT_MS_MAX);
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "server did not exit after SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        self.child.try_wait().expect("try_wait").is_none()
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Reads Server-Sent Events from a streaming HTTP response.
+pub struct SseReader {
+    response: reqwest::Response,
+    buffer: Vec<u8>,
+}
+
+/// One SSE event: its `event:` name (if any) and its data lines joined by `\n`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SseEvent {
+    pub event: Option<String>,
+    pub data: String,
+}
+
+impl SseReader {
+    pub fn new(response: reqwest::Response) -> SseReader {
+        SseReader {
+            response,
+            buffer: Vec::new(),
+        }
+    }
+
+    /// The next event with data (comments and keep-alives skipped); `None` at the end
+    /// of the stream.
+    pub async fn next(&mut self) -> Option<SseEvent> {
+        loop {
+            if let Some(end) = self.buffer.windows(2).position(|w| w == b"\n\n") {
+                let block: Vec<u8> = self.buffer.drain(..end + 2).collect();
+                let text = String::from_utf8(block).expect("SSE is UTF-8");
+                let mut event = None;
+                let mut data = Vec::new();
+                for line in text.lines() {
+                    if let Some(value) = line.strip_prefix("data:") {
+                        data.push(value.strip_prefix(' ').unwrap_or(value).to_owned());
+                    } else if let Some(value) = line.strip_prefix("event:") {
+                        event = Some(value.trim().to_owned());
+                    }
+                }
+                if data.is_empty() {
+                    continue;
+                }
+                return Some(SseEvent {
+                    event,
+                    data: data.join("\n"),
+                });
+            }
+            match self.response.chunk().await.expect("SSE stream") {
+                Some(chunk) => self.buffer.extend_from_slice(&chunk),
+                None => return None,
+            }
+        }
+    }
+}
+
+/// A fresh temporary data directory.
+pub fn temp_dir() -> tempfile::TempDir {
+    tempfile::tempdir().expect("tempdir")
+}

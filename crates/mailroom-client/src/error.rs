@@ -1,0 +1,64 @@
+//! The client's error type.
+
+/// Why a client call failed.
+///
+/// [`ClientError::Api`] carries the server's stable error code (`"unknown_topic"`,
+/// `"not_owned"`, ...), which is what callers should match on; the other variants are
+/// transport failures.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// The server answered with an error status and a JSON error body.
+    #[error("server said {status} {code}: {message}")]
+    Api {
+        /// The HTTP status code.
+        status: u16,
+        /// The stable error code from the body (`"http_<status>"` if the body had none).
+        code: String,
+        /// The human-readable message from the body.
+        message: String,
+    },
+    /// The base URL or a name could not be turned into a request URL.
+    #[error("invalid url: {0}")]
+    InvalidUrl(String),
+    /// The HTTP request failed: connection refused, reset, timed out, ...
+    #[error("http: {0}")]
+    Http(#[from] reqwest::Error),
+    /// The WebSocket handshake or stream failed.
+    #[error("websocket: {0}")]
+    WebSocket(#[from] Box<tokio_tungstenite::tungstenite::Error>),
+    /// The server's answer did not have the documented shape.
+    #[error("unexpected response: {0}")]
+    UnexpectedResponse(String),
+}
+
+impl ClientError {
+    /// The server's stable error code, if the server answered with one.
+    ///
+    /// ```
+    /// use mailroom_client::ClientError;
+    /// let error = ClientError::Api { status: 404, code: "unknown_topic".into(), message: "no".into() };
+    /// assert_eq!(error.code(), Some("unknown_topic"));
+    /// assert_eq!(error.status(), Some(404));
+    /// ```
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            ClientError::Api { code, .. } => Some(code),
+            _ => None,
+        }
+    }
+
+    /// The HTTP status of an API error.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            ClientError::Api { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+}
+
+impl From<tokio_tungstenite::tungstenite::Error> for ClientError {
+    fn from(error: tokio_tungstenite::tungstenite::Error) -> Self {
+        ClientError::WebSocket(Box::new(error))
+    }
+}

@@ -1,0 +1,37 @@
+//! A Rust client for the mailroom broker's HTTP API.
+//!
+//! [`Client`] has one async method per endpoint: topics, consumer groups (poll, ack,
+//! nack, dead letters) and live channels (publish, and [`Client::subscribe`] over
+//! WebSocket). Payloads are bytes; the client picks the wire encoding (text when UTF-8,
+//! base64 otherwise) and decodes it back, so callers never see it.
+//!
+//! Errors the server reports arrive as [`ClientError::Api`] with the server's stable
+//! error code, so a caller can tell `not_owned` (someone else's delivery) from
+//! `unknown_group` without parsing messages.
+//!
+//! The client speaks plain `http://` only; put a TLS-terminating proxy in front of the
+//! server if the network is not trusted.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), mailroom_client::ClientError> {
+//! let client = mailroom_client::Client::new("http://127.0.0.1:7070")?.with_token("secret");
+//! client.create_channel("drivers", 16, 64).await?;
+//! let mut subscription = client.subscribe("drivers").await?;
+//! client.publish_channel("drivers", r#"{"driver":7,"lat":52.5,"lon":13.4}"#).await?;
+//! let message = subscription.next().await.expect("not closed")?;
+//! assert!(message.starts_with(b"{"));
+//! # Ok(()) }
+//! ```
+
+mod client;
+mod error;
+mod subscription;
+mod types;
+
+pub use client::Client;
+pub use error::ClientError;
+pub use subscription::{SubscribeOptions, Subscription};
+pub use types::{
+    ChannelDelivery, ChannelInfo, DeadLetter, Delivery, DeliveryId, GroupInfo, NackOutcome,
+    StartPosition, TopicInfo, TopicSummary,
+};

@@ -1,0 +1,188 @@
+//! The registry of live channels: one in-memory `Broker<Bytes>` per channel.
+//!
+//! Channels are not persisted: they exist from `PUT` until `DELETE` or shutdown. Closing
+//! a channel closes its broker, so every subscriber's stream ends once it has delivered
+//! what was already in that subscriber's mailbox.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use bytes::Bytes;
+use mailroom::broadcast::{Broker, BrokerStats};
+use parking_lot::RwLock;
+
+use crate::error::ApiError;
+
+/// The most live channels that can exist at once.
+pub const CHANNELS_MAX: usize = 10_000;
+/// The largest `max_subscribers` a channel may have.
+pub const CHANNEL_SUBSCRIBERS_MAX: usize = 10_000;
+/// The largest `mailbox_capacity` (messages per subscriber) a channel may have.
+pub const CHANNEL_MAILBOX_CAPACITY_MAX: usize = 65_536;
+
+/// One live channel.
+#[derive(Debug)]
+pub struct Channel {
+    /// The channel's name.
+    pub name: String,
+    /// The fan-out itself.
+    pub broker: Broker<Bytes>,
+}
+
+impl Channel {
+    /// The broker's counters.
+    pub fn stats(&self) -> BrokerStats {
+        self.broker.stats()
+    }
+}
+
+/// Every live channel, by name.
+#[derive(Debug, Default)]
+pub struct Channels {
+    channels: RwLock<BTreeMap<String, Arc<Channel>>>,
+}
+
+/// Whether [`Channels::create`] made a new channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Created {
+    /// A new channel.
+    New,
+    /// One with the same settings already existed.
+    Existing,
+}
+
+impl Channels {
+    /// Creates a channel, or confirms an identical one exists.
+    ///
+    /// # Errors
+    /// 400 `invalid_argument` for limits outside `1..=max`; 409 `channel_exists` for a
+    /// channel of that name with other limits; 409 `channel_limit` at [`CHANNELS_MAX`].
+    pub fn create(
+        &self,
+        name: &str,
+        max_subscribers: usize,
+        mailbox_capacity: usize,
+    ) -> Result<Created, ApiError> {
+        check_limit("max_subscribers", max_subscribers, CHANNEL_SUBSCRIBERS_MAX)?;
+        check_limit(
+            "mailbox_capacity",
+            mailbox_capacity,
+            CHANNEL_MAILBOX_CAPACITY_MAX,
+        )?;
+        let mut channels = self.channels.write();
+        if let Some(existing) = channels.get(name) {
+            let broker = &existing.broker;
+            if broker.max_subscribers() == max_subscribers
+                && broker.mailbox_capacity() == mailbox_capacity
+            {
+                return Ok(Created::Existing);
+            }
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "channel_exists",
+                format!(
+                    "channel {name:?} exists with max_subscribers {} and mailbox_capacity {}",
+                    broker.max_subscribers(),
+                    broker.mailbox_capacity()
+                ),
+            ));
+        }
+        if channels.len() >= CHANNELS_MAX {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "channel_limit",
+                format!("{CHANNELS_MAX} channels exist already"),
+            ));
+        }
+        let broker = Broker::new(max_subscribers, mailbox_capacity)?;
+        channels.insert(
+            name.to_owned(),
+            Arc::new(Channel {
+                name: name.to_owned(),
+                broker,
+            }),
+        );
+        Ok(Created::New)
+    }
+
+    /// The channel of that name.
+    ///
+    /// # Errors
+    /// 404 `unknown_channel`.
+    pub fn get(&self, name: &str) -> Result<Arc<Channel>, ApiError> {
+        self.channels
+            .read()
+            .get(name)
+            .cloned()
+            .ok_or_else(|| ApiError::unknown_channel(name))
+    }
+
+    /// Every channel, sorted by name.
+    pub fn list(&self) -> Vec<Arc<Channel>> {
+        self.channels.read().values().cloned().collect()
+    }
+
+    /// Removes and closes a channel.
+    ///
+    /// # Errors
+    /// 404 `unknown_channel`.
+    pub fn close(&self, name: &str) -> Result<(), ApiError> {
+        let removed = self.channels.write().remove(name);
+        let channel = removed.ok_or_else(|| ApiError::unknown_channel(name))?;
+        channel.broker.close();
+        Ok(())
+    }
+
+    /// Closes every channel, so that streaming responses end and shutdown can finish.
+    pub fn close_all(&self) {
+        let drained = std::mem::take(&mut *self.channels.write());
+        for channel in drained.values() {
+            channel.broker.close();
+        }
+    }
+}
+
+fn check_limit(name: &str, value: usize, max: usize) -> Result<(), ApiError> {
+    if value == 0 || value > max {
+        return Err(ApiError::invalid_argument(format!(
+            "{name} must be in 1..={max}, got {value}"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves create is idempotent for equal settings, conflicts for different ones, and
+    // that close removes the channel and ends its subscriptions.
+    #[test]
+    fn create_get_close() {
+        let channels = Channels::default();
+        assert_eq!(channels.create("c", 2, 4).unwrap(), Created::New);
+        assert_eq!(channels.create("c", 2, 4).unwrap(), Created::Existing);
+        assert_eq!(
+            channels.create("c", 3, 4).unwrap_err().code,
+            "channel_exists"
+        );
+        assert_eq!(
+            channels.create("d", 0, 4).unwrap_err().code,
+            "invalid_argument"
+        );
+        assert_eq!(
+            channels
+                .create("d", 1, CHANNEL_MAILBOX_CAPACITY_MAX + 1)
+                .unwrap_err()
+                .code,
+            "invalid_argument"
+        );
+        let channel = channels.get("c").unwrap();
+        let subscription = channel.broker.subscribe().unwrap();
+        channels.close("c").unwrap();
+        assert!(subscription.is_closed());
+        assert_eq!(channels.get("c").unwrap_err().code, "unknown_channel");
+        assert_eq!(channels.close("c").unwrap_err().code, "unknown_channel");
+    }
+}

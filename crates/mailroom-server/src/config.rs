@@ -1,0 +1,326 @@
+//! Server settings: defaults, an optional TOML file, and flags or environment variables
+//! on top, in that order of precedence (later wins).
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// The address `mailroom serve` listens on unless told otherwise.
+pub const LISTEN_DEFAULT: &str = "127.0.0.1:7070";
+/// The data directory unless told otherwise, relative to the working directory.
+pub const DATA_DIR_DEFAULT: &str = "mailroom-data";
+/// The largest message body accepted unless told otherwise: 1 MiB.
+pub const PAYLOAD_BYTES_MAX_DEFAULT: u64 = 1 << 20;
+/// The largest value `--max-payload-bytes` accepts: the store frames records with a
+/// 32-bit length, and one request must fit comfortably in memory.
+pub const PAYLOAD_BYTES_MAX_LIMIT: u64 = 64 << 20;
+/// The longest `interval:MS` fsync period accepted: one hour.
+pub const FSYNC_INTERVAL_MS_MAX: u64 = 3_600_000;
+
+/// When the store makes writes durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FsyncPolicy {
+    /// Every confirmed write is on disk before the response is sent.
+    #[default]
+    Always,
+    /// Writes are synced by a background timer; a power cut loses at most one period.
+    Interval(Duration),
+    /// Only on shutdown; a power cut can lose anything since the start.
+    Never,
+}
+
+impl FromStr for FsyncPolicy {
+    type Err = ConfigError;
+
+    /// Parses `always`, `never` or `interval:MS` (1 ≤ MS ≤ [`FSYNC_INTERVAL_MS_MAX`]).
+    fn from_str(text: &str) -> Result<Self, ConfigError> {
+        let invalid = |reason: &str| ConfigError::Invalid {
+            setting: "fsync",
+            reason: format!("{text:?}: {reason} (expected always, never or interval:MS)"),
+        };
+        match text {
+            "always" => Ok(FsyncPolicy::Always),
+            "never" => Ok(FsyncPolicy::Never),
+            _ => {
+                let millis = text
+                    .strip_prefix("interval:")
+                    .ok_or_else(|| invalid("unknown policy"))?
+                    .parse::<u64>()
+                    .map_err(|_| invalid("the interval is not a whole number of milliseconds"))?;
+                if millis == 0 || millis > FSYNC_INTERVAL_MS_MAX {
+                    return Err(invalid("the interval is out of range"));
+                }
+                Ok(FsyncPolicy::Interval(Duration::from_millis(millis)))
+            }
+        }
+    }
+}
+
+impl fmt::Display for FsyncPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FsyncPolicy::Always => f.write_str("always"),
+            FsyncPolicy::Never => f.write_str("never"),
+            FsyncPolicy::Interval(period) => write!(f, "interval:{}", period.as_millis()),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for FsyncPolicy {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// Why the settings could not be put together.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A setting's value is out of range or malformed.
+    #[error("invalid {setting}: {reason}")]
+    Invalid {
+        /// The setting's name as on the command line, without dashes.
+        setting: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The config file could not be read.
+    #[error("reading config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// The config file is not valid TOML or has unknown keys.
+    #[error("parsing config file {path}: {source}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What the parser said.
+        source: Box<toml::de::Error>,
+    },
+}
+
+/// One source of settings, every field optional: the config file, or the flags and
+/// environment variables. [`Config::resolve`] layers them over the defaults.
+///
+/// In TOML the keys are the long flag names with underscores:
+///
+/// ```
+/// use mailroom_server::config::{ConfigLayer, FsyncPolicy};
+/// let layer = ConfigLayer::from_toml(r#"
+///     listen = "127.0.0.1:0"
+///     data = "/var/lib/mailroom"
+///     fsync = "interval:50"
+///     max_payload_bytes = 65536
+/// "#).unwrap();
+/// assert_eq!(layer.fsync, Some(FsyncPolicy::Interval(std::time::Duration::from_millis(50))));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigLayer {
+    /// The address to listen on.
+    pub listen: Option<SocketAddr>,
+    /// The data directory.
+    pub data: Option<PathBuf>,
+    /// The fsync policy.
+    pub fsync: Option<FsyncPolicy>,
+    /// The bearer token every `/v1` call must carry.
+    pub token: Option<String>,
+    /// The largest message body accepted, in bytes.
+    pub max_payload_bytes: Option<u64>,
+}
+
+impl ConfigLayer {
+    /// Parses a TOML config file's text.
+    ///
+    /// # Errors
+    /// [`ConfigError::Parse`] for bad TOML, unknown keys or badly typed values.
+    pub fn from_toml(text: &str) -> Result<ConfigLayer, ConfigError> {
+        toml::from_str(text).map_err(|source| ConfigError::Parse {
+            path: PathBuf::from("<inline>"),
+            source: Box::new(source),
+        })
+    }
+
+    /// Reads and parses a TOML config file.
+    ///
+    /// # Errors
+    /// [`ConfigError::Read`] or [`ConfigError::Parse`].
+    pub fn from_file(path: &Path) -> Result<ConfigLayer, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|source| ConfigError::Parse {
+            path: path.to_owned(),
+            source: Box::new(source),
+        })
+    }
+}
+
+/// The server's settings, resolved and checked.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Config {
+    /// The address to listen on; port 0 picks a free port.
+    pub listen: SocketAddr,
+    /// The store's directory.
+    pub data_dir: PathBuf,
+    /// When the store syncs.
+    pub fsync: FsyncPolicy,
+    /// The bearer token every `/v1` call must carry, if set.
+    pub token: Option<String>,
+    /// The largest message body accepted, in bytes.
+    pub payload_bytes_max: u64,
+}
+
+impl fmt::Debug for Config {
+    // The token is a secret: logs and panics show whether one is set, never its value.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("listen", &self.listen)
+            .field("data_dir", &self.data_dir)
+            .field("fsync", &self.fsync)
+            .field("token", &self.token.as_ref().map(|_| "<set>"))
+            .field("payload_bytes_max", &self.payload_bytes_max)
+            .finish()
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: LISTEN_DEFAULT.parse().expect("the default address parses"),
+            data_dir: PathBuf::from(DATA_DIR_DEFAULT),
+            fsync: FsyncPolicy::Always,
+            token: None,
+            payload_bytes_max: PAYLOAD_BYTES_MAX_DEFAULT,
+        }
+    }
+}
+
+impl Config {
+    /// The defaults, overlaid by `file` and then by `flags`, then checked.
+    ///
+    /// ```
+    /// use mailroom_server::config::{Config, ConfigLayer};
+    /// let file = ConfigLayer { max_payload_bytes: Some(4096), token: Some("a".into()), ..Default::default() };
+    /// let flags = ConfigLayer { token: Some("b".into()), ..Default::default() };
+    /// let config = Config::resolve(flags, Some(file)).unwrap();
+    /// assert_eq!(config.payload_bytes_max, 4096);
+    /// assert_eq!(config.token.as_deref(), Some("b"));
+    /// assert_eq!(config.listen.to_string(), "127.0.0.1:7070");
+    /// ```
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] for an empty token or a payload limit of 0 or above
+    /// [`PAYLOAD_BYTES_MAX_LIMIT`].
+    pub fn resolve(flags: ConfigLayer, file: Option<ConfigLayer>) -> Result<Config, ConfigError> {
+        let file = file.unwrap_or_default();
+        let defaults = Config::default();
+        let config = Config {
+            listen: flags.listen.or(file.listen).unwrap_or(defaults.listen),
+            data_dir: flags.data.or(file.data).unwrap_or(defaults.data_dir),
+            fsync: flags.fsync.or(file.fsync).unwrap_or(defaults.fsync),
+            token: flags.token.or(file.token),
+            payload_bytes_max: flags
+                .max_payload_bytes
+                .or(file.max_payload_bytes)
+                .unwrap_or(defaults.payload_bytes_max),
+        };
+        config.check()?;
+        Ok(config)
+    }
+
+    fn check(&self) -> Result<(), ConfigError> {
+        if self.payload_bytes_max == 0 || self.payload_bytes_max > PAYLOAD_BYTES_MAX_LIMIT {
+            return Err(ConfigError::Invalid {
+                setting: "max-payload-bytes",
+                reason: format!(
+                    "{} is outside 1..={PAYLOAD_BYTES_MAX_LIMIT}",
+                    self.payload_bytes_max
+                ),
+            });
+        }
+        if let Some(token) = &self.token {
+            // A token must be sendable in a header; an empty one would be no protection.
+            let printable = token.bytes().all(|b| b.is_ascii_graphic());
+            if token.is_empty() || !printable {
+                return Err(ConfigError::Invalid {
+                    setting: "token",
+                    reason: "must be non-empty printable ASCII without spaces".into(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves every fsync spelling round-trips and every malformed one is refused.
+    #[test]
+    fn fsync_policy_parses_and_refuses() {
+        for text in ["always", "never", "interval:1", "interval:3600000"] {
+            assert_eq!(text.parse::<FsyncPolicy>().unwrap().to_string(), text);
+        }
+        for text in [
+            "",
+            "Always",
+            "interval:",
+            "interval:0",
+            "interval:-5",
+            "interval:3600001",
+            "sometimes",
+        ] {
+            assert!(
+                text.parse::<FsyncPolicy>().is_err(),
+                "{text:?} was accepted"
+            );
+        }
+    }
+
+    // Proves flags beat the file, the file beats the defaults, and bad values are refused.
+    #[test]
+    fn resolve_layers_and_checks() {
+        let file = ConfigLayer::from_toml("fsync = \"never\"\nlisten = \"127.0.0.1:9\"").unwrap();
+        let flags = ConfigLayer {
+            listen: Some("127.0.0.1:0".parse().unwrap()),
+            ..Default::default()
+        };
+        let config = Config::resolve(flags, Some(file)).unwrap();
+        assert_eq!(config.listen.port(), 0);
+        assert_eq!(config.fsync, FsyncPolicy::Never);
+        assert_eq!(config.payload_bytes_max, PAYLOAD_BYTES_MAX_DEFAULT);
+
+        let zero = ConfigLayer {
+            max_payload_bytes: Some(0),
+            ..Default::default()
+        };
+        assert!(Config::resolve(zero, None).is_err());
+        let spaced = ConfigLayer {
+            token: Some("a b".into()),
+            ..Default::default()
+        };
+        assert!(Config::resolve(spaced, None).is_err());
+        assert!(ConfigLayer::from_toml("colour = \"blue\"").is_err());
+    }
+
+    // Proves the token never appears in debug output, where logs would keep it.
+    #[test]
+    fn debug_hides_the_token() {
+        let config = Config {
+            token: Some("hunter2".into()),
+            ..Config::default()
+        };
+        assert!(!format!("{config:?}").contains("hunter2"));
+    }
+}

@@ -1,0 +1,70 @@
+//! The mailroom server: the durable store and live channels over HTTP/JSON, WebSocket
+//! and Server-Sent Events.
+//!
+//! # The API
+//!
+//! - **Topics** (`/v1/topics/...`): durable, retained logs. Publish raw bytes or JSON
+//!   batches; consumer groups poll, ack and nack with exact `(offset, attempt)` fencing;
+//!   a message nacked on its final attempt is dead-lettered once.
+//! - **Live channels** (`/v1/channels/...`): best-effort fan-out to WebSocket and SSE
+//!   subscribers, each with a bounded mailbox; a slow subscriber drops messages (counted)
+//!   and never slows the publisher or the others.
+//! - **Operations**: `/healthz`, `/metrics` (Prometheus), `/openapi.json`.
+//!
+//! Every error is JSON `{"error": "<stable code>", "message": "..."}`; see [`error`].
+//! When a token is configured every `/v1` call needs `Authorization: Bearer <token>`.
+//!
+//! Store calls wait for fsync, so handlers run them on the blocking pool
+//! ([`state::AppState::blocking`]); the async workers only move bytes.
+//!
+//! # Example
+//!
+//! The router runs in-process over any store, which is how to embed the API:
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use axum::body::Body;
+//! use axum::http::{Request, StatusCode};
+//! use mailroom_server::{app::router, server::store_options, state::AppState, Config};
+//! use tower::ServiceExt as _;
+//!
+//! let dir = tempfile::tempdir()?;
+//! let config = Config::default();
+//! let store = mailroom_store::Store::open(dir.path(), store_options(&config))?;
+//! let app = router(AppState::new(store, config));
+//!
+//! let create = Request::put("/v1/topics/orders").body(Body::empty())?;
+//! assert_eq!(app.clone().oneshot(create).await?.status(), StatusCode::CREATED);
+//! let publish = Request::post("/v1/topics/orders/messages").body(Body::from("hello"))?;
+//! assert_eq!(app.oneshot(publish).await?.status(), StatusCode::CREATED);
+//! # Ok(()) }
+//! ```
+//!
+//! Serving it, as `mailroom serve` does:
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use mailroom_server::{config::Config, server::{shutdown_signal, Server}};
+//! let config = Config { listen: "127.0.0.1:0".parse()?, ..Config::default() };
+//! let server = Server::start(config).await?;
+//! println!("listening on {}", server.local_addr()?);
+//! server.serve(shutdown_signal()).await?;
+//! # Ok(()) }
+//! ```
+
+pub mod app;
+pub mod body;
+pub mod channels;
+pub mod config;
+pub mod error;
+pub mod listener;
+pub mod metrics;
+pub mod names;
+pub mod openapi;
+pub mod routes;
+pub mod server;
+pub mod state;
+
+pub use config::Config;
+pub use server::{Server, ServerError};

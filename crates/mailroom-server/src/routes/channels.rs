@@ -1,0 +1,337 @@
+//! Live channels: create, list, describe, publish, close, and subscribe over WebSocket
+//! or Server-Sent Events.
+//!
+//! Each subscriber holds one slot and one bounded mailbox in the channel's broker. A task
+//! per connection moves messages from the mailbox to the socket; when the client reads
+//! slowly, that task waits on the socket, the mailbox fills, and further messages are
+//! dropped for that subscriber alone (and counted). The publisher never waits.
+
+use std::convert::Infallible;
+
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use base64::Engine as _;
+use bytes::Bytes;
+use futures_util::{SinkExt as _, StreamExt as _};
+use mailroom::broadcast::Subscription;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::body::{bytes_rejection, JsonBody};
+use crate::channels::{Channel, Created};
+use crate::error::{ApiError, ErrorBody};
+use crate::metrics::Metrics;
+use crate::names::check_name;
+use crate::state::AppState;
+
+/// The largest message or frame a WebSocket subscriber may send to the server.
+pub const WS_INCOMING_BYTES_MAX: usize = 4 << 10;
+/// `max_subscribers` when the creation body leaves it out.
+pub const MAX_SUBSCRIBERS_DEFAULT: usize = 64;
+/// `mailbox_capacity` when the creation body leaves it out.
+pub const MAILBOX_CAPACITY_DEFAULT: usize = 256;
+
+/// The body of `PUT /v1/channels/{channel}`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateChannel {
+    /// The most subscribers at once, 1 to 10,000 (default 64).
+    #[serde(default, deserialize_with = "crate::body::whole::deserialize_option")]
+    #[schema(minimum = 1, maximum = 10_000)]
+    pub max_subscribers: Option<usize>,
+    /// The most messages buffered per subscriber, 1 to 65,536 (default 256).
+    #[serde(default, deserialize_with = "crate::body::whole::deserialize_option")]
+    #[schema(minimum = 1, maximum = 65_536)]
+    pub mailbox_capacity: Option<usize>,
+}
+
+/// A channel's settings and counters.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChannelInfo {
+    /// The channel's name.
+    pub name: String,
+    /// The most subscribers at once.
+    pub max_subscribers: usize,
+    /// The most messages buffered per subscriber.
+    pub mailbox_capacity: usize,
+    /// Subscribers connected now.
+    pub subscribers: usize,
+    /// Messages published.
+    pub published: u64,
+    /// Deliveries into mailboxes.
+    pub delivered: u64,
+    /// Deliveries dropped at full mailboxes.
+    pub dropped: u64,
+}
+
+/// The answer to `GET /v1/channels`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChannelList {
+    /// Every live channel, sorted by name.
+    pub channels: Vec<ChannelInfo>,
+}
+
+/// What one channel publish did.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChannelDelivery {
+    /// Subscribers whose mailbox took the message.
+    pub delivered: usize,
+    /// Subscribers whose mailbox was full: the message was dropped for them.
+    pub dropped: usize,
+}
+
+/// The answer to a channel deletion.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChannelClosed {
+    /// The closed channel.
+    pub channel: String,
+    /// Always `true`.
+    pub closed: bool,
+}
+
+fn channel_info(channel: &Channel) -> ChannelInfo {
+    let stats = channel.stats();
+    ChannelInfo {
+        name: channel.name.clone(),
+        max_subscribers: channel.broker.max_subscribers(),
+        mailbox_capacity: channel.broker.mailbox_capacity(),
+        subscribers: stats.subscribers,
+        published: stats.published,
+        delivered: stats.delivered,
+        dropped: stats.dropped,
+    }
+}
+
+/// Creates a live channel (idempotent for identical settings).
+#[utoipa::path(put, path = "/v1/channels/{channel}", tag = "channels",
+    params(("channel" = crate::names::Name, Path, description = "1-128 characters of [A-Za-z0-9._-]")),
+    request_body = CreateChannel,
+    responses(
+        (status = 201, description = "Created", body = ChannelInfo),
+        (status = 200, description = "Existed with the same settings", body = ChannelInfo),
+        (status = 400, description = "Invalid name, limits or JSON", body = ErrorBody),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 409, description = "Exists with other settings, or too many channels", body = ErrorBody),
+        (status = 413, description = "Body too large", body = ErrorBody),
+    ))]
+pub async fn create_channel(
+    State(state): State<AppState>,
+    Path(channel): Path<String>,
+    JsonBody(request): JsonBody<CreateChannel>,
+) -> Result<Response, ApiError> {
+    check_name("channel", &channel)?;
+    let created = state.channels.create(
+        &channel,
+        request.max_subscribers.unwrap_or(MAX_SUBSCRIBERS_DEFAULT),
+        request.mailbox_capacity.unwrap_or(MAILBOX_CAPACITY_DEFAULT),
+    )?;
+    let status = match created {
+        Created::New => StatusCode::CREATED,
+        Created::Existing => StatusCode::OK,
+    };
+    let info = channel_info(&*state.channels.get(&channel)?);
+    Ok((status, Json(info)).into_response())
+}
+
+/// Lists the live channels with their counters.
+#[utoipa::path(get, path = "/v1/channels", tag = "channels",
+    responses(
+        (status = 200, description = "Every live channel", body = ChannelList),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+    ))]
+pub async fn list_channels(State(state): State<AppState>) -> Json<ChannelList> {
+    let channels = state
+        .channels
+        .list()
+        .iter()
+        .map(|c| channel_info(c))
+        .collect();
+    Json(ChannelList { channels })
+}
+
+/// Describes one live channel.
+#[utoipa::path(get, path = "/v1/channels/{channel}", tag = "channels",
+    params(("channel" = crate::names::Name, Path, description = "Channel name")),
+    responses(
+        (status = 200, description = "The channel", body = ChannelInfo),
+        (status = 400, description = "Invalid name", body = ErrorBody),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 404, description = "Unknown channel", body = ErrorBody),
+    ))]
+pub async fn channel_info_route(
+    State(state): State<AppState>,
+    Path(channel): Path<String>,
+) -> Result<Json<ChannelInfo>, ApiError> {
+    check_name("channel", &channel)?;
+    Ok(Json(channel_info(&*state.channels.get(&channel)?)))
+}
+
+/// Publishes the raw body to every current subscriber; never waits for any of them.
+#[utoipa::path(post, path = "/v1/channels/{channel}/messages", tag = "channels",
+    params(("channel" = crate::names::Name, Path, description = "Channel name")),
+    request_body(content = String, content_type = "application/octet-stream",
+        description = "The message: any bytes, up to --max-payload-bytes"),
+    responses(
+        (status = 200, description = "Fanned out", body = ChannelDelivery),
+        (status = 400, description = "Invalid name", body = ErrorBody),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 404, description = "Unknown channel", body = ErrorBody),
+        (status = 413, description = "Body larger than --max-payload-bytes", body = ErrorBody),
+    ))]
+pub async fn publish_channel(
+    State(state): State<AppState>,
+    Path(channel): Path<String>,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Result<Json<ChannelDelivery>, ApiError> {
+    check_name("channel", &channel)?;
+    let payload = body.map_err(bytes_rejection)?;
+    let handle = state.channels.get(&channel)?;
+    let delivery = handle.broker.publish(payload)?;
+    let labels = Metrics::channel(&channel);
+    let metrics = &state.metrics;
+    metrics.channel_publishes.get_or_create(&labels).inc();
+    metrics
+        .channel_deliveries
+        .get_or_create(&labels)
+        .inc_by(delivery.delivered as u64);
+    metrics
+        .channel_drops
+        .get_or_create(&labels)
+        .inc_by(delivery.dropped as u64);
+    Ok(Json(ChannelDelivery {
+        delivered: delivery.delivered,
+        dropped: delivery.dropped,
+    }))
+}
+
+/// Closes a live channel. Subscribers receive what is already in their mailboxes, then
+/// their streams end.
+#[utoipa::path(delete, path = "/v1/channels/{channel}", tag = "channels",
+    params(("channel" = crate::names::Name, Path, description = "Channel name")),
+    responses(
+        (status = 200, description = "Closed", body = ChannelClosed),
+        (status = 400, description = "Invalid name", body = ErrorBody),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 404, description = "Unknown channel", body = ErrorBody),
+    ))]
+pub async fn close_channel(
+    State(state): State<AppState>,
+    Path(channel): Path<String>,
+) -> Result<Json<ChannelClosed>, ApiError> {
+    check_name("channel", &channel)?;
+    state.channels.close(&channel)?;
+    Ok(Json(ChannelClosed {
+        channel,
+        closed: true,
+    }))
+}
+
+/// Takes a slot in the channel: 404 if it does not exist, 409 if it is full.
+fn subscribe(state: &AppState, channel: &str) -> Result<Subscription<Bytes>, ApiError> {
+    check_name("channel", channel)?;
+    Ok(state.channels.get(channel)?.broker.subscribe()?)
+}
+
+/// Subscribes over WebSocket: one frame per message (text when UTF-8, binary otherwise),
+/// then a close frame once the channel is closed and the mailbox drained.
+#[utoipa::path(get, path = "/v1/channels/{channel}/ws", tag = "channels",
+    params(("channel" = crate::names::Name, Path, description = "Channel name")),
+    responses(
+        (status = 101, description = "Switching to WebSocket"),
+        (status = 400, description = "Invalid name or not a WebSocket handshake", body = ErrorBody),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 404, description = "Unknown channel", body = ErrorBody),
+        (status = 409, description = "The channel's subscriber limit is reached", body = ErrorBody),
+    ))]
+pub async fn subscribe_ws(
+    State(state): State<AppState>,
+    Path(channel): Path<String>,
+    upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+) -> Result<Response, ApiError> {
+    // Name and channel first: a 404 says more than "not a WebSocket request".
+    check_name("channel", &channel)?;
+    state.channels.get(&channel)?;
+    let upgrade = upgrade.map_err(|rejection| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "not_websocket",
+            rejection.body_text(),
+        )
+    })?;
+    let subscription = subscribe(&state, &channel)?;
+    // Subscribers only listen; anything they send is ignored, so it may as well be small.
+    let upgrade = upgrade
+        .max_message_size(WS_INCOMING_BYTES_MAX)
+        .max_frame_size(WS_INCOMING_BYTES_MAX);
+    Ok(upgrade.on_upgrade(move |socket| pump_websocket(socket, subscription)))
+}
+
+/// Moves messages from the mailbox to the socket until the channel closes or the client
+/// goes away.
+async fn pump_websocket(socket: WebSocket, subscription: Subscription<Bytes>) {
+    let (mut sink, mut incoming) = socket.split();
+    loop {
+        tokio::select! {
+            message = subscription.recv() => {
+                let Some(payload) = message else {
+                    // Closed and drained: say goodbye properly.
+                    let _ = sink.send(Message::Close(None)).await;
+                    return;
+                };
+                let frame = match String::from_utf8(payload.into()) {
+                    Ok(text) => Message::Text(text.into()),
+                    Err(error) => Message::Binary(error.into_bytes().into()),
+                };
+                if sink.send(frame).await.is_err() {
+                    return;
+                }
+            }
+            frame = incoming.next() => match frame {
+                // The client is gone or said goodbye; the subscription drops with us.
+                None | Some(Err(_)) | Some(Ok(Message::Close(_))) => return,
+                // Pings are answered by the protocol layer; anything else is ignored.
+                Some(Ok(_)) => {}
+            },
+        }
+    }
+}
+
+/// Subscribes as Server-Sent Events: one `data:` event per UTF-8 message; a message that
+/// is not UTF-8 or holds a carriage return arrives as an `event: base64` event.
+#[utoipa::path(get, path = "/v1/channels/{channel}/events", tag = "channels",
+    params(("channel" = crate::names::Name, Path, description = "Channel name")),
+    responses(
+        (status = 200, description = "An event stream", content_type = "text/event-stream", body = String),
+        (status = 400, description = "Invalid name", body = ErrorBody),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 404, description = "Unknown channel", body = ErrorBody),
+        (status = 409, description = "The channel's subscriber limit is reached", body = ErrorBody),
+    ))]
+pub async fn subscribe_events(
+    State(state): State<AppState>,
+    Path(channel): Path<String>,
+) -> Result<Response, ApiError> {
+    let subscription = subscribe(&state, &channel)?;
+    let events = subscription
+        .into_stream()
+        .map(|payload| Ok::<Event, Infallible>(sse_event(payload)));
+    Ok(Sse::new(events)
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}
+
+/// An SSE event for a payload. SSE carries text lines: newlines are split into several
+/// `data:` lines (clients join them back), but a carriage return cannot be carried, so
+/// such payloads, like non-UTF-8 ones, go as base64.
+fn sse_event(payload: Bytes) -> Event {
+    match std::str::from_utf8(&payload) {
+        Ok(text) if !text.contains('\r') => Event::default().data(text),
+        _ => Event::default()
+            .event("base64")
+            .data(base64::engine::general_purpose::STANDARD.encode(&payload)),
+    }
+}

@@ -1,0 +1,475 @@
+//! Consumer groups: create, describe, poll (JSON or raw bytes), ack, nack, dead letters.
+//!
+//! Every transition goes through the store, which runs the one group state machine
+//! (`mailroom::group`) and makes the event durable before the response is sent.
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use base64::Engine as _;
+use bytes::Bytes;
+use mailroom::group::DeliveryId;
+use mailroom::topic::{GroupInfo, Nack, StartPosition};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::body::JsonBody;
+use crate::error::{ApiError, ErrorBody};
+use crate::metrics::{Metrics, NackLabels};
+use crate::names::check_name;
+use crate::state::AppState;
+
+/// The header carrying the offset on a raw poll.
+pub const OFFSET_HEADER: &str = "mailroom-offset";
+/// The header carrying the attempt on a raw poll.
+pub const ATTEMPT_HEADER: &str = "mailroom-attempt";
+/// The largest `max_attempts` a group may have.
+pub const MAX_ATTEMPTS_LIMIT: u32 = 1_000_000;
+
+/// The body of `PUT /v1/topics/{topic}/groups/{group}`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateGroup {
+    /// Total deliveries allowed per message, 1 to 1,000,000.
+    #[serde(deserialize_with = "crate::body::whole::deserialize")]
+    #[schema(minimum = 1, maximum = 1_000_000)]
+    pub max_attempts: u32,
+    /// Where the group starts: `"earliest"` (the default: the oldest retained message),
+    /// `"latest"` (after the last message published so far), or an offset within the
+    /// retained log or at its end.
+    #[serde(default)]
+    pub start: Option<Start>,
+}
+
+/// Where a new group starts.
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum Start {
+    /// A named position.
+    Named(StartName),
+    /// An offset.
+    Offset(#[serde(deserialize_with = "crate::body::whole::deserialize")] u64),
+}
+
+/// A named start position.
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StartName {
+    /// The oldest retained message.
+    Earliest,
+    /// After the last message published so far.
+    Latest,
+}
+
+/// The answer to a group creation.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct GroupCreated {
+    /// The topic.
+    pub topic: String,
+    /// The new group.
+    pub group: String,
+}
+
+/// Names a delivery, for ack and nack.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeliveryRef {
+    /// The message's offset.
+    #[serde(deserialize_with = "crate::body::whole::deserialize")]
+    #[schema(minimum = 0)]
+    pub offset: u64,
+    /// The attempt, as the poll returned it.
+    #[serde(deserialize_with = "crate::body::whole::deserialize")]
+    #[schema(minimum = 0)]
+    pub attempt: u32,
+}
+
+/// A group's state, as `GET .../groups/{group}` returns it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct GroupInfoBody {
+    /// The group's name.
+    pub name: String,
+    /// The offset of the next message the group has to finish.
+    pub position: u64,
+    /// Deliveries made so far of the message at `position` (0 if none).
+    pub attempt: u32,
+    /// The delivery in flight, or null.
+    pub in_flight: Option<DeliveryRef>,
+    /// Total deliveries allowed per message.
+    pub max_attempts: u32,
+    /// Messages published but not finished by this group.
+    pub lag: u64,
+    /// How many messages this group dead-lettered.
+    pub dead_letters: u64,
+}
+
+/// A delivery as JSON. Exactly one of `payload` (valid UTF-8) and `payload_base64`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeliveryBody {
+    /// The message's offset.
+    pub offset: u64,
+    /// Which delivery of the message to this group it is, from 1.
+    pub attempt: u32,
+    /// The message, when it is valid UTF-8.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payload: Option<String>,
+    /// The message in standard base64, when it is not valid UTF-8.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payload_base64: Option<String>,
+}
+
+/// The answer to an ack.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Acked {
+    /// Always `acked`.
+    pub outcome: String,
+}
+
+/// What a nack did.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum NackOutcome {
+    /// Attempts remain; the next poll delivers the message again with attempt + 1.
+    Retry,
+    /// That was the final attempt; the message is in the group's dead-letter queue.
+    DeadLettered,
+}
+
+/// The answer to a nack.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Nacked {
+    /// What the nack did.
+    pub outcome: NackOutcome,
+}
+
+/// One dead letter. Exactly one of `payload` and `payload_base64`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeadLetterBody {
+    /// The message's offset.
+    pub offset: u64,
+    /// Deliveries made before it was dead-lettered.
+    pub attempts: u32,
+    /// The message, when it is valid UTF-8.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payload: Option<String>,
+    /// The message in standard base64, when it is not valid UTF-8.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payload_base64: Option<String>,
+}
+
+/// The answer to `GET .../dead-letters`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeadLetters {
+    /// The group's dead letters, oldest first.
+    pub dead_letters: Vec<DeadLetterBody>,
+}
+
+/// Splits a payload into its JSON form: text if UTF-8, base64 otherwise.
+fn encode_payload(payload: Bytes) -> (Option<String>, Option<String>) {
+    match String::from_utf8(payload.into()) {
+        Ok(text) => (Some(text), None),
+        Err(error) => {
+            let encoded = base64::engine::general_purpose::STANDARD.encode(error.as_bytes());
+            (None, Some(encoded))
+        }
+    }
+}
+
+/// The JSON form of a group's state.
+pub fn group_info_body(info: GroupInfo) -> GroupInfoBody {
+    GroupInfoBody {
+        name: info.name,
+        position: info.position,
+        attempt: info.attempt,
+        in_flight: info.in_flight.map(|id| DeliveryRef {
+            offset: id.offset,
+            attempt: id.attempt,
+        }),
+        max_attempts: info.max_attempts,
+        lag: info.lag,
+        dead_letters: info.dead_letters,
+    }
+}
+
+fn check_names(topic: &str, group: &str) -> Result<(), ApiError> {
+    check_name("topic", topic)?;
+    check_name("group", group)
+}
+
+/// Creates a consumer group on a topic.
+#[utoipa::path(put, path = "/v1/topics/{topic}/groups/{group}", tag = "groups",
+    params(("topic" = crate::names::Name, Path, description = "Topic name"),
+           ("group" = crate::names::Name, Path, description = "Group name")),
+    request_body = CreateGroup,
+    responses(
+        (status = 201, description = "Created", body = GroupCreated),
+        (status = 400, description = "Invalid name, max_attempts, start or JSON", body = ErrorBody),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 404, description = "Unknown topic", body = ErrorBody),
+        (status = 409, description = "The group exists", body = ErrorBody),
+        (status = 413, description = "Body too large", body = ErrorBody),
+    ))]
+pub async fn create_group(
+    State(state): State<AppState>,
+    Path((topic, group)): Path<(String, String)>,
+    JsonBody(request): JsonBody<CreateGroup>,
+) -> Result<Response, ApiError> {
+    check_names(&topic, &group)?;
+    if request.max_attempts == 0 || request.max_attempts > MAX_ATTEMPTS_LIMIT {
+        return Err(ApiError::invalid_argument(format!(
+            "max_attempts must be in 1..={MAX_ATTEMPTS_LIMIT}, got {}",
+            request.max_attempts
+        )));
+    }
+    let start = match request.start {
+        None | Some(Start::Named(StartName::Earliest)) => StartPosition::Earliest,
+        Some(Start::Named(StartName::Latest)) => StartPosition::Latest,
+        Some(Start::Offset(offset)) => StartPosition::Offset(offset),
+    };
+    let body = GroupCreated {
+        topic: topic.clone(),
+        group: group.clone(),
+    };
+    state
+        .blocking(move |store| {
+            store
+                .topic(&topic)?
+                .create_group_at(&group, request.max_attempts, start)
+        })
+        .await?;
+    Ok((StatusCode::CREATED, Json(body)).into_response())
+}
+
+/// Describes one group.
+#[utoipa::path(get, path = "/v1/topics/{topic}/groups/{group}", tag = "groups",
+    params(("topic" = crate::names::Name, Path, description = "Topic name"),
+           ("group" = crate::names::Name, Path, description = "Group name")),
+    responses(
+        (status = 200, description = "The group's state", body = GroupInfoBody),
+        (status = 400, description = "Invalid name", body = ErrorBody),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 404, description = "Unknown topic or group", body = ErrorBody),
+    ))]
+pub async fn group_info(
+    State(state): State<AppState>,
+    Path((topic, group)): Path<(String, String)>,
+) -> Result<Json<GroupInfoBody>, ApiError> {
+    check_names(&topic, &group)?;
+    let info = state
+        .blocking(move |store| store.topic(&topic)?.group_info(&group))
+        .await?;
+    Ok(Json(group_info_body(info)))
+}
+
+async fn poll_delivery(
+    state: &AppState,
+    topic: String,
+    group: String,
+) -> Result<Option<mailroom::topic::Delivery<Bytes>>, ApiError> {
+    check_names(&topic, &group)?;
+    let labels = Metrics::group(&topic, &group);
+    let delivery = state
+        .blocking(move |store| store.topic(&topic)?.poll(&group))
+        .await?;
+    if delivery.is_some() {
+        state.metrics.deliveries.get_or_create(&labels).inc();
+    }
+    Ok(delivery)
+}
+
+/// Polls a group: the delivery in flight (same attempt), a new attempt at the next
+/// message, or 204 when the group has finished everything published.
+#[utoipa::path(post, path = "/v1/topics/{topic}/groups/{group}/poll", tag = "groups",
+    params(("topic" = crate::names::Name, Path, description = "Topic name"),
+           ("group" = crate::names::Name, Path, description = "Group name")),
+    responses(
+        (status = 200, description = "A delivery", body = DeliveryBody),
+        (status = 204, description = "Nothing waiting"),
+        (status = 400, description = "Invalid name", body = ErrorBody),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 404, description = "Unknown topic or group", body = ErrorBody),
+    ))]
+pub async fn poll(
+    State(state): State<AppState>,
+    Path((topic, group)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let Some(delivery) = poll_delivery(&state, topic, group).await? else {
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    };
+    let (payload, payload_base64) = encode_payload(delivery.message);
+    let body = DeliveryBody {
+        offset: delivery.offset,
+        attempt: delivery.attempt,
+        payload,
+        payload_base64,
+    };
+    Ok(Json(body).into_response())
+}
+
+/// Polls a group and returns the message's raw bytes, with the offset and attempt in
+/// the `mailroom-offset` and `mailroom-attempt` headers.
+#[utoipa::path(post, path = "/v1/topics/{topic}/groups/{group}/poll/raw", tag = "groups",
+    params(("topic" = crate::names::Name, Path, description = "Topic name"),
+           ("group" = crate::names::Name, Path, description = "Group name")),
+    responses(
+        (status = 200, description = "A delivery's bytes", content_type = "application/octet-stream",
+            body = String,
+            headers(("mailroom-offset" = u64, description = "The message's offset"),
+                    ("mailroom-attempt" = u32, description = "The attempt"))),
+        (status = 204, description = "Nothing waiting"),
+        (status = 400, description = "Invalid name", body = ErrorBody),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 404, description = "Unknown topic or group", body = ErrorBody),
+    ))]
+pub async fn poll_raw(
+    State(state): State<AppState>,
+    Path((topic, group)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let Some(delivery) = poll_delivery(&state, topic, group).await? else {
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    };
+    let mut headers = HeaderMap::new();
+    headers.insert(OFFSET_HEADER, HeaderValue::from(delivery.offset));
+    headers.insert(ATTEMPT_HEADER, HeaderValue::from(delivery.attempt));
+    headers.insert(
+        axum::http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    Ok((headers, delivery.message).into_response())
+}
+
+/// Acknowledges the exact delivery in flight; the group moves past the message.
+#[utoipa::path(post, path = "/v1/topics/{topic}/groups/{group}/ack", tag = "groups",
+    params(("topic" = crate::names::Name, Path, description = "Topic name"),
+           ("group" = crate::names::Name, Path, description = "Group name")),
+    request_body = DeliveryRef,
+    responses(
+        (status = 200, description = "Acknowledged", body = Acked),
+        (status = 400, description = "Invalid name or JSON", body = ErrorBody),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 404, description = "Unknown topic or group", body = ErrorBody),
+        (status = 409, description = "Not the current delivery (not_owned)", body = ErrorBody),
+        (status = 413, description = "Body too large", body = ErrorBody),
+    ))]
+pub async fn ack(
+    State(state): State<AppState>,
+    Path((topic, group)): Path<(String, String)>,
+    JsonBody(delivery): JsonBody<DeliveryRef>,
+) -> Result<Json<Acked>, ApiError> {
+    check_names(&topic, &group)?;
+    let labels = Metrics::group(&topic, &group);
+    let id = DeliveryId {
+        offset: delivery.offset,
+        attempt: delivery.attempt,
+    };
+    state
+        .blocking(move |store| store.topic(&topic)?.ack(&group, id))
+        .await?;
+    state.metrics.acks.get_or_create(&labels).inc();
+    Ok(Json(Acked {
+        outcome: "acked".to_owned(),
+    }))
+}
+
+/// Gives up on the exact delivery in flight: a retry, or a dead letter after the final
+/// attempt.
+#[utoipa::path(post, path = "/v1/topics/{topic}/groups/{group}/nack", tag = "groups",
+    params(("topic" = crate::names::Name, Path, description = "Topic name"),
+           ("group" = crate::names::Name, Path, description = "Group name")),
+    request_body = DeliveryRef,
+    responses(
+        (status = 200, description = "retry or dead_lettered", body = Nacked),
+        (status = 400, description = "Invalid name or JSON", body = ErrorBody),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 404, description = "Unknown topic or group", body = ErrorBody),
+        (status = 409, description = "Not the current delivery (not_owned)", body = ErrorBody),
+        (status = 413, description = "Body too large", body = ErrorBody),
+    ))]
+pub async fn nack(
+    State(state): State<AppState>,
+    Path((topic, group)): Path<(String, String)>,
+    JsonBody(delivery): JsonBody<DeliveryRef>,
+) -> Result<Json<Nacked>, ApiError> {
+    check_names(&topic, &group)?;
+    let labels = Metrics::group(&topic, &group);
+    let id = DeliveryId {
+        offset: delivery.offset,
+        attempt: delivery.attempt,
+    };
+    let nack = state
+        .blocking(move |store| store.topic(&topic)?.nack(&group, id))
+        .await?;
+    let outcome = match nack {
+        Nack::Retry => NackOutcome::Retry,
+        Nack::DeadLettered => {
+            state.metrics.dead_letters.get_or_create(&labels).inc();
+            NackOutcome::DeadLettered
+        }
+    };
+    let outcome_label = match outcome {
+        NackOutcome::Retry => "retry",
+        NackOutcome::DeadLettered => "dead_lettered",
+    };
+    state
+        .metrics
+        .nacks
+        .get_or_create(&NackLabels {
+            topic: labels.topic,
+            group: labels.group,
+            outcome: outcome_label.to_owned(),
+        })
+        .inc();
+    Ok(Json(Nacked { outcome }))
+}
+
+/// Lists the group's dead letters, oldest first, with their payloads.
+#[utoipa::path(get, path = "/v1/topics/{topic}/groups/{group}/dead-letters", tag = "groups",
+    params(("topic" = crate::names::Name, Path, description = "Topic name"),
+           ("group" = crate::names::Name, Path, description = "Group name")),
+    responses(
+        (status = 200, description = "The dead letters", body = DeadLetters),
+        (status = 400, description = "Invalid name", body = ErrorBody),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 404, description = "Unknown topic or group", body = ErrorBody),
+    ))]
+pub async fn dead_letters(
+    State(state): State<AppState>,
+    Path((topic, group)): Path<(String, String)>,
+) -> Result<Json<DeadLetters>, ApiError> {
+    check_names(&topic, &group)?;
+    let letters = state
+        .blocking(move |store| store.topic(&topic)?.dead_letters(&group))
+        .await?;
+    let dead_letters = letters
+        .into_iter()
+        .map(|letter| {
+            let (payload, payload_base64) = encode_payload(letter.message);
+            DeadLetterBody {
+                offset: letter.offset,
+                attempts: letter.attempts,
+                payload,
+                payload_base64,
+            }
+        })
+        .collect();
+    Ok(Json(DeadLetters { dead_letters }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves UTF-8 payloads travel as text and anything else as base64, never both.
+    #[test]
+    fn payload_encoding_picks_one_form() {
+        assert_eq!(
+            encode_payload(Bytes::from_static(b"hi")),
+            (Some("hi".into()), None)
+        );
+        assert_eq!(
+            encode_payload(Bytes::from_static(&[0xff, 0x00])),
+            (None, Some("/wA=".into()))
+        );
+    }
+}

@@ -1,0 +1,6 @@
+//! The HTTP handlers, one file per resource.
+
+pub mod channels;
+pub mod groups;
+pub mod ops;
+pub mod topics;

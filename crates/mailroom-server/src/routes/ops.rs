@@ -1,0 +1,89 @@
+//! Operations: health, Prometheus metrics and the OpenAPI document. None of these needs
+//! the token, so probes and scrapers work without secrets.
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::Json;
+use serde::Serialize;
+use utoipa::{OpenApi as _, ToSchema};
+
+use crate::error::ApiError;
+use crate::metrics::Metrics;
+use crate::openapi::ApiDoc;
+use crate::state::AppState;
+
+/// The answer to `GET /healthz`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    /// Always `ok` while the server is serving.
+    pub status: String,
+}
+
+/// Liveness: 200 while the server accepts requests.
+#[utoipa::path(get, path = "/healthz", tag = "operations",
+    responses((status = 200, description = "Serving", body = Health)))]
+pub async fn healthz() -> Json<Health> {
+    Json(Health {
+        status: "ok".to_owned(),
+    })
+}
+
+/// Prometheus metrics in the text exposition format.
+#[utoipa::path(get, path = "/metrics", tag = "operations",
+    responses((status = 200, description = "OpenMetrics text, which Prometheus scrapes",
+        content_type = "application/openmetrics-text", body = String)))]
+pub async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
+    refresh_gauges(&state).await?;
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        state.metrics.render(),
+    ))
+}
+
+/// Sets the gauges that describe current state rather than count events: the lag of
+/// every group and the subscribers of every channel.
+async fn refresh_gauges(state: &AppState) -> Result<(), ApiError> {
+    let lags = state
+        .blocking(|store| {
+            let mut lags = Vec::new();
+            for name in store.topics() {
+                let Ok(topic) = store.topic(&name) else {
+                    continue;
+                };
+                for group in topic.groups() {
+                    if let Ok(info) = topic.group_info(&group) {
+                        lags.push((Metrics::group(&name, &group), info.lag));
+                    }
+                }
+            }
+            Ok(lags)
+        })
+        .await?;
+    // Rebuilt from scratch so deleted groups and channels stop being reported.
+    state.metrics.lag.clear();
+    for (labels, lag) in lags {
+        let lag = i64::try_from(lag).unwrap_or(i64::MAX);
+        state.metrics.lag.get_or_create(&labels).set(lag);
+    }
+    state.metrics.channel_subscribers.clear();
+    for channel in state.channels.list() {
+        let subscribers = channel.stats().subscribers;
+        state
+            .metrics
+            .channel_subscribers
+            .get_or_create(&Metrics::channel(&channel.name))
+            .set(i64::try_from(subscribers).unwrap_or(i64::MAX));
+    }
+    Ok(())
+}
+
+/// The OpenAPI 3.1 document of this API.
+#[utoipa::path(get, path = "/openapi.json", tag = "operations",
+    responses((status = 200, description = "The OpenAPI document", content_type = "application/json", body = Object)))]
+pub async fn openapi() -> Json<utoipa::openapi::OpenApi> {
+    Json(ApiDoc::openapi())
+}

@@ -1,0 +1,196 @@
+//! Starting and stopping: open the store, bind, serve, and shut down gracefully.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use mailroom_store::log::{LogOptions, SyncPolicy};
+use mailroom_store::{Store, StoreError, StoreOptions};
+use tokio::net::TcpListener;
+
+use crate::app::router;
+use crate::config::{Config, FsyncPolicy};
+use crate::listener::{CappedListener, CONNECTIONS_MAX};
+use crate::state::AppState;
+
+/// How long shutdown waits for in-flight requests and open streams (a subscriber that
+/// stopped reading, say) before it abandons them. The store is synced either way.
+pub const SHUTDOWN_GRACE_MS_MAX: u64 = 10_000;
+
+/// Why the server could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServerError {
+    /// The store could not be opened or synced.
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    /// The data directory could not be created.
+    #[error("creating data directory {path}: {source}")]
+    DataDir {
+        /// The directory.
+        path: std::path::PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// The listen address could not be bound.
+    #[error("binding {address}: {source}")]
+    Bind {
+        /// The address asked for.
+        address: SocketAddr,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// Serving failed, or a server task panicked.
+    #[error("serving: {0}")]
+    Serve(String),
+}
+
+/// A bound server with its store open, ready to [`serve`](Server::serve).
+#[derive(Debug)]
+pub struct Server {
+    listener: TcpListener,
+    state: AppState,
+}
+
+/// The store settings for a server configuration.
+pub fn store_options(config: &Config) -> StoreOptions {
+    let sync = match config.fsync {
+        FsyncPolicy::Always => SyncPolicy::Always,
+        FsyncPolicy::Never => SyncPolicy::Never,
+        FsyncPolicy::Interval(period) => SyncPolicy::Interval(period),
+    };
+    // The config check keeps payload_bytes_max far below u32::MAX.
+    let record_bytes_max = u32::try_from(config.payload_bytes_max).unwrap_or(u32::MAX);
+    StoreOptions {
+        log: LogOptions {
+            sync,
+            record_bytes_max,
+            ..LogOptions::default()
+        },
+        ..StoreOptions::default()
+    }
+}
+
+impl Server {
+    /// Opens (or creates) the store in `config.data_dir` and binds `config.listen`.
+    ///
+    /// # Errors
+    /// [`ServerError::DataDir`], [`ServerError::Store`] (for example another server holds
+    /// the directory's lock) or [`ServerError::Bind`].
+    pub async fn start(config: Config) -> Result<Server, ServerError> {
+        let dir = config.data_dir.clone();
+        let options = store_options(&config);
+        let opened = tokio::task::spawn_blocking(move || {
+            std::fs::create_dir_all(&dir).map_err(|source| ServerError::DataDir {
+                path: dir.clone(),
+                source,
+            })?;
+            Store::open(&dir, options).map_err(ServerError::from)
+        })
+        .await
+        .map_err(|join| ServerError::Serve(join.to_string()))?;
+        let store = opened?;
+        let listener =
+            TcpListener::bind(config.listen)
+                .await
+                .map_err(|source| ServerError::Bind {
+                    address: config.listen,
+                    source,
+                })?;
+        Ok(Server {
+            listener,
+            state: AppState::new(store, config),
+        })
+    }
+
+    /// The address actually bound (the real port when the config asked for port 0).
+    ///
+    /// # Errors
+    /// The operating system's error, which does not happen for a bound socket.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// The shared state, for embedding and tests.
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Serves until `shutdown` completes, then: stops accepting, closes every live
+    /// channel (streams end once drained), waits up to [`SHUTDOWN_GRACE_MS_MAX`] for
+    /// in-flight requests, and syncs the store.
+    ///
+    /// # Errors
+    /// [`ServerError::Serve`] if serving failed; [`ServerError::Store`] if the final sync
+    /// failed.
+    pub async fn serve<F>(self, shutdown: F) -> Result<(), ServerError>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let Server { listener, state } = self;
+        let channels = state.channels.clone();
+        let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
+        let signal = async move {
+            shutdown.await;
+            tracing::info!("shutting down: no new connections; closing live channels");
+            channels.close_all();
+            let _ = stopping_tx.send(());
+        };
+        let app = router(state.clone());
+        let listener = CappedListener::new(listener, CONNECTIONS_MAX);
+        let serving = axum::serve(listener, app).with_graceful_shutdown(signal);
+        let mut task = tokio::spawn(async move { serving.await });
+        let grace = async move {
+            if stopping_rx.await.is_err() {
+                std::future::pending::<()>().await;
+            }
+            tokio::time::sleep(Duration::from_millis(SHUTDOWN_GRACE_MS_MAX)).await;
+        };
+        tokio::select! {
+            joined = &mut task => match joined {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => return Err(ServerError::Serve(error.to_string())),
+                Err(join) => return Err(ServerError::Serve(join.to_string())),
+            },
+            () = grace => {
+                tracing::warn!("shutdown grace period over; abandoning open connections");
+                task.abort();
+            }
+        }
+        let store = state.store.clone();
+        tokio::task::spawn_blocking(move || store.sync())
+            .await
+            .map_err(|join| ServerError::Serve(join.to_string()))??;
+        tracing::info!("store synced; stopped");
+        Ok(())
+    }
+}
+
+/// Completes on Ctrl-C (SIGINT) or SIGTERM.
+pub async fn shutdown_signal() {
+    let interrupt = async {
+        if let Err(error) = tokio::signal::ctrl_c().await {
+            tracing::error!(%error, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut stream) => {
+                stream.recv().await;
+            }
+            Err(error) => {
+                tracing::error!(%error, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => {}
+        () = terminate => {}
+    }
+}

@@ -1,0 +1,292 @@
+//! Log benchmark: durable append throughput (SyncPolicy::Always, group commit) beside the
+//! raw sequential write + fdatasync bandwidth of the same disk, measured in the same run.
+//!
+//! Run: `cargo bench -p mailroom-store --bench log` (env `LOG_BENCH_DIR` picks the disk,
+//! default the system temp dir; `LOG_BENCH_SECS` the seconds per sample, default 2;
+//! `LOG_BENCH_RUNS` the samples per figure, default 3; medians are reported).
+//!
+//! - Raw peer: one thread writes chunks of 1 KiB .. 1 MiB to a temp file, each followed
+//!   by `fdatasync`. The best of those bandwidths is the physical limit; the 1 KiB rate
+//!   is the disk's fsyncs per second. A second peer runs that loop on 8 threads with a
+//!   file each (1 KiB and 64 KiB chunks), since on a VM one thread blocked in fdatasync
+//!   can be much slower than the disk.
+//! - Log: 1, 8 and 64 threads each append one record at a time (100 B or 1 KiB) for the
+//!   sample time; every append returns only after an fdatasync covering it. The file
+//!   layer counts fdatasyncs, so appends per sync (the group-commit batch) is reported.
+
+use std::fs::OpenOptions;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use mailroom_store::log::{Log, LogOptions, SyncPolicy};
+use mailroom_store::storage::{FsStorage, Storage, StorageFile};
+
+const RAW_CHUNKS: [usize; 6] = [1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20];
+const PAYLOADS: [usize; 2] = [100, 1024];
+const APPENDERS: [usize; 3] = [1, 8, 64];
+/// A second raw peer: several threads syncing their own files at once. On a VM a lone
+/// thread blocked in fdatasync can pay a wake-up latency that a busy disk queue does not.
+const PARALLEL_THREADS: usize = 8;
+const PARALLEL_CHUNKS: [usize; 2] = [1 << 10, 64 << 10];
+
+/// `FsStorage` that counts file syncs.
+#[derive(Debug, Default)]
+struct Counting {
+    syncs: Arc<AtomicU64>,
+}
+
+#[derive(Debug)]
+struct CountingFile {
+    inner: Box<dyn StorageFile>,
+    syncs: Arc<AtomicU64>,
+}
+
+impl StorageFile for CountingFile {
+    fn read_at(&self, buf: &mut [u8], position: u64) -> io::Result<()> {
+        self.inner.read_at(buf, position)
+    }
+    fn write_at(&self, data: &[u8], position: u64) -> io::Result<()> {
+        self.inner.write_at(data, position)
+    }
+    fn sync(&self) -> io::Result<()> {
+        self.syncs.fetch_add(1, Ordering::Relaxed);
+        self.inner.sync()
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.inner.set_len(len)
+    }
+    fn len(&self) -> io::Result<u64> {
+        self.inner.len()
+    }
+}
+
+impl Storage for Counting {
+    fn open(&self, path: &Path, create: bool) -> io::Result<Box<dyn StorageFile>> {
+        let inner = FsStorage.open(path, create)?;
+        Ok(Box::new(CountingFile {
+            inner,
+            syncs: Arc::clone(&self.syncs),
+        }))
+    }
+    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        FsStorage.create_dir_all(path)
+    }
+    fn list_dir(&self, path: &Path) -> io::Result<Vec<PathBuf>> {
+        FsStorage.list_dir(path)
+    }
+    fn exists(&self, path: &Path) -> io::Result<bool> {
+        FsStorage.exists(path)
+    }
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        FsStorage.remove_file(path)
+    }
+    fn remove_dir_all(&self, path: &Path) -> io::Result<()> {
+        FsStorage.remove_dir_all(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        FsStorage.rename(from, to)
+    }
+    fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        FsStorage.sync_dir(path)
+    }
+}
+
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn median(mut samples: Vec<f64>) -> f64 {
+    samples.sort_by(f64::total_cmp);
+    samples[samples.len() / 2]
+}
+
+/// Bytes per second of write(chunk) + fdatasync in a loop for `time`.
+fn raw_sample(dir: &Path, chunk: usize, time: Duration) -> f64 {
+    let path = dir.join("raw.bin");
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    let data = vec![0x5au8; chunk];
+    let start = Instant::now();
+    let mut written = 0u64;
+    while start.elapsed() < time {
+        file.write_all_at(&data, written).unwrap();
+        file.sync_data().unwrap();
+        written += chunk as u64;
+    }
+    let rate = written as f64 / start.elapsed().as_secs_f64();
+    std::fs::remove_file(&path).unwrap();
+    rate
+}
+
+/// Aggregate (bytes per second, syncs per second) of `threads` threads, each running the
+/// raw loop on its own file: how much the disk does when it is kept busy.
+fn raw_parallel_sample(dir: &Path, threads: usize, chunk: usize, time: Duration) -> (f64, f64) {
+    let rates: Vec<f64> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|i| {
+                let dir = dir.join(format!("raw-{i}"));
+                std::fs::create_dir_all(&dir).unwrap();
+                scope.spawn(move || raw_sample(&dir, chunk, time))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let bytes: f64 = rates.iter().sum();
+    (bytes, bytes / chunk as f64)
+}
+
+/// (records per second, syncs per second) of `appenders` threads appending one record
+/// of `payload_bytes` at a time for `time`.
+fn log_sample(dir: &Path, payload_bytes: usize, appenders: usize, time: Duration) -> (f64, f64) {
+    let log_dir = dir.join(format!("log-{payload_bytes}-{appenders}"));
+    let storage = Arc::new(Counting::default());
+    let syncs = Arc::clone(&storage.syncs);
+    let options = LogOptions {
+        sync: SyncPolicy::Always,
+        ..LogOptions::default()
+    };
+    let log = Arc::new(Log::open(storage, &log_dir, options).unwrap());
+    let barrier = Arc::new(Barrier::new(appenders + 1));
+    let handles: Vec<_> = (0..appenders)
+        .map(|_| {
+            let log = Arc::clone(&log);
+            let barrier = Arc::clone(&barrier);
+            std::thread::spawn(move || {
+                let payload = vec![0xa5u8; payload_bytes];
+                barrier.wait();
+                let start = Instant::now();
+                let mut appended = 0u64;
+                while start.elapsed() < time {
+                    log.append(&[&payload], 0).unwrap();
+                    appended += 1;
+                }
+                appended
+            })
+        })
+        .collect();
+    let syncs_before = syncs.load(Ordering::Relaxed);
+    barrier.wait();
+    let start = Instant::now();
+    let appended: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
+    let elapsed = start.elapsed().as_secs_f64();
+    let synced = syncs.load(Ordering::Relaxed) - syncs_before;
+    drop(log);
+    std::fs::remove_dir_all(&log_dir).unwrap();
+    (appended as f64 / elapsed, synced as f64 / elapsed)
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --benches` passes nothing useful: a
+    // short smoke run keeps that path working without spending minutes.
+    let smoke = !std::env::args().any(|a| a == "--bench");
+    let secs = if smoke {
+        0.05
+    } else {
+        env_or("LOG_BENCH_SECS", 2) as f64
+    };
+    let runs = if smoke {
+        1
+    } else {
+        env_or("LOG_BENCH_RUNS", 3).max(1) as usize
+    };
+    let time = Duration::from_secs_f64(secs);
+    let base = std::env::var_os("LOG_BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    let dir = tempfile::tempdir_in(base).unwrap();
+    println!(
+        "log bench in {} ({secs} s per sample, median of {runs})",
+        dir.path().display()
+    );
+
+    // Raw and log samples alternate, run after run, so a noisy neighbour hits both alike.
+    let configs: Vec<(usize, usize)> = PAYLOADS
+        .iter()
+        .flat_map(|&p| APPENDERS.iter().map(move |&a| (p, a)))
+        .collect();
+    let mut raw: Vec<Vec<f64>> = vec![Vec::new(); RAW_CHUNKS.len()];
+    let mut logs: Vec<Vec<(f64, f64)>> = vec![Vec::new(); configs.len()];
+    let mut parallel: Vec<Vec<(f64, f64)>> = vec![Vec::new(); PARALLEL_CHUNKS.len()];
+    for _ in 0..runs {
+        for (i, chunk) in PARALLEL_CHUNKS.iter().enumerate() {
+            parallel[i].push(raw_parallel_sample(
+                dir.path(),
+                PARALLEL_THREADS,
+                *chunk,
+                time,
+            ));
+        }
+        for (i, chunk) in RAW_CHUNKS.iter().enumerate() {
+            raw[i].push(raw_sample(dir.path(), *chunk, time));
+        }
+        for (i, (payload_bytes, appenders)) in configs.iter().enumerate() {
+            logs[i].push(log_sample(dir.path(), *payload_bytes, *appenders, time));
+        }
+    }
+
+    println!("\nraw write + fdatasync, one thread");
+    println!("| chunk | MB/s | syncs/s |");
+    println!("|---|---|---|");
+    let raw: Vec<f64> = raw.into_iter().map(median).collect();
+    for (chunk, rate) in RAW_CHUNKS.iter().zip(&raw) {
+        println!(
+            "| {} KiB | {:.1} | {:.0} |",
+            chunk >> 10,
+            rate / 1e6,
+            rate / *chunk as f64
+        );
+    }
+    println!("\nraw write + fdatasync, {PARALLEL_THREADS} threads, one file each (aggregate)");
+    println!("| chunk | MB/s | syncs/s |");
+    println!("|---|---|---|");
+    for (chunk, samples) in PARALLEL_CHUNKS.iter().zip(&parallel) {
+        let bytes = median(samples.iter().map(|s| s.0).collect());
+        let syncs = median(samples.iter().map(|s| s.1).collect());
+        println!("| {} KiB | {:.1} | {syncs:.0} |", chunk >> 10, bytes / 1e6);
+    }
+    let raw_best = raw.iter().copied().fold(0f64, f64::max);
+    let raw_syncs_per_s = raw[0] / RAW_CHUNKS[0] as f64;
+    // The raw rate at the smallest chunk holding as many bytes as one log sync carries.
+    let raw_at = |bytes_per_sync: f64| {
+        let i = RAW_CHUNKS
+            .iter()
+            .position(|&c| c as f64 >= bytes_per_sync)
+            .unwrap_or(RAW_CHUNKS.len() - 1);
+        (RAW_CHUNKS[i], raw[i])
+    };
+
+    println!("\nlog append, SyncPolicy::Always, one record per append (MB/s counts payload bytes)");
+    println!(
+        "| payload | appenders | appends/s | MB/s | ÷ raw best | appends per fdatasync | ÷ raw at same bytes per sync | appends/s ÷ raw 1 KiB syncs/s |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for ((payload_bytes, appenders), samples) in configs.iter().zip(logs) {
+        let rate = median(samples.iter().map(|s| s.0).collect());
+        let syncs = median(samples.iter().map(|s| s.1).collect());
+        let bytes = rate * *payload_bytes as f64;
+        let per_sync = rate / syncs.max(f64::MIN_POSITIVE);
+        let disk_bytes_per_sync =
+            per_sync * (*payload_bytes + mailroom_store::record::HEADER_BYTES) as f64;
+        let (chunk, raw_same) = raw_at(disk_bytes_per_sync);
+        println!(
+            "| {payload_bytes} B | {appenders} | {rate:.0} | {:.2} | {:.1}% | {per_sync:.1} | {:.0}% (raw {} KiB) | {:.2} |",
+            bytes / 1e6,
+            100.0 * bytes / raw_best,
+            100.0 * bytes / raw_same,
+            chunk >> 10,
+            rate / raw_syncs_per_s,
+        );
+    }
+}

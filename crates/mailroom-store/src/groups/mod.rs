@@ -1,0 +1,144 @@
+//! Durable consumer groups: the group state machine of `mailroom::group`, persisted as
+//! records in a topic's groups log, with checkpoints so opening replays only a tail.
+//!
+//! Every transition goes plan → record → apply: the state machine plans the event under
+//! the group's own lock, the event is appended to the groups log (durable per the sync
+//! policy; concurrent groups share one `fdatasync`), and only then applied and returned.
+//! Opening loads the last checkpoint and replays the records after it through the same
+//! `apply`, which re-checks each one.
+
+pub mod checkpoint;
+mod reader;
+pub mod record;
+mod replay;
+mod set;
+
+pub use set::GroupSet;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
+
+use bytes::Bytes;
+use mailroom::group::{Change, GroupError, GroupState};
+
+use record::GroupRecord;
+
+/// A group's id within its topic. Ids are handed out in order and never reused, so a
+/// record can name its group in 8 bytes even if names are reused after a delete.
+pub type GroupId = u64;
+
+/// One group's state as the store keeps it in memory.
+#[derive(Debug, Clone)]
+pub struct GroupEntry {
+    /// The state machine.
+    pub state: GroupState,
+    /// For each dead letter in `state`, the groups-log offset of its record (which holds
+    /// the payload).
+    pub dead_letter_records: Vec<u64>,
+    /// For each redriven message still unfinished, by offset, the groups-log offset of
+    /// the record that dead-lettered it: its payload, which outlives retention.
+    pub redriven_records: BTreeMap<u64, u64>,
+    /// Set when the group is deleted, so a handle that raced the delete is refused.
+    pub deleted: bool,
+}
+
+impl GroupEntry {
+    /// A fresh group.
+    pub fn new(state: GroupState) -> Self {
+        GroupEntry {
+            state,
+            dead_letter_records: Vec::new(),
+            redriven_records: BTreeMap::new(),
+            deleted: false,
+        }
+    }
+
+    /// Applies an `Event` or `Moved` record found at groups-log offset `offset`. Both the
+    /// live path and replay come through here, so a replayed history is checked by the
+    /// same rules that produced it.
+    ///
+    /// # Errors
+    ///
+    /// [`GroupError`] if the record does not follow from the current state; nothing
+    /// changes then.
+    ///
+    /// # Panics
+    ///
+    /// If given a `Created` or `Deleted` record, which change the registry instead.
+    pub fn apply(&mut self, record: &GroupRecord, offset: u64) -> Result<(), GroupError> {
+        match record {
+            GroupRecord::Event { change, .. } => {
+                let kept = match change {
+                    Change::Redriven { offsets } | Change::Purged { offsets } => {
+                        Some(self.split_dead(offsets))
+                    }
+                    _ => None,
+                };
+                self.state.apply_change(change)?;
+                match change {
+                    Change::Failed { id, .. } | Change::Acked(id) => {
+                        self.redriven_records.remove(&id.offset);
+                        if change.dead_letters() {
+                            self.dead_letter_records.push(offset);
+                        }
+                    }
+                    Change::Redriven { .. } | Change::Purged { .. } => {
+                        let (kept, taken) = kept.expect("split above");
+                        self.dead_letter_records = kept;
+                        if matches!(change, Change::Redriven { .. }) {
+                            self.redriven_records.extend(taken);
+                        }
+                    }
+                    Change::Delivered { .. } | Change::Touched { .. } => {}
+                }
+                Ok(())
+            }
+            GroupRecord::Moved { position, .. } => {
+                self.state.skip_to(*position)?;
+                let live: BTreeSet<u64> = self.state.slots().map(|slot| slot.offset).collect();
+                self.redriven_records.retain(|at, _| live.contains(at));
+                Ok(())
+            }
+            GroupRecord::Created { .. } | GroupRecord::Deleted { .. } => {
+                panic!("registry records are not group transitions")
+            }
+        }
+    }
+
+    /// The dead-letter records split by whether their offsets lie in `offsets`: (kept
+    /// records, (offset, record) of those in range).
+    fn split_dead(&self, offsets: &Range<u64>) -> (Vec<u64>, Vec<(u64, u64)>) {
+        let mut kept = Vec::new();
+        let mut taken = Vec::new();
+        for (entry, &record) in self
+            .state
+            .dead_letters()
+            .iter()
+            .zip(&self.dead_letter_records)
+        {
+            if offsets.contains(&entry.offset) {
+                taken.push((entry.offset, record));
+            } else {
+                kept.push(record);
+            }
+        }
+        (kept, taken)
+    }
+
+    /// The lowest groups-log offset whose record a dead letter or redriven message needs.
+    pub fn oldest_needed_record(&self) -> Option<u64> {
+        let dead = self.dead_letter_records.iter().copied().min();
+        let redriven = self.redriven_records.values().copied().min();
+        dead.into_iter().chain(redriven).min()
+    }
+}
+
+/// The payload of a dead letter's record, which `record` must be.
+fn dead_letter_payload(record: GroupRecord) -> Option<Bytes> {
+    match record {
+        GroupRecord::Event {
+            change, payload, ..
+        } if change.dead_letters() => Some(payload),
+        _ => None,
+    }
+}

@@ -1,0 +1,368 @@
+//! The groups of one topic: the registry, each group's lock, and the durable transitions.
+//!
+//! Locking: each group has its own mutex, held from plan to apply (so across the groups
+//! log's group commit). A transition takes no other lock, so one group never waits on
+//! another's transition, only shares its `fdatasync`. Registry changes (create, delete),
+//! checkpoints and retention's floor serialise on `changes`, and take group locks one at
+//! a time after it: the order is always `changes` → one group, so nothing can deadlock.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use bytes::Bytes;
+use mailroom::group::{GroupConfig, GroupError, GroupState};
+use mailroom::topic::{StartPosition, TopicError};
+use parking_lot::{Mutex, MutexGuard, RwLock};
+
+use super::checkpoint::{self, Checkpoint, GroupCheckpoint};
+use super::record::GroupRecord;
+use super::replay::{self, Recovered};
+use super::{GroupEntry, GroupId};
+use crate::clock::Clock;
+use crate::log::{Log, LogOptions, SyncPolicy, RECORD_BYTES_LIMIT};
+use crate::storage::Storage;
+use crate::store::names::validate_name;
+use crate::StoreError;
+
+/// The groups of one topic.
+#[derive(Debug)]
+pub struct GroupSet {
+    pub(super) log: Log,
+    pub(super) log_dir: PathBuf,
+    storage: Arc<dyn Storage>,
+    pub(super) topic_dir: PathBuf,
+    pub(super) clock: Arc<dyn Clock>,
+    /// Whether the sync policy is relaxed (see `replay`): then checkpoints sync the
+    /// message log first, since the groups log may not outrun it on disk.
+    relaxed: bool,
+    registry: RwLock<HashMap<String, Arc<GroupSlot>>>,
+    changes: Mutex<Changes>,
+    records_since_checkpoint: AtomicU64,
+    checkpoint_every: u64,
+    checkpoint_running: Mutex<()>,
+    failed: OnceLock<String>,
+}
+
+#[derive(Debug)]
+struct Changes {
+    next_group_id: GroupId,
+}
+
+#[derive(Debug)]
+pub(super) struct GroupSlot {
+    pub(super) id: GroupId,
+    pub(super) name: String,
+    pub(super) entry: Mutex<GroupEntry>,
+}
+
+fn unknown(group: &str) -> StoreError {
+    StoreError::Topic(TopicError::UnknownGroup {
+        group: group.to_owned(),
+    })
+}
+
+impl GroupSet {
+    /// Opens the groups of the topic in `topic_dir` (log in `topic_dir/groups`), recovering
+    /// them against `messages`.
+    ///
+    /// # Errors
+    ///
+    /// I/O errors and corruption (see [`replay`]).
+    pub fn open(
+        storage: Arc<dyn Storage>,
+        topic_dir: &Path,
+        messages: &Log,
+        options: &LogOptions,
+        checkpoint_every: u64,
+        clock: Arc<dyn Clock>,
+    ) -> Result<GroupSet, StoreError> {
+        let log_dir = topic_dir.join("groups");
+        let mut log_options = options.clone();
+        // A dead letter's record holds the whole message plus its 21-byte header.
+        log_options.record_bytes_max = options
+            .record_bytes_max
+            .saturating_add(64)
+            .min(RECORD_BYTES_LIMIT);
+        let log = Log::open(storage.clone(), &log_dir, log_options)?;
+        let relaxed = options.sync != SyncPolicy::Always;
+        let recovered = replay::recover(&storage, topic_dir, &log, &log_dir, messages, relaxed)?;
+        let Recovered {
+            groups,
+            next_group_id,
+            records_replayed,
+            repaired,
+        } = recovered;
+        let registry = groups
+            .into_iter()
+            .map(|group| {
+                let slot = GroupSlot {
+                    id: group.id,
+                    name: group.name.clone(),
+                    entry: Mutex::new(group.entry),
+                };
+                (group.name, Arc::new(slot))
+            })
+            .collect();
+        let set = GroupSet {
+            log,
+            log_dir,
+            storage,
+            topic_dir: topic_dir.to_path_buf(),
+            clock,
+            relaxed,
+            registry: RwLock::new(registry),
+            changes: Mutex::new(Changes { next_group_id }),
+            records_since_checkpoint: AtomicU64::new(records_replayed),
+            checkpoint_every: checkpoint_every.max(1),
+            checkpoint_running: Mutex::new(()),
+            failed: OnceLock::new(),
+        };
+        if repaired || records_replayed >= set.checkpoint_every {
+            // A repaired history must be checkpointed before anything new is written
+            // after the stale records (see `replay`).
+            set.checkpoint(messages)?;
+        }
+        Ok(set)
+    }
+
+    /// The groups log.
+    pub fn log(&self) -> &Log {
+        &self.log
+    }
+
+    /// The group names, sorted.
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.registry.read().keys().cloned().collect();
+        names.sort_unstable();
+        names
+    }
+
+    pub(super) fn slot(&self, group: &str) -> Result<Arc<GroupSlot>, StoreError> {
+        self.registry
+            .read()
+            .get(group)
+            .cloned()
+            .ok_or_else(|| unknown(group))
+    }
+
+    pub(super) fn lock_live<'a>(&self, slot: &'a GroupSlot) -> Result<MutexGuard<'a, GroupEntry>, StoreError> {
+        let entry = slot.entry.lock();
+        if entry.deleted {
+            return Err(unknown(&slot.name));
+        }
+        Ok(entry)
+    }
+
+    fn check_writable(&self) -> Result<(), StoreError> {
+        match self.failed.get() {
+            Some(reason) => Err(StoreError::FailStopped {
+                reason: reason.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    fn fail(&self, error: &StoreError) {
+        let _ = self.failed.set(error.to_string());
+    }
+
+    /// Appends `record` to the groups log and returns its offset.
+    fn append(&self, record: &GroupRecord) -> Result<u64, StoreError> {
+        self.check_writable()?;
+        let bytes = record.encode();
+        match self.log.append(&[&bytes], self.clock.now_ms()) {
+            Ok(offsets) => {
+                self.records_since_checkpoint
+                    .fetch_add(1, Ordering::Relaxed);
+                Ok(offsets.start)
+            }
+            Err(error) => {
+                // An oversized record was refused before any I/O; anything else may
+                // have left the log in an unknown state.
+                if !matches!(error, StoreError::InvalidArgument { .. }) {
+                    self.fail(&error);
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// Makes `record` (an event or move of `entry`'s group) durable, then applies it.
+    pub(super) fn commit(&self, entry: &mut GroupEntry, record: GroupRecord) -> Result<(), StoreError> {
+        let offset = self.append(&record)?;
+        entry
+            .apply(&record, offset)
+            .expect("a planned transition follows from the state it was planned on");
+        Ok(())
+    }
+
+    /// Creates group `name` starting at `start`.
+    ///
+    /// # Errors
+    ///
+    /// As `DurableTopic::create_group_at`.
+    pub fn create(
+        &self,
+        messages: &Log,
+        name: &str,
+        config: GroupConfig,
+        start: StartPosition,
+    ) -> Result<(), StoreError> {
+        let max_attempts = config.max_attempts;
+        // The in-memory topic's rules come first, with its errors; then the store's own
+        // stricter name rule.
+        let invalid = |reason| StoreError::Topic(TopicError::InvalidArgument { reason });
+        if name.is_empty() {
+            return Err(invalid("empty group name"));
+        }
+        if max_attempts == 0 {
+            return Err(invalid("max_attempts must be at least 1"));
+        }
+        validate_name(name)?;
+        let mut changes = self.changes.lock();
+        if self.registry.read().contains_key(name) {
+            return Err(StoreError::Topic(TopicError::GroupExists {
+                group: name.to_owned(),
+            }));
+        }
+        // Holding `changes` keeps retention from moving the log's start meanwhile.
+        let position = match start {
+            StartPosition::Earliest => messages.start(),
+            StartPosition::Latest => messages.end(),
+            StartPosition::Offset(offset) => {
+                if offset < messages.start() || offset > messages.end() {
+                    return Err(invalid("start offset outside the retained log"));
+                }
+                offset
+            }
+        };
+        let state = GroupState::with_config(config, position).map_err(|error| {
+            invalid(match error {
+                GroupError::InvalidConfig(reason) => reason,
+                _ => "invalid group settings",
+            })
+        })?;
+        let id = changes.next_group_id;
+        self.append(&GroupRecord::Created {
+            id,
+            name: name.to_owned(),
+            max_attempts,
+            position,
+            config,
+        })?;
+        changes.next_group_id += 1;
+        let slot = GroupSlot {
+            id,
+            name: name.to_owned(),
+            entry: Mutex::new(GroupEntry::new(state)),
+        };
+        self.registry
+            .write()
+            .insert(name.to_owned(), Arc::new(slot));
+        Ok(())
+    }
+
+    /// Deletes group `name`.
+    ///
+    /// # Errors
+    ///
+    /// `UnknownGroup`, I/O errors.
+    pub fn delete(&self, name: &str) -> Result<(), StoreError> {
+        let _changes = self.changes.lock();
+        let slot = self.slot(name)?;
+        // Waits for a transition in progress; none can start after `deleted` is set.
+        let mut entry = self.lock_live(&slot)?;
+        self.append(&GroupRecord::Deleted { id: slot.id })?;
+        entry.deleted = true;
+        self.registry.write().remove(name);
+        Ok(())
+    }
+
+    /// Runs `action` with the lowest position of any group (`None` without groups), while
+    /// no group can be created (a new group could otherwise start below the floor).
+    pub fn with_floor<R>(&self, action: impl FnOnce(Option<u64>) -> R) -> R {
+        let _changes = self.changes.lock();
+        let slots: Vec<Arc<GroupSlot>> = self.registry.read().values().cloned().collect();
+        let floor = slots
+            .iter()
+            .map(|slot| slot.entry.lock().state.position())
+            .min();
+        action(floor)
+    }
+
+    pub(super) fn maybe_checkpoint(&self, messages: &Log) {
+        if self.records_since_checkpoint.load(Ordering::Relaxed) < self.checkpoint_every {
+            return;
+        }
+        let Some(_running) = self.checkpoint_running.try_lock() else {
+            return;
+        };
+        if self.records_since_checkpoint.load(Ordering::Relaxed) < self.checkpoint_every {
+            return;
+        }
+        if let Err(error) = self.checkpoint(messages) {
+            // The operation that triggered this is already durable and is reported as
+            // done; what failed is the checkpoint, and the next write is refused.
+            tracing::error!(topic = ?self.topic_dir, %error, "group checkpoint failed");
+            self.fail(&error);
+        }
+    }
+
+    /// Writes a checkpoint of every group now, then drops groups-log segments that
+    /// neither replay nor a dead letter needs.
+    ///
+    /// # Errors
+    ///
+    /// I/O errors, fail-stop.
+    pub fn checkpoint(&self, messages: &Log) -> Result<(), StoreError> {
+        self.check_writable()?;
+        let checkpoint = self.snapshot();
+        if self.relaxed {
+            // A checkpoint may not name messages that a power cut could still take away.
+            messages.sync()?;
+        }
+        self.log.sync()?;
+        checkpoint::write(&self.storage, &self.topic_dir, &checkpoint)?;
+        let needed_from = checkpoint
+            .groups
+            .iter()
+            .flat_map(|group| {
+                let dead = group.dead_letter_records.iter().copied().min();
+                let redriven = group.redriven_records.iter().copied().min();
+                dead.into_iter().chain(redriven)
+            })
+            .fold(checkpoint.replay_from(), u64::min);
+        self.log.delete_segments_before(needed_from)?;
+        Ok(())
+    }
+
+    fn snapshot(&self) -> Checkpoint {
+        let changes = self.changes.lock();
+        self.records_since_checkpoint.store(0, Ordering::Relaxed);
+        let registry_through = self.log.end();
+        let slots: Vec<Arc<GroupSlot>> = self.registry.read().values().cloned().collect();
+        let groups = slots
+            .iter()
+            .map(|slot| {
+                let entry = slot.entry.lock();
+                // Under the group's lock every record of it so far is applied, so
+                // everything below the log's end now is covered for this group.
+                GroupCheckpoint {
+                    id: slot.id,
+                    name: slot.name.clone(),
+                    applied_through: self.log.end(),
+                    state: entry.state.snapshot(),
+                    dead_letter_records: entry.dead_letter_records.clone(),
+                    redriven_records: entry.redriven_records.values().copied().collect(),
+                }
+            })
+            .collect();
+        Checkpoint {
+            registry_through,
+            next_group_id: changes.next_group_id,
+            groups,
+        }
+    }
+}

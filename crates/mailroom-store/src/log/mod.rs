@@ -1,0 +1,506 @@
+//! The segmented, append-only log: records in numbered segment files, a sparse index
+//! per segment, crash recovery, and group commit.
+//!
+//! A [`Log`] owns one directory. Each record gets the next offset (0, 1, 2, ...); offsets
+//! never have gaps. Records live in segments, files named after the offset of their first
+//! record (`00000000000000000000.log`), each with a sparse index (`.idx`) that says where
+//! every few KiB of records start. A new segment is started once the active one would
+//! grow past [`LogOptions::segment_bytes_max`]; retention deletes whole segments from the
+//! front ([`Log::delete_segments_before`]).
+//!
+//! # Durability
+//!
+//! With [`SyncPolicy::Always`] (the default) [`Log::append`] returns only after an
+//! `fdatasync` covering its records; concurrent appenders share one sync (group commit).
+//! Readers see only durable records: [`Log::end`] is the end of what is on disk. With
+//! [`SyncPolicy::Interval`] and [`SyncPolicy::Never`], appends return once written to the
+//! OS, readers see them at once, and a power cut can lose what was not yet synced (see the
+//! variants). A failed write or sync makes the log *fail-stop*: every later append
+//! returns [`StoreError::FailStopped`]; reads keep working; reopening recovers.
+//!
+//! # Recovery
+//!
+//! [`Log::open`] trusts sealed segments by their index trailer and checks only the tail
+//! of the active segment. A torn tail (a record cut short by a crash, with nothing valid
+//! after it) is truncated; any other damage is reported as [`StoreError::Corrupt`],
+//! never skipped. `docs/storage.md` gives the formats byte by byte and the full rules.
+//!
+//! # Example
+//!
+//! ```
+//! use std::path::Path;
+//! use std::sync::Arc;
+//! use mailroom_store::log::{Log, LogOptions};
+//! use mailroom_store::storage::SimStorage;
+//!
+//! let storage = Arc::new(SimStorage::new());
+//! let log = Log::open(storage.clone(), Path::new("/log"), LogOptions::default())?;
+//! assert_eq!(log.append(&[b"a", b"b"], 1_000)?, 0..2);
+//! assert_eq!(&log.read(1)?.unwrap().payload[..], b"b");
+//! drop(log);
+//!
+//! // Everything an append confirmed survives a power cut.
+//! let after_crash = Arc::new(storage.crash(42));
+//! let log = Log::open(after_crash, Path::new("/log"), LogOptions::default())?;
+//! assert_eq!(log.end(), 2);
+//! # Ok::<(), mailroom_store::StoreError>(())
+//! ```
+
+mod commit;
+mod index;
+mod recovery;
+mod segment;
+mod writer;
+
+pub use self::commit::SYNCS_IN_FLIGHT_MAX;
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use bytes::Bytes;
+use parking_lot::{Mutex, RwLock};
+
+use self::commit::{Flusher, GroupCommit};
+use self::recovery::io_error;
+use self::segment::Segment;
+use self::writer::Writer;
+use crate::storage::Storage;
+use crate::StoreError;
+
+/// The most records one [`Log::append`] may carry.
+pub const APPEND_RECORDS_MAX: usize = 1 << 16;
+/// The most bytes (headers included) one [`Log::append`] may carry.
+pub const APPEND_BYTES_MAX: u64 = 256 << 20;
+/// The largest accepted [`LogOptions::segment_bytes_max`]: keeps every position in a
+/// segment within the index's 32-bit fields.
+pub const SEGMENT_BYTES_LIMIT: u64 = 1 << 30;
+/// The largest accepted [`LogOptions::record_bytes_max`].
+pub const RECORD_BYTES_LIMIT: u32 = 64 << 20;
+
+/// When an append is made durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SyncPolicy {
+    /// Every append returns only after an `fdatasync` that covers it (shared by concurrent
+    /// appenders: group commit).
+    #[default]
+    Always,
+    /// A background thread syncs every interval (and once more when the log is dropped).
+    /// Appends return once written to the OS. A power cut can lose the records appended
+    /// in roughly the last interval (plus the time one sync takes); a process crash
+    /// loses nothing, since written data is in the OS page cache. Whatever is lost is a
+    /// suffix: the log stays gap-free.
+    Interval(Duration),
+    /// The log syncs only on [`Log::sync`] and when it rolls to a new segment. A power
+    /// cut can lose every record appended since the last of those (a suffix of the log);
+    /// a process crash loses nothing.
+    Never,
+}
+
+/// How a [`Log`] lays out and syncs its files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogOptions {
+    /// Roll to a new segment when an append would take the active one past this many
+    /// bytes (an append is never split, so one larger than this gets a segment of its
+    /// own). Default 64 MiB; at most [`SEGMENT_BYTES_LIMIT`].
+    pub segment_bytes_max: u64,
+    /// Write a sparse index entry at the first record starting at least this many bytes
+    /// after the previous entry. A read scans at most about this much. Default 4 KiB.
+    pub index_interval_bytes: u32,
+    /// When appends are made durable. Default [`SyncPolicy::Always`].
+    pub sync: SyncPolicy,
+    /// The largest payload accepted, in bytes. Default 16 MiB; at most
+    /// [`RECORD_BYTES_LIMIT`]. Reopen a log with a limit at least as large as the one it
+    /// was written with: a longer record is read as corrupt.
+    pub record_bytes_max: u32,
+}
+
+impl Default for LogOptions {
+    fn default() -> Self {
+        LogOptions {
+            segment_bytes_max: 64 << 20,
+            index_interval_bytes: 4 << 10,
+            sync: SyncPolicy::Always,
+            record_bytes_max: 16 << 20,
+        }
+    }
+}
+
+/// One record read back from the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// Its offset.
+    pub offset: u64,
+    /// The timestamp the appender passed.
+    pub timestamp_ms: u64,
+    /// Its payload.
+    pub payload: Bytes,
+}
+
+/// What retention needs to know about one segment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentInfo {
+    /// The offset of its first record.
+    pub base_offset: u64,
+    /// One past the offset of its last record.
+    pub end_offset: u64,
+    /// Its size in bytes.
+    pub bytes: u64,
+    /// The timestamp of its last record (0 if empty).
+    pub last_timestamp_ms: u64,
+}
+
+/// A segmented, append-only log in one directory. `Send + Sync`; share it with an `Arc`.
+///
+/// See the [module documentation](self) for durability and recovery.
+#[derive(Debug)]
+pub struct Log {
+    shared: Arc<Shared>,
+    flusher: Option<JoinHandle<()>>,
+}
+
+/// The state every handle and the flusher thread share.
+#[derive(Debug)]
+struct Shared {
+    storage: Arc<dyn Storage>,
+    dir: PathBuf,
+    options: LogOptions,
+    /// Lock order: `writer`, then `segments`, then a segment's `meta`; `commit` after
+    /// `writer`; `failure` last.
+    writer: Mutex<Writer>,
+    /// Oldest first; the last is the active segment.
+    segments: RwLock<Vec<Arc<Segment>>>,
+    /// One past the last offset readers may see.
+    visible_end: AtomicU64,
+    /// One past the last offset whose write has finished (durable or not).
+    written_end: AtomicU64,
+    commit: GroupCommit,
+    /// The first write or sync failure; set once, never cleared.
+    failure: Mutex<Option<String>>,
+    flusher: Flusher,
+}
+
+impl LogOptions {
+    fn validate(&self) -> Result<(), StoreError> {
+        let invalid = |reason: String| Err(StoreError::InvalidArgument { reason });
+        if self.segment_bytes_max == 0 || self.segment_bytes_max > SEGMENT_BYTES_LIMIT {
+            return invalid(format!(
+                "segment_bytes_max {} is outside 1..={SEGMENT_BYTES_LIMIT}",
+                self.segment_bytes_max
+            ));
+        }
+        if self.record_bytes_max > RECORD_BYTES_LIMIT {
+            return invalid(format!(
+                "record_bytes_max {} exceeds {RECORD_BYTES_LIMIT}",
+                self.record_bytes_max
+            ));
+        }
+        if self.index_interval_bytes == 0 {
+            return invalid("index_interval_bytes must be at least 1".into());
+        }
+        if let SyncPolicy::Interval(interval) = self.sync {
+            if interval.is_zero() {
+                return invalid("a sync interval must be longer than zero".into());
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Log {
+    /// Opens or creates the log in `dir` (a directory it owns), recovering: truncates a
+    /// torn tail of the last segment, rebuilds a missing or torn index, and reports a
+    /// checksum failure before the tail as [`StoreError::Corrupt`]. Opening does not
+    /// re-read whole segments: sealed segments are trusted by their index trailer, and only
+    /// the active segment after its last index entry is scanned.
+    ///
+    /// # Errors
+    /// [`StoreError::InvalidArgument`] for options out of range; [`StoreError::Corrupt`]
+    /// for a foreign file in `dir`, damage other than a torn tail, or segments that do not
+    /// join up; [`StoreError::Io`] when the file system fails (including a read-only one).
+    ///
+    /// # Example
+    /// ```
+    /// # use std::{path::Path, sync::Arc};
+    /// use mailroom_store::log::{Log, LogOptions, SyncPolicy};
+    /// use mailroom_store::storage::FsStorage;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let options = LogOptions { sync: SyncPolicy::Never, ..LogOptions::default() };
+    /// let log = Log::open(Arc::new(FsStorage), dir.path(), options)?;
+    /// assert_eq!((log.start(), log.end()), (0, 0));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn open(
+        storage: Arc<dyn Storage>,
+        dir: &Path,
+        options: LogOptions,
+    ) -> Result<Log, StoreError> {
+        options.validate()?;
+        let segments = recovery::recover(storage.as_ref(), dir, &options)?;
+        let active = Arc::clone(
+            segments
+                .last()
+                .expect("recover returns at least one segment"),
+        );
+        let writer = Writer::new(active);
+        let end = writer.next_offset;
+        let sync = options.sync;
+        let shared = Arc::new(Shared {
+            storage,
+            dir: dir.to_path_buf(),
+            options,
+            writer: Mutex::new(writer),
+            segments: RwLock::new(segments),
+            visible_end: AtomicU64::new(end),
+            written_end: AtomicU64::new(end),
+            // Recovery read back only what survived, so all of it counts as durable.
+            commit: GroupCommit::new(end),
+            failure: Mutex::new(None),
+            flusher: Flusher::default(),
+        });
+        let flusher = match sync {
+            SyncPolicy::Interval(interval) => {
+                let shared = Arc::clone(&shared);
+                let spawned = std::thread::Builder::new()
+                    .name("mailroom-log-sync".into())
+                    .spawn(move || commit::run_flusher(shared, interval));
+                Some(spawned.map_err(io_error("spawn sync thread", dir))?)
+            }
+            SyncPolicy::Always | SyncPolicy::Never => None,
+        };
+        Ok(Log { shared, flusher })
+    }
+
+    /// Appends the payloads as consecutive records stamped `timestamp_ms` (the caller
+    /// passes the clock, which keeps tests deterministic) and returns their offsets.
+    ///
+    /// When it returns, the records are durable per the [`SyncPolicy`]: with `Always`,
+    /// after one `fdatasync` shared with concurrent appenders. An empty `payloads` writes
+    /// nothing and returns an empty range at [`Log::end`].
+    ///
+    /// # Errors
+    /// [`StoreError::InvalidArgument`] if a payload exceeds `record_bytes_max` or the
+    /// batch exceeds [`APPEND_RECORDS_MAX`] / [`APPEND_BYTES_MAX`] (nothing is written);
+    /// [`StoreError::Io`] if a write or sync fails, after which the log is fail-stop;
+    /// [`StoreError::FailStopped`] once it is.
+    ///
+    /// # Example
+    /// ```
+    /// # use std::{path::Path, sync::Arc};
+    /// # use mailroom_store::log::{Log, LogOptions};
+    /// # use mailroom_store::storage::SimStorage;
+    /// let log = Log::open(Arc::new(SimStorage::new()), Path::new("/l"), LogOptions::default())?;
+    /// assert_eq!(log.append(&[b"x"], 5)?, 0..1);
+    /// assert_eq!(log.append(&[b"y", b"z"], 6)?, 1..3);
+    /// # Ok::<(), mailroom_store::StoreError>(())
+    /// ```
+    pub fn append(&self, payloads: &[&[u8]], timestamp_ms: u64) -> Result<Range<u64>, StoreError> {
+        if payloads.is_empty() {
+            self.shared.check_not_failed()?;
+            let end = self.end();
+            return Ok(end..end);
+        }
+        let range = self.shared.write(payloads, timestamp_ms)?;
+        if self.shared.options.sync == SyncPolicy::Always {
+            self.shared.wait_durable(range.end)?;
+        }
+        Ok(range)
+    }
+
+    /// Reads one record; `Ok(None)` if `offset` is before [`Log::start`] (deleted) or at or
+    /// after [`Log::end`].
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] if the record fails its checks; [`StoreError::Io`] if the
+    /// read fails.
+    ///
+    /// # Example
+    /// ```
+    /// # use std::{path::Path, sync::Arc};
+    /// # use mailroom_store::log::{Log, LogOptions};
+    /// # use mailroom_store::storage::SimStorage;
+    /// let log = Log::open(Arc::new(SimStorage::new()), Path::new("/l"), LogOptions::default())?;
+    /// log.append(&[b"x"], 5)?;
+    /// let record = log.read(0)?.unwrap();
+    /// assert_eq!((record.timestamp_ms, &record.payload[..]), (5, &b"x"[..]));
+    /// assert!(log.read(1)?.is_none());
+    /// # Ok::<(), mailroom_store::StoreError>(())
+    /// ```
+    pub fn read(&self, offset: u64) -> Result<Option<Record>, StoreError> {
+        if offset >= self.end() {
+            return Ok(None);
+        }
+        let segment = {
+            let segments = self.shared.segments.read();
+            let after = segments.partition_point(|s| s.base_offset <= offset);
+            match after.checked_sub(1) {
+                Some(i) => Arc::clone(&segments[i]),
+                None => return Ok(None), // deleted by retention
+            }
+        };
+        let options = &self.shared.options;
+        let chunk_bytes = (options.index_interval_bytes as usize)
+            .saturating_add(4096)
+            .min(1 << 20);
+        segment
+            .read(offset, options.record_bytes_max, chunk_bytes)
+            .map(Some)
+    }
+
+    /// The oldest retained offset.
+    pub fn start(&self) -> u64 {
+        self.shared.segments.read()[0].base_offset
+    }
+
+    /// The next offset to be assigned: with [`SyncPolicy::Always`], every offset below it
+    /// is durable; otherwise every offset below it has been written.
+    pub fn end(&self) -> u64 {
+        self.shared.visible_end.load(Ordering::Acquire)
+    }
+
+    /// Forces an `fdatasync` of everything written so far (shared with concurrent
+    /// appenders, like theirs).
+    ///
+    /// # Errors
+    /// [`StoreError::Io`] if the sync fails (the log is then fail-stop), or
+    /// [`StoreError::FailStopped`].
+    ///
+    /// # Example
+    /// ```
+    /// # use std::{path::Path, sync::Arc};
+    /// use mailroom_store::log::{Log, LogOptions, SyncPolicy};
+    /// use mailroom_store::storage::SimStorage;
+    ///
+    /// let storage = SimStorage::new();
+    /// let options = LogOptions { sync: SyncPolicy::Never, ..LogOptions::default() };
+    /// let log = Log::open(Arc::new(storage.clone()), Path::new("/l"), options.clone())?;
+    /// log.append(&[b"x"], 0)?; // written, not yet durable
+    /// log.sync()?;
+    /// let after_crash = Log::open(Arc::new(storage.crash(1)), Path::new("/l"), options)?;
+    /// assert_eq!(after_crash.end(), 1);
+    /// # Ok::<(), mailroom_store::StoreError>(())
+    /// ```
+    pub fn sync(&self) -> Result<(), StoreError> {
+        self.shared.sync_written()
+    }
+
+    /// The segments, oldest first, for retention decisions. The last is the active one.
+    pub fn segments(&self) -> Vec<SegmentInfo> {
+        let end = self.end();
+        let segments = self.shared.segments.read();
+        segments
+            .iter()
+            .map(|segment| {
+                let meta = segment.meta.lock();
+                SegmentInfo {
+                    base_offset: segment.base_offset,
+                    end_offset: meta.end_offset.min(end).max(segment.base_offset),
+                    bytes: meta.bytes,
+                    last_timestamp_ms: meta.last_timestamp_ms,
+                }
+            })
+            .collect()
+    }
+
+    /// Deletes whole segments whose records all lie below `offset`, oldest first, never
+    /// the active segment; fsyncs the directory after each, so a crash leaves no gap.
+    /// Returns how many were deleted.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`] if a removal or the directory sync fails (a failed sync makes
+    /// the log fail-stop); [`StoreError::FailStopped`] once it is.
+    ///
+    /// # Example
+    /// ```
+    /// # use std::{path::Path, sync::Arc};
+    /// use mailroom_store::log::{Log, LogOptions};
+    /// use mailroom_store::storage::SimStorage;
+    ///
+    /// let options = LogOptions { segment_bytes_max: 100, ..LogOptions::default() };
+    /// let log = Log::open(Arc::new(SimStorage::new()), Path::new("/l"), options)?;
+    /// for i in 0..10u64 {
+    ///     log.append(&[&[0u8; 40]], i)?; // 64 bytes each: one record per segment
+    /// }
+    /// assert_eq!(log.segments().len(), 10);
+    /// assert_eq!(log.segments()[3].end_offset, 4);
+    /// // Segments 0..=3 hold only offsets below 4.
+    /// assert_eq!(log.delete_segments_before(4)?, 4);
+    /// assert_eq!((log.start(), log.end()), (4, 10));
+    /// assert!(log.read(3)?.is_none());
+    /// # Ok::<(), mailroom_store::StoreError>(())
+    /// ```
+    pub fn delete_segments_before(&self, offset: u64) -> Result<usize, StoreError> {
+        let shared = &self.shared;
+        // Holding the writer lock keeps a roll from racing the segment list.
+        let _writer = shared.writer.lock();
+        shared.check_not_failed()?;
+        let mut deleted = 0;
+        loop {
+            let oldest = {
+                let segments = shared.segments.read();
+                if segments.len() <= 1 || segments[0].meta.lock().end_offset > offset {
+                    return Ok(deleted);
+                }
+                Arc::clone(&segments[0])
+            };
+            shared
+                .storage
+                .remove_file(&oldest.path)
+                .map_err(io_error("remove", &oldest.path))?;
+            shared.segments.write().remove(0);
+            deleted += 1;
+            let index_path = &oldest.index_path;
+            shared
+                .storage
+                .remove_file(index_path)
+                .map_err(io_error("remove", index_path))?;
+            shared
+                .storage
+                .sync_dir(&shared.dir)
+                .map_err(io_error("fsync directory", &shared.dir))
+                .inspect_err(|error| shared.fail_stop(error))?;
+        }
+    }
+}
+
+impl Shared {
+    /// Refuses to go on after an earlier write or sync failure.
+    fn check_not_failed(&self) -> Result<(), StoreError> {
+        match &*self.failure.lock() {
+            Some(reason) => Err(StoreError::FailStopped {
+                reason: reason.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Makes the log fail-stop, remembering the first failure.
+    fn fail_stop(&self, error: &StoreError) {
+        let mut failure = self.failure.lock();
+        if failure.is_none() {
+            tracing::error!(dir = %self.dir.display(), %error, "log is fail-stop: refusing further writes");
+            *failure = Some(error.to_string());
+        }
+    }
+
+    /// Syncs everything written so far, if it is not already durable.
+    fn sync_written(&self) -> Result<(), StoreError> {
+        let target = self.written_end.load(Ordering::Acquire);
+        self.check_not_failed()?;
+        self.wait_durable(target)
+    }
+}
+
+impl Drop for Log {
+    fn drop(&mut self) {
+        if let Some(flusher) = self.flusher.take() {
+            self.shared.flusher.stop();
+            // A panic in the flusher was already reported by the panic hook.
+            let _ = flusher.join();
+        }
+    }
+}

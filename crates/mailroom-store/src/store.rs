@@ -1,0 +1,464 @@
+//! The store: one directory of durable topics, opened by one process at a time.
+//!
+//! Layout of a store directory:
+//!
+//! ```text
+//! <dir>/LOCK                            advisory lock (Store::open only)
+//! <dir>/STORE                           marker: magic "MRSTORE1" + format version u32 LE
+//! <dir>/topics/<name>/TOPIC             marker: magic "MRTOPIC1" + format version u32 LE
+//! <dir>/topics/<name>/messages/         the message log
+//! <dir>/topics/<name>/groups/           the groups log
+//! <dir>/topics/<name>/CHECKPOINT        the groups' checkpoint
+//! ```
+//!
+//! A topic exists exactly when its `TOPIC` marker does: creating a topic writes the marker
+//! last (temp file, sync, rename, directory sync) and deleting one removes it first. A
+//! topic directory without a marker is an unfinished create or delete and is removed on
+//! open.
+
+pub(crate) mod lock;
+pub mod names;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::clock::{Clock, SystemClock};
+use crate::log::LogOptions;
+use crate::retention::Retention;
+use crate::storage::{create_dir_durable, FsStorage, Storage};
+use crate::topic::DurableTopic;
+use crate::StoreError;
+use lock::{DirLock, LOCK_FILE};
+use names::validate_name;
+
+const STORE_FILE: &str = "STORE";
+const TOPIC_FILE: &str = "TOPIC";
+const TOPICS_DIR: &str = "topics";
+const STORE_MAGIC: [u8; 8] = *b"MRSTORE1";
+const TOPIC_MAGIC: [u8; 8] = *b"MRTOPIC1";
+const FORMAT_VERSION: u32 = 1;
+
+/// How a [`Store`] lays out, syncs and retains its data.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// Options of every log (message logs and groups logs), including the sync policy.
+    pub log: LogOptions,
+    /// What [`Store::enforce_retention`] may delete.
+    pub retention: Retention,
+    /// Write a topic's group checkpoint after this many group records, bounding what
+    /// opening replays. Default 4096.
+    pub checkpoint_every: u64,
+    /// Where timestamps come from. Default: the system clock.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            log: LogOptions::default(),
+            retention: Retention::default(),
+            checkpoint_every: 4096,
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+/// A directory of durable topics. Cheap to clone; all clones share the open store, and
+/// the directory stays locked until the last clone is dropped.
+///
+/// # Example
+///
+/// ```
+/// use bytes::Bytes;
+/// use mailroom_store::{Store, StoreOptions};
+///
+/// let dir = tempfile::tempdir()?;
+/// {
+///     let store = Store::open(dir.path(), StoreOptions::default())?;
+///     assert!(store.create_topic("orders")?);
+///     store.topic("orders")?.publish(Bytes::from_static(b"hello"))?;
+/// }
+/// // Everything confirmed is there after reopening.
+/// let store = Store::open(dir.path(), StoreOptions::default())?;
+/// assert_eq!(store.topics(), ["orders"]);
+/// assert_eq!(store.topic("orders")?.read(0)?.as_deref(), Some(&b"hello"[..]));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Store {
+    inner: Arc<StoreInner>,
+}
+
+#[derive(Debug)]
+struct StoreInner {
+    storage: Arc<dyn Storage>,
+    topics_dir: PathBuf,
+    options: StoreOptions,
+    topics: RwLock<BTreeMap<String, DurableTopic>>,
+    /// Serialises topic creation and deletion.
+    changes: Mutex<()>,
+    _lock: Option<DirLock>,
+}
+
+fn io_error(operation: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> StoreError {
+    let path = path.to_path_buf();
+    move |source| StoreError::Io {
+        operation,
+        path,
+        source,
+    }
+}
+
+fn corrupt(path: &Path, reason: impl Into<String>) -> StoreError {
+    StoreError::Corrupt {
+        path: path.to_path_buf(),
+        position: 0,
+        reason: reason.into(),
+    }
+}
+
+impl Store {
+    /// Opens (or creates) the store in `dir` on the real file system, taking its lock.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Locked`] if another store has `dir` open; [`StoreError::Corrupt`] if
+    /// `dir` holds something that is not a mailroom store or fails recovery;
+    /// [`StoreError::Io`] for I/O failures (a read-only directory, a full disk, ...).
+    pub fn open(dir: impl AsRef<Path>, options: StoreOptions) -> Result<Store, StoreError> {
+        let dir = dir.as_ref();
+        std::fs::create_dir_all(dir).map_err(io_error("create directory", dir))?;
+        let lock = DirLock::acquire(dir)?;
+        Self::open_locked(Arc::new(FsStorage), dir, options, Some(lock))
+    }
+
+    /// Opens (or creates) the store in `dir` on `storage`, for tests on a simulated file
+    /// system. Takes no lock: the caller keeps one store per directory.
+    ///
+    /// # Errors
+    ///
+    /// As [`open`](Self::open), except [`StoreError::Locked`].
+    pub fn open_with(
+        storage: Arc<dyn Storage>,
+        dir: &Path,
+        options: StoreOptions,
+    ) -> Result<Store, StoreError> {
+        Self::open_locked(storage, dir, options, None)
+    }
+
+    fn open_locked(
+        storage: Arc<dyn Storage>,
+        dir: &Path,
+        options: StoreOptions,
+        lock: Option<DirLock>,
+    ) -> Result<Store, StoreError> {
+        if options.checkpoint_every == 0 {
+            return Err(StoreError::InvalidArgument {
+                reason: "checkpoint_every must be at least 1".into(),
+            });
+        }
+        create_dir_durable(storage.as_ref(), dir).map_err(io_error("create directory", dir))?;
+        prepare_root(storage.as_ref(), dir)?;
+        let topics_dir = dir.join(TOPICS_DIR);
+        let mut topics = BTreeMap::new();
+        let mut entries = storage
+            .list_dir(&topics_dir)
+            .map_err(io_error("list", &topics_dir))?;
+        entries.sort();
+        for entry in entries {
+            if let Some((name, topic)) = open_topic_dir(&storage, &entry, &options)? {
+                topics.insert(name, topic);
+            }
+        }
+        Ok(Store {
+            inner: Arc::new(StoreInner {
+                storage,
+                topics_dir,
+                options,
+                topics: RwLock::new(topics),
+                changes: Mutex::new(()),
+                _lock: lock,
+            }),
+        })
+    }
+
+    /// Creates topic `name`; returns `false` if it already existed. Durable on return.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::InvalidName`]; I/O failures.
+    pub fn create_topic(&self, name: &str) -> Result<bool, StoreError> {
+        validate_name(name)?;
+        let _changes = self.inner.changes.lock();
+        if self.inner.topics.read().contains_key(name) {
+            return Ok(false);
+        }
+        let storage = &self.inner.storage;
+        let dir = self.inner.topics_dir.join(name);
+        if storage.exists(&dir).map_err(io_error("stat", &dir))? {
+            // Left by a create or delete that failed half-way in this process.
+            storage
+                .remove_dir_all(&dir)
+                .map_err(io_error("remove", &dir))?;
+        }
+        create_dir_durable(storage.as_ref(), &dir).map_err(io_error("create directory", &dir))?;
+        let options = &self.inner.options;
+        let topic = DurableTopic::open(
+            storage.clone(),
+            name,
+            &dir,
+            &options.log,
+            options.checkpoint_every,
+            options.clock.clone(),
+        )?;
+        write_marker(storage.as_ref(), &dir, TOPIC_FILE, TOPIC_MAGIC)?;
+        self.inner.topics.write().insert(name.to_owned(), topic);
+        Ok(true)
+    }
+
+    /// A handle to topic `name`.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::UnknownTopic`].
+    pub fn topic(&self, name: &str) -> Result<DurableTopic, StoreError> {
+        self.inner
+            .topics
+            .read()
+            .get(name)
+            .cloned()
+            .ok_or_else(|| StoreError::UnknownTopic {
+                topic: name.to_owned(),
+            })
+    }
+
+    /// The topic names, sorted.
+    pub fn topics(&self) -> Vec<String> {
+        self.inner.topics.read().keys().cloned().collect()
+    }
+
+    /// Deletes topic `name` with its messages and groups. Durable on return; handles to
+    /// it fail with [`StoreError::UnknownTopic`] from then on.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::UnknownTopic`]; I/O failures.
+    pub fn delete_topic(&self, name: &str) -> Result<(), StoreError> {
+        let _changes = self.inner.changes.lock();
+        let topic = self.topic(name)?;
+        topic.retire();
+        self.inner.topics.write().remove(name);
+        let storage = &self.inner.storage;
+        let dir = topic.dir();
+        let marker = dir.join(TOPIC_FILE);
+        // Removing the marker durably is the moment of deletion; the rest is cleanup
+        // that the next open finishes if it is interrupted.
+        storage
+            .remove_file(&marker)
+            .map_err(io_error("remove", &marker))?;
+        storage
+            .sync_dir(dir)
+            .map_err(io_error("fsync directory", dir))?;
+        storage
+            .remove_dir_all(dir)
+            .map_err(io_error("remove", dir))?;
+        let topics_dir = &self.inner.topics_dir;
+        storage
+            .sync_dir(topics_dir)
+            .map_err(io_error("fsync directory", topics_dir))
+    }
+
+    /// Syncs every topic's logs now (useful under the relaxed sync policies).
+    ///
+    /// # Errors
+    ///
+    /// I/O failures and fail-stop.
+    pub fn sync(&self) -> Result<(), StoreError> {
+        for topic in self.all_topics() {
+            topic.sync()?;
+        }
+        Ok(())
+    }
+
+    /// Writes every topic's group checkpoint now, so the next open replays no group
+    /// records (for a clean shutdown; checkpoints are otherwise written every
+    /// `checkpoint_every` group records).
+    ///
+    /// # Errors
+    ///
+    /// I/O failures and fail-stop.
+    pub fn checkpoint(&self) -> Result<(), StoreError> {
+        for topic in self.all_topics() {
+            topic.checkpoint()?;
+        }
+        Ok(())
+    }
+
+    /// Deletes the whole message-log segments that the retention options allow at
+    /// `now_ms`, in every topic; returns how many segments were deleted.
+    ///
+    /// # Errors
+    ///
+    /// I/O failures.
+    pub fn enforce_retention(&self, now_ms: u64) -> Result<usize, StoreError> {
+        let mut deleted = 0;
+        for topic in self.all_topics() {
+            match topic.enforce_retention(&self.inner.options.retention, now_ms) {
+                Ok(count) => deleted += count,
+                // Deleted meanwhile: nothing left to retain.
+                Err(StoreError::UnknownTopic { .. }) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(deleted)
+    }
+
+    fn all_topics(&self) -> Vec<DurableTopic> {
+        self.inner.topics.read().values().cloned().collect()
+    }
+}
+
+/// Checks that `dir` is a mailroom store (or empty, and makes it one).
+fn prepare_root(storage: &dyn Storage, dir: &Path) -> Result<(), StoreError> {
+    let marker = dir.join(STORE_FILE);
+    let entries = storage.list_dir(dir).map_err(io_error("list", dir))?;
+    let named = |path: &PathBuf| {
+        path.file_name()
+            .and_then(|name| name.to_str())
+            .map(str::to_owned)
+    };
+    let has_marker = storage.exists(&marker).map_err(io_error("stat", &marker))?;
+    for entry in &entries {
+        let name = named(entry);
+        let expected = match name.as_deref() {
+            Some(LOCK_FILE) => true,
+            Some(STORE_FILE) | Some(TOPICS_DIR) => has_marker,
+            Some(name) => name == format!("{STORE_FILE}.tmp"),
+            None => false,
+        };
+        if !expected {
+            return Err(corrupt(
+                entry,
+                "not part of a mailroom store (refusing to use a directory with foreign files)",
+            ));
+        }
+    }
+    if has_marker {
+        check_marker(storage, &marker, STORE_MAGIC)?;
+    } else {
+        write_marker(storage, dir, STORE_FILE, STORE_MAGIC)?;
+    }
+    // The marker comes first, so a crash in between leaves a store without `topics/`,
+    // which is made here, never a `topics/` without a marker.
+    let topics = dir.join(TOPICS_DIR);
+    create_dir_durable(storage, &topics).map_err(io_error("create directory", &topics))
+}
+
+/// Opens one entry of `topics/`: a topic, or the remains of an unfinished create or
+/// delete (removed), or something foreign (an error).
+fn open_topic_dir(
+    storage: &Arc<dyn Storage>,
+    dir: &Path,
+    options: &StoreOptions,
+) -> Result<Option<(String, DurableTopic)>, StoreError> {
+    let name = dir
+        .file_name()
+        .and_then(|name| name.to_str())
+        .filter(|name| validate_name(name).is_ok())
+        .ok_or_else(|| corrupt(dir, "not a topic directory (invalid topic name)"))?;
+    let entries = storage
+        .list_dir(dir)
+        .map_err(|_| corrupt(dir, "not a topic directory (cannot be listed)"))?;
+    let marker = dir.join(TOPIC_FILE);
+    if !storage.exists(&marker).map_err(io_error("stat", &marker))? {
+        tracing::warn!(?dir, "removing an unfinished topic create or delete");
+        storage
+            .remove_dir_all(dir)
+            .map_err(io_error("remove", dir))?;
+        let parent = dir.parent().unwrap_or(dir);
+        storage
+            .sync_dir(parent)
+            .map_err(io_error("fsync directory", parent))?;
+        return Ok(None);
+    }
+    check_marker(storage.as_ref(), &marker, TOPIC_MAGIC)?;
+    for entry in &entries {
+        let known = entry
+            .file_name()
+            .and_then(|name| name.to_str())
+            .is_some_and(|name| {
+                matches!(
+                    name,
+                    "TOPIC" | "TOPIC.tmp" | "messages" | "groups" | "CHECKPOINT" | "CHECKPOINT.tmp"
+                )
+            });
+        if !known {
+            return Err(corrupt(entry, "not part of a mailroom topic"));
+        }
+    }
+    let topic = DurableTopic::open(
+        storage.clone(),
+        name,
+        dir,
+        &options.log,
+        options.checkpoint_every,
+        options.clock.clone(),
+    )?;
+    Ok(Some((name.to_owned(), topic)))
+}
+
+fn marker_bytes(magic: [u8; 8]) -> [u8; 12] {
+    let mut bytes = [0; 12];
+    bytes[..8].copy_from_slice(&magic);
+    bytes[8..].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    bytes
+}
+
+/// Writes marker `file` in `dir` atomically and durably.
+fn write_marker(
+    storage: &dyn Storage,
+    dir: &Path,
+    file: &str,
+    magic: [u8; 8],
+) -> Result<(), StoreError> {
+    let tmp = dir.join(format!("{file}.tmp"));
+    let path = dir.join(file);
+    let handle = storage.open(&tmp, true).map_err(io_error("create", &tmp))?;
+    handle.set_len(0).map_err(io_error("truncate", &tmp))?;
+    handle
+        .write_at(&marker_bytes(magic), 0)
+        .map_err(io_error("write", &tmp))?;
+    handle.sync().map_err(io_error("fdatasync", &tmp))?;
+    drop(handle);
+    storage
+        .rename(&tmp, &path)
+        .map_err(io_error("rename", &tmp))?;
+    storage
+        .sync_dir(dir)
+        .map_err(io_error("fsync directory", dir))
+}
+
+fn check_marker(storage: &dyn Storage, path: &Path, magic: [u8; 8]) -> Result<(), StoreError> {
+    let file = storage.open(path, false).map_err(io_error("open", path))?;
+    let expected = marker_bytes(magic);
+    let len = file.len().map_err(io_error("stat", path))?;
+    let mut found = [0; 12];
+    if len != expected.len() as u64 {
+        return Err(corrupt(
+            path,
+            format!("marker file of {len} bytes, expected 12"),
+        ));
+    }
+    file.read_at(&mut found, 0)
+        .map_err(io_error("read", path))?;
+    if found[..8] != magic {
+        return Err(corrupt(path, "bad magic: not written by mailroom"));
+    }
+    if found != expected {
+        return Err(corrupt(path, "unsupported format version"));
+    }
+    Ok(())
+}

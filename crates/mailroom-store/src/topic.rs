@@ -1,0 +1,323 @@
+//! A durable topic: a message log read by consumer groups, on disk.
+//!
+//! [`DurableTopic`] offers the operations of the in-memory `mailroom::topic::Topic`, over
+//! `Bytes` payloads, with the same rules and the same errors (wrapped in
+//! [`StoreError::Topic`]). Every call that changes something returns only once the change
+//! is durable per the store's sync policy.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use mailroom::group::DeliveryId;
+use mailroom::topic::{DeadLetter, Delivery, GroupInfo, Nack, StartPosition};
+use parking_lot::{RwLock, RwLockReadGuard};
+
+use crate::clock::Clock;
+use crate::groups::GroupSet;
+use crate::log::{Log, LogOptions};
+use crate::retention::Retention;
+use crate::storage::Storage;
+use crate::StoreError;
+
+/// A handle to one durable topic. Cheap to clone; all clones share the topic.
+///
+/// Get one from [`Store::topic`](crate::Store::topic). After the topic is deleted, every
+/// method of an old handle fails with [`StoreError::UnknownTopic`] (or, for the
+/// infallible ones, reports the state at deletion).
+///
+/// # Example
+///
+/// ```
+/// use bytes::Bytes;
+/// use mailroom_store::{Store, StoreOptions};
+///
+/// let dir = tempfile::tempdir()?;
+/// let store = Store::open(dir.path(), StoreOptions::default())?;
+/// store.create_topic("orders")?;
+/// let orders = store.topic("orders")?;
+/// orders.create_group("billing", 3)?;
+/// orders.publish(Bytes::from_static(b"order 1"))?;
+///
+/// let delivery = orders.poll("billing")?.expect("a message is waiting");
+/// assert_eq!((delivery.offset, delivery.attempt), (0, 1));
+/// orders.ack("billing", delivery.id())?;
+/// assert_eq!(orders.position("billing")?, 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct DurableTopic {
+    inner: Arc<TopicInner>,
+}
+
+#[derive(Debug)]
+struct TopicInner {
+    name: String,
+    dir: PathBuf,
+    messages: Log,
+    groups: GroupSet,
+    clock: Arc<dyn Clock>,
+    /// `true` once deleted. Every operation holds the read side, so a delete (the write
+    /// side) waits for operations in flight and none starts after it.
+    deleted: RwLock<bool>,
+}
+
+impl DurableTopic {
+    /// Opens the topic stored in `dir` (its `messages/` and `groups/` logs and checkpoint).
+    pub(crate) fn open(
+        storage: Arc<dyn Storage>,
+        name: &str,
+        dir: &Path,
+        log_options: &LogOptions,
+        checkpoint_every: u64,
+        clock: Arc<dyn Clock>,
+    ) -> Result<DurableTopic, StoreError> {
+        let messages = Log::open(storage.clone(), &dir.join("messages"), log_options.clone())?;
+        let groups = GroupSet::open(
+            storage,
+            dir,
+            &messages,
+            log_options,
+            checkpoint_every,
+            clock.clone(),
+        )?;
+        Ok(DurableTopic {
+            inner: Arc::new(TopicInner {
+                name: name.to_owned(),
+                dir: dir.to_path_buf(),
+                messages,
+                groups,
+                clock,
+                deleted: RwLock::new(false),
+            }),
+        })
+    }
+
+    /// The topic's directory.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// Marks the topic deleted, waiting for operations in flight.
+    pub(crate) fn retire(&self) {
+        *self.inner.deleted.write() = true;
+    }
+
+    fn live(&self) -> Result<RwLockReadGuard<'_, bool>, StoreError> {
+        let deleted = self.inner.deleted.read();
+        if *deleted {
+            return Err(StoreError::UnknownTopic {
+                topic: self.inner.name.clone(),
+            });
+        }
+        Ok(deleted)
+    }
+
+    /// The topic's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Appends one message and returns its offset (0, 1, 2, ... with no gaps).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::InvalidArgument`] for a payload over the log's `record_bytes_max`;
+    /// [`StoreError::Io`] and then [`StoreError::FailStopped`] on disk failures;
+    /// [`StoreError::UnknownTopic`] after the topic was deleted.
+    pub fn publish(&self, payload: Bytes) -> Result<u64, StoreError> {
+        self.publish_batch(std::slice::from_ref(&payload))
+            .map(|offsets| offsets.start)
+    }
+
+    /// Appends `payloads` as consecutive messages with one sync, and returns their
+    /// offsets. All or none are confirmed.
+    ///
+    /// # Errors
+    ///
+    /// As [`publish`](Self::publish).
+    pub fn publish_batch(&self, payloads: &[Bytes]) -> Result<Range<u64>, StoreError> {
+        let _live = self.live()?;
+        let slices: Vec<&[u8]> = payloads.iter().map(|payload| &payload[..]).collect();
+        self.inner
+            .messages
+            .append(&slices, self.inner.clock.now_ms())
+    }
+
+    /// The offset the next message will get: how many were ever published.
+    pub fn len(&self) -> u64 {
+        self.inner.messages.end()
+    }
+
+    /// Whether nothing was ever published.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The oldest retained offset (0 until retention deletes something).
+    pub fn start(&self) -> u64 {
+        self.inner.messages.start()
+    }
+
+    /// Reads the message at `offset`; `None` if it is past the end or was deleted by
+    /// retention.
+    ///
+    /// # Errors
+    ///
+    /// I/O errors and corruption; [`StoreError::UnknownTopic`] after deletion.
+    pub fn read(&self, offset: u64) -> Result<Option<Bytes>, StoreError> {
+        let _live = self.live()?;
+        Ok(self
+            .inner
+            .messages
+            .read(offset)?
+            .map(|record| record.payload))
+    }
+
+    /// Creates a group that starts at the oldest retained message.
+    ///
+    /// # Errors
+    ///
+    /// As [`create_group_at`](Self::create_group_at).
+    pub fn create_group(&self, group: &str, max_attempts: u32) -> Result<(), StoreError> {
+        self.create_group_at(group, max_attempts, StartPosition::Earliest)
+    }
+
+    /// Creates a group that starts at `start`; `max_attempts` is the total number of
+    /// deliveries allowed for one message.
+    ///
+    /// # Errors
+    ///
+    /// `Topic(InvalidArgument)` for an empty name, `max_attempts == 0` or a start offset
+    /// outside the retained log; `Topic(GroupExists)`; [`StoreError::InvalidName`] for a
+    /// name outside the store's alphabet; I/O errors.
+    pub fn create_group_at(
+        &self,
+        group: &str,
+        max_attempts: u32,
+        start: StartPosition,
+    ) -> Result<(), StoreError> {
+        let _live = self.live()?;
+        self.inner
+            .groups
+            .create(&self.inner.messages, group, max_attempts, start)
+    }
+
+    /// Deletes a group and its dead letters.
+    ///
+    /// # Errors
+    ///
+    /// `Topic(UnknownGroup)`; I/O errors.
+    pub fn delete_group(&self, group: &str) -> Result<(), StoreError> {
+        let _live = self.live()?;
+        self.inner.groups.delete(group)
+    }
+
+    /// The group names, sorted.
+    pub fn groups(&self) -> Vec<String> {
+        self.inner.groups.names()
+    }
+
+    /// A snapshot of one group for operators.
+    ///
+    /// # Errors
+    ///
+    /// `Topic(UnknownGroup)`.
+    pub fn group_info(&self, group: &str) -> Result<GroupInfo, StoreError> {
+        let _live = self.live()?;
+        self.inner.groups.info(&self.inner.messages, group)
+    }
+
+    /// Polls `group`: returns the delivery in flight unchanged, or creates the next
+    /// attempt at the group's cursor, or `None` at the end of the log.
+    ///
+    /// # Errors
+    ///
+    /// `Topic(UnknownGroup)`; I/O errors and fail-stop.
+    pub fn poll(&self, group: &str) -> Result<Option<Delivery<Bytes>>, StoreError> {
+        let _live = self.live()?;
+        self.inner.groups.poll(&self.inner.messages, group)
+    }
+
+    /// Acks the exact in-flight delivery: the cursor moves past it.
+    ///
+    /// # Errors
+    ///
+    /// `Topic(NotOwned)` unless `delivery` is the one in flight (nothing changes);
+    /// `Topic(UnknownGroup)`; I/O errors and fail-stop.
+    pub fn ack(&self, group: &str, delivery: DeliveryId) -> Result<(), StoreError> {
+        let _live = self.live()?;
+        self.inner.groups.ack(&self.inner.messages, group, delivery)
+    }
+
+    /// Nacks the exact in-flight delivery: a retry while attempts remain, else the
+    /// message is dead-lettered (once) and the cursor moves on.
+    ///
+    /// # Errors
+    ///
+    /// As [`ack`](Self::ack).
+    pub fn nack(&self, group: &str, delivery: DeliveryId) -> Result<Nack, StoreError> {
+        let _live = self.live()?;
+        self.inner
+            .groups
+            .nack(&self.inner.messages, group, delivery)
+    }
+
+    /// The group's dead letters, oldest first, with their payloads (kept even after
+    /// retention deleted the original messages).
+    ///
+    /// # Errors
+    ///
+    /// `Topic(UnknownGroup)`; I/O errors and corruption.
+    pub fn dead_letters(&self, group: &str) -> Result<Vec<DeadLetter<Bytes>>, StoreError> {
+        let _live = self.live()?;
+        self.inner.groups.dead_letters(group)
+    }
+
+    /// The offset of the next message the group has to finish.
+    ///
+    /// # Errors
+    ///
+    /// `Topic(UnknownGroup)`.
+    pub fn position(&self, group: &str) -> Result<u64, StoreError> {
+        let _live = self.live()?;
+        self.inner.groups.position(group)
+    }
+
+    /// Syncs both logs.
+    pub(crate) fn sync(&self) -> Result<(), StoreError> {
+        let _live = self.live()?;
+        self.inner.messages.sync()?;
+        self.inner.groups.log().sync()
+    }
+
+    /// Deletes the message segments that `retention` allows at `now_ms`; returns how many.
+    pub(crate) fn enforce_retention(
+        &self,
+        retention: &Retention,
+        now_ms: u64,
+    ) -> Result<usize, StoreError> {
+        let _live = self.live()?;
+        let messages = &self.inner.messages;
+        self.inner.groups.with_floor(|floor| {
+            let mut cut = retention.cut_offset(&messages.segments(), now_ms);
+            if retention.keep_unconsumed {
+                if let Some(floor) = floor {
+                    cut = cut.min(floor);
+                }
+            }
+            if cut <= messages.start() {
+                return Ok(0);
+            }
+            messages.delete_segments_before(cut)
+        })
+    }
+
+    /// Writes a checkpoint of the topic's groups now (normally done every
+    /// `checkpoint_every` group records).
+    pub(crate) fn checkpoint(&self) -> Result<(), StoreError> {
+        let _live = self.live()?;
+        self.inner.groups.checkpoint(&self.inner.messages)
+    }
+}

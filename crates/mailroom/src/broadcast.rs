@@ -1,1 +1,0 @@
-//! Live channels: best-effort fan-out to bounded per-subscriber mailboxes.

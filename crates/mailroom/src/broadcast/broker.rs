@@ -1,0 +1,369 @@
+//! The broker: admission, the subscriber registry, publish and close.
+
+use super::mailbox::{Mailbox, NOT_REGISTERED};
+use super::sync::{fence, lock_ignoring_poison, Arc, AtomicUsize, Mutex, Ordering};
+use super::{BroadcastError, BrokerStats, Delivery, Subscription};
+
+/// The largest `max_subscribers` a broker accepts.
+pub const SUBSCRIBERS_MAX: usize = 1 << 16;
+
+/// The largest `mailbox_capacity` a broker accepts. Mailboxes allocate their capacity up
+/// front, so this bounds the memory one subscription can pin.
+pub const MAILBOX_CAPACITY_MAX: usize = 1 << 20;
+
+/// A handle to a live channel: publishes to every current subscriber, never waiting.
+///
+/// Cloning a `Broker` gives another handle to the same broker. When the last handle is
+/// dropped the broker closes, exactly as if [`Broker::close`] had been called, so that
+/// receivers do not wait forever for a publisher that is gone.
+///
+/// # Examples
+///
+/// ```
+/// use mailroom::broadcast::{Broker, Delivery};
+///
+/// let broker = Broker::new(8, 16)?;
+/// let sub = broker.subscribe()?;
+/// assert_eq!(broker.publish("hello")?, Delivery { delivered: 1, dropped: 0 });
+/// assert_eq!(sub.poll(), Some("hello"));
+/// # Ok::<(), mailroom::broadcast::BroadcastError>(())
+/// ```
+pub struct Broker<T> {
+    shared: Arc<Shared<T>>,
+}
+
+/// State shared by every broker handle and every subscription.
+pub(crate) struct Shared<T> {
+    registry: Mutex<Registry<T>>,
+    max_subscribers: usize,
+    mailbox_capacity: usize,
+    /// Receivers parked on any mailbox of this broker: lets `publish` skip the wake-up
+    /// scan with one load when nobody waits (the common case under load).
+    parked: AtomicUsize,
+    /// Live `Broker` handles; the broker closes when the last one goes.
+    handles: AtomicUsize,
+}
+
+/// Everything the broker lock protects.
+struct Registry<T> {
+    closed: bool,
+    /// Current subscribers, contiguous so that a publish walks them in one pass.
+    mailboxes: Vec<Arc<Mailbox<T>>>,
+    published: u64,
+    delivered: u64,
+    dropped: u64,
+}
+
+impl<T: Clone + Send> Broker<T> {
+    /// Creates a broker accepting up to `max_subscribers` subscriptions, each buffering up
+    /// to `mailbox_capacity` messages.
+    ///
+    /// # Errors
+    ///
+    /// [`BroadcastError::InvalidConfig`] when either limit is 0, when `max_subscribers`
+    /// exceeds [`SUBSCRIBERS_MAX`], or when `mailbox_capacity` exceeds
+    /// [`MAILBOX_CAPACITY_MAX`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use mailroom::broadcast::{BroadcastError, Broker};
+    ///
+    /// assert!(Broker::<u64>::new(4, 32).is_ok());
+    /// assert!(matches!(Broker::<u64>::new(0, 32), Err(BroadcastError::InvalidConfig { .. })));
+    /// ```
+    pub fn new(max_subscribers: usize, mailbox_capacity: usize) -> Result<Self, BroadcastError> {
+        check_limit("max_subscribers", max_subscribers, SUBSCRIBERS_MAX)?;
+        check_limit("mailbox_capacity", mailbox_capacity, MAILBOX_CAPACITY_MAX)?;
+        let registry = Registry {
+            closed: false,
+            mailboxes: Vec::new(),
+            published: 0,
+            delivered: 0,
+            dropped: 0,
+        };
+        let shared = Shared {
+            registry: Mutex::new(registry),
+            max_subscribers,
+            mailbox_capacity,
+            parked: AtomicUsize::new(0),
+            handles: AtomicUsize::new(1),
+        };
+        Ok(Self {
+            shared: Arc::new(shared),
+        })
+    }
+
+    /// Adds a subscriber with an empty mailbox. It receives messages published after this
+    /// call returns.
+    ///
+    /// # Errors
+    ///
+    /// [`BroadcastError::Closed`] after [`Broker::close`];
+    /// [`BroadcastError::SubscriberLimit`] when `max_subscribers` subscriptions are active.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use mailroom::broadcast::{BroadcastError, Broker};
+    ///
+    /// let broker = Broker::<u64>::new(1, 4)?;
+    /// let first = broker.subscribe()?;
+    /// assert!(matches!(broker.subscribe(), Err(BroadcastError::SubscriberLimit { .. })));
+    /// drop(first); // dropping unsubscribes, freeing the slot
+    /// assert!(broker.subscribe().is_ok());
+    /// # Ok::<(), BroadcastError>(())
+    /// ```
+    pub fn subscribe(&self) -> Result<Subscription<T>, BroadcastError> {
+        let mut registry = lock_ignoring_poison(&self.shared.registry);
+        if registry.closed {
+            return Err(BroadcastError::Closed);
+        }
+        if registry.mailboxes.len() >= self.shared.max_subscribers {
+            return Err(BroadcastError::SubscriberLimit {
+                max_subscribers: self.shared.max_subscribers,
+            });
+        }
+        let index = registry.mailboxes.len();
+        let mailbox = Arc::new(Mailbox::new(self.shared.mailbox_capacity, index));
+        registry.mailboxes.push(Arc::clone(&mailbox));
+        drop(registry);
+        Ok(Subscription::new(Arc::clone(&self.shared), mailbox))
+    }
+
+    /// Offers `message` to every current subscriber once, without waiting for any of them.
+    ///
+    /// A subscriber whose mailbox has room gets a clone; one whose mailbox is full misses
+    /// this message (its older messages stay). `delivered + dropped` is the number of
+    /// subscribers at that moment; with none, the result is `(0, 0)` and still `Ok`.
+    ///
+    /// # Errors
+    ///
+    /// [`BroadcastError::Closed`] after [`Broker::close`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use mailroom::broadcast::{Broker, Delivery};
+    ///
+    /// let broker = Broker::new(2, 1)?;
+    /// let (fast, slow) = (broker.subscribe()?, broker.subscribe()?);
+    /// broker.publish(1)?;
+    /// assert_eq!(fast.poll(), Some(1));
+    /// // `slow` still holds 1, so 2 is dropped for it alone.
+    /// assert_eq!(broker.publish(2)?, Delivery { delivered: 1, dropped: 1 });
+    /// assert_eq!(slow.poll(), Some(1));
+    /// assert_eq!(slow.poll(), None);
+    /// # drop(fast);
+    /// # Ok::<(), mailroom::broadcast::BroadcastError>(())
+    /// ```
+    pub fn publish(&self, message: T) -> Result<Delivery, BroadcastError> {
+        let mut registry = lock_ignoring_poison(&self.shared.registry);
+        if registry.closed {
+            return Err(BroadcastError::Closed);
+        }
+        // SAFETY: we hold the broker lock, and every mailbox in the registry belongs to this
+        // broker (mailboxes are created by `subscribe` and never move between brokers).
+        let delivery = unsafe { offer_to_all(&registry.mailboxes, message) };
+        registry.published += 1;
+        registry.delivered += delivery.delivered as u64;
+        registry.dropped += delivery.dropped as u64;
+        // A read-modify-write rather than a fence plus a load: one locked instruction, where
+        // a `SeqCst` fence would be an `mfence`. If it reads 0, any receiver that parks
+        // later increments `parked` after it, so that receiver's increment reads from this
+        // RMW (release/acquire) and its re-check is guaranteed to see our enqueues.
+        if self.shared.parked.fetch_add(0, Ordering::SeqCst) == 0 {
+            return Ok(delivery);
+        }
+        // Someone is parked: find whom. Pairs with the `SeqCst` increment in
+        // `Mailbox::add_waiter` and the fence in `Event::listen`: a receiver we do not see
+        // here is guaranteed to find the message on its re-check.
+        fence(Ordering::SeqCst);
+        let to_wake: Vec<Arc<Mailbox<T>>> = registry
+            .mailboxes
+            .iter()
+            .filter(|mailbox| mailbox.has_waiters())
+            .cloned()
+            .collect();
+        // Waking can mean a syscall per parked thread: do it without holding the lock.
+        drop(registry);
+        for mailbox in to_wake {
+            mailbox.event.notify(usize::MAX);
+        }
+        Ok(delivery)
+    }
+
+    /// Closes the broker: every subscription becomes closed, the registry is emptied, and
+    /// later `publish` and `subscribe` calls fail with [`BroadcastError::Closed`].
+    ///
+    /// Idempotent. It does not wait for consumers: messages already queued can still be
+    /// polled, and parked receivers are woken to drain them.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use mailroom::broadcast::{BroadcastError, Broker};
+    ///
+    /// let broker = Broker::new(1, 4)?;
+    /// let sub = broker.subscribe()?;
+    /// broker.publish("last")?;
+    /// broker.close();
+    /// assert!(sub.is_closed());
+    /// assert_eq!(sub.poll(), Some("last"));
+    /// assert_eq!(broker.publish("late"), Err(BroadcastError::Closed));
+    /// # Ok::<(), BroadcastError>(())
+    /// ```
+    pub fn close(&self) {
+        self.shared.close();
+    }
+}
+
+impl<T> Broker<T> {
+    /// A snapshot of the broker's counters, taken under the broker lock.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use mailroom::broadcast::Broker;
+    ///
+    /// let broker = Broker::new(2, 1)?;
+    /// let _a = broker.subscribe()?;
+    /// broker.publish(1)?;
+    /// broker.publish(2)?; // `_a` is full: dropped
+    /// let stats = broker.stats();
+    /// assert_eq!((stats.subscribers, stats.published), (1, 2));
+    /// assert_eq!((stats.delivered, stats.dropped), (1, 1));
+    /// # Ok::<(), mailroom::broadcast::BroadcastError>(())
+    /// ```
+    pub fn stats(&self) -> BrokerStats {
+        let registry = lock_ignoring_poison(&self.shared.registry);
+        BrokerStats {
+            subscribers: registry.mailboxes.len(),
+            published: registry.published,
+            delivered: registry.delivered,
+            dropped: registry.dropped,
+        }
+    }
+
+    /// Whether [`Broker::close`] has run (or every handle was dropped).
+    pub fn is_closed(&self) -> bool {
+        lock_ignoring_poison(&self.shared.registry).closed
+    }
+
+    /// The subscriber cap given to [`Broker::new`].
+    pub fn max_subscribers(&self) -> usize {
+        self.shared.max_subscribers
+    }
+
+    /// The per-subscriber mailbox capacity given to [`Broker::new`].
+    pub fn mailbox_capacity(&self) -> usize {
+        self.shared.mailbox_capacity
+    }
+}
+
+impl<T> Clone for Broker<T> {
+    fn clone(&self) -> Self {
+        self.shared.handles.fetch_add(1, Ordering::Relaxed);
+        Self {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<T> Drop for Broker<T> {
+    fn drop(&mut self) {
+        // AcqRel so the last handle's close comes after every other handle's publishes.
+        if self.shared.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.shared.close();
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for Broker<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Broker")
+            .field("max_subscribers", &self.shared.max_subscribers)
+            .field("mailbox_capacity", &self.shared.mailbox_capacity)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+impl<T> Shared<T> {
+    /// Closes the broker; see [`Broker::close`].
+    fn close(&self) {
+        let mut registry = lock_ignoring_poison(&self.registry);
+        registry.closed = true;
+        let mailboxes = std::mem::take(&mut registry.mailboxes);
+        for mailbox in &mailboxes {
+            mailbox.mark_closed();
+        }
+        drop(registry);
+        for mailbox in &mailboxes {
+            mailbox.event.notify(usize::MAX);
+        }
+    }
+
+    /// Removes `mailbox` from the registry and closes it. Idempotent.
+    ///
+    /// Runs under the broker lock, so once it returns no publish can enqueue there.
+    pub(crate) fn unsubscribe(&self, mailbox: &Mailbox<T>) {
+        let mut registry = lock_ignoring_poison(&self.registry);
+        let index = mailbox.registry_index();
+        if index == NOT_REGISTERED {
+            return;
+        }
+        let removed = registry.mailboxes.swap_remove(index);
+        debug_assert!(std::ptr::eq(Arc::as_ptr(&removed), mailbox));
+        if let Some(moved) = registry.mailboxes.get(index) {
+            moved.set_registry_index(index);
+        }
+        mailbox.mark_closed();
+        drop(registry);
+        mailbox.event.notify(usize::MAX);
+    }
+
+    /// Counts a receiver parking on one of this broker's mailboxes.
+    pub(crate) fn add_parked(&self) {
+        self.parked.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Withdraws a receiver counted by [`Shared::add_parked`].
+    pub(crate) fn remove_parked(&self) {
+        self.parked.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Offers `message` to each mailbox once, cloning for all but the last (which gets the
+/// original, saving one clone per publish).
+///
+/// # Safety
+///
+/// The caller must hold the lock of the broker that owns `mailboxes`.
+unsafe fn offer_to_all<T: Clone>(mailboxes: &[Arc<Mailbox<T>>], message: T) -> Delivery {
+    let Some((last, rest)) = mailboxes.split_last() else {
+        return Delivery {
+            delivered: 0,
+            dropped: 0,
+        };
+    };
+    let mut delivered = 0;
+    for mailbox in rest {
+        // SAFETY: forwarded from this function's contract.
+        delivered += usize::from(unsafe { mailbox.offer(message.clone()) });
+    }
+    // SAFETY: forwarded from this function's contract.
+    delivered += usize::from(unsafe { last.offer(message) });
+    Delivery {
+        delivered,
+        dropped: mailboxes.len() - delivered,
+    }
+}
+
+/// Checks that a configured limit lies in `1..=max`.
+fn check_limit(name: &'static str, value: usize, max: usize) -> Result<(), BroadcastError> {
+    if value == 0 || value > max {
+        return Err(BroadcastError::InvalidConfig { name, value, max });
+    }
+    Ok(())
+}

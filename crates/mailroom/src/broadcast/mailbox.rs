@@ -1,0 +1,136 @@
+//! One subscriber's bounded mailbox: its queue, its closed flag, its counters and the
+//! event its parked receivers wait on.
+
+use super::ring::Ring;
+use super::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use event_listener::Event;
+
+/// Marks a mailbox that is not (or no longer) in the broker's registry.
+pub(crate) const NOT_REGISTERED: usize = usize::MAX;
+
+/// A subscriber's mailbox, shared by the broker's registry and the [`Subscription`].
+///
+/// Writers of the queue, the counters and `registry_index` all hold the broker lock, so
+/// there is only ever one producer. Consumers (`poll`, `recv`) touch only `queue`,
+/// `closed`, `waiters` and `event`, never the broker lock.
+///
+/// [`Subscription`]: super::Subscription
+pub(crate) struct Mailbox<T> {
+    queue: Ring<T>,
+    /// Set (under the broker lock) when the mailbox leaves the registry for good.
+    closed: AtomicBool,
+    /// Position in the registry's vector while registered, else [`NOT_REGISTERED`].
+    /// Only read and written under the broker lock; atomic only so that it can be shared.
+    registry_index: AtomicUsize,
+    /// Messages rejected because the queue was full. Written only by the broker-lock holder.
+    dropped: AtomicU64,
+    /// Receivers currently parked (or about to park) on `event`.
+    waiters: AtomicUsize,
+    /// Woken by publish (when `waiters > 0`), unsubscribe and close.
+    pub(crate) event: Event,
+}
+
+impl<T> Mailbox<T> {
+    /// An empty, closed-to-nobody mailbox holding at most `capacity` messages.
+    pub(crate) fn new(capacity: usize, registry_index: usize) -> Self {
+        Self {
+            queue: Ring::new(capacity),
+            closed: AtomicBool::new(false),
+            registry_index: AtomicUsize::new(registry_index),
+            dropped: AtomicU64::new(0),
+            waiters: AtomicUsize::new(0),
+            event: Event::new(),
+        }
+    }
+
+    /// Offers `message`; returns whether it was enqueued. A full queue keeps its older
+    /// messages and the new one is dropped.
+    ///
+    /// # Safety
+    ///
+    /// The caller must hold the lock of the broker whose registry holds this mailbox: that
+    /// makes it the ring's only producer (and the drop counter's only writer).
+    pub(crate) unsafe fn offer(&self, message: T) -> bool {
+        // SAFETY: the caller holds the broker lock (this function's contract), so this is
+        // the ring's only producer.
+        match unsafe { self.queue.push(message) } {
+            Ok(()) => true,
+            Err(_rejected) => {
+                bump(&self.dropped);
+                false
+            }
+        }
+    }
+
+    /// Takes the oldest queued message, if any. Never waits.
+    pub(crate) fn take(&self) -> Option<T> {
+        self.queue.pop()
+    }
+
+    /// Messages currently queued.
+    pub(crate) fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Messages ever enqueued here.
+    pub(crate) fn received(&self) -> u64 {
+        // The ring's push count is exactly the number of messages enqueued.
+        self.queue.pushed() as u64
+    }
+
+    /// Messages ever dropped here because the queue was full.
+    pub(crate) fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Whether the mailbox has left the registry. `Acquire` pairs with the `Release` in
+    /// [`Mailbox::mark_closed`], so a reader that sees `true` also sees every message that
+    /// was enqueued before the close.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Marks the mailbox closed. Called under the broker lock, after it left the registry.
+    pub(crate) fn mark_closed(&self) {
+        self.registry_index.store(NOT_REGISTERED, Ordering::Relaxed);
+        self.closed.store(true, Ordering::Release);
+    }
+
+    /// The registry position (under the broker lock only).
+    pub(crate) fn registry_index(&self) -> usize {
+        self.registry_index.load(Ordering::Relaxed)
+    }
+
+    /// Moves the mailbox to `index` in the registry (under the broker lock only).
+    pub(crate) fn set_registry_index(&self, index: usize) {
+        self.registry_index.store(index, Ordering::Relaxed);
+    }
+
+    /// Whether a receiver may be parked on this mailbox.
+    ///
+    /// Only meaningful after a `SeqCst` fence that follows the enqueue: see
+    /// [`Mailbox::add_waiter`] for the other half of that handshake.
+    pub(crate) fn has_waiters(&self) -> bool {
+        self.waiters.load(Ordering::Relaxed) > 0
+    }
+
+    /// Announces a receiver that is about to park.
+    ///
+    /// This `SeqCst` increment, followed by the `SeqCst` fence inside
+    /// `Event::listen` and then a re-check of the queue, pairs with the publisher's
+    /// "enqueue, `SeqCst` fence, read `waiters`". Either the publisher sees the waiter and
+    /// notifies, or the receiver's re-check sees the message: no wake-up is lost.
+    pub(crate) fn add_waiter(&self) {
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Withdraws a receiver announced by [`Mailbox::add_waiter`].
+    pub(crate) fn remove_waiter(&self) {
+        self.waiters.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Adds one to a counter that only the broker-lock holder writes.
+fn bump(counter: &AtomicU64) {
+    counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+}

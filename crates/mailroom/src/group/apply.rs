@@ -1,0 +1,321 @@
+//! Performing a [`Change`]: every transition's check and effect, in one place.
+//!
+//! `apply_change` re-checks what makes delivery exact: fencing (a change must name the
+//! exact attempt in flight, and a new delivery must be the next attempt number), the
+//! failure budget (a change dead-letters exactly when the rules say it must), and the
+//! bounds of `max_in_flight`. It does not re-check choices that depend on time (which
+//! ready message a poll picked, whether a delay had passed): those are the plan's, and a
+//! replayed history made by the same plans satisfies them.
+
+use std::ops::Range;
+
+use super::change::{Change, Failure};
+use super::state::{GroupState, Slot, SlotPhase};
+use super::{DeadLetterEntry, DeadLetterNote, DeliveryId, GroupError};
+
+impl GroupState {
+    /// Performs `change`, after checking that it follows from the current state (see
+    /// the module docs of `group` for what is checked).
+    ///
+    /// # Errors
+    ///
+    /// [`GroupError::InvalidChange`] if it does not follow; the state is unchanged.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use mailroom::group::{Change, DeliveryId, GroupState};
+    ///
+    /// let mut group = GroupState::new(1, 0).unwrap();
+    /// let id = DeliveryId { offset: 0, attempt: 1 };
+    /// assert!(group.apply_change(&Change::Acked(id)).is_err());
+    /// group
+    ///     .apply_change(&Change::Delivered { id, consumer: None, lease_until_ms: None })
+    ///     .unwrap();
+    /// group.apply_change(&Change::Acked(id)).unwrap();
+    /// assert_eq!(group.position(), 1);
+    /// ```
+    pub fn apply_change(&mut self, change: &Change) -> Result<(), GroupError> {
+        let refused = |reason| GroupError::InvalidChange {
+            change: Box::new(change.clone()),
+            reason,
+        };
+        match change {
+            Change::Delivered {
+                id,
+                consumer,
+                lease_until_ms,
+            } => self.deliver(*id, consumer, *lease_until_ms).map_err(refused),
+            Change::Acked(id) => {
+                self.owned_mut(*id).map_err(refused)?;
+                self.finish(id.offset);
+                Ok(())
+            }
+            Change::Touched { id, lease_until_ms } => {
+                let has_lease = self.config.lease_ms.is_some();
+                let slot = self.owned_mut(*id).map_err(refused)?;
+                match &mut slot.phase {
+                    SlotPhase::InFlight {
+                        lease_until_ms: Some(deadline),
+                        ..
+                    } if has_lease => {
+                        *deadline = *lease_until_ms;
+                        Ok(())
+                    }
+                    _ => Err(refused("touch of a delivery without a lease")),
+                }
+            }
+            Change::Failed {
+                id,
+                cause,
+                retry_at_ms,
+                reason,
+                at_ms,
+            } => {
+                let outcome = Outcome {
+                    cause: *cause,
+                    retry_at_ms: *retry_at_ms,
+                    reason,
+                    at_ms: *at_ms,
+                };
+                self.fail(*id, outcome).map_err(refused)
+            }
+            Change::Redriven { offsets } => self.redrive(offsets).map_err(refused),
+            Change::Purged { offsets } => self.purge(offsets).map_err(refused),
+        }
+    }
+
+    fn deliver(
+        &mut self,
+        id: DeliveryId,
+        consumer: &Option<String>,
+        lease_until_ms: Option<u64>,
+    ) -> Result<(), &'static str> {
+        if self.in_flight >= self.config.max_in_flight {
+            return Err("max_in_flight deliveries are already in flight");
+        }
+        if lease_until_ms.is_some() != self.config.lease_ms.is_some() {
+            return Err("a delivery's lease does not match the group's settings");
+        }
+        if self.config.max_in_flight > 1 && self.owns_any(consumer.as_deref()) {
+            return Err("the consumer already has a delivery in flight");
+        }
+        let phase = SlotPhase::InFlight {
+            consumer: consumer.clone(),
+            lease_until_ms,
+        };
+        if id.offset == self.next_fresh() {
+            if self.window.len() >= self.config.max_in_flight as usize {
+                return Err("the window of max_in_flight messages is full");
+            }
+            if id.attempt != 1 {
+                return Err("a first delivery must be attempt 1");
+            }
+            self.window.push_back(Slot {
+                offset: id.offset,
+                attempt: 1,
+                failures: 0,
+                phase,
+            });
+        } else {
+            let slot = self
+                .slot_mut(id.offset)
+                .ok_or("no message at that offset awaits delivery")?;
+            if !matches!(slot.phase, SlotPhase::Ready { .. }) {
+                return Err("that message is not waiting for delivery");
+            }
+            if slot.attempt.checked_add(1) != Some(id.attempt) {
+                return Err("a redelivery must be the next attempt");
+            }
+            slot.attempt = id.attempt;
+            slot.phase = phase;
+            self.counters.redeliveries += 1;
+        }
+        self.in_flight += 1;
+        Ok(())
+    }
+
+    fn owns_any(&self, consumer: Option<&str>) -> bool {
+        self.slots().any(|slot| match &slot.phase {
+            SlotPhase::InFlight { consumer: owner, .. } => owner.as_deref() == consumer,
+            _ => false,
+        })
+    }
+
+    /// The slot of `id` if it is in flight with exactly that attempt. Leases are not
+    /// looked at here: whether one ran out is decided when planning, with the time.
+    fn owned_mut(&mut self, id: DeliveryId) -> Result<&mut Slot, &'static str> {
+        match self.slot_mut(id.offset) {
+            Some(slot)
+                if slot.attempt == id.attempt
+                    && matches!(slot.phase, SlotPhase::InFlight { .. }) =>
+            {
+                Ok(slot)
+            }
+            _ => Err("names no delivery in flight"),
+        }
+    }
+
+    fn fail(&mut self, id: DeliveryId, outcome: Outcome<'_>) -> Result<(), &'static str> {
+        let max_attempts = self.config.max_attempts;
+        let slot = self.owned_mut(id)?;
+        let counted = matches!(outcome.cause, Failure::Nack | Failure::LeaseExpired);
+        let failures = slot.failures + u32::from(counted);
+        let must_die = match outcome.cause {
+            Failure::Nack | Failure::LeaseExpired => failures >= max_attempts,
+            Failure::Release => false,
+            Failure::Reject => true,
+        };
+        if must_die != outcome.retry_at_ms.is_none() {
+            return Err(if must_die {
+                "this failure must dead-letter the message"
+            } else {
+                "this failure may not dead-letter the message"
+            });
+        }
+        if outcome.cause == Failure::LeaseExpired {
+            let expired = matches!(slot.phase, SlotPhase::InFlight { lease_until_ms: Some(deadline), .. } if deadline <= outcome.at_ms);
+            if !expired {
+                return Err("the lease had not run out");
+            }
+        }
+        slot.failures = failures;
+        match outcome.cause {
+            Failure::Release => self.counters.releases += 1,
+            Failure::LeaseExpired => self.counters.expired_leases += 1,
+            Failure::Nack | Failure::Reject => {}
+        }
+        match outcome.retry_at_ms {
+            Some(not_before_ms) => {
+                let slot = self.slot_mut(id.offset).expect("found above");
+                slot.phase = SlotPhase::Ready { not_before_ms };
+                self.in_flight -= 1;
+            }
+            None => {
+                self.dead_letters.push(DeadLetterEntry {
+                    offset: id.offset,
+                    attempts: id.attempt,
+                });
+                self.notes.push(DeadLetterNote {
+                    reason: outcome.reason.clone(),
+                    at_ms: outcome.at_ms,
+                });
+                self.finish(id.offset);
+            }
+        }
+        Ok(())
+    }
+
+    /// Marks the in-flight slot at `offset` finished and moves the cursor past every
+    /// finished message at the front of the window.
+    fn finish(&mut self, offset: u64) {
+        self.in_flight -= 1;
+        if offset < self.position {
+            self.redriven.remove(&offset);
+            return;
+        }
+        if let Some(slot) = self.slot_mut(offset) {
+            slot.phase = SlotPhase::Done;
+        }
+        while self
+            .window
+            .front()
+            .is_some_and(|slot| slot.phase == SlotPhase::Done)
+        {
+            self.window.pop_front();
+            self.position += 1;
+        }
+    }
+
+    fn redrive(&mut self, offsets: &Range<u64>) -> Result<(), &'static str> {
+        let taken = self.take_dead(offsets)?;
+        for entry in taken {
+            self.counters.redrives += 1;
+            let revived = Slot {
+                offset: entry.offset,
+                attempt: entry.attempts,
+                failures: 0,
+                phase: SlotPhase::Ready { not_before_ms: 0 },
+            };
+            if entry.offset < self.position {
+                self.redriven.insert(entry.offset, revived);
+            } else if let Some(slot) = self.slot_mut(entry.offset) {
+                // Finished out of order inside the window (max_in_flight > 1).
+                *slot = revived;
+            }
+        }
+        Ok(())
+    }
+
+    fn purge(&mut self, offsets: &Range<u64>) -> Result<(), &'static str> {
+        let taken = self.take_dead(offsets)?;
+        self.counters.purged += taken.len() as u64;
+        Ok(())
+    }
+
+    /// Removes the dead letters with offsets in `offsets` and returns them.
+    fn take_dead(&mut self, offsets: &Range<u64>) -> Result<Vec<DeadLetterEntry>, &'static str> {
+        let mut taken = Vec::new();
+        let mut kept = Vec::with_capacity(self.dead_letters.len());
+        let mut kept_notes = Vec::with_capacity(self.notes.len());
+        for (entry, note) in self.dead_letters.drain(..).zip(self.notes.drain(..)) {
+            if offsets.contains(&entry.offset) {
+                taken.push(entry);
+            } else {
+                kept.push(entry);
+                kept_notes.push(note);
+            }
+        }
+        self.dead_letters = kept;
+        self.notes = kept_notes;
+        if taken.is_empty() {
+            return Err("no dead letter in that range");
+        }
+        Ok(taken)
+    }
+
+    /// Moves the cursor forward to `position`, dropping every unfinished message below
+    /// it (deliveries in flight included). A durable home uses this when retention has
+    /// deleted messages the group had not finished. Redriven dead letters are kept.
+    ///
+    /// # Errors
+    ///
+    /// [`GroupError::InvalidSnapshot`] if `position` is below the current one.
+    pub fn skip_to(&mut self, position: u64) -> Result<(), GroupError> {
+        if position < self.position {
+            return Err(GroupError::InvalidSnapshot("the cursor cannot move back"));
+        }
+        let dropped = usize::try_from(position - self.position)
+            .unwrap_or(usize::MAX)
+            .min(self.window.len());
+        for slot in self.window.drain(..dropped) {
+            if matches!(slot.phase, SlotPhase::InFlight { .. }) {
+                self.in_flight -= 1;
+            }
+        }
+        self.position = position;
+        if self.window.front().is_some_and(|slot| slot.phase == SlotPhase::Done) {
+            self.finish_front();
+        }
+        Ok(())
+    }
+
+    fn finish_front(&mut self) {
+        while self
+            .window
+            .front()
+            .is_some_and(|slot| slot.phase == SlotPhase::Done)
+        {
+            self.window.pop_front();
+            self.position += 1;
+        }
+    }
+}
+
+/// How a failed delivery ends, as the change says.
+struct Outcome<'a> {
+    cause: Failure,
+    retry_at_ms: Option<u64>,
+    reason: &'a Option<String>,
+    at_ms: u64,
+}

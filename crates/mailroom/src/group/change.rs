@@ -1,0 +1,146 @@
+//! [`Change`]: the full vocabulary of group transitions, of which the seed's
+//! [`GroupEvent`] is the subset without time, consumers or reasons.
+
+use std::ops::Range;
+
+use super::{DeliveryId, GroupEvent};
+
+/// Why an in-flight delivery ended without an ack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Failure {
+    /// The consumer nacked it: a failure, counted against `max_attempts`.
+    Nack,
+    /// The consumer handed it back: not a failure.
+    Release,
+    /// The consumer rejected it: dead-lettered at once.
+    Reject,
+    /// Its lease ran out: a failure, like a nack.
+    LeaseExpired,
+}
+
+/// The reason recorded with a dead letter whose final failure was an expired lease.
+pub const LEASE_EXPIRED_REASON: &str = "lease expired";
+
+/// One change to a group's state: what the plan methods return and
+/// [`GroupState::apply_change`](super::GroupState::apply_change) performs. Durable homes
+/// persist these (the store writes each one before anyone observes it) and replay them
+/// on restart.
+///
+/// Every change names the exact delivery it is about, so a change planned against one
+/// delivery can never settle another.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Change {
+    /// A poll created this delivery and marked it in flight.
+    Delivered {
+        /// The new delivery.
+        id: DeliveryId,
+        /// The consumer that polled, if it named itself.
+        consumer: Option<String>,
+        /// When its lease runs out (ms), if the group has leases.
+        lease_until_ms: Option<u64>,
+    },
+    /// The delivery was acknowledged and is finished.
+    Acked(DeliveryId),
+    /// The owner extended the delivery's lease.
+    Touched {
+        /// The delivery.
+        id: DeliveryId,
+        /// Its new deadline (ms).
+        lease_until_ms: u64,
+    },
+    /// The delivery ended without an ack: it waits for another attempt, or it was
+    /// dead-lettered.
+    Failed {
+        /// The delivery.
+        id: DeliveryId,
+        /// How it ended.
+        cause: Failure,
+        /// When the message may be delivered again (ms); `None` means dead-lettered.
+        retry_at_ms: Option<u64>,
+        /// The reason given (kept with a dead letter).
+        reason: Option<String>,
+        /// When it happened (ms): the nack's time, or the lease's deadline.
+        at_ms: u64,
+    },
+    /// The dead letters with offsets in this range went back to the group for delivery.
+    Redriven {
+        /// The offsets.
+        offsets: Range<u64>,
+    },
+    /// The dead letters with offsets in this range were deleted.
+    Purged {
+        /// The offsets.
+        offsets: Range<u64>,
+    },
+}
+
+impl Change {
+    /// The delivery this change is about, if it is about one.
+    pub fn delivery(&self) -> Option<DeliveryId> {
+        match self {
+            Change::Delivered { id, .. }
+            | Change::Acked(id)
+            | Change::Touched { id, .. }
+            | Change::Failed { id, .. } => Some(*id),
+            Change::Redriven { .. } | Change::Purged { .. } => None,
+        }
+    }
+
+    /// Whether this change dead-letters its delivery.
+    pub fn dead_letters(&self) -> bool {
+        matches!(
+            self,
+            Change::Failed {
+                retry_at_ms: None,
+                ..
+            }
+        )
+    }
+
+    /// The seed event this change is, if it carries nothing the seed cannot say (no
+    /// consumer, lease, reason, time or delay, and a plain nack).
+    pub fn seed_event(&self) -> Option<GroupEvent> {
+        match self {
+            Change::Delivered {
+                id,
+                consumer: None,
+                lease_until_ms: None,
+            } => Some(GroupEvent::Delivered(*id)),
+            Change::Acked(id) => Some(GroupEvent::Acked(*id)),
+            Change::Failed {
+                id,
+                cause: Failure::Nack,
+                retry_at_ms,
+                reason: None,
+                at_ms: 0,
+            } => match retry_at_ms {
+                None => Some(GroupEvent::DeadLettered(*id)),
+                Some(0) => Some(GroupEvent::Retried(*id)),
+                Some(_) => None,
+            },
+            _ => None,
+        }
+    }
+}
+
+impl From<GroupEvent> for Change {
+    fn from(event: GroupEvent) -> Change {
+        let failed = |id, retry_at_ms| Change::Failed {
+            id,
+            cause: Failure::Nack,
+            retry_at_ms,
+            reason: None,
+            at_ms: 0,
+        };
+        match event {
+            GroupEvent::Delivered(id) => Change::Delivered {
+                id,
+                consumer: None,
+                lease_until_ms: None,
+            },
+            GroupEvent::Acked(id) => Change::Acked(id),
+            GroupEvent::Retried(id) => failed(id, Some(0)),
+            GroupEvent::DeadLettered(id) => failed(id, None),
+        }
+    }
+}

@@ -1,0 +1,506 @@
+//! [`GroupState`]: the data of one group, its accessors and its plan methods. The
+//! transitions themselves are in `apply.rs`, the checkpoint form in `snapshot.rs`.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::ops::Range;
+
+use super::change::{Change, Failure, LEASE_EXPIRED_REASON};
+use super::config::{GroupConfig, NackKind, NackOptions};
+use super::{DeadLetterEntry, DeliveryId, GroupError, GroupEvent, NotOwned, PollPlan};
+
+/// Where one delivered, unfinished message stands.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum SlotPhase {
+    /// Waiting to be delivered again, not before `not_before_ms`.
+    Ready {
+        /// The earliest time of the next delivery (ms).
+        not_before_ms: u64,
+    },
+    /// Owned by a consumer.
+    InFlight {
+        /// The consumer that polled it, if it named itself.
+        consumer: Option<String>,
+        /// When its lease runs out (ms), if the group has leases.
+        lease_until_ms: Option<u64>,
+    },
+    /// Finished (acked or dead-lettered) while a lower offset is still unfinished; only
+    /// ever inside the window of a group with `max_in_flight` > 1.
+    Done,
+}
+
+/// One message a group has delivered at least once and not yet finished.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Slot {
+    /// The message's offset.
+    pub offset: u64,
+    /// The number of its latest delivery (attempt numbers only ever rise, so an old
+    /// delivery's id can never name a new one).
+    pub attempt: u32,
+    /// Failures (nacks, expired leases) counted against `max_attempts` since it was
+    /// first delivered or last redriven.
+    pub failures: u32,
+    /// Where it stands.
+    pub phase: SlotPhase,
+}
+
+/// When a dead letter happened and why.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct DeadLetterNote {
+    /// The reason of the final failure, if one was given ("lease expired" for a lease).
+    pub reason: Option<String>,
+    /// When it was dead-lettered (ms); 0 when time was not known (the seed API).
+    pub at_ms: u64,
+}
+
+/// Counters of a group's history, for operators.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct GroupCounters {
+    /// Deliveries that were not a message's first (retries, releases, expiries, redrives).
+    pub redeliveries: u64,
+    /// Deliveries handed back with a release.
+    pub releases: u64,
+    /// Deliveries whose lease ran out.
+    pub expired_leases: u64,
+    /// Dead letters put back by redrive.
+    pub redrives: u64,
+    /// Dead letters deleted by purge.
+    pub purged: u64,
+}
+
+/// What a poll would do, for a group with the extended settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PollStep {
+    /// Nothing to deliver: the log is consumed, or the window is full of unfinished
+    /// messages none of which is ready.
+    Idle,
+    /// `max_in_flight` deliveries are in flight, none of them this consumer's.
+    Full,
+    /// A message waits out a delay until `until_ms`; nothing above it is delivered.
+    Wait {
+        /// When it becomes ready (ms).
+        until_ms: u64,
+    },
+    /// This consumer's delivery in flight, returned again unchanged.
+    InFlight(DeliveryId),
+    /// A lease ran out: apply (persist) this change first, then plan again.
+    Expire(Change),
+    /// A new delivery: apply this change to make it in flight.
+    Deliver(Change),
+}
+
+/// One consumer group's delivery state. See the [module docs](super) for the rules.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupState {
+    pub(super) position: u64,
+    pub(super) config: GroupConfig,
+    /// The messages from `position` up to the next never-delivered offset:
+    /// `window[i].offset == position + i`, and the front is never `Done`.
+    pub(super) window: VecDeque<Slot>,
+    /// Redriven messages below `position`, by offset.
+    pub(super) redriven: BTreeMap<u64, Slot>,
+    /// How many slots are `InFlight`.
+    pub(super) in_flight: u32,
+    pub(super) dead_letters: Vec<DeadLetterEntry>,
+    /// One note per dead letter, in the same order.
+    pub(super) notes: Vec<DeadLetterNote>,
+    pub(super) counters: GroupCounters,
+}
+
+impl GroupState {
+    /// A group that will next deliver the message at `position`.
+    ///
+    /// # Errors
+    ///
+    /// [`GroupError::ZeroMaxAttempts`] if `max_attempts` is 0.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use mailroom::group::GroupState;
+    ///
+    /// let group = GroupState::new(3, 0).unwrap();
+    /// assert_eq!(group.position(), 0);
+    /// assert!(GroupState::new(0, 0).is_err());
+    /// ```
+    pub fn new(max_attempts: u32, position: u64) -> Result<Self, GroupError> {
+        GroupState::with_config(GroupConfig::new(max_attempts), position)
+    }
+
+    /// A group with `config` that will next deliver the message at `position`.
+    ///
+    /// # Errors
+    ///
+    /// As [`GroupConfig::check`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use mailroom::group::{GroupConfig, GroupState};
+    ///
+    /// let group = GroupState::with_config(GroupConfig::new(3).with_max_in_flight(4), 0).unwrap();
+    /// assert_eq!(group.config().max_in_flight, 4);
+    /// ```
+    pub fn with_config(config: GroupConfig, position: u64) -> Result<Self, GroupError> {
+        config.check()?;
+        Ok(GroupState {
+            position,
+            config,
+            window: VecDeque::new(),
+            redriven: BTreeMap::new(),
+            in_flight: 0,
+            dead_letters: Vec::new(),
+            notes: Vec::new(),
+            counters: GroupCounters::default(),
+        })
+    }
+
+    /// The offset of the lowest message this group has not finished (redriven dead
+    /// letters aside, which lie below it).
+    pub fn position(&self) -> u64 {
+        self.position
+    }
+
+    /// Deliveries made so far of the message at [`position`](Self::position) (0 if none).
+    pub fn attempt(&self) -> u32 {
+        self.window.front().map_or(0, |slot| slot.attempt)
+    }
+
+    /// The number of failures allowed for one message (see [`GroupConfig::max_attempts`]).
+    pub fn max_attempts(&self) -> u32 {
+        self.config.max_attempts
+    }
+
+    /// The group's settings.
+    pub fn config(&self) -> &GroupConfig {
+        &self.config
+    }
+
+    /// The group's counters.
+    pub fn counters(&self) -> GroupCounters {
+        self.counters
+    }
+
+    /// The lowest-offset delivery in flight, if any (with `max_in_flight` 1, the one).
+    pub fn in_flight(&self) -> Option<DeliveryId> {
+        if self.in_flight == 0 {
+            return None;
+        }
+        self.slots()
+            .find(|slot| matches!(slot.phase, SlotPhase::InFlight { .. }))
+            .map(slot_id)
+    }
+
+    /// How many deliveries are in flight.
+    pub fn in_flight_count(&self) -> u32 {
+        self.in_flight
+    }
+
+    /// Every unfinished slot (redriven ones first, then the window), by offset.
+    pub fn slots(&self) -> impl Iterator<Item = &Slot> {
+        self.redriven
+            .values()
+            .chain(self.window.iter())
+            .filter(|slot| slot.phase != SlotPhase::Done)
+    }
+
+    /// The dead-letter queue, oldest first.
+    pub fn dead_letters(&self) -> &[DeadLetterEntry] {
+        &self.dead_letters
+    }
+
+    /// For each of [`dead_letters`](Self::dead_letters), its reason and time.
+    pub fn dead_letter_notes(&self) -> &[DeadLetterNote] {
+        &self.notes
+    }
+
+    /// How many messages of a log ending at `log_end` this group has not finished.
+    pub fn lag(&self, log_end: u64) -> u64 {
+        log_end.saturating_sub(self.position)
+    }
+
+    /// The offset after the highest one ever delivered in the window.
+    pub(super) fn next_fresh(&self) -> u64 {
+        self.position + self.window.len() as u64
+    }
+
+    pub(super) fn slot(&self, offset: u64) -> Option<&Slot> {
+        if offset < self.position {
+            return self.redriven.get(&offset);
+        }
+        let index = usize::try_from(offset - self.position).ok()?;
+        self.window.get(index)
+    }
+
+    pub(super) fn slot_mut(&mut self, offset: u64) -> Option<&mut Slot> {
+        if offset < self.position {
+            return self.redriven.get_mut(&offset);
+        }
+        let index = usize::try_from(offset - self.position).ok()?;
+        self.window.get_mut(index)
+    }
+
+    /// Plans a poll against a log whose next offset is `log_end`, ignoring time and
+    /// consumers: the seed's poll. Changes nothing.
+    pub fn poll(&self, log_end: u64) -> PollPlan {
+        match self.plan_poll(log_end, 0, None) {
+            PollStep::InFlight(id) => PollPlan::InFlight(id),
+            PollStep::Deliver(Change::Delivered { id, .. }) => {
+                PollPlan::Deliver(GroupEvent::Delivered(id))
+            }
+            _ => PollPlan::Idle,
+        }
+    }
+
+    /// Plans a poll by `consumer` (`None`: the anonymous consumer) at `now_ms` against a
+    /// log whose next offset is `log_end`. Changes nothing.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use mailroom::group::{GroupConfig, GroupState, PollStep};
+    ///
+    /// let mut group = GroupState::with_config(GroupConfig::new(1).with_max_in_flight(2), 0).unwrap();
+    /// let PollStep::Deliver(change) = group.plan_poll(5, 0, Some("a")) else { unreachable!() };
+    /// group.apply_change(&change).unwrap();
+    /// // "a" gets its own delivery back; "b" gets the next message.
+    /// assert!(matches!(group.plan_poll(5, 0, Some("a")), PollStep::InFlight(_)));
+    /// let PollStep::Deliver(change) = group.plan_poll(5, 0, Some("b")) else { unreachable!() };
+    /// assert_eq!(change.delivery().unwrap().offset, 1);
+    /// ```
+    pub fn plan_poll(&self, log_end: u64, now_ms: u64, consumer: Option<&str>) -> PollStep {
+        if let Some(change) = self.plan_expiry(now_ms) {
+            return PollStep::Expire(change);
+        }
+        if self.in_flight > 0 {
+            if let Some(own) = self.owned_by(consumer) {
+                return PollStep::InFlight(own);
+            }
+            if self.in_flight >= self.config.max_in_flight {
+                return PollStep::Full;
+            }
+        }
+        let offset = match self.next_candidate(log_end, now_ms) {
+            Ok(offset) => offset,
+            Err(step) => return step,
+        };
+        let attempt = self.slot(offset).map_or(0, |slot| slot.attempt) + 1;
+        PollStep::Deliver(Change::Delivered {
+            id: DeliveryId { offset, attempt },
+            consumer: consumer.map(str::to_owned),
+            lease_until_ms: self.config.lease_ms.map(|l| now_ms.saturating_add(l)),
+        })
+    }
+
+    /// The delivery `consumer` has in flight.
+    fn owned_by(&self, consumer: Option<&str>) -> Option<DeliveryId> {
+        self.slots()
+            .find(|slot| match &slot.phase {
+                SlotPhase::InFlight { consumer: owner, .. } => owner.as_deref() == consumer,
+                _ => false,
+            })
+            .map(slot_id)
+    }
+
+    /// The offset to deliver next: the lowest ready slot, unless a lower one waits out a
+    /// delay; else the next fresh message if the window has room.
+    fn next_candidate(&self, log_end: u64, now_ms: u64) -> Result<u64, PollStep> {
+        if self.in_flight as usize != self.redriven.len() + self.window.len() {
+            for slot in self.slots() {
+                match slot.phase {
+                    SlotPhase::Ready { not_before_ms } if not_before_ms <= now_ms => {
+                        return Ok(slot.offset)
+                    }
+                    SlotPhase::Ready { not_before_ms } => {
+                        return Err(PollStep::Wait {
+                            until_ms: not_before_ms,
+                        })
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let fresh = self.next_fresh();
+        if fresh >= log_end {
+            return Err(PollStep::Idle);
+        }
+        if self.window.len() >= self.config.max_in_flight as usize {
+            return Err(PollStep::Idle);
+        }
+        Ok(fresh)
+    }
+
+    /// Plans an ack of `delivery`, ignoring time: the seed's ack. Changes nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`NotOwned`] unless `delivery` is exactly a delivery in flight.
+    pub fn ack(&self, delivery: DeliveryId) -> Result<GroupEvent, NotOwned> {
+        self.check_owned(delivery, 0)?;
+        Ok(GroupEvent::Acked(delivery))
+    }
+
+    /// Plans a nack of `delivery`, ignoring time: a retry while attempts remain, else a
+    /// dead letter. The seed's nack. Changes nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`NotOwned`] unless `delivery` is exactly a delivery in flight.
+    pub fn nack(&self, delivery: DeliveryId) -> Result<GroupEvent, NotOwned> {
+        let change = self.plan_nack(delivery, &NackOptions::default(), 0)?;
+        Ok(if change.dead_letters() {
+            GroupEvent::DeadLettered(delivery)
+        } else {
+            GroupEvent::Retried(delivery)
+        })
+    }
+
+    /// Plans an ack of `delivery` at `now_ms`. Changes nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`NotOwned`] unless `delivery` is exactly a delivery in flight whose lease has not
+    /// run out.
+    pub fn plan_ack(&self, delivery: DeliveryId, now_ms: u64) -> Result<Change, NotOwned> {
+        self.check_owned(delivery, now_ms)?;
+        Ok(Change::Acked(delivery))
+    }
+
+    /// Plans a nack, release or reject of `delivery` at `now_ms`. The options are taken
+    /// as given; homes check them first with [`NackOptions::check`]. Changes nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`plan_ack`](Self::plan_ack).
+    pub fn plan_nack(
+        &self,
+        delivery: DeliveryId,
+        options: &NackOptions,
+        now_ms: u64,
+    ) -> Result<Change, NotOwned> {
+        let slot = self.check_owned(delivery, now_ms)?;
+        let (cause, retry_at_ms) = match options.kind {
+            NackKind::Reject => (Failure::Reject, None),
+            NackKind::Release => (
+                Failure::Release,
+                Some(now_ms.saturating_add(options.delay_ms.unwrap_or(0))),
+            ),
+            NackKind::Nack => (Failure::Nack, self.retry_at(slot, now_ms, options.delay_ms)),
+        };
+        Ok(Change::Failed {
+            id: delivery,
+            cause,
+            retry_at_ms,
+            reason: options.reason.clone(),
+            at_ms: now_ms,
+        })
+    }
+
+    /// When a failure of `slot` at `at_ms` makes it ready again, or `None` if it is its
+    /// last allowed failure.
+    fn retry_at(&self, slot: &Slot, at_ms: u64, delay_ms: Option<u64>) -> Option<u64> {
+        let failures = slot.failures.saturating_add(1);
+        if failures >= self.config.max_attempts {
+            return None;
+        }
+        let backoff = self.config.backoff.map_or(0, |b| b.delay_ms(failures));
+        Some(at_ms.saturating_add(delay_ms.unwrap_or(backoff)))
+    }
+
+    /// Plans extending the lease of `delivery` to `now_ms + lease_ms`. `None` if the
+    /// group has no leases (there is nothing to extend). Changes nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`plan_ack`](Self::plan_ack).
+    pub fn plan_touch(
+        &self,
+        delivery: DeliveryId,
+        now_ms: u64,
+    ) -> Result<Option<Change>, NotOwned> {
+        self.check_owned(delivery, now_ms)?;
+        Ok(self.config.lease_ms.map(|lease_ms| Change::Touched {
+            id: delivery,
+            lease_until_ms: now_ms.saturating_add(lease_ms),
+        }))
+    }
+
+    /// Plans the expiry of the lowest-offset delivery whose lease has run out by
+    /// `now_ms`, if any. Homes apply these (one at a time, persisting each) before any
+    /// other operation, so nobody observes an expired delivery as owned. Changes nothing.
+    pub fn plan_expiry(&self, now_ms: u64) -> Option<Change> {
+        self.config.lease_ms?;
+        if self.in_flight == 0 {
+            return None;
+        }
+        self.slots().find_map(|slot| match slot.phase {
+            SlotPhase::InFlight {
+                lease_until_ms: Some(deadline),
+                ..
+            } if deadline <= now_ms => {
+                let retry_at_ms = self.retry_at(slot, deadline, None);
+                Some(Change::Failed {
+                    id: slot_id(slot),
+                    cause: Failure::LeaseExpired,
+                    retry_at_ms,
+                    reason: Some(LEASE_EXPIRED_REASON.to_owned()),
+                    at_ms: deadline,
+                })
+            }
+            _ => None,
+        })
+    }
+
+    /// Plans putting the dead letters with offsets in `offsets` back to this group.
+    /// `None` if there are none. Changes nothing.
+    pub fn plan_redrive(&self, offsets: Range<u64>) -> Option<Change> {
+        self.any_dead_in(&offsets)
+            .then_some(Change::Redriven { offsets })
+    }
+
+    /// Plans deleting the dead letters with offsets in `offsets`. `None` if there are
+    /// none. Changes nothing.
+    pub fn plan_purge(&self, offsets: Range<u64>) -> Option<Change> {
+        self.any_dead_in(&offsets)
+            .then_some(Change::Purged { offsets })
+    }
+
+    fn any_dead_in(&self, offsets: &Range<u64>) -> bool {
+        self.dead_letters
+            .iter()
+            .any(|entry| offsets.contains(&entry.offset))
+    }
+
+    /// The slot of `requested` if it is in flight with that attempt and its lease has
+    /// not run out at `now_ms`.
+    pub(super) fn check_owned(&self, requested: DeliveryId, now_ms: u64) -> Result<&Slot, NotOwned> {
+        let owned = self.slot(requested.offset).filter(|slot| {
+            slot.attempt == requested.attempt
+                && match slot.phase {
+                    SlotPhase::InFlight { lease_until_ms, .. } => {
+                        lease_until_ms.is_none_or(|deadline| now_ms < deadline)
+                    }
+                    _ => false,
+                }
+        });
+        owned.ok_or_else(|| NotOwned {
+            requested,
+            current: self.current_for(requested.offset),
+        })
+    }
+
+    /// What a refused call is told is in flight: the delivery of that offset if one is,
+    /// else the group's lowest.
+    fn current_for(&self, offset: u64) -> Option<DeliveryId> {
+        match self.slot(offset) {
+            Some(slot) if matches!(slot.phase, SlotPhase::InFlight { .. }) => Some(slot_id(slot)),
+            _ => self.in_flight(),
+        }
+    }
+}
+
+pub(super) fn slot_id(slot: &Slot) -> DeliveryId {
+    DeliveryId {
+        offset: slot.offset,
+        attempt: slot.attempt,
+    }
+}

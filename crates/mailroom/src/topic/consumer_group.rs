@@ -1,0 +1,277 @@
+//! One consumer group of an in-memory topic: the shared state machine behind its own lock.
+//!
+//! Every transition plans with [`GroupState`], fetches the payload from the log, then
+//! applies the planned change, all under this group's lock and no other. Lease expiries
+//! due at the caller's time are applied first, under the same lock. The payload is
+//! cloned before the event is applied, so a panicking `Clone` leaves the group unchanged.
+
+use parking_lot::{Mutex, MutexGuard};
+
+use std::ops::Range;
+
+use super::log::Log;
+use super::{DeadLetter, DeadLetterInfo, Delivery, DeliveryId, GroupInfo, Nack, TopicError};
+use crate::group::{Change, GroupState, NackOptions, PollStep};
+
+/// A named group and its state. Shared by the topic's registry and by group handles.
+///
+/// Aligned to two cache lines (the unit the adjacent-line prefetcher moves) so that two
+/// groups allocated side by side never share one: consumers of different groups on
+/// different cores then write to disjoint memory.
+#[derive(Debug)]
+#[repr(align(128))]
+pub(crate) struct ConsumerGroup {
+    name: Box<str>,
+    state: Mutex<Membership>,
+}
+
+/// What the group lock protects.
+#[derive(Debug)]
+struct Membership {
+    machine: GroupState,
+    /// Set once, by `delete_group`; a deleted group refuses every call, so a handle
+    /// that outlives its group cannot act on it.
+    deleted: bool,
+}
+
+impl ConsumerGroup {
+    /// A live group named `name` (already validated by the registry).
+    pub(crate) fn new(name: &str, machine: GroupState) -> Self {
+        ConsumerGroup {
+            name: name.into(),
+            state: Mutex::new(Membership {
+                machine,
+                deleted: false,
+            }),
+        }
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Marks the group deleted. Later calls on any handle to it get `UnknownGroup`.
+    pub(crate) fn mark_deleted(&self) {
+        self.state.lock().deleted = true;
+    }
+
+    /// Locks the group, refusing if it was deleted.
+    #[inline]
+    fn lock(&self) -> Result<MutexGuard<'_, Membership>, TopicError> {
+        let state = self.state.lock();
+        if state.deleted {
+            return Err(TopicError::UnknownGroup {
+                group: self.name.to_string(),
+            });
+        }
+        Ok(state)
+    }
+
+    /// Polls as `consumer` at `now_ms`: expires leases that ran out, then returns the
+    /// consumer's delivery in flight, or a new one, or `None`.
+    #[inline]
+    pub(crate) fn poll<M: Clone>(
+        &self,
+        log: &Log<M>,
+        now_ms: u64,
+        consumer: Option<&str>,
+    ) -> Result<Option<Delivery<M>>, TopicError> {
+        let mut state = self.lock()?;
+        loop {
+            let (id, change) = match state.machine.plan_poll(log.len(), now_ms, consumer) {
+                PollStep::Idle | PollStep::Full | PollStep::Wait { .. } => return Ok(None),
+                PollStep::Expire(change) => {
+                    apply(&mut state.machine, &change);
+                    continue;
+                }
+                PollStep::InFlight(id) => (id, None),
+                PollStep::Deliver(change) => match change.delivery() {
+                    Some(id) => (id, Some(change)),
+                    None => unreachable!("a poll planned {change:?}"),
+                },
+            };
+            let message = published(log, id.offset).clone();
+            if let Some(change) = change {
+                apply(&mut state.machine, &change);
+            }
+            return Ok(Some(Delivery {
+                offset: id.offset,
+                attempt: id.attempt,
+                message,
+            }));
+        }
+    }
+
+    /// Locks the group and applies every lease expiry due at `now_ms`, so that no caller
+    /// sees an expired delivery as owned.
+    #[inline]
+    fn lock_at(&self, now_ms: u64) -> Result<MutexGuard<'_, Membership>, TopicError> {
+        let mut state = self.lock()?;
+        while let Some(change) = state.machine.plan_expiry(now_ms) {
+            apply(&mut state.machine, &change);
+        }
+        Ok(state)
+    }
+
+    #[inline]
+    pub(crate) fn ack(&self, delivery: DeliveryId, now_ms: u64) -> Result<(), TopicError> {
+        let mut state = self.lock_at(now_ms)?;
+        let change = state
+            .machine
+            .plan_ack(delivery, now_ms)
+            .map_err(|source| self.not_owned(source))?;
+        apply(&mut state.machine, &change);
+        Ok(())
+    }
+
+    /// Nacks, releases or rejects `delivery`; `options` are already checked.
+    #[inline]
+    pub(crate) fn nack(
+        &self,
+        delivery: DeliveryId,
+        options: &NackOptions,
+        now_ms: u64,
+    ) -> Result<Nack, TopicError> {
+        let mut state = self.lock_at(now_ms)?;
+        let change = state
+            .machine
+            .plan_nack(delivery, options, now_ms)
+            .map_err(|source| self.not_owned(source))?;
+        apply(&mut state.machine, &change);
+        Ok(if change.dead_letters() {
+            Nack::DeadLettered
+        } else {
+            Nack::Retry
+        })
+    }
+
+    pub(crate) fn touch(&self, delivery: DeliveryId, now_ms: u64) -> Result<(), TopicError> {
+        let mut state = self.lock_at(now_ms)?;
+        let change = state
+            .machine
+            .plan_touch(delivery, now_ms)
+            .map_err(|source| self.not_owned(source))?;
+        if let Some(change) = change {
+            apply(&mut state.machine, &change);
+        }
+        Ok(())
+    }
+
+    /// Redrives (or, with `purge`, deletes) the dead letters in `offsets`; returns how
+    /// many.
+    pub(crate) fn redrive(
+        &self,
+        offsets: Range<u64>,
+        purge: bool,
+        now_ms: u64,
+    ) -> Result<u64, TopicError> {
+        let mut state = self.lock_at(now_ms)?;
+        let before = state.machine.dead_letters().len();
+        let change = if purge {
+            state.machine.plan_purge(offsets)
+        } else {
+            state.machine.plan_redrive(offsets)
+        };
+        if let Some(change) = change {
+            apply(&mut state.machine, &change);
+        }
+        Ok((before - state.machine.dead_letters().len()) as u64)
+    }
+
+    /// Runs `read` on the state machine after applying due expiries.
+    pub(crate) fn read<R>(
+        &self,
+        now_ms: u64,
+        read: impl FnOnce(&GroupState) -> R,
+    ) -> Result<R, TopicError> {
+        Ok(read(&self.lock_at(now_ms)?.machine))
+    }
+
+    /// The dead letters with reasons, times and payloads, oldest first.
+    pub(crate) fn dead_letter_info<M: Clone>(
+        &self,
+        log: &Log<M>,
+        now_ms: u64,
+    ) -> Result<Vec<DeadLetterInfo<M>>, TopicError> {
+        let (entries, notes) = self.read(now_ms, |machine| {
+            (
+                machine.dead_letters().to_vec(),
+                machine.dead_letter_notes().to_vec(),
+            )
+        })?;
+        Ok(entries
+            .into_iter()
+            .zip(notes)
+            .map(|(entry, note)| DeadLetterInfo {
+                offset: entry.offset,
+                attempts: entry.attempts,
+                reason: note.reason,
+                at_ms: note.at_ms,
+                message: published(log, entry.offset).clone(),
+            })
+            .collect())
+    }
+
+    /// The dead letters with their payloads. The entries are copied under the lock and
+    /// the payloads cloned after it is released, so a long queue does not hold up polls.
+    pub(crate) fn dead_letters<M: Clone>(
+        &self,
+        log: &Log<M>,
+        now_ms: u64,
+    ) -> Result<Vec<DeadLetter<M>>, TopicError> {
+        let entries = self.read(now_ms, |machine| machine.dead_letters().to_vec())?;
+        Ok(entries
+            .into_iter()
+            .map(|entry| DeadLetter {
+                offset: entry.offset,
+                attempts: entry.attempts,
+                message: published(log, entry.offset).clone(),
+            })
+            .collect())
+    }
+
+    pub(crate) fn position(&self, now_ms: u64) -> Result<u64, TopicError> {
+        self.read(now_ms, GroupState::position)
+    }
+
+    pub(crate) fn info<M>(&self, log: &Log<M>, now_ms: u64) -> Result<GroupInfo, TopicError> {
+        let state = self.lock_at(now_ms)?;
+        let machine = &state.machine;
+        // Read after the position, so the lag is never negative: the log only grows.
+        let log_end = log.len();
+        Ok(GroupInfo {
+            name: self.name.to_string(),
+            position: machine.position(),
+            attempt: machine.attempt(),
+            in_flight: machine.in_flight(),
+            max_attempts: machine.max_attempts(),
+            lag: machine.lag(log_end),
+            dead_letters: machine.dead_letters().len() as u64,
+        })
+    }
+
+    fn not_owned(&self, source: crate::group::NotOwned) -> TopicError {
+        TopicError::NotOwned {
+            group: self.name.to_string(),
+            source,
+        }
+    }
+}
+
+/// Applies a change the machine itself just planned under the same lock.
+#[inline]
+fn apply(machine: &mut GroupState, change: &Change) {
+    if let Err(error) = machine.apply_change(change) {
+        unreachable!("a freshly planned event must follow: {error}");
+    }
+}
+
+/// A message the group state machine points at. Group positions never pass the log's
+/// length, so its absence is a bug in this module, not a caller's mistake.
+#[inline]
+fn published<M>(log: &Log<M>, offset: u64) -> &M {
+    match log.get(offset) {
+        Some(message) => message,
+        None => unreachable!("group points at unpublished offset {offset}"),
+    }
+}
