@@ -104,6 +104,10 @@ struct RunArgs {
     /// Deliveries allowed per message (retry workload).
     #[arg(long, default_value_t = 3)]
     max_attempts: u32,
+    /// Deliveries a consumer may fetch ahead of its acks (Redis COUNT, NATS pull batch,
+    /// RabbitMQ basic.qos); mailroom always has one in flight per group.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    prefetch: u64,
     /// Reject every Nth message (retry workload; 10 = 10%).
     #[arg(long, default_value_t = 10)]
     fail_every: u64,
@@ -133,12 +137,14 @@ impl RunArgs {
                 format!("{size}, {} pub, batch {}", self.publishers, self.batch)
             }
             Workload::Publish => format!("{size}, {} pub, unbatched", self.publishers),
-            Workload::Consume => format!("{size}, 1 group"),
+            Workload::Consume => format!("{size}, 1 group, prefetch {}", self.prefetch),
             Workload::Retry => format!(
-                "{size}, 1 in {} rejected, max {}",
-                self.fail_every, self.max_attempts
+                "{size}, 1 in {} rejected, max {}, prefetch {}",
+                self.fail_every, self.max_attempts, self.prefetch
             ),
-            Workload::Fanout => format!("{size}, {} groups", self.groups),
+            Workload::Fanout => {
+                format!("{size}, {} groups, prefetch {}", self.groups, self.prefetch)
+            }
             Workload::Live => format!(
                 "{size}, {} subs (1 stalled), {}/s",
                 self.subscribers, self.rate
@@ -259,11 +265,7 @@ async fn dispatch<S: LogSystem + LiveSystem>(
     dispatch_log(system, args, tag).await
 }
 
-async fn dispatch_log<S: LogSystem>(
-    system: &S,
-    args: &RunArgs,
-    tag: &str,
-) -> Result<Measured> {
+async fn dispatch_log<S: LogSystem>(system: &S, args: &RunArgs, tag: &str) -> Result<Measured> {
     let groups = match args.workload {
         Workload::Fanout => args.groups,
         _ => 1,
@@ -271,6 +273,7 @@ async fn dispatch_log<S: LogSystem>(
     let topic = TopicSpec {
         name: format!("{tag}_{:?}", args.workload).to_lowercase(),
         groups: (0..groups).map(|g| format!("g{g}")).collect(),
+        prefetch: usize::try_from(args.prefetch).unwrap_or(1),
         max_attempts: if args.workload == Workload::Retry {
             args.max_attempts
         } else {

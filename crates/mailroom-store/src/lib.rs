@@ -80,6 +80,7 @@ mod retention;
 pub mod storage;
 mod store;
 mod topic;
+mod topic_extended;
 
 pub use error::StoreError;
 pub use retention::Retention;

@@ -3,14 +3,15 @@
 //! [`DurableTopic`] offers the operations of the in-memory `mailroom::topic::Topic`, over
 //! `Bytes` payloads, with the same rules and the same errors (wrapped in
 //! [`StoreError::Topic`]). Every call that changes something returns only once the change
-//! is durable per the store's sync policy.
+//! is durable per the store's sync policy. The operations beyond the seed (settings,
+//! consumers, nack kinds, touch, redrive, purge) are in `topic_extended.rs`.
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use mailroom::group::DeliveryId;
+use mailroom::group::{DeliveryId, GroupConfig, NackOptions};
 use mailroom::topic::{DeadLetter, Delivery, GroupInfo, Nack, StartPosition};
 use parking_lot::{RwLock, RwLockReadGuard};
 
@@ -48,15 +49,15 @@ use crate::StoreError;
 /// ```
 #[derive(Debug, Clone)]
 pub struct DurableTopic {
-    inner: Arc<TopicInner>,
+    pub(crate) inner: Arc<TopicInner>,
 }
 
 #[derive(Debug)]
-struct TopicInner {
+pub(crate) struct TopicInner {
     name: String,
     dir: PathBuf,
-    messages: Log,
-    groups: GroupSet,
+    pub(crate) messages: Log,
+    pub(crate) groups: GroupSet,
     clock: Arc<dyn Clock>,
     /// `true` once deleted. Every operation holds the read side, so a delete (the write
     /// side) waits for operations in flight and none starts after it.
@@ -104,7 +105,7 @@ impl DurableTopic {
         *self.inner.deleted.write() = true;
     }
 
-    fn live(&self) -> Result<RwLockReadGuard<'_, bool>, StoreError> {
+    pub(crate) fn live(&self) -> Result<RwLockReadGuard<'_, bool>, StoreError> {
         let deleted = self.inner.deleted.read();
         if *deleted {
             return Err(StoreError::UnknownTopic {
@@ -199,9 +200,12 @@ impl DurableTopic {
         start: StartPosition,
     ) -> Result<(), StoreError> {
         let _live = self.live()?;
-        self.inner
-            .groups
-            .create(&self.inner.messages, group, max_attempts, start)
+        self.inner.groups.create(
+            &self.inner.messages,
+            group,
+            GroupConfig::new(max_attempts),
+            start,
+        )
     }
 
     /// Deletes a group and its dead letters.
@@ -237,7 +241,7 @@ impl DurableTopic {
     /// `Topic(UnknownGroup)`; I/O errors and fail-stop.
     pub fn poll(&self, group: &str) -> Result<Option<Delivery<Bytes>>, StoreError> {
         let _live = self.live()?;
-        self.inner.groups.poll(&self.inner.messages, group)
+        self.inner.groups.poll(&self.inner.messages, group, None)
     }
 
     /// Acks the exact in-flight delivery: the cursor moves past it.
@@ -259,9 +263,12 @@ impl DurableTopic {
     /// As [`ack`](Self::ack).
     pub fn nack(&self, group: &str, delivery: DeliveryId) -> Result<Nack, StoreError> {
         let _live = self.live()?;
-        self.inner
-            .groups
-            .nack(&self.inner.messages, group, delivery)
+        self.inner.groups.nack(
+            &self.inner.messages,
+            group,
+            delivery,
+            &NackOptions::default(),
+        )
     }
 
     /// The group's dead letters, oldest first, with their payloads (kept even after
@@ -272,7 +279,7 @@ impl DurableTopic {
     /// `Topic(UnknownGroup)`; I/O errors and corruption.
     pub fn dead_letters(&self, group: &str) -> Result<Vec<DeadLetter<Bytes>>, StoreError> {
         let _live = self.live()?;
-        self.inner.groups.dead_letters(group)
+        self.inner.groups.dead_letters(&self.inner.messages, group)
     }
 
     /// The offset of the next message the group has to finish.
@@ -282,7 +289,7 @@ impl DurableTopic {
     /// `Topic(UnknownGroup)`.
     pub fn position(&self, group: &str) -> Result<u64, StoreError> {
         let _live = self.live()?;
-        self.inner.groups.position(group)
+        self.inner.groups.position(&self.inner.messages, group)
     }
 
     /// Syncs both logs.

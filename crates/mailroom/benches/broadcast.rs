@@ -263,6 +263,8 @@ impl Threaded {
             }
         }
         let elapsed = start.elapsed();
+        // The publish closure may own a sender whose drop is what closes the channel.
+        drop(self.publish);
         (self.shutdown)();
         self.consumers.into_iter().for_each(|c| c.join().unwrap());
         elapsed

@@ -30,7 +30,14 @@ pub struct TopicSpec {
     pub groups: Vec<String>,
     /// Deliveries allowed per message before it is dead-lettered.
     pub max_attempts: u32,
+    /// How many deliveries a consumer may fetch ahead of its acks, where the system lets it
+    /// (Redis `COUNT`, NATS pull batch, RabbitMQ `basic.qos`); mailroom's groups hand out
+    /// one delivery at a time whatever this says. At most [`PREFETCH_MAX`].
+    pub prefetch: usize,
 }
+
+/// The largest prefetch the bench asks for (RabbitMQ's `basic.qos` takes a `u16`).
+pub const PREFETCH_MAX: usize = 4096;
 
 /// One delivery handed to a consumer.
 #[derive(Debug)]

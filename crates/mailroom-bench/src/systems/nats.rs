@@ -25,9 +25,6 @@ use super::{
     TopicSpec,
 };
 
-/// Messages a pull consumer asks for per request.
-pub const PULL_BATCH_MAX: usize = 256;
-
 /// Unacked messages a consumer may hold; well above the pull batch.
 pub const ACK_PENDING_MAX: i64 = 10_000;
 
@@ -214,7 +211,7 @@ impl LogSystem for Nats {
             .map_err(|e| anyhow::anyhow!("consumer {group}: {e}"))?;
         let messages = consumer
             .stream()
-            .max_messages_per_batch(PULL_BATCH_MAX)
+            .max_messages_per_batch(topic.prefetch.max(1))
             .messages()
             .await?;
         Ok(NatsConsumer {
@@ -243,7 +240,7 @@ impl LogSystem for Nats {
         let pending = consumer.cached_info().num_pending;
         let mut messages = consumer
             .stream()
-            .max_messages_per_batch(PULL_BATCH_MAX)
+            .max_messages_per_batch(super::PREFETCH_MAX)
             .messages()
             .await?;
         let mut payloads = Vec::new();

@@ -24,9 +24,6 @@ use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, Exchange
 
 use super::{FailOutcome, LogConsumer, LogPublisher, LogSystem, Received, TopicSpec};
 
-/// Unacked deliveries the broker pushes ahead to a consumer.
-pub const PREFETCH: u16 = 256;
-
 /// How long a consumer waits on an empty queue before it reports nothing left.
 pub const IDLE_WAIT: Duration = Duration::from_secs(5);
 
@@ -254,7 +251,10 @@ impl LogSystem for RabbitMq {
     async fn consumer(&self, topic: &TopicSpec, group: &str) -> Result<RabbitConsumer> {
         let channel = open_channel(&self.uri).await?;
         channel
-            .basic_qos(PREFETCH, BasicQosOptions::default())
+            .basic_qos(
+                u16::try_from(topic.prefetch.clamp(1, super::PREFETCH_MAX)).unwrap_or(u16::MAX),
+                BasicQosOptions::default(),
+            )
             .await?;
         let consumer = channel
             .basic_consume(

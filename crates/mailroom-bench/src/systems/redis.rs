@@ -25,8 +25,8 @@ use super::{
 };
 use futures_util::StreamExt as _;
 
-/// Entries fetched per `XREADGROUP` / `XCLAIM`.
-pub const READ_BATCH_MAX: usize = 256;
+/// Entries claimed back per `XCLAIM`.
+pub const CLAIM_BATCH_MAX: usize = 256;
 
 /// How long a consumer waits on an empty group before it reports nothing left.
 pub const IDLE_WAIT: Duration = Duration::from_secs(5);
@@ -130,6 +130,7 @@ pub struct RedisConsumer {
     group: String,
     dlq: String,
     max_attempts: u32,
+    prefetch: usize,
     buffer: VecDeque<Received<RedisHandle>>,
     retry: Vec<String>,
 }
@@ -141,7 +142,7 @@ impl RedisConsumer {
             .arg(&self.group)
             .arg(CONSUMER)
             .arg("COUNT")
-            .arg(READ_BATCH_MAX)
+            .arg(self.prefetch)
             .arg("BLOCK")
             .arg(100)
             .arg("STREAMS")
@@ -170,7 +171,7 @@ impl RedisConsumer {
     /// Claims rejected entries back; the claim bumps their delivery counters, which
     /// `XPENDING` then reports as the attempt.
     async fn claim_retries(&mut self) -> Result<()> {
-        let take = self.retry.len().min(READ_BATCH_MAX);
+        let take = self.retry.len().min(CLAIM_BATCH_MAX);
         let ids: Vec<String> = self.retry.drain(..take).collect();
         let claimed: StreamClaimReply = redis::cmd("XCLAIM")
             .arg(&self.key)
@@ -318,6 +319,7 @@ impl LogSystem for Redis {
             group: group.to_owned(),
             dlq: dlq_key(&topic.name, group),
             max_attempts: topic.max_attempts,
+            prefetch: topic.prefetch.clamp(1, super::PREFETCH_MAX),
             buffer: VecDeque::new(),
             retry: Vec::new(),
         })

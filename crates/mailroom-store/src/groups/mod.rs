@@ -8,11 +8,13 @@
 //! `apply`, which re-checks each one.
 
 pub mod checkpoint;
+mod delivery;
 mod reader;
 pub mod record;
 mod replay;
 mod set;
 
+pub use delivery::in_flight;
 pub use set::GroupSet;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -123,13 +125,6 @@ impl GroupEntry {
             }
         }
         (kept, taken)
-    }
-
-    /// The lowest groups-log offset whose record a dead letter or redriven message needs.
-    pub fn oldest_needed_record(&self) -> Option<u64> {
-        let dead = self.dead_letter_records.iter().copied().min();
-        let redriven = self.redriven_records.values().copied().min();
-        dead.into_iter().chain(redriven).min()
     }
 }
 

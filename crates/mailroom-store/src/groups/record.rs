@@ -32,8 +32,8 @@ use mailroom::group::{Backoff, Change, DeliveryId, Failure, GroupConfig, GroupEv
 
 use super::reader::{DecodeError, Reader};
 use super::GroupId;
-use mailroom::group::{CONSUMER_BYTES_MAX, REASON_BYTES_MAX};
 use crate::store::names::NAME_BYTES_MAX;
+use mailroom::group::{CONSUMER_BYTES_MAX, REASON_BYTES_MAX};
 
 const KIND_CREATED: u8 = 1;
 const KIND_DELETED: u8 = 2;
@@ -252,7 +252,10 @@ pub(super) fn encode_config(config: &GroupConfig, out: &mut Vec<u8>) {
     out.extend_from_slice(&config.max_in_flight.to_le_bytes());
 }
 
-pub(super) fn decode_config(max_attempts: u32, reader: &mut Reader<'_>) -> Result<GroupConfig, DecodeError> {
+pub(super) fn decode_config(
+    max_attempts: u32,
+    reader: &mut Reader<'_>,
+) -> Result<GroupConfig, DecodeError> {
     let flags = reader.u8()?;
     if flags & !(FLAG_FIRST | FLAG_SECOND) != 0 {
         return Err(DecodeError("unknown config flags"));
@@ -309,7 +312,10 @@ fn encode_change(id: GroupId, change: &Change, out: &mut Vec<u8>) {
             out.push(flags);
             out.extend_from_slice(&lease_until_ms.unwrap_or(0).to_le_bytes());
             let consumer = consumer.unwrap_or("");
-            assert!(consumer.len() <= CONSUMER_BYTES_MAX, "consumer not validated");
+            assert!(
+                consumer.len() <= CONSUMER_BYTES_MAX,
+                "consumer not validated"
+            );
             out.push(consumer.len() as u8);
             out.extend_from_slice(consumer.as_bytes());
         }
@@ -421,7 +427,8 @@ fn decode_failed(id: DeliveryId, reader: &mut Reader<'_>) -> Result<Change, Deco
     let at_ms = reader.u64()?;
     let len = usize::from(u16::from_le_bytes([reader.u8()?, reader.u8()?]));
     let reason = utf8(reader.take(len)?, "reason is not UTF-8")?;
-    if flags & !(FLAG_FIRST | FLAG_SECOND) != 0 || (flags & FLAG_SECOND == 0 && !reason.is_empty()) {
+    if flags & !(FLAG_FIRST | FLAG_SECOND) != 0 || (flags & FLAG_SECOND == 0 && !reason.is_empty())
+    {
         return Err(DecodeError("bad failure flags"));
     }
     Ok(Change::Failed {
@@ -502,9 +509,19 @@ mod tests {
     fn any_record() -> impl Strategy<Value = GroupRecord> {
         let id = any::<u64>();
         prop_oneof![
-            (id, "[A-Za-z0-9._-]{1,128}", any::<u64>(), any_config(), any::<bool>()).prop_map(
-                |(id, name, position, config, seed)| {
-                    let config = if seed { GroupConfig::new(config.max_attempts) } else { config };
+            (
+                id,
+                "[A-Za-z0-9._-]{1,128}",
+                any::<u64>(),
+                any_config(),
+                any::<bool>()
+            )
+                .prop_map(|(id, name, position, config, seed)| {
+                    let config = if seed {
+                        GroupConfig::new(config.max_attempts)
+                    } else {
+                        config
+                    };
                     GroupRecord::Created {
                         id,
                         name,
@@ -512,15 +529,25 @@ mod tests {
                         position,
                         config,
                     }
-                }
-            ),
+                }),
             id.prop_map(|id| GroupRecord::Deleted { id }),
-            (id, any_change(), proptest::collection::vec(any::<u8>(), 0..64)).prop_map(
-                |(id, change, payload)| {
-                    let payload = if change.dead_letters() { Bytes::from(payload) } else { Bytes::new() };
-                    GroupRecord::Event { id, change, payload }
-                }
-            ),
+            (
+                id,
+                any_change(),
+                proptest::collection::vec(any::<u8>(), 0..64)
+            )
+                .prop_map(|(id, change, payload)| {
+                    let payload = if change.dead_letters() {
+                        Bytes::from(payload)
+                    } else {
+                        Bytes::new()
+                    };
+                    GroupRecord::Event {
+                        id,
+                        change,
+                        payload,
+                    }
+                }),
             (id, any::<u64>()).prop_map(|(id, position)| GroupRecord::Moved { id, position }),
         ]
     }

@@ -11,7 +11,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use bytes::Bytes;
 use mailroom::group::{GroupConfig, GroupError, GroupState};
 use mailroom::topic::{StartPosition, TopicError};
 use parking_lot::{Mutex, MutexGuard, RwLock};
@@ -147,7 +146,10 @@ impl GroupSet {
             .ok_or_else(|| unknown(group))
     }
 
-    pub(super) fn lock_live<'a>(&self, slot: &'a GroupSlot) -> Result<MutexGuard<'a, GroupEntry>, StoreError> {
+    pub(super) fn lock_live<'a>(
+        &self,
+        slot: &'a GroupSlot,
+    ) -> Result<MutexGuard<'a, GroupEntry>, StoreError> {
         let entry = slot.entry.lock();
         if entry.deleted {
             return Err(unknown(&slot.name));
@@ -190,7 +192,11 @@ impl GroupSet {
     }
 
     /// Makes `record` (an event or move of `entry`'s group) durable, then applies it.
-    pub(super) fn commit(&self, entry: &mut GroupEntry, record: GroupRecord) -> Result<(), StoreError> {
+    pub(super) fn commit(
+        &self,
+        entry: &mut GroupEntry,
+        record: GroupRecord,
+    ) -> Result<(), StoreError> {
         let offset = self.append(&record)?;
         entry
             .apply(&record, offset)

@@ -1,18 +1,18 @@
-//! Group commit: many appenders waiting for durability share each `fdatasync`.
+//! Group commit: many appenders waiting for durability share one `fdatasync`.
 //!
 //! An appender writes its records (under the writer lock), then calls
-//! [`Shared::wait_durable`] with the end of what it wrote. If no running sync covers that
-//! end and fewer than [`SYNCS_IN_FLIGHT_MAX`] syncs are running, it becomes a *leader*: it
-//! notes how far the log has been written at that moment, syncs the active segment once,
-//! and publishes that point as durable. Otherwise it waits on a condition variable until a
-//! sync finishes, and checks again. So with N concurrent appenders each sync covers
-//! several appends, and a lone appender pays exactly one sync per call.
+//! [`Shared::wait_durable`] with the end of what it wrote. If no sync is running, it
+//! becomes the *leader*: just before syncing it notes how far the log has been written,
+//! syncs the active segment once, and publishes that point as durable. Appenders that
+//! arrive while a leader syncs wait on a condition variable; when the leader finishes,
+//! each one whose records were covered returns, and one of the rest becomes the next
+//! leader. So with N concurrent appenders each sync covers up to N appends, and a lone
+//! appender pays exactly one sync per call.
 //!
-//! Several syncs may run at once (a pipeline): a disk with a queue finishes overlapping
-//! flushes faster than back-to-back ones. That is safe because `fdatasync` makes durable
-//! every write made before the call: when a sync that started after offset `e` was
-//! written returns, everything below `e` is on disk, whatever other syncs are doing, so
-//! the durable end only ever moves up to the largest end a finished sync covered.
+//! One sync at a time is deliberate: letting up to four run at once (safe, since
+//! `fdatasync` covers every write made before the call) halved throughput with 64
+//! appenders in a side-by-side run (`benches/log.rs`), because concurrent syncs of one
+//! file contend instead of batching.
 //!
 //! Earlier segments need no sync here: a segment is synced before the next is created.
 
@@ -38,14 +38,9 @@ pub(crate) struct GroupCommit {
 struct CommitState {
     /// Every offset below this is on disk.
     synced_end: u64,
-    /// How many syncs are running now.
-    syncs_in_flight: usize,
-    /// The largest end a running (or finished) sync covers.
-    in_flight_end: u64,
+    /// Whether some appender is running a sync now.
+    leader_active: bool,
 }
-
-/// The most `fdatasync` calls that run at once for one log.
-pub const SYNCS_IN_FLIGHT_MAX: usize = 1;
 
 impl GroupCommit {
     /// A commit state where everything below `synced_end` is already durable.
@@ -53,8 +48,7 @@ impl GroupCommit {
         GroupCommit {
             state: Mutex::new(CommitState {
                 synced_end,
-                syncs_in_flight: 0,
-                in_flight_end: synced_end,
+                leader_active: false,
             }),
             leader_done: Condvar::new(),
         }
@@ -62,8 +56,8 @@ impl GroupCommit {
 }
 
 impl Shared {
-    /// Returns once every offset below `target` is durable, syncing if needed (as a
-    /// leader) or waiting for a running sync (as a follower).
+    /// Returns once every offset below `target` is durable, syncing if needed (as the
+    /// leader) or waiting for the running sync (as a follower).
     pub(crate) fn wait_durable(&self, target: u64) -> Result<(), StoreError> {
         let commit = &self.commit;
         let mut state = commit.state.lock();
@@ -72,22 +66,17 @@ impl Shared {
                 return Ok(());
             }
             self.check_not_failed()?;
-            let covered_by_running = state.in_flight_end >= target;
-            if covered_by_running || state.syncs_in_flight >= SYNCS_IN_FLIGHT_MAX {
+            if state.leader_active {
                 commit.leader_done.wait(&mut state);
                 continue;
             }
-            // Every record below `end` was written before this sync starts, and `end`
-            // is at least `target`: the caller's own write finished before it came here.
-            let end = self.written_end.load(Ordering::Acquire);
-            debug_assert!(end >= target);
-            state.syncs_in_flight += 1;
-            state.in_flight_end = state.in_flight_end.max(end);
+            state.leader_active = true;
             let synced = parking_lot::MutexGuard::unlocked(&mut state, || self.sync_active());
-            state.syncs_in_flight -= 1;
+            state.leader_active = false;
             commit.leader_done.notify_all();
             match synced {
-                Ok(()) => {
+                Ok(end) => {
+                    debug_assert!(end >= target, "the leader's own write is covered");
                     state.synced_end = state.synced_end.max(end);
                     self.publish_synced(state.synced_end);
                 }
@@ -99,15 +88,19 @@ impl Shared {
         }
     }
 
-    /// Syncs the active segment. Data below the end noted before the call lies in it or
-    /// in an older segment, which its roll synced (a roll holds the writer lock until its
-    /// sync is done, so taking that lock here waits for a roll in progress).
-    fn sync_active(&self) -> Result<(), StoreError> {
+    /// Syncs the active segment; returns the offset end it covers: every record below the
+    /// end noted just before the call lies in this segment or in an older one, which its
+    /// roll synced (a roll holds the writer lock until its sync is done, so taking that
+    /// lock here waits for a roll in progress). Noting the end as late as possible lets
+    /// one sync cover every append written meanwhile.
+    fn sync_active(&self) -> Result<u64, StoreError> {
         let segment = Arc::clone(&self.writer.lock().active);
+        let written_end = self.written_end.load(Ordering::Acquire);
         segment
             .file
             .sync()
-            .map_err(io_error("fdatasync", &segment.path))
+            .map_err(io_error("fdatasync", &segment.path))?;
+        Ok(written_end)
     }
 
     /// Records that everything below `end` is durable because a roll synced it. Called

@@ -52,8 +52,6 @@ mod recovery;
 mod segment;
 mod writer;
 
-pub use self::commit::SYNCS_IN_FLIGHT_MAX;
-
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -89,7 +89,7 @@
 //!
 //! [`Subscription::recv`] is a future that works on any executor (the crate depends on no
 //! runtime). [`Subscription::recv_timeout`] and [`Subscription::recv_blocking`] block a
-//! plain thread. With the `stream` feature, [`Subscription::into_stream`] gives a
+//! plain thread. With the `stream` feature, `Subscription::into_stream` gives a
 //! `futures_core::Stream`. Receivers are woken by publish, unsubscribe and close with no
 //! lost wake-ups; a publish costs one extra load when nobody is parked.
 

@@ -10,7 +10,7 @@
 use std::ops::Range;
 
 use super::change::{Change, Failure};
-use super::state::{GroupState, Slot, SlotPhase};
+use super::state::{GroupState, NewDelivery, Slot, SlotPhase};
 use super::{DeadLetterEntry, DeadLetterNote, DeliveryId, GroupError};
 
 impl GroupState {
@@ -35,6 +35,7 @@ impl GroupState {
     /// group.apply_change(&Change::Acked(id)).unwrap();
     /// assert_eq!(group.position(), 1);
     /// ```
+    #[inline]
     pub fn apply_change(&mut self, change: &Change) -> Result<(), GroupError> {
         let refused = |reason| GroupError::InvalidChange {
             change: Box::new(change.clone()),
@@ -45,7 +46,9 @@ impl GroupState {
                 id,
                 consumer,
                 lease_until_ms,
-            } => self.deliver(*id, consumer, *lease_until_ms).map_err(refused),
+            } => self
+                .deliver(*id, consumer.as_deref(), *lease_until_ms)
+                .map_err(refused),
             Change::Acked(id) => {
                 self.owned_mut(*id).map_err(refused)?;
                 self.finish(id.offset);
@@ -85,10 +88,30 @@ impl GroupState {
         }
     }
 
+    #[inline]
+    /// Performs a delivery a poll by `consumer` planned: the same as applying
+    /// [`new.change(consumer)`](NewDelivery::change), without building the change.
+    ///
+    /// # Errors
+    ///
+    /// As [`apply_change`](Self::apply_change).
+    #[inline]
+    pub fn apply_delivery(
+        &mut self,
+        new: NewDelivery,
+        consumer: Option<&str>,
+    ) -> Result<(), GroupError> {
+        self.deliver(new.id, consumer, new.lease_until_ms)
+            .map_err(|reason| GroupError::InvalidChange {
+                change: Box::new(new.change(consumer)),
+                reason,
+            })
+    }
+
     fn deliver(
         &mut self,
         id: DeliveryId,
-        consumer: &Option<String>,
+        consumer: Option<&str>,
         lease_until_ms: Option<u64>,
     ) -> Result<(), &'static str> {
         if self.in_flight >= self.config.max_in_flight {
@@ -97,11 +120,11 @@ impl GroupState {
         if lease_until_ms.is_some() != self.config.lease_ms.is_some() {
             return Err("a delivery's lease does not match the group's settings");
         }
-        if self.config.max_in_flight > 1 && self.owns_any(consumer.as_deref()) {
+        if self.config.max_in_flight > 1 && self.owns_any(consumer) {
             return Err("the consumer already has a delivery in flight");
         }
         let phase = SlotPhase::InFlight {
-            consumer: consumer.clone(),
+            consumer: consumer.map(str::to_owned),
             lease_until_ms,
         };
         if id.offset == self.next_fresh() {
@@ -137,13 +160,16 @@ impl GroupState {
 
     fn owns_any(&self, consumer: Option<&str>) -> bool {
         self.slots().any(|slot| match &slot.phase {
-            SlotPhase::InFlight { consumer: owner, .. } => owner.as_deref() == consumer,
+            SlotPhase::InFlight {
+                consumer: owner, ..
+            } => owner.as_deref() == consumer,
             _ => false,
         })
     }
 
     /// The slot of `id` if it is in flight with exactly that attempt. Leases are not
     /// looked at here: whether one ran out is decided when planning, with the time.
+    #[inline]
     fn owned_mut(&mut self, id: DeliveryId) -> Result<&mut Slot, &'static str> {
         match self.slot_mut(id.offset) {
             Some(slot)
@@ -208,7 +234,8 @@ impl GroupState {
 
     /// Marks the in-flight slot at `offset` finished and moves the cursor past every
     /// finished message at the front of the window.
-    fn finish(&mut self, offset: u64) {
+    #[inline]
+    pub(super) fn finish(&mut self, offset: u64) {
         self.in_flight -= 1;
         if offset < self.position {
             self.redriven.remove(&offset);
@@ -294,7 +321,11 @@ impl GroupState {
             }
         }
         self.position = position;
-        if self.window.front().is_some_and(|slot| slot.phase == SlotPhase::Done) {
+        if self
+            .window
+            .front()
+            .is_some_and(|slot| slot.phase == SlotPhase::Done)
+        {
             self.finish_front();
         }
         Ok(())

@@ -76,6 +76,7 @@ pub enum Change {
 
 impl Change {
     /// The delivery this change is about, if it is about one.
+    #[inline]
     pub fn delivery(&self) -> Option<DeliveryId> {
         match self {
             Change::Delivered { id, .. }
@@ -87,6 +88,7 @@ impl Change {
     }
 
     /// Whether this change dead-letters its delivery.
+    #[inline]
     pub fn dead_letters(&self) -> bool {
         matches!(
             self,

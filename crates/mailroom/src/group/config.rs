@@ -70,7 +70,9 @@ impl Backoff {
             }
         };
         if longest > DELAY_MS_MAX {
-            return Err(GroupError::InvalidConfig("backoff delay exceeds DELAY_MS_MAX"));
+            return Err(GroupError::InvalidConfig(
+                "backoff delay exceeds DELAY_MS_MAX",
+            ));
         }
         Ok(())
     }

@@ -138,17 +138,17 @@
 //! use mailroom::group::{GroupConfig, GroupState, PollStep};
 //!
 //! let mut group = GroupState::with_config(GroupConfig::new(3).with_lease_ms(100), 0).unwrap();
-//! let PollStep::Deliver(change) = group.plan_poll(1, 0, None) else { unreachable!() };
-//! group.apply_change(&change).unwrap();
-//! let first = change.delivery().unwrap();
+//! let PollStep::Deliver(new) = group.plan_poll(1, 0, None) else { unreachable!() };
+//! group.apply_delivery(new, None).unwrap();
+//! let first = new.id;
 //!
 //! // At 100 ms the lease has run out: the owner's ack is refused...
 //! assert!(group.plan_ack(first, 100).is_err());
 //! // ...and the next poll first expires it (a failure), then delivers attempt 2.
 //! let PollStep::Expire(expiry) = group.plan_poll(1, 100, None) else { unreachable!() };
 //! group.apply_change(&expiry).unwrap();
-//! let PollStep::Deliver(change) = group.plan_poll(1, 100, None) else { unreachable!() };
-//! assert_eq!(change.delivery().unwrap().attempt, 2);
+//! let PollStep::Deliver(new) = group.plan_poll(1, 100, None) else { unreachable!() };
+//! assert_eq!(new.id.attempt, 2);
 //! ```
 
 mod apply;
@@ -163,7 +163,9 @@ pub use config::{
     MAX_IN_FLIGHT_MAX, REASON_BYTES_MAX,
 };
 pub use snapshot::GroupSnapshot;
-pub use state::{DeadLetterNote, GroupCounters, GroupState, PollStep, Slot, SlotPhase};
+pub use state::{
+    DeadLetterNote, GroupCounters, GroupState, NewDelivery, PollStep, Slot, SlotPhase,
+};
 
 use std::fmt;
 
@@ -309,7 +311,6 @@ impl fmt::Display for GroupError {
 }
 
 impl std::error::Error for GroupError {}
-
 
 impl GroupState {
     /// Performs a seed `event`, after checking that it follows from the current state.

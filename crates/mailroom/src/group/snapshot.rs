@@ -185,7 +185,11 @@ fn check_slots(snapshot: &GroupSnapshot) -> Result<(), GroupError> {
             return invalid("window offsets are not consecutive from the position");
         }
     }
-    if snapshot.window.first().is_some_and(|slot| slot.phase == SlotPhase::Done) {
+    if snapshot
+        .window
+        .first()
+        .is_some_and(|slot| slot.phase == SlotPhase::Done)
+    {
         return invalid("the window starts with a finished message");
     }
     let mut previous = None;

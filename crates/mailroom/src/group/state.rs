@@ -84,8 +84,30 @@ pub enum PollStep {
     InFlight(DeliveryId),
     /// A lease ran out: apply (persist) this change first, then plan again.
     Expire(Change),
-    /// A new delivery: apply this change to make it in flight.
-    Deliver(Change),
+    /// A new delivery: make it in flight with [`GroupState::apply_delivery`], or turn it
+    /// into a [`Change`] with [`NewDelivery::change`] to persist it first.
+    Deliver(NewDelivery),
+}
+
+/// A delivery a poll plans to make (see [`PollStep::Deliver`]). Kept small and `Copy`,
+/// so that the in-memory home's poll costs no more than the seed's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NewDelivery {
+    /// The delivery's id.
+    pub id: DeliveryId,
+    /// When its lease runs out (ms), if the group has leases.
+    pub lease_until_ms: Option<u64>,
+}
+
+impl NewDelivery {
+    /// The change that makes this delivery, owned by `consumer`.
+    pub fn change(self, consumer: Option<&str>) -> Change {
+        Change::Delivered {
+            id: self.id,
+            consumer: consumer.map(str::to_owned),
+            lease_until_ms: self.lease_until_ms,
+        }
+    }
 }
 
 /// One consumer group's delivery state. See the [module docs](super) for the rules.
@@ -219,10 +241,12 @@ impl GroupState {
     }
 
     /// The offset after the highest one ever delivered in the window.
+    #[inline]
     pub(super) fn next_fresh(&self) -> u64 {
         self.position + self.window.len() as u64
     }
 
+    #[inline]
     pub(super) fn slot(&self, offset: u64) -> Option<&Slot> {
         if offset < self.position {
             return self.redriven.get(&offset);
@@ -231,6 +255,7 @@ impl GroupState {
         self.window.get(index)
     }
 
+    #[inline]
     pub(super) fn slot_mut(&mut self, offset: u64) -> Option<&mut Slot> {
         if offset < self.position {
             return self.redriven.get_mut(&offset);
@@ -241,12 +266,11 @@ impl GroupState {
 
     /// Plans a poll against a log whose next offset is `log_end`, ignoring time and
     /// consumers: the seed's poll. Changes nothing.
+    #[inline]
     pub fn poll(&self, log_end: u64) -> PollPlan {
         match self.plan_poll(log_end, 0, None) {
             PollStep::InFlight(id) => PollPlan::InFlight(id),
-            PollStep::Deliver(Change::Delivered { id, .. }) => {
-                PollPlan::Deliver(GroupEvent::Delivered(id))
-            }
+            PollStep::Deliver(new) => PollPlan::Deliver(GroupEvent::Delivered(new.id)),
             _ => PollPlan::Idle,
         }
     }
@@ -260,13 +284,14 @@ impl GroupState {
     /// use mailroom::group::{GroupConfig, GroupState, PollStep};
     ///
     /// let mut group = GroupState::with_config(GroupConfig::new(1).with_max_in_flight(2), 0).unwrap();
-    /// let PollStep::Deliver(change) = group.plan_poll(5, 0, Some("a")) else { unreachable!() };
-    /// group.apply_change(&change).unwrap();
+    /// let PollStep::Deliver(new) = group.plan_poll(5, 0, Some("a")) else { unreachable!() };
+    /// group.apply_change(&new.change(Some("a"))).unwrap();
     /// // "a" gets its own delivery back; "b" gets the next message.
     /// assert!(matches!(group.plan_poll(5, 0, Some("a")), PollStep::InFlight(_)));
-    /// let PollStep::Deliver(change) = group.plan_poll(5, 0, Some("b")) else { unreachable!() };
-    /// assert_eq!(change.delivery().unwrap().offset, 1);
+    /// let PollStep::Deliver(new) = group.plan_poll(5, 0, Some("b")) else { unreachable!() };
+    /// assert_eq!(new.id.offset, 1);
     /// ```
+    #[inline]
     pub fn plan_poll(&self, log_end: u64, now_ms: u64, consumer: Option<&str>) -> PollStep {
         if let Some(change) = self.plan_expiry(now_ms) {
             return PollStep::Expire(change);
@@ -284,9 +309,8 @@ impl GroupState {
             Err(step) => return step,
         };
         let attempt = self.slot(offset).map_or(0, |slot| slot.attempt) + 1;
-        PollStep::Deliver(Change::Delivered {
+        PollStep::Deliver(NewDelivery {
             id: DeliveryId { offset, attempt },
-            consumer: consumer.map(str::to_owned),
             lease_until_ms: self.config.lease_ms.map(|l| now_ms.saturating_add(l)),
         })
     }
@@ -295,7 +319,9 @@ impl GroupState {
     fn owned_by(&self, consumer: Option<&str>) -> Option<DeliveryId> {
         self.slots()
             .find(|slot| match &slot.phase {
-                SlotPhase::InFlight { consumer: owner, .. } => owner.as_deref() == consumer,
+                SlotPhase::InFlight {
+                    consumer: owner, ..
+                } => owner.as_deref() == consumer,
                 _ => false,
             })
             .map(slot_id)
@@ -303,6 +329,7 @@ impl GroupState {
 
     /// The offset to deliver next: the lowest ready slot, unless a lower one waits out a
     /// delay; else the next fresh message if the window has room.
+    #[inline]
     fn next_candidate(&self, log_end: u64, now_ms: u64) -> Result<u64, PollStep> {
         if self.in_flight as usize != self.redriven.len() + self.window.len() {
             for slot in self.slots() {
@@ -334,6 +361,7 @@ impl GroupState {
     /// # Errors
     ///
     /// [`NotOwned`] unless `delivery` is exactly a delivery in flight.
+    #[inline]
     pub fn ack(&self, delivery: DeliveryId) -> Result<GroupEvent, NotOwned> {
         self.check_owned(delivery, 0)?;
         Ok(GroupEvent::Acked(delivery))
@@ -345,6 +373,7 @@ impl GroupState {
     /// # Errors
     ///
     /// [`NotOwned`] unless `delivery` is exactly a delivery in flight.
+    #[inline]
     pub fn nack(&self, delivery: DeliveryId) -> Result<GroupEvent, NotOwned> {
         let change = self.plan_nack(delivery, &NackOptions::default(), 0)?;
         Ok(if change.dead_letters() {
@@ -354,12 +383,27 @@ impl GroupState {
         })
     }
 
+    /// Plans and performs an ack of `delivery` at `now_ms` in one step: exactly
+    /// [`plan_ack`](Self::plan_ack) then [`apply_change`](Self::apply_change), for a home
+    /// that persists nothing (the in-memory topic).
+    ///
+    /// # Errors
+    ///
+    /// As [`plan_ack`](Self::plan_ack); nothing changes then.
+    #[inline]
+    pub fn ack_now(&mut self, delivery: DeliveryId, now_ms: u64) -> Result<(), NotOwned> {
+        self.check_owned(delivery, now_ms)?;
+        self.finish(delivery.offset);
+        Ok(())
+    }
+
     /// Plans an ack of `delivery` at `now_ms`. Changes nothing.
     ///
     /// # Errors
     ///
     /// [`NotOwned`] unless `delivery` is exactly a delivery in flight whose lease has not
     /// run out.
+    #[inline]
     pub fn plan_ack(&self, delivery: DeliveryId, now_ms: u64) -> Result<Change, NotOwned> {
         self.check_owned(delivery, now_ms)?;
         Ok(Change::Acked(delivery))
@@ -371,6 +415,7 @@ impl GroupState {
     /// # Errors
     ///
     /// As [`plan_ack`](Self::plan_ack).
+    #[inline]
     pub fn plan_nack(
         &self,
         delivery: DeliveryId,
@@ -397,6 +442,7 @@ impl GroupState {
 
     /// When a failure of `slot` at `at_ms` makes it ready again, or `None` if it is its
     /// last allowed failure.
+    #[inline]
     fn retry_at(&self, slot: &Slot, at_ms: u64, delay_ms: Option<u64>) -> Option<u64> {
         let failures = slot.failures.saturating_add(1);
         if failures >= self.config.max_attempts {
@@ -427,6 +473,7 @@ impl GroupState {
     /// Plans the expiry of the lowest-offset delivery whose lease has run out by
     /// `now_ms`, if any. Homes apply these (one at a time, persisting each) before any
     /// other operation, so nobody observes an expired delivery as owned. Changes nothing.
+    #[inline]
     pub fn plan_expiry(&self, now_ms: u64) -> Option<Change> {
         self.config.lease_ms?;
         if self.in_flight == 0 {
@@ -472,7 +519,12 @@ impl GroupState {
 
     /// The slot of `requested` if it is in flight with that attempt and its lease has
     /// not run out at `now_ms`.
-    pub(super) fn check_owned(&self, requested: DeliveryId, now_ms: u64) -> Result<&Slot, NotOwned> {
+    #[inline]
+    pub(super) fn check_owned(
+        &self,
+        requested: DeliveryId,
+        now_ms: u64,
+    ) -> Result<&Slot, NotOwned> {
         let owned = self.slot(requested.offset).filter(|slot| {
             slot.attempt == requested.attempt
                 && match slot.phase {

@@ -56,7 +56,7 @@ impl ConsumerGroup {
     }
 
     /// Locks the group, refusing if it was deleted.
-    #[inline]
+    #[inline(always)]
     fn lock(&self) -> Result<MutexGuard<'_, Membership>, TopicError> {
         let state = self.state.lock();
         if state.deleted {
@@ -78,21 +78,20 @@ impl ConsumerGroup {
     ) -> Result<Option<Delivery<M>>, TopicError> {
         let mut state = self.lock()?;
         loop {
-            let (id, change) = match state.machine.plan_poll(log.len(), now_ms, consumer) {
+            let (id, new) = match state.machine.plan_poll(log.len(), now_ms, consumer) {
                 PollStep::Idle | PollStep::Full | PollStep::Wait { .. } => return Ok(None),
                 PollStep::Expire(change) => {
                     apply(&mut state.machine, &change);
                     continue;
                 }
                 PollStep::InFlight(id) => (id, None),
-                PollStep::Deliver(change) => match change.delivery() {
-                    Some(id) => (id, Some(change)),
-                    None => unreachable!("a poll planned {change:?}"),
-                },
+                PollStep::Deliver(new) => (new.id, Some(new)),
             };
             let message = published(log, id.offset).clone();
-            if let Some(change) = change {
-                apply(&mut state.machine, &change);
+            if let Some(new) = new {
+                if let Err(error) = state.machine.apply_delivery(new, consumer) {
+                    unreachable!("a freshly planned delivery must follow: {error}");
+                }
             }
             return Ok(Some(Delivery {
                 offset: id.offset,
@@ -104,7 +103,7 @@ impl ConsumerGroup {
 
     /// Locks the group and applies every lease expiry due at `now_ms`, so that no caller
     /// sees an expired delivery as owned.
-    #[inline]
+    #[inline(always)]
     fn lock_at(&self, now_ms: u64) -> Result<MutexGuard<'_, Membership>, TopicError> {
         let mut state = self.lock()?;
         while let Some(change) = state.machine.plan_expiry(now_ms) {
@@ -116,12 +115,10 @@ impl ConsumerGroup {
     #[inline]
     pub(crate) fn ack(&self, delivery: DeliveryId, now_ms: u64) -> Result<(), TopicError> {
         let mut state = self.lock_at(now_ms)?;
-        let change = state
+        state
             .machine
-            .plan_ack(delivery, now_ms)
-            .map_err(|source| self.not_owned(source))?;
-        apply(&mut state.machine, &change);
-        Ok(())
+            .ack_now(delivery, now_ms)
+            .map_err(|source| self.not_owned(source))
     }
 
     /// Nacks, releases or rejects `delivery`; `options` are already checked.

@@ -330,8 +330,9 @@ impl<M: Clone> Topic<M> {
     /// ```
     pub fn group_config(&self, group: &str) -> Result<GroupConfig, TopicError> {
         let now_ms = self.time.now_ms();
-        self.groups
-            .with(group, |group| group.read(now_ms, |machine| *machine.config()))
+        self.groups.with(group, |group| {
+            group.read(now_ms, |machine| *machine.config())
+        })
     }
 
     /// Every delivery of the group in flight, by offset.
@@ -405,7 +406,11 @@ impl<M: Clone> GroupHandle<M> {
     /// let reject = NackOptions::new(NackKind::Reject);
     /// assert_eq!(group.nack_with(delivery.id(), reject).unwrap(), Nack::DeadLettered);
     /// ```
-    pub fn nack_with(&self, delivery: DeliveryId, options: NackOptions) -> Result<Nack, TopicError> {
+    pub fn nack_with(
+        &self,
+        delivery: DeliveryId,
+        options: NackOptions,
+    ) -> Result<Nack, TopicError> {
         check_nack(&options, &self.time)?;
         self.group.nack(delivery, &options, self.time.now_ms())
     }

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use super::consumer_group::ConsumerGroup;
 use super::log::Log;
 use super::time::TopicTime;
-use crate::group::NackOptions;
 use super::{DeadLetter, Delivery, DeliveryId, GroupInfo, Nack, TopicError};
+use crate::group::NackOptions;
 
 /// One consumer group of a [`Topic`](super::Topic), from [`Topic::group`](super::Topic::group).
 ///

@@ -105,9 +105,7 @@ mod types;
 pub use crate::group::DeliveryId;
 pub use handle::GroupHandle;
 pub use retained::Topic;
-pub use types::{
-    DeadLetter, DeadLetterInfo, Delivery, GroupInfo, Nack, StartPosition, TopicError,
-};
+pub use types::{DeadLetter, DeadLetterInfo, Delivery, GroupInfo, Nack, StartPosition, TopicError};
 
 /// The longest group name accepted, in bytes of UTF-8.
 pub const GROUP_NAME_BYTES_MAX: usize = 128;

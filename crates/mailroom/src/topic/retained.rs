@@ -7,8 +7,8 @@ use super::handle::GroupHandle;
 use super::log::Log;
 use super::registry::Registry;
 use super::time::TopicTime;
-use crate::group::{GroupConfig, NackOptions};
 use super::{DeadLetter, Delivery, DeliveryId, GroupInfo, Nack, StartPosition, TopicError};
+use crate::group::{GroupConfig, NackOptions};
 
 /// A retained, append-only log of messages read by independent consumer groups.
 ///
@@ -268,8 +268,9 @@ impl<M: Clone> Topic<M> {
     /// assert_eq!(topic.poll("g").unwrap(), Some(first));
     /// ```
     pub fn poll(&self, group: &str) -> Result<Option<Delivery<M>>, TopicError> {
-        self.groups
-            .with(group, |group| group.poll(&self.log, self.time.now_ms(), None))
+        self.groups.with(group, |group| {
+            group.poll(&self.log, self.time.now_ms(), None)
+        })
     }
 
     /// Acknowledges the group's in-flight delivery, moving its cursor past the message.
@@ -327,8 +328,9 @@ impl<M: Clone> Topic<M> {
     /// ```
     pub fn nack(&self, group: &str, delivery: DeliveryId) -> Result<Nack, TopicError> {
         let options = NackOptions::default();
-        self.groups
-            .with(group, |group| group.nack(delivery, &options, self.time.now_ms()))
+        self.groups.with(group, |group| {
+            group.nack(delivery, &options, self.time.now_ms())
+        })
     }
 
     /// The group's dead-letter queue with payloads, oldest first.
@@ -353,8 +355,9 @@ impl<M: Clone> Topic<M> {
     /// );
     /// ```
     pub fn dead_letters(&self, group: &str) -> Result<Vec<DeadLetter<M>>, TopicError> {
-        self.groups
-            .with(group, |group| group.dead_letters(&self.log, self.time.now_ms()))
+        self.groups.with(group, |group| {
+            group.dead_letters(&self.log, self.time.now_ms())
+        })
     }
 
     /// The offset of the next message the group has to finish (ack or dead-letter).

@@ -1,0 +1,239 @@
+//! The operations of a [`DurableTopic`] beyond the seed: groups with settings, consumer
+//! identities, nack kinds, lease extension, redrive and purge, counters. They follow the
+//! rules of `mailroom::group` exactly like the in-memory topic's, with time from the
+//! store's clock, and each change is durable before it returns.
+
+use std::ops::Range;
+
+use bytes::Bytes;
+use mailroom::group::{
+    DeliveryId, GroupConfig, GroupCounters, GroupError, NackOptions, CONSUMER_BYTES_MAX,
+};
+use mailroom::topic::{DeadLetterInfo, Delivery, Nack, StartPosition, TopicError};
+
+use crate::groups::in_flight;
+use crate::{DurableTopic, StoreError};
+
+fn invalid(reason: &'static str) -> StoreError {
+    StoreError::Topic(TopicError::InvalidArgument { reason })
+}
+
+fn check_config(error: GroupError) -> StoreError {
+    invalid(match error {
+        GroupError::ZeroMaxAttempts => "max_attempts must be at least 1",
+        GroupError::InvalidConfig(reason) => reason,
+        _ => "invalid group settings",
+    })
+}
+
+impl DurableTopic {
+    /// Creates a group with `config`, starting at `start`. The store has a clock, so
+    /// leases and backoff are allowed.
+    ///
+    /// # Errors
+    ///
+    /// As [`create_group_at`](Self::create_group_at), and `Topic(InvalidArgument)` for a
+    /// setting out of range.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use mailroom::group::GroupConfig;
+    /// use mailroom::topic::StartPosition;
+    /// use mailroom_store::{Store, StoreOptions};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = Store::open(dir.path(), StoreOptions::default())?;
+    /// store.create_topic("jobs")?;
+    /// let jobs = store.topic("jobs")?;
+    /// let config = GroupConfig::new(3).with_lease_ms(30_000).with_max_in_flight(8);
+    /// jobs.create_group_with("workers", StartPosition::Earliest, config)?;
+    /// jobs.publish(Bytes::from_static(b"job 1"))?;
+    /// let delivery = jobs.poll_as("workers", "w1")?.expect("one job");
+    /// jobs.touch("workers", delivery.id())?;
+    /// jobs.ack("workers", delivery.id())?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn create_group_with(
+        &self,
+        group: &str,
+        start: StartPosition,
+        config: GroupConfig,
+    ) -> Result<(), StoreError> {
+        let _live = self.live()?;
+        if group.is_empty() {
+            return Err(invalid("empty group name"));
+        }
+        config.check().map_err(check_config)?;
+        self.inner
+            .groups
+            .create(&self.inner.messages, group, config, start)
+    }
+
+    /// Polls `group` as `consumer`, as `mailroom::topic::Topic::poll_as`.
+    ///
+    /// # Errors
+    ///
+    /// `Topic(InvalidArgument)` for an empty or over-long consumer; as
+    /// [`poll`](Self::poll).
+    pub fn poll_as(
+        &self,
+        group: &str,
+        consumer: &str,
+    ) -> Result<Option<Delivery<Bytes>>, StoreError> {
+        let _live = self.live()?;
+        if consumer.is_empty() || consumer.len() > CONSUMER_BYTES_MAX {
+            return Err(invalid("a consumer must be 1 to CONSUMER_BYTES_MAX bytes"));
+        }
+        self.inner
+            .groups
+            .poll(&self.inner.messages, group, Some(consumer))
+    }
+
+    /// Nacks, releases or rejects the exact delivery in flight, per `options`.
+    ///
+    /// # Errors
+    ///
+    /// `Topic(InvalidArgument)` for options out of range; as [`nack`](Self::nack).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use mailroom::group::{NackKind, NackOptions};
+    /// use mailroom::topic::Nack;
+    /// use mailroom_store::{Store, StoreOptions};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = Store::open(dir.path(), StoreOptions::default())?;
+    /// store.create_topic("t")?;
+    /// let topic = store.topic("t")?;
+    /// topic.create_group("g", 5)?;
+    /// topic.publish(Bytes::from_static(b"bad"))?;
+    /// let delivery = topic.poll("g")?.expect("a message");
+    /// let reject = NackOptions::new(NackKind::Reject).with_reason("schema mismatch");
+    /// assert_eq!(topic.nack_with("g", delivery.id(), reject)?, Nack::DeadLettered);
+    /// let dead = topic.dead_letter_info("g")?;
+    /// assert_eq!(dead[0].reason.as_deref(), Some("schema mismatch"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn nack_with(
+        &self,
+        group: &str,
+        delivery: DeliveryId,
+        options: NackOptions,
+    ) -> Result<Nack, StoreError> {
+        let _live = self.live()?;
+        options.check().map_err(check_config)?;
+        self.inner
+            .groups
+            .nack(&self.inner.messages, group, delivery, &options)
+    }
+
+    /// Extends the lease of the exact delivery in flight.
+    ///
+    /// # Errors
+    ///
+    /// As [`ack`](Self::ack).
+    pub fn touch(&self, group: &str, delivery: DeliveryId) -> Result<(), StoreError> {
+        let _live = self.live()?;
+        self.inner
+            .groups
+            .touch(&self.inner.messages, group, delivery)
+    }
+
+    /// Puts `group`'s dead letters with offsets in `offsets` back for delivery (payloads
+    /// come from the dead letters' own copies, so this works after retention); returns
+    /// how many. Other groups are untouched.
+    ///
+    /// # Errors
+    ///
+    /// `Topic(UnknownGroup)`; I/O errors and fail-stop.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use mailroom_store::{Store, StoreOptions};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = Store::open(dir.path(), StoreOptions::default())?;
+    /// store.create_topic("t")?;
+    /// let topic = store.topic("t")?;
+    /// topic.create_group("g", 1)?;
+    /// topic.publish(Bytes::from_static(b"retry me"))?;
+    /// let first = topic.poll("g")?.expect("a message");
+    /// topic.nack("g", first.id())?;
+    /// assert_eq!(topic.redrive("g", 0..u64::MAX)?, 1);
+    /// let again = topic.poll("g")?.expect("redriven");
+    /// assert_eq!((again.offset, again.attempt), (0, 2));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn redrive(&self, group: &str, offsets: Range<u64>) -> Result<u64, StoreError> {
+        let _live = self.live()?;
+        self.inner
+            .groups
+            .redrive(&self.inner.messages, group, offsets, false)
+    }
+
+    /// Deletes `group`'s dead letters with offsets in `offsets`; returns how many.
+    ///
+    /// # Errors
+    ///
+    /// As [`redrive`](Self::redrive).
+    pub fn purge(&self, group: &str, offsets: Range<u64>) -> Result<u64, StoreError> {
+        let _live = self.live()?;
+        self.inner
+            .groups
+            .redrive(&self.inner.messages, group, offsets, true)
+    }
+
+    /// `group`'s dead letters with reasons, times and payloads, oldest first.
+    ///
+    /// # Errors
+    ///
+    /// `Topic(UnknownGroup)`; I/O errors and corruption.
+    pub fn dead_letter_info(&self, group: &str) -> Result<Vec<DeadLetterInfo<Bytes>>, StoreError> {
+        let _live = self.live()?;
+        self.inner
+            .groups
+            .dead_letter_info(&self.inner.messages, group)
+    }
+
+    /// `group`'s counters.
+    ///
+    /// # Errors
+    ///
+    /// `Topic(UnknownGroup)`; I/O errors (writing a due lease expiry first).
+    pub fn group_counters(&self, group: &str) -> Result<GroupCounters, StoreError> {
+        let _live = self.live()?;
+        self.inner
+            .groups
+            .read(&self.inner.messages, group, |entry| entry.state.counters())
+    }
+
+    /// `group`'s settings.
+    ///
+    /// # Errors
+    ///
+    /// As [`group_counters`](Self::group_counters).
+    pub fn group_config(&self, group: &str) -> Result<GroupConfig, StoreError> {
+        let _live = self.live()?;
+        self.inner
+            .groups
+            .read(&self.inner.messages, group, |entry| *entry.state.config())
+    }
+
+    /// Every delivery of `group` in flight, by offset.
+    ///
+    /// # Errors
+    ///
+    /// As [`group_counters`](Self::group_counters).
+    pub fn in_flight(&self, group: &str) -> Result<Vec<DeliveryId>, StoreError> {
+        let _live = self.live()?;
+        self.inner
+            .groups
+            .read(&self.inner.messages, group, |entry| in_flight(&entry.state))
+    }
+}
