@@ -102,11 +102,17 @@ PIDS=()
 FAILED=0
 EPMD_BEFORE="$(pgrep -x epmd || true)"
 
+is_gone() { # gone, or a zombie nobody reaps (a daemon's orphan in a container without init)
+  local state
+  state="$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)"
+  [ -z "$state" ] || [ "$state" = Z ]
+}
+
 stop_pid() {
   local pid="$1"
-  kill -0 "$pid" 2>/dev/null || return 0
+  is_gone "$pid" && return 0
   kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+  for _ in $(seq 1 100); do is_gone "$pid" && return 0; sleep 0.1; done
   kill -KILL "$pid" 2>/dev/null || true
 }
 
@@ -129,7 +135,7 @@ wait_port() {
     if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
     sleep 0.1
   done
-  log "$what did not open port $port within ${seconds}s"; return 1
+  log "$what did not open port $port within ${seconds}s"; FAILED=1; return 1
 }
 
 start_redis() { # $1 = always | everysec
@@ -163,7 +169,9 @@ start_rabbitmq() {
   wait_port "$RABBIT_PORT" rabbitmq 120
   # The AMQP listener opens late in boot; the pid file names the Erlang VM itself.
   for _ in $(seq 1 100); do [ -s "$dir/pid" ] && break; sleep 0.1; done
-  RABBIT_PID="$(cat "$dir/pid")"; PIDS+=("$RABBIT_PID")
+  RABBIT_PID="$(cat "$dir/pid" 2>/dev/null || true)"
+  if [ -z "$RABBIT_PID" ]; then log "rabbitmq wrote no pid file"; FAILED=1; return 1; fi
+  PIDS+=("$RABBIT_PID")
 }
 
 start_mailroom() { # $1 = fsync policy
@@ -176,7 +184,7 @@ start_mailroom() { # $1 = fsync policy
     kill -0 "$MAILROOM_PID" 2>/dev/null || break
     sleep 0.1
   done
-  log "mailroom did not start: $(tail -5 "$dir/log")"; return 1
+  log "mailroom did not start: $(tail -5 "$dir/log")"; FAILED=1; return 1
 }
 
 # ---------------------------------------------------------------- runs

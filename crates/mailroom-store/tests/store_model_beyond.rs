@@ -247,7 +247,7 @@ impl Harness {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
     // Proves leases, nack kinds, delays, redrive, purge and max_in_flight behave on disk
     // exactly as in memory, across clean restarts and power cuts (SyncPolicy::Always):

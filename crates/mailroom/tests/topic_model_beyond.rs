@@ -534,7 +534,7 @@ impl Harness {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 384, ..ProptestConfig::default() })]
 
     // Proves the topic follows the reference model of leases, nack kinds, delays,
     // backoff, redrive, purge and max_in_flight step by step.

@@ -26,11 +26,13 @@
 //! reason length u16, reason; and per group after its dead letters: the settings (as in
 //! an extended `Created` record: flags u8, lease_ms u64, backoff kind u8, two backoff
 //! u64s, max_in_flight u32), five counters u64 (redeliveries, releases, expired leases,
-//! redrives, purged), the window (count u32, then slots) and the redriven messages (count
-//! u32, then per message a slot and its record offset u64). A slot is: offset u64,
-//! attempt u32, failures u32, phase u8 (0 ready, 1 in flight, 2 done), time u64
-//! (not-before or lease deadline), flags u8 (1: lease, 2: consumer), consumer length u8,
-//! consumer. A version 1 file holds seed groups only and is read as such.
+//! redrives, purged), the window (count u32, then slots), the redriven messages below
+//! the position (count u32, then slots) and the records of unfinished redriven messages
+//! (count u32, then per message its offset u64 and the groups-log offset u64 of the
+//! record that holds its payload; a redriven message may also sit in the window). A slot
+//! is: offset u64, attempt u32, failures u32, phase u8 (0 ready, 1 in flight, 2 done),
+//! time u64 (not-before or lease deadline), flags u8 (1: lease, 2: consumer), consumer
+//! length u8, consumer. A version 1 file holds seed groups only and is read as such.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -85,9 +87,9 @@ pub struct GroupCheckpoint {
     pub state: GroupSnapshot,
     /// For each of `state.dead_letters`, the groups-log offset of its record.
     pub dead_letter_records: Vec<u64>,
-    /// For each of `state.redriven`, the groups-log offset of the record holding its
-    /// payload.
-    pub redriven_records: Vec<u64>,
+    /// For each redriven message still unfinished (below the position or revived in the
+    /// window), its offset and the groups-log offset of the record holding its payload.
+    pub redriven_records: Vec<(u64, u64)>,
 }
 
 impl Checkpoint {
@@ -208,10 +210,13 @@ fn encode_group(group: &GroupCheckpoint, out: &mut Vec<u8>) {
     for slot in &state.window {
         encode_slot(slot, out);
     }
-    assert_eq!(state.redriven.len(), group.redriven_records.len());
     out.extend_from_slice(&(state.redriven.len() as u32).to_le_bytes());
-    for (slot, record) in state.redriven.iter().zip(&group.redriven_records) {
+    for slot in &state.redriven {
         encode_slot(slot, out);
+    }
+    out.extend_from_slice(&(group.redriven_records.len() as u32).to_le_bytes());
+    for (offset, record) in &group.redriven_records {
+        out.extend_from_slice(&offset.to_le_bytes());
         out.extend_from_slice(&record.to_le_bytes());
     }
 }
@@ -320,10 +325,11 @@ fn decode_group(reader: &mut Reader<'_>, version: u8) -> Result<GroupCheckpoint,
         state.window = (0..reader.u32()?)
             .map(|_| decode_slot(reader))
             .collect::<Result<_, _>>()?;
-        state.redriven.clear();
+        state.redriven = (0..reader.u32()?)
+            .map(|_| decode_slot(reader))
+            .collect::<Result<_, _>>()?;
         for _ in 0..reader.u32()? {
-            state.redriven.push(decode_slot(reader)?);
-            redriven_records.push(reader.u64()?);
+            redriven_records.push((reader.u64()?, reader.u64()?));
         }
     }
     Ok(GroupCheckpoint {
@@ -456,7 +462,7 @@ mod tests {
                     applied_through: 5,
                     state: extended_state(),
                     dead_letter_records: vec![9],
-                    redriven_records: vec![3],
+                    redriven_records: vec![(2, 3), (5, 4)],
                 },
             ],
         }

@@ -129,10 +129,7 @@ impl GroupSet {
                     continue;
                 }
                 PollStep::InFlight(delivery) => (None, delivery),
-                PollStep::Deliver(change) => {
-                    let delivery = change.delivery().expect("a delivery names its id");
-                    (Some(change), delivery)
-                }
+                PollStep::Deliver(new) => (Some(new.change(consumer)), new.id),
             };
             let Some(message) = self.payload(messages, &entry, delivery.offset)? else {
                 if delivery.offset >= messages.start() {

@@ -18,7 +18,6 @@ pub use delivery::in_flight;
 pub use set::GroupSet;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::ops::Range;
 
 use bytes::Bytes;
 use mailroom::group::{Change, GroupError, GroupState};
@@ -71,8 +70,8 @@ impl GroupEntry {
         match record {
             GroupRecord::Event { change, .. } => {
                 let kept = match change {
-                    Change::Redriven { offsets } | Change::Purged { offsets } => {
-                        Some(self.split_dead(offsets))
+                    Change::Redriven { .. } | Change::Purged { .. } => {
+                        Some(self.split_dead(change))
                     }
                     _ => None,
                 };
@@ -107,9 +106,9 @@ impl GroupEntry {
         }
     }
 
-    /// The dead-letter records split by whether their offsets lie in `offsets`: (kept
-    /// records, (offset, record) of those in range).
-    fn split_dead(&self, offsets: &Range<u64>) -> (Vec<u64>, Vec<(u64, u64)>) {
+    /// The dead-letter records split by whether `change` takes their dead letters: (kept
+    /// records, (offset, record) of those taken).
+    fn split_dead(&self, change: &Change) -> (Vec<u64>, Vec<(u64, u64)>) {
         let mut kept = Vec::new();
         let mut taken = Vec::new();
         for (entry, &record) in self
@@ -118,7 +117,7 @@ impl GroupEntry {
             .iter()
             .zip(&self.dead_letter_records)
         {
-            if offsets.contains(&entry.offset) {
+            if change.takes_dead_letter(entry) {
                 taken.push((entry.offset, record));
             } else {
                 kept.push(record);

@@ -180,19 +180,16 @@ impl Replay<'_> {
             }
             let state = GroupState::from_snapshot(group.state.clone())
                 .map_err(|error| corrupt(format!("group {name:?}: {error}")))?;
-            if group.redriven_records.len() != group.state.redriven.len()
-                || group.redriven_records.iter().any(|&at| at >= log_end)
-            {
+            let live: HashSet<u64> = state.slots().map(|slot| slot.offset).collect();
+            let redriven_fit = group
+                .redriven_records
+                .iter()
+                .all(|(offset, at)| *at < log_end && live.contains(offset));
+            if !redriven_fit {
                 return Err(corrupt(format!("group {name:?}: bad redriven records")));
             }
             let entry = GroupEntry {
-                redriven_records: group
-                    .state
-                    .redriven
-                    .iter()
-                    .map(|slot| slot.offset)
-                    .zip(group.redriven_records.iter().copied())
-                    .collect(),
+                redriven_records: group.redriven_records.iter().copied().collect(),
                 state,
                 dead_letter_records: group.dead_letter_records.clone(),
                 deleted: false,

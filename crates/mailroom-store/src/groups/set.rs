@@ -336,7 +336,7 @@ impl GroupSet {
             .iter()
             .flat_map(|group| {
                 let dead = group.dead_letter_records.iter().copied().min();
-                let redriven = group.redriven_records.iter().copied().min();
+                let redriven = group.redriven_records.iter().map(|&(_, at)| at).min();
                 dead.into_iter().chain(redriven)
             })
             .fold(checkpoint.replay_from(), u64::min);
@@ -361,7 +361,11 @@ impl GroupSet {
                     applied_through: self.log.end(),
                     state: entry.state.snapshot(),
                     dead_letter_records: entry.dead_letter_records.clone(),
-                    redriven_records: entry.redriven_records.values().copied().collect(),
+                    redriven_records: entry
+                        .redriven_records
+                        .iter()
+                        .map(|(&offset, &record)| (offset, record))
+                        .collect(),
                 }
             })
             .collect();

@@ -10,7 +10,7 @@
 use std::ops::Range;
 
 use super::change::{Change, Failure};
-use super::state::{GroupState, NewDelivery, Slot, SlotPhase};
+use super::state::{taken_by, GroupState, NewDelivery, Slot, SlotPhase};
 use super::{DeadLetterEntry, DeadLetterNote, DeliveryId, GroupError};
 
 impl GroupState {
@@ -88,14 +88,13 @@ impl GroupState {
         }
     }
 
-    #[inline]
     /// Performs a delivery a poll by `consumer` planned: the same as applying
     /// [`new.change(consumer)`](NewDelivery::change), without building the change.
     ///
     /// # Errors
     ///
     /// As [`apply_change`](Self::apply_change).
-    #[inline]
+    #[inline(always)]
     pub fn apply_delivery(
         &mut self,
         new: NewDelivery,
@@ -108,6 +107,7 @@ impl GroupState {
             })
     }
 
+    #[inline(always)]
     fn deliver(
         &mut self,
         id: DeliveryId,
@@ -187,9 +187,11 @@ impl GroupState {
         let slot = self.owned_mut(id)?;
         let counted = matches!(outcome.cause, Failure::Nack | Failure::LeaseExpired);
         let failures = slot.failures + u32::from(counted);
+        // Attempt numbers are never reused, so one whose numbers are used up dies.
+        let numbers_left = slot.attempt < u32::MAX;
         let must_die = match outcome.cause {
-            Failure::Nack | Failure::LeaseExpired => failures >= max_attempts,
-            Failure::Release => false,
+            Failure::Nack | Failure::LeaseExpired => failures >= max_attempts || !numbers_left,
+            Failure::Release => !numbers_left,
             Failure::Reject => true,
         };
         if must_die != outcome.retry_at_ms.is_none() {
@@ -237,25 +239,25 @@ impl GroupState {
     #[inline]
     pub(super) fn finish(&mut self, offset: u64) {
         self.in_flight -= 1;
-        if offset < self.position {
-            self.redriven.remove(&offset);
-            return;
-        }
-        if let Some(slot) = self.slot_mut(offset) {
-            slot.phase = SlotPhase::Done;
-        }
-        while self
-            .window
-            .front()
-            .is_some_and(|slot| slot.phase == SlotPhase::Done)
-        {
+        if offset == self.position {
+            // The common case, and with max_in_flight 1 the only one: the front finishes.
             self.window.pop_front();
             self.position += 1;
+            if self.window.is_empty() {
+                return;
+            }
+        } else if offset < self.position {
+            self.redriven.remove(&offset);
+            return;
+        } else if let Some(slot) = self.slot_mut(offset) {
+            slot.phase = SlotPhase::Done;
+            return;
         }
+        self.finish_front();
     }
 
     fn redrive(&mut self, offsets: &Range<u64>) -> Result<(), &'static str> {
-        let taken = self.take_dead(offsets)?;
+        let taken = self.take_dead(offsets, true)?;
         for entry in taken {
             self.counters.redrives += 1;
             let revived = Slot {
@@ -275,18 +277,22 @@ impl GroupState {
     }
 
     fn purge(&mut self, offsets: &Range<u64>) -> Result<(), &'static str> {
-        let taken = self.take_dead(offsets)?;
+        let taken = self.take_dead(offsets, false)?;
         self.counters.purged += taken.len() as u64;
         Ok(())
     }
 
     /// Removes the dead letters with offsets in `offsets` and returns them.
-    fn take_dead(&mut self, offsets: &Range<u64>) -> Result<Vec<DeadLetterEntry>, &'static str> {
+    fn take_dead(
+        &mut self,
+        offsets: &Range<u64>,
+        redrive: bool,
+    ) -> Result<Vec<DeadLetterEntry>, &'static str> {
         let mut taken = Vec::new();
         let mut kept = Vec::with_capacity(self.dead_letters.len());
         let mut kept_notes = Vec::with_capacity(self.notes.len());
         for (entry, note) in self.dead_letters.drain(..).zip(self.notes.drain(..)) {
-            if offsets.contains(&entry.offset) {
+            if taken_by(&entry, offsets, redrive) {
                 taken.push(entry);
             } else {
                 kept.push(entry);
@@ -349,4 +355,40 @@ struct Outcome<'a> {
     retry_at_ms: Option<u64>,
     reason: &'a Option<String>,
     at_ms: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::group::{GroupConfig, GroupSnapshot, NackKind, NackOptions, PollStep};
+
+    // Proves a message whose attempt numbers run out is dead-lettered by a release instead
+    // of overflowing, and is then never redriven (that would reuse an attempt number).
+    #[test]
+    fn exhausted_attempt_numbers_dead_letter_and_stay_dead() {
+        let mut snapshot = GroupSnapshot::seed(0, 0, false, 3, vec![]);
+        snapshot.window = vec![Slot {
+            offset: 0,
+            attempt: u32::MAX - 1,
+            failures: 0,
+            phase: SlotPhase::Ready { not_before_ms: 0 },
+        }];
+        snapshot.attempt = u32::MAX - 1;
+        let mut group = GroupState::from_snapshot(snapshot).unwrap();
+        assert_eq!(group.config(), &GroupConfig::new(3));
+        let PollStep::Deliver(new) = group.plan_poll(1, 0, None) else {
+            panic!("expected a delivery");
+        };
+        assert_eq!(new.id.attempt, u32::MAX);
+        group.apply_delivery(new, None).unwrap();
+        let release = NackOptions::new(NackKind::Release);
+        let change = group.plan_nack(new.id, &release, 0).unwrap();
+        assert!(change.dead_letters());
+        group.apply_change(&change).unwrap();
+        assert_eq!(group.dead_letters().len(), 1);
+        assert_eq!(group.plan_redrive(0..u64::MAX), None);
+        let purge = group.plan_purge(0..u64::MAX).unwrap();
+        group.apply_change(&purge).unwrap();
+        assert!(group.dead_letters().is_empty());
+    }
 }

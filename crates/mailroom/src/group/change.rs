@@ -3,7 +3,8 @@
 
 use std::ops::Range;
 
-use super::{DeliveryId, GroupEvent};
+use super::state::taken_by;
+use super::{DeadLetterEntry, DeliveryId, GroupEvent};
 
 /// Why an in-flight delivery ended without an ack.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -84,6 +85,17 @@ impl Change {
             | Change::Touched { id, .. }
             | Change::Failed { id, .. } => Some(*id),
             Change::Redriven { .. } | Change::Purged { .. } => None,
+        }
+    }
+
+    /// Whether this change (a redrive or purge) takes the dead letter `entry` out of the
+    /// queue. A redrive leaves a message whose attempt numbers are used up (`u32::MAX`):
+    /// it could not be delivered again without reusing an id.
+    pub fn takes_dead_letter(&self, entry: &DeadLetterEntry) -> bool {
+        match self {
+            Change::Redriven { offsets } => taken_by(entry, offsets, true),
+            Change::Purged { offsets } => taken_by(entry, offsets, false),
+            _ => false,
         }
     }
 

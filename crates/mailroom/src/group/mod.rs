@@ -71,7 +71,9 @@
 //!
 //! Attempt numbers count deliveries and only ever rise; failures are counted apart.
 //! `max_attempts` bounds the *failures*, so without releases and redrives a message is
-//! still delivered at most `max_attempts` times.
+//! still delivered at most `max_attempts` times. Attempt numbers are `u32`: a message
+//! whose number reaches `u32::MAX` is dead-lettered by its next nack, release or expiry,
+//! and is not redriven, since it could not be delivered again without reusing an id.
 //!
 //! # Dead letters, redrive and purge
 //!
@@ -156,6 +158,7 @@ mod change;
 mod config;
 mod snapshot;
 mod state;
+mod types;
 
 pub use change::{Change, Failure, LEASE_EXPIRED_REASON};
 pub use config::{
@@ -163,9 +166,8 @@ pub use config::{
     MAX_IN_FLIGHT_MAX, REASON_BYTES_MAX,
 };
 pub use snapshot::GroupSnapshot;
-pub use state::{
-    DeadLetterNote, GroupCounters, GroupState, NewDelivery, PollStep, Slot, SlotPhase,
-};
+pub use state::GroupState;
+pub use types::{DeadLetterNote, GroupCounters, NewDelivery, PollStep, Slot, SlotPhase};
 
 use std::fmt;
 

@@ -6,109 +6,8 @@ use std::ops::Range;
 
 use super::change::{Change, Failure, LEASE_EXPIRED_REASON};
 use super::config::{GroupConfig, NackKind, NackOptions};
+pub use super::types::{DeadLetterNote, GroupCounters, NewDelivery, PollStep, Slot, SlotPhase};
 use super::{DeadLetterEntry, DeliveryId, GroupError, GroupEvent, NotOwned, PollPlan};
-
-/// Where one delivered, unfinished message stands.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum SlotPhase {
-    /// Waiting to be delivered again, not before `not_before_ms`.
-    Ready {
-        /// The earliest time of the next delivery (ms).
-        not_before_ms: u64,
-    },
-    /// Owned by a consumer.
-    InFlight {
-        /// The consumer that polled it, if it named itself.
-        consumer: Option<String>,
-        /// When its lease runs out (ms), if the group has leases.
-        lease_until_ms: Option<u64>,
-    },
-    /// Finished (acked or dead-lettered) while a lower offset is still unfinished; only
-    /// ever inside the window of a group with `max_in_flight` > 1.
-    Done,
-}
-
-/// One message a group has delivered at least once and not yet finished.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Slot {
-    /// The message's offset.
-    pub offset: u64,
-    /// The number of its latest delivery (attempt numbers only ever rise, so an old
-    /// delivery's id can never name a new one).
-    pub attempt: u32,
-    /// Failures (nacks, expired leases) counted against `max_attempts` since it was
-    /// first delivered or last redriven.
-    pub failures: u32,
-    /// Where it stands.
-    pub phase: SlotPhase,
-}
-
-/// When a dead letter happened and why.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
-pub struct DeadLetterNote {
-    /// The reason of the final failure, if one was given ("lease expired" for a lease).
-    pub reason: Option<String>,
-    /// When it was dead-lettered (ms); 0 when time was not known (the seed API).
-    pub at_ms: u64,
-}
-
-/// Counters of a group's history, for operators.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct GroupCounters {
-    /// Deliveries that were not a message's first (retries, releases, expiries, redrives).
-    pub redeliveries: u64,
-    /// Deliveries handed back with a release.
-    pub releases: u64,
-    /// Deliveries whose lease ran out.
-    pub expired_leases: u64,
-    /// Dead letters put back by redrive.
-    pub redrives: u64,
-    /// Dead letters deleted by purge.
-    pub purged: u64,
-}
-
-/// What a poll would do, for a group with the extended settings.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PollStep {
-    /// Nothing to deliver: the log is consumed, or the window is full of unfinished
-    /// messages none of which is ready.
-    Idle,
-    /// `max_in_flight` deliveries are in flight, none of them this consumer's.
-    Full,
-    /// A message waits out a delay until `until_ms`; nothing above it is delivered.
-    Wait {
-        /// When it becomes ready (ms).
-        until_ms: u64,
-    },
-    /// This consumer's delivery in flight, returned again unchanged.
-    InFlight(DeliveryId),
-    /// A lease ran out: apply (persist) this change first, then plan again.
-    Expire(Change),
-    /// A new delivery: make it in flight with [`GroupState::apply_delivery`], or turn it
-    /// into a [`Change`] with [`NewDelivery::change`] to persist it first.
-    Deliver(NewDelivery),
-}
-
-/// A delivery a poll plans to make (see [`PollStep::Deliver`]). Kept small and `Copy`,
-/// so that the in-memory home's poll costs no more than the seed's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct NewDelivery {
-    /// The delivery's id.
-    pub id: DeliveryId,
-    /// When its lease runs out (ms), if the group has leases.
-    pub lease_until_ms: Option<u64>,
-}
-
-impl NewDelivery {
-    /// The change that makes this delivery, owned by `consumer`.
-    pub fn change(self, consumer: Option<&str>) -> Change {
-        Change::Delivered {
-            id: self.id,
-            consumer: consumer.map(str::to_owned),
-            lease_until_ms: self.lease_until_ms,
-        }
-    }
-}
 
 /// One consumer group's delivery state. See the [module docs](super) for the rules.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -241,12 +140,12 @@ impl GroupState {
     }
 
     /// The offset after the highest one ever delivered in the window.
-    #[inline]
+    #[inline(always)]
     pub(super) fn next_fresh(&self) -> u64 {
         self.position + self.window.len() as u64
     }
 
-    #[inline]
+    #[inline(always)]
     pub(super) fn slot(&self, offset: u64) -> Option<&Slot> {
         if offset < self.position {
             return self.redriven.get(&offset);
@@ -291,7 +190,7 @@ impl GroupState {
     /// let PollStep::Deliver(new) = group.plan_poll(5, 0, Some("b")) else { unreachable!() };
     /// assert_eq!(new.id.offset, 1);
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn plan_poll(&self, log_end: u64, now_ms: u64, consumer: Option<&str>) -> PollStep {
         if let Some(change) = self.plan_expiry(now_ms) {
             return PollStep::Expire(change);
@@ -329,7 +228,7 @@ impl GroupState {
 
     /// The offset to deliver next: the lowest ready slot, unless a lower one waits out a
     /// delay; else the next fresh message if the window has room.
-    #[inline]
+    #[inline(always)]
     fn next_candidate(&self, log_end: u64, now_ms: u64) -> Result<u64, PollStep> {
         if self.in_flight as usize != self.redriven.len() + self.window.len() {
             for slot in self.slots() {
@@ -390,7 +289,7 @@ impl GroupState {
     /// # Errors
     ///
     /// As [`plan_ack`](Self::plan_ack); nothing changes then.
-    #[inline]
+    #[inline(always)]
     pub fn ack_now(&mut self, delivery: DeliveryId, now_ms: u64) -> Result<(), NotOwned> {
         self.check_owned(delivery, now_ms)?;
         self.finish(delivery.offset);
@@ -427,7 +326,8 @@ impl GroupState {
             NackKind::Reject => (Failure::Reject, None),
             NackKind::Release => (
                 Failure::Release,
-                Some(now_ms.saturating_add(options.delay_ms.unwrap_or(0))),
+                (slot.attempt < u32::MAX)
+                    .then(|| now_ms.saturating_add(options.delay_ms.unwrap_or(0))),
             ),
             NackKind::Nack => (Failure::Nack, self.retry_at(slot, now_ms, options.delay_ms)),
         };
@@ -445,7 +345,7 @@ impl GroupState {
     #[inline]
     fn retry_at(&self, slot: &Slot, at_ms: u64, delay_ms: Option<u64>) -> Option<u64> {
         let failures = slot.failures.saturating_add(1);
-        if failures >= self.config.max_attempts {
+        if failures >= self.config.max_attempts || slot.attempt == u32::MAX {
             return None;
         }
         let backoff = self.config.backoff.map_or(0, |b| b.delay_ms(failures));
@@ -473,7 +373,7 @@ impl GroupState {
     /// Plans the expiry of the lowest-offset delivery whose lease has run out by
     /// `now_ms`, if any. Homes apply these (one at a time, persisting each) before any
     /// other operation, so nobody observes an expired delivery as owned. Changes nothing.
-    #[inline]
+    #[inline(always)]
     pub fn plan_expiry(&self, now_ms: u64) -> Option<Change> {
         self.config.lease_ms?;
         if self.in_flight == 0 {
@@ -500,26 +400,26 @@ impl GroupState {
     /// Plans putting the dead letters with offsets in `offsets` back to this group.
     /// `None` if there are none. Changes nothing.
     pub fn plan_redrive(&self, offsets: Range<u64>) -> Option<Change> {
-        self.any_dead_in(&offsets)
+        self.any_dead_in(&offsets, true)
             .then_some(Change::Redriven { offsets })
     }
 
     /// Plans deleting the dead letters with offsets in `offsets`. `None` if there are
     /// none. Changes nothing.
     pub fn plan_purge(&self, offsets: Range<u64>) -> Option<Change> {
-        self.any_dead_in(&offsets)
+        self.any_dead_in(&offsets, false)
             .then_some(Change::Purged { offsets })
     }
 
-    fn any_dead_in(&self, offsets: &Range<u64>) -> bool {
+    fn any_dead_in(&self, offsets: &Range<u64>, redrive: bool) -> bool {
         self.dead_letters
             .iter()
-            .any(|entry| offsets.contains(&entry.offset))
+            .any(|entry| taken_by(entry, offsets, redrive))
     }
 
     /// The slot of `requested` if it is in flight with that attempt and its lease has
     /// not run out at `now_ms`.
-    #[inline]
+    #[inline(always)]
     pub(super) fn check_owned(
         &self,
         requested: DeliveryId,
@@ -548,6 +448,12 @@ impl GroupState {
             _ => self.in_flight(),
         }
     }
+}
+
+/// Whether a redrive (or purge) of `offsets` takes `entry`. A message whose attempt
+/// numbers are used up (`u32::MAX`) cannot be delivered again, so it is never redriven.
+pub(super) fn taken_by(entry: &DeadLetterEntry, offsets: &Range<u64>, redrive: bool) -> bool {
+    offsets.contains(&entry.offset) && !(redrive && entry.attempts == u32::MAX)
 }
 
 pub(super) fn slot_id(slot: &Slot) -> DeliveryId {

@@ -1,12 +1,12 @@
-//! The operations beyond the seed, on [`Topic`] and [`GroupHandle`]: groups with settings,
-//! consumer identities, nack kinds, lease extension, redrive and purge, counters.
+//! The operations beyond the seed on [`Topic`]: groups with settings, consumer
+//! identities, nack kinds, lease extension, redrive and purge, counters. Their
+//! [`GroupHandle`](super::GroupHandle) twins are in `handle.rs`.
 //!
 //! Every one of them plans and applies through [`crate::group`], like the seed's.
 
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::handle::GroupHandle;
 use super::registry::Registry;
 use super::time::TopicTime;
 use super::{DeadLetterInfo, Delivery, DeliveryId, Nack, StartPosition, Topic, TopicError};
@@ -359,181 +359,7 @@ impl<M: Clone> Topic<M> {
     }
 }
 
-impl<M: Clone> GroupHandle<M> {
-    /// As [`Topic::poll_as`].
-    ///
-    /// # Errors
-    ///
-    /// As [`Topic::poll_as`].
-    ///
-    /// # Example
-    ///
-    /// ```
-    /// use mailroom::topic::Topic;
-    ///
-    /// let topic = Topic::new();
-    /// topic.create_group("g", 1).unwrap();
-    /// topic.publish('m');
-    /// let group = topic.group("g").unwrap();
-    /// assert_eq!(group.poll_as("me").unwrap().unwrap().message, 'm');
-    /// // With max_in_flight 1, another consumer gets nothing meanwhile.
-    /// assert_eq!(group.poll_as("you").unwrap(), None);
-    /// ```
-    #[inline]
-    pub fn poll_as(&self, consumer: &str) -> Result<Option<Delivery<M>>, TopicError> {
-        check_consumer(consumer)?;
-        self.group
-            .poll(&self.log, self.time.now_ms(), Some(consumer))
-    }
-
-    /// As [`Topic::nack_with`].
-    ///
-    /// # Errors
-    ///
-    /// As [`Topic::nack_with`].
-    ///
-    /// # Example
-    ///
-    /// ```
-    /// use mailroom::group::{NackKind, NackOptions};
-    /// use mailroom::topic::{Nack, Topic};
-    ///
-    /// let topic = Topic::new();
-    /// topic.create_group("g", 5).unwrap();
-    /// topic.publish('m');
-    /// let group = topic.group("g").unwrap();
-    /// let delivery = group.poll().unwrap().unwrap();
-    /// let reject = NackOptions::new(NackKind::Reject);
-    /// assert_eq!(group.nack_with(delivery.id(), reject).unwrap(), Nack::DeadLettered);
-    /// ```
-    pub fn nack_with(
-        &self,
-        delivery: DeliveryId,
-        options: NackOptions,
-    ) -> Result<Nack, TopicError> {
-        check_nack(&options, &self.time)?;
-        self.group.nack(delivery, &options, self.time.now_ms())
-    }
-
-    /// As [`Topic::touch`].
-    ///
-    /// # Errors
-    ///
-    /// As [`Topic::touch`].
-    ///
-    /// # Example
-    ///
-    /// ```
-    /// use mailroom::topic::Topic;
-    ///
-    /// let topic = Topic::new();
-    /// topic.create_group("g", 1).unwrap();
-    /// topic.publish('m');
-    /// let group = topic.group("g").unwrap();
-    /// let delivery = group.poll().unwrap().unwrap();
-    /// group.touch(delivery.id()).unwrap();
-    /// ```
-    pub fn touch(&self, delivery: DeliveryId) -> Result<(), TopicError> {
-        self.group.touch(delivery, self.time.now_ms())
-    }
-
-    /// As [`Topic::redrive`].
-    ///
-    /// # Errors
-    ///
-    /// As [`Topic::redrive`].
-    ///
-    /// # Example
-    ///
-    /// ```
-    /// use mailroom::topic::Topic;
-    ///
-    /// let topic: Topic<u8> = Topic::new();
-    /// topic.create_group("g", 1).unwrap();
-    /// assert_eq!(topic.group("g").unwrap().redrive(0..u64::MAX).unwrap(), 0);
-    /// ```
-    pub fn redrive(&self, offsets: Range<u64>) -> Result<u64, TopicError> {
-        self.group.redrive(offsets, false, self.time.now_ms())
-    }
-
-    /// As [`Topic::purge`].
-    ///
-    /// # Errors
-    ///
-    /// As [`Topic::purge`].
-    ///
-    /// # Example
-    ///
-    /// ```
-    /// use mailroom::topic::Topic;
-    ///
-    /// let topic: Topic<u8> = Topic::new();
-    /// topic.create_group("g", 1).unwrap();
-    /// assert_eq!(topic.group("g").unwrap().purge(0..10).unwrap(), 0);
-    /// ```
-    pub fn purge(&self, offsets: Range<u64>) -> Result<u64, TopicError> {
-        self.group.redrive(offsets, true, self.time.now_ms())
-    }
-
-    /// As [`Topic::dead_letter_info`].
-    ///
-    /// # Errors
-    ///
-    /// As [`Topic::dead_letter_info`].
-    ///
-    /// # Example
-    ///
-    /// ```
-    /// use mailroom::topic::Topic;
-    ///
-    /// let topic: Topic<u8> = Topic::new();
-    /// topic.create_group("g", 1).unwrap();
-    /// assert!(topic.group("g").unwrap().dead_letter_info().unwrap().is_empty());
-    /// ```
-    pub fn dead_letter_info(&self) -> Result<Vec<DeadLetterInfo<M>>, TopicError> {
-        self.group.dead_letter_info(&self.log, self.time.now_ms())
-    }
-
-    /// As [`Topic::group_counters`].
-    ///
-    /// # Errors
-    ///
-    /// As [`Topic::group_counters`].
-    ///
-    /// # Example
-    ///
-    /// ```
-    /// use mailroom::topic::Topic;
-    ///
-    /// let topic: Topic<u8> = Topic::new();
-    /// topic.create_group("g", 1).unwrap();
-    /// assert_eq!(topic.group("g").unwrap().counters().unwrap().releases, 0);
-    /// ```
-    pub fn counters(&self) -> Result<GroupCounters, TopicError> {
-        self.group.read(self.time.now_ms(), GroupState::counters)
-    }
-
-    /// As [`Topic::in_flight`].
-    ///
-    /// # Errors
-    ///
-    /// As [`Topic::in_flight`].
-    ///
-    /// # Example
-    ///
-    /// ```
-    /// use mailroom::topic::Topic;
-    ///
-    /// let topic: Topic<u8> = Topic::new();
-    /// topic.create_group("g", 1).unwrap();
-    /// assert!(topic.group("g").unwrap().in_flight().unwrap().is_empty());
-    /// ```
-    pub fn in_flight(&self) -> Result<Vec<DeliveryId>, TopicError> {
-        self.group.read(self.time.now_ms(), in_flight)
-    }
-}
-
-fn in_flight(machine: &GroupState) -> Vec<DeliveryId> {
+pub(super) fn in_flight(machine: &GroupState) -> Vec<DeliveryId> {
     machine
         .slots()
         .filter(|slot| matches!(slot.phase, crate::group::SlotPhase::InFlight { .. }))
@@ -560,7 +386,7 @@ fn invalid(error: GroupError) -> TopicError {
     }
 }
 
-fn check_consumer(consumer: &str) -> Result<(), TopicError> {
+pub(super) fn check_consumer(consumer: &str) -> Result<(), TopicError> {
     if consumer.is_empty() || consumer.len() > CONSUMER_BYTES_MAX {
         return Err(TopicError::InvalidArgument {
             reason: "a consumer must be 1 to CONSUMER_BYTES_MAX bytes",
@@ -569,7 +395,7 @@ fn check_consumer(consumer: &str) -> Result<(), TopicError> {
     Ok(())
 }
 
-fn check_nack(options: &NackOptions, time: &TopicTime) -> Result<(), TopicError> {
+pub(super) fn check_nack(options: &NackOptions, time: &TopicTime) -> Result<(), TopicError> {
     options.check().map_err(invalid)?;
     if options.delay_ms.is_some_and(|delay| delay > 0) && !time.is_set() {
         return Err(TopicError::InvalidArgument {

@@ -1,13 +1,16 @@
-//! [`GroupHandle`]: one group of a topic, without the name lookup.
+//! [`GroupHandle`]: one group of a topic, without the name lookup, with the seed's
+//! operations and those beyond it.
 
 use std::fmt;
+use std::ops::Range;
 use std::sync::Arc;
 
 use super::consumer_group::ConsumerGroup;
+use super::extended::{check_consumer, check_nack, in_flight};
 use super::log::Log;
 use super::time::TopicTime;
-use super::{DeadLetter, Delivery, DeliveryId, GroupInfo, Nack, TopicError};
-use crate::group::NackOptions;
+use super::{DeadLetter, DeadLetterInfo, Delivery, DeliveryId, GroupInfo, Nack, TopicError};
+use crate::group::{GroupCounters, GroupState, NackOptions};
 
 /// One consumer group of a [`Topic`](super::Topic), from [`Topic::group`](super::Topic::group).
 ///
@@ -199,5 +202,179 @@ impl<M> fmt::Debug for GroupHandle<M> {
         f.debug_struct("GroupHandle")
             .field("group", &self.group.name())
             .finish_non_exhaustive()
+    }
+}
+
+impl<M: Clone> GroupHandle<M> {
+    /// As [`Topic::poll_as`](super::Topic::poll_as).
+    ///
+    /// # Errors
+    ///
+    /// As [`Topic::poll_as`](super::Topic::poll_as).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use mailroom::topic::Topic;
+    ///
+    /// let topic = Topic::new();
+    /// topic.create_group("g", 1).unwrap();
+    /// topic.publish('m');
+    /// let group = topic.group("g").unwrap();
+    /// assert_eq!(group.poll_as("me").unwrap().unwrap().message, 'm');
+    /// // With max_in_flight 1, another consumer gets nothing meanwhile.
+    /// assert_eq!(group.poll_as("you").unwrap(), None);
+    /// ```
+    #[inline]
+    pub fn poll_as(&self, consumer: &str) -> Result<Option<Delivery<M>>, TopicError> {
+        check_consumer(consumer)?;
+        self.group
+            .poll(&self.log, self.time.now_ms(), Some(consumer))
+    }
+
+    /// As [`Topic::nack_with`](super::Topic::nack_with).
+    ///
+    /// # Errors
+    ///
+    /// As [`Topic::nack_with`](super::Topic::nack_with).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use mailroom::group::{NackKind, NackOptions};
+    /// use mailroom::topic::{Nack, Topic};
+    ///
+    /// let topic = Topic::new();
+    /// topic.create_group("g", 5).unwrap();
+    /// topic.publish('m');
+    /// let group = topic.group("g").unwrap();
+    /// let delivery = group.poll().unwrap().unwrap();
+    /// let reject = NackOptions::new(NackKind::Reject);
+    /// assert_eq!(group.nack_with(delivery.id(), reject).unwrap(), Nack::DeadLettered);
+    /// ```
+    pub fn nack_with(
+        &self,
+        delivery: DeliveryId,
+        options: NackOptions,
+    ) -> Result<Nack, TopicError> {
+        check_nack(&options, &self.time)?;
+        self.group.nack(delivery, &options, self.time.now_ms())
+    }
+
+    /// As [`Topic::touch`](super::Topic::touch).
+    ///
+    /// # Errors
+    ///
+    /// As [`Topic::touch`](super::Topic::touch).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use mailroom::topic::Topic;
+    ///
+    /// let topic = Topic::new();
+    /// topic.create_group("g", 1).unwrap();
+    /// topic.publish('m');
+    /// let group = topic.group("g").unwrap();
+    /// let delivery = group.poll().unwrap().unwrap();
+    /// group.touch(delivery.id()).unwrap();
+    /// ```
+    pub fn touch(&self, delivery: DeliveryId) -> Result<(), TopicError> {
+        self.group.touch(delivery, self.time.now_ms())
+    }
+
+    /// As [`Topic::redrive`](super::Topic::redrive).
+    ///
+    /// # Errors
+    ///
+    /// As [`Topic::redrive`](super::Topic::redrive).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use mailroom::topic::Topic;
+    ///
+    /// let topic: Topic<u8> = Topic::new();
+    /// topic.create_group("g", 1).unwrap();
+    /// assert_eq!(topic.group("g").unwrap().redrive(0..u64::MAX).unwrap(), 0);
+    /// ```
+    pub fn redrive(&self, offsets: Range<u64>) -> Result<u64, TopicError> {
+        self.group.redrive(offsets, false, self.time.now_ms())
+    }
+
+    /// As [`Topic::purge`](super::Topic::purge).
+    ///
+    /// # Errors
+    ///
+    /// As [`Topic::purge`](super::Topic::purge).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use mailroom::topic::Topic;
+    ///
+    /// let topic: Topic<u8> = Topic::new();
+    /// topic.create_group("g", 1).unwrap();
+    /// assert_eq!(topic.group("g").unwrap().purge(0..10).unwrap(), 0);
+    /// ```
+    pub fn purge(&self, offsets: Range<u64>) -> Result<u64, TopicError> {
+        self.group.redrive(offsets, true, self.time.now_ms())
+    }
+
+    /// As [`Topic::dead_letter_info`](super::Topic::dead_letter_info).
+    ///
+    /// # Errors
+    ///
+    /// As [`Topic::dead_letter_info`](super::Topic::dead_letter_info).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use mailroom::topic::Topic;
+    ///
+    /// let topic: Topic<u8> = Topic::new();
+    /// topic.create_group("g", 1).unwrap();
+    /// assert!(topic.group("g").unwrap().dead_letter_info().unwrap().is_empty());
+    /// ```
+    pub fn dead_letter_info(&self) -> Result<Vec<DeadLetterInfo<M>>, TopicError> {
+        self.group.dead_letter_info(&self.log, self.time.now_ms())
+    }
+
+    /// As [`Topic::group_counters`](super::Topic::group_counters).
+    ///
+    /// # Errors
+    ///
+    /// As [`Topic::group_counters`](super::Topic::group_counters).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use mailroom::topic::Topic;
+    ///
+    /// let topic: Topic<u8> = Topic::new();
+    /// topic.create_group("g", 1).unwrap();
+    /// assert_eq!(topic.group("g").unwrap().counters().unwrap().releases, 0);
+    /// ```
+    pub fn counters(&self) -> Result<GroupCounters, TopicError> {
+        self.group.read(self.time.now_ms(), GroupState::counters)
+    }
+
+    /// As [`Topic::in_flight`](super::Topic::in_flight).
+    ///
+    /// # Errors
+    ///
+    /// As [`Topic::in_flight`](super::Topic::in_flight).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use mailroom::topic::Topic;
+    ///
+    /// let topic: Topic<u8> = Topic::new();
+    /// topic.create_group("g", 1).unwrap();
+    /// assert!(topic.group("g").unwrap().in_flight().unwrap().is_empty());
+    /// ```
+    pub fn in_flight(&self) -> Result<Vec<DeliveryId>, TopicError> {
+        self.group.read(self.time.now_ms(), in_flight)
     }
 }

@@ -28,8 +28,8 @@
 //! - The final `nack` (attempt == `max_attempts`) appends the message to *this group's*
 //!   dead-letter queue once, moves the cursor on and returns [`Nack::DeadLettered`].
 //!   Repeating it is `NotOwned`: nothing is dead-lettered twice.
-//! - There is no clock: no timeout, no automatic redelivery. A delivery stays in flight
-//!   until it is acked or nacked.
+//! - A topic made with [`Topic::new`] has no clock: no timeout, no automatic
+//!   redelivery. A delivery stays in flight until it is acked or nacked.
 //!
 //! ```
 //! use mailroom::topic::{Nack, Topic, TopicError};
@@ -59,6 +59,52 @@
 //! assert_eq!((second.offset, second.attempt, second.message), (0, 2, "invoice-17"));
 //! topic.ack("billing", second.id()).unwrap();
 //! assert_eq!(topic.position("billing").unwrap(), 1);
+//! ```
+//!
+//! # Beyond the seed
+//!
+//! Per group and optional, through [`Topic::create_group_with`] and a
+//! [`GroupConfig`](crate::group::GroupConfig) (the rules are in [`crate::group`], the full
+//! contract in `docs/semantics.md`):
+//!
+//! - **Leases** (`lease_ms`, on a topic made with [`Topic::with_clock`]): a delivery not
+//!   acked, nacked or [touched](Topic::touch) in time loses its owner, which counts as a
+//!   failure; the final one dead-letters with reason "lease expired".
+//! - **Nack kinds** ([`Topic::nack_with`]): nack (a failure), release (not a failure),
+//!   reject (dead-letters at once), each with an optional delay and reason.
+//! - **Backoff**: a failed message waits before its next delivery, and holds back every
+//!   message above it meanwhile.
+//! - **Redrive and purge** ([`Topic::redrive`], [`Topic::purge`]) of this group's dead
+//!   letters; [`Topic::dead_letter_info`] shows each one's reason and time.
+//! - **Parallel deliveries** (`max_in_flight` W): up to W deliveries in flight, one per
+//!   consumer identity ([`Topic::poll_as`]), delivered in offset order and never more than
+//!   W − 1 offsets ahead of the position.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use mailroom::clock::ManualClock;
+//! use mailroom::group::{Backoff, GroupConfig};
+//! use mailroom::topic::{StartPosition, Topic};
+//!
+//! let clock = Arc::new(ManualClock::new(0));
+//! let topic = Topic::with_clock(clock.clone());
+//! let config = GroupConfig::new(3)
+//!     .with_lease_ms(1_000)
+//!     .with_backoff(Backoff::Fixed { delay_ms: 100 })
+//!     .with_max_in_flight(2);
+//! topic.create_group_with("workers", StartPosition::Earliest, config).unwrap();
+//! topic.publish("a");
+//! topic.publish("b");
+//! let a = topic.poll_as("workers", "w1").unwrap().unwrap();
+//! let b = topic.poll_as("workers", "w2").unwrap().unwrap();
+//! topic.ack("workers", b.id()).unwrap();
+//! // w1 crashed: after its lease, "a" is retried after the backoff.
+//! clock.advance_ms(1_000);
+//! assert_eq!(topic.poll_as("workers", "w2").unwrap(), None);
+//! clock.advance_ms(100);
+//! let retry = topic.poll_as("workers", "w2").unwrap().unwrap();
+//! assert_eq!((retry.offset, retry.attempt), (a.offset, 2));
+//! assert!(topic.ack("workers", a.id()).is_err());
 //! ```
 //!
 //! # Errors
