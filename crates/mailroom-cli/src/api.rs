@@ -4,8 +4,8 @@
 
 use bytes::Bytes;
 use mailroom_client::{
-    ChannelDelivery, ChannelInfo, Client, ClientError, DeadLetter, Delivery, DeliveryId, GroupInfo,
-    NackOutcome, StartPosition, Subscription, TopicInfo, TopicSummary,
+    ChannelDelivery, ChannelInfo, Client, ClientError, DeadLetter, Delivery, DeliveryId,
+    NackOutcome, Subscription, TopicInfo, TopicSummary,
 };
 
 /// A stream of live-channel messages.
@@ -31,14 +31,6 @@ pub trait Api {
     async fn publish(&self, topic: &str, payload: Bytes) -> Result<u64, ClientError>;
     async fn publish_batch(&self, topic: &str, payloads: &[Bytes])
         -> Result<Vec<u64>, ClientError>;
-    async fn create_group(
-        &self,
-        topic: &str,
-        group: &str,
-        max_attempts: u32,
-        start: StartPosition,
-    ) -> Result<(), ClientError>;
-    async fn group_info(&self, topic: &str, group: &str) -> Result<GroupInfo, ClientError>;
     async fn poll(&self, topic: &str, group: &str) -> Result<Option<Delivery>, ClientError>;
     async fn ack(&self, topic: &str, group: &str, id: DeliveryId) -> Result<(), ClientError>;
     async fn nack(
@@ -85,18 +77,6 @@ impl Api for Client {
         payloads: &[Bytes],
     ) -> Result<Vec<u64>, ClientError> {
         Client::publish_batch(self, topic, payloads).await
-    }
-    async fn create_group(
-        &self,
-        topic: &str,
-        group: &str,
-        max_attempts: u32,
-        start: StartPosition,
-    ) -> Result<(), ClientError> {
-        Client::create_group(self, topic, group, max_attempts, start).await
-    }
-    async fn group_info(&self, topic: &str, group: &str) -> Result<GroupInfo, ClientError> {
-        Client::group_info(self, topic, group).await
     }
     async fn poll(&self, topic: &str, group: &str) -> Result<Option<Delivery>, ClientError> {
         Client::poll(self, topic, group).await

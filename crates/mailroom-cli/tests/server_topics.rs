@@ -236,6 +236,15 @@ async fn openapi_documents_every_endpoint() {
         ("/v1/topics/{topic}/groups/{group}/ack", "post"),
         ("/v1/topics/{topic}/groups/{group}/nack", "post"),
         ("/v1/topics/{topic}/groups/{group}/dead-letters", "get"),
+        ("/v1/topics/{topic}/groups/{group}/touch", "post"),
+        (
+            "/v1/topics/{topic}/groups/{group}/dead-letters/redrive",
+            "post",
+        ),
+        (
+            "/v1/topics/{topic}/groups/{group}/dead-letters/purge",
+            "post",
+        ),
         ("/v1/channels", "get"),
         ("/v1/channels/{channel}", "put"),
         ("/v1/channels/{channel}", "get"),

@@ -89,7 +89,11 @@ impl Client {
         Ok(url)
     }
 
-    fn request(&self, method: Method, segments: &[&str]) -> Result<RequestBuilder, ClientError> {
+    pub(crate) fn request(
+        &self,
+        method: Method,
+        segments: &[&str],
+    ) -> Result<RequestBuilder, ClientError> {
         let mut request = self.http.request(method, self.url(segments)?);
         if let Some(token) = &self.token {
             request = request.bearer_auth(token);
@@ -98,7 +102,7 @@ impl Client {
     }
 
     /// Sends the request and turns an error status into [`ClientError::Api`].
-    async fn send(request: RequestBuilder) -> Result<Response, ClientError> {
+    pub(crate) async fn send(request: RequestBuilder) -> Result<Response, ClientError> {
         let response = request.send().await?;
         let status = response.status();
         if status.is_success() {
@@ -119,7 +123,9 @@ impl Client {
         })
     }
 
-    async fn json<T: DeserializeOwned>(request: RequestBuilder) -> Result<T, ClientError> {
+    pub(crate) async fn json<T: DeserializeOwned>(
+        request: RequestBuilder,
+    ) -> Result<T, ClientError> {
         let response = Self::send(request).await?;
         let body = response.bytes().await?;
         serde_json::from_slice(&body).map_err(|e| ClientError::UnexpectedResponse(e.to_string()))

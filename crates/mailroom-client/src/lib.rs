@@ -1,7 +1,7 @@
 //! A Rust client for the mailroom broker's HTTP API.
 //!
 //! [`Client`] has one async method per endpoint: topics, consumer groups (poll, ack,
-//! nack, dead letters) and live channels (publish, and [`Client::subscribe`] over
+//! nack, touch, dead letters, redrive, purge) and live channels (publish, and [`Client::subscribe`] over
 //! WebSocket). Payloads are bytes; the client picks the wire encoding (text when UTF-8,
 //! base64 otherwise) and decodes it back, so callers never see it.
 //!
@@ -25,11 +25,15 @@
 
 mod client;
 mod error;
+mod group_control;
 mod subscription;
 mod types;
 
 pub use client::Client;
 pub use error::ClientError;
+pub use group_control::{
+    Backoff, DeadLetterNote, GroupCounters, GroupDetail, GroupOptions, NackKind, NackOptions,
+};
 pub use subscription::{SubscribeOptions, Subscription};
 pub use types::{
     ChannelDelivery, ChannelInfo, DeadLetter, Delivery, DeliveryId, GroupInfo, NackOutcome,

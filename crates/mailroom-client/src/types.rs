@@ -53,7 +53,10 @@ pub struct DeadLetter {
 pub enum NackOutcome {
     /// Attempts remain: the next poll delivers the same message again.
     Retry,
-    /// That was the final attempt: the message is in the group's dead-letter queue.
+    /// A release: handed back without counting as a failure; it will be delivered again.
+    Released,
+    /// That was the final attempt (or a reject): the message is in the group's
+    /// dead-letter queue.
     DeadLettered,
 }
 

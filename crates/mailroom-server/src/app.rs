@@ -14,7 +14,7 @@ use crate::body::JSON_BODY_BYTES_MAX;
 use crate::error::{errors_as_json, ApiError};
 use crate::metrics::RequestLabels;
 use crate::routes::topics::BATCH_BODY_PAYLOADS_MAX;
-use crate::routes::{channels, groups, ops, topics};
+use crate::routes::{channels, group_control, groups, ops, topics};
 use crate::state::AppState;
 
 /// The whole API as an axum router over `state`.
@@ -45,8 +45,23 @@ pub fn router(state: AppState) -> Router {
                 .get(groups::group_info)
                 .layer(json),
         )
-        .route(&format!("{group}/poll"), post(groups::poll))
-        .route(&format!("{group}/poll/raw"), post(groups::poll_raw))
+        .route(&format!("{group}/poll"), post(groups::poll).layer(json))
+        .route(
+            &format!("{group}/poll/raw"),
+            post(groups::poll_raw).layer(json),
+        )
+        .route(
+            &format!("{group}/touch"),
+            post(group_control::touch).layer(json),
+        )
+        .route(
+            &format!("{group}/dead-letters/redrive"),
+            post(group_control::redrive).layer(json),
+        )
+        .route(
+            &format!("{group}/dead-letters/purge"),
+            post(group_control::purge).layer(json),
+        )
         .route(&format!("{group}/ack"), post(groups::ack).layer(json))
         .route(&format!("{group}/nack"), post(groups::nack).layer(json))
         .route(&format!("{group}/dead-letters"), get(groups::dead_letters))

@@ -7,6 +7,7 @@
 
 use std::sync::atomic::AtomicI64;
 
+use mailroom::group::GroupCounters;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -81,6 +82,18 @@ pub struct Metrics {
     pub nacks: Family<NackLabels, Counter>,
     /// Messages dead-lettered.
     pub dead_letters: Family<GroupLabels, Counter>,
+    /// Deliveries that were not a message's first, per group; caught up from the store's
+    /// durable group counters on every scrape (so they count lease expiries too).
+    pub redeliveries: Family<GroupLabels, Counter>,
+    /// Deliveries whose lease ran out, per group; caught up on every scrape.
+    pub expired_leases: Family<GroupLabels, Counter>,
+    /// Deliveries handed back with `release`, per group; caught up on every scrape.
+    pub releases: Family<GroupLabels, Counter>,
+    /// Dead letters redriven, per group; caught up on every scrape.
+    pub redrives: Family<GroupLabels, Counter>,
+    /// Serialises the catch-up of the four counters above, so two scrapes at once
+    /// cannot both add the same difference.
+    group_counters_sync: std::sync::Mutex<()>,
     /// Messages published but not finished, per group; refreshed on every scrape.
     pub lag: Family<GroupLabels, Gauge<i64, AtomicI64>>,
     /// Messages published to a live channel.
@@ -112,6 +125,11 @@ impl Metrics {
             nacks: Family::default(),
             dead_letters: Family::default(),
             lag: Family::default(),
+            redeliveries: Family::default(),
+            expired_leases: Family::default(),
+            releases: Family::default(),
+            redrives: Family::default(),
+            group_counters_sync: std::sync::Mutex::new(()),
             channel_publishes: Family::default(),
             channel_deliveries: Family::default(),
             channel_drops: Family::default(),
@@ -144,6 +162,26 @@ impl Metrics {
             "group_lag",
             "Messages not yet finished by a group",
             metrics.lag.clone(),
+        );
+        registry.register(
+            "redeliveries",
+            "Deliveries that were not a message's first",
+            metrics.redeliveries.clone(),
+        );
+        registry.register(
+            "expired_leases",
+            "Deliveries whose lease ran out",
+            metrics.expired_leases.clone(),
+        );
+        registry.register(
+            "releases",
+            "Deliveries handed back without counting as a failure",
+            metrics.releases.clone(),
+        );
+        registry.register(
+            "redrives",
+            "Dead letters put back for delivery",
+            metrics.redrives.clone(),
         );
         registry.register(
             "channel_publishes",
@@ -181,6 +219,29 @@ impl Metrics {
         GroupLabels {
             topic: topic.to_owned(),
             group: group.to_owned(),
+        }
+    }
+
+    /// Raises the per-group event counters to the store's durable `counters` (which only
+    /// grow), so a scrape reports events that happened inside the store, such as lease
+    /// expiries, and not only those seen by a handler.
+    pub fn catch_up_group_counters(&self, labels: &GroupLabels, counters: GroupCounters) {
+        let _one_at_a_time = self
+            .group_counters_sync
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let pairs = [
+            (&self.redeliveries, counters.redeliveries),
+            (&self.expired_leases, counters.expired_leases),
+            (&self.releases, counters.releases),
+            (&self.redrives, counters.redrives),
+        ];
+        for (family, total) in pairs {
+            let counter = family.get_or_create(labels);
+            let seen = counter.get();
+            if total > seen {
+                counter.inc_by(total - seen);
+            }
         }
     }
 
@@ -231,6 +292,33 @@ mod tests {
         );
         assert!(
             text.contains("mailroom_http_request_duration_seconds_bucket"),
+            "{text}"
+        );
+    }
+
+    // Proves the group counters follow the store's totals, never double-count a total
+    // seen twice, and never go down.
+    #[test]
+    fn group_counters_catch_up() {
+        let metrics = Metrics::new();
+        let labels = Metrics::group("t", "g");
+        let mut totals = GroupCounters {
+            redeliveries: 3,
+            expired_leases: 1,
+            ..GroupCounters::default()
+        };
+        metrics.catch_up_group_counters(&labels, totals);
+        metrics.catch_up_group_counters(&labels, totals);
+        totals.redeliveries = 5;
+        metrics.catch_up_group_counters(&labels, totals);
+        metrics.catch_up_group_counters(&labels, GroupCounters::default());
+        let text = metrics.render();
+        assert!(
+            text.contains("mailroom_redeliveries_total{topic=\"t\",group=\"g\"} 5"),
+            "{text}"
+        );
+        assert!(
+            text.contains("mailroom_expired_leases_total{topic=\"t\",group=\"g\"} 1"),
             "{text}"
         );
     }

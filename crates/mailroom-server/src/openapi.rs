@@ -6,7 +6,7 @@ use utoipa::{Modify, OpenApi};
 
 use crate::error::ErrorBody;
 use crate::names::Name;
-use crate::routes::{channels, groups, ops, topics};
+use crate::routes::{channels, group_control, groups, ops, topics};
 
 /// The API's OpenAPI document.
 ///
@@ -25,6 +25,7 @@ use crate::routes::{channels, groups, ops, topics};
         topics::publish_batch,
         groups::create_group, groups::group_info, groups::poll, groups::poll_raw, groups::ack,
         groups::nack, groups::dead_letters,
+        group_control::touch, group_control::redrive, group_control::purge,
         channels::create_channel, channels::list_channels, channels::channel_info_route,
         channels::publish_channel, channels::close_channel, channels::subscribe_ws,
         channels::subscribe_events,
@@ -34,7 +35,8 @@ use crate::routes::{channels, groups, ops, topics};
     modifiers(&BearerOnV1, &RawBodiesOptional),
     tags(
         (name = "topics", description = "Durable, retained topics"),
-        (name = "groups", description = "Consumer groups: poll, ack, nack, dead letters"),
+        (name = "groups", description = "Consumer groups: poll, ack, nack (release, reject), \
+            touch, dead letters, redrive, purge"),
         (name = "channels", description = "Live, best-effort fan-out"),
         (name = "operations", description = "Health, metrics, this document"),
     )

@@ -164,6 +164,9 @@ impl LogConsumer for MailroomConsumer {
             match self.client.nack(&self.topic, &self.group, handle).await? {
                 NackOutcome::Retry => FailOutcome::Retry,
                 NackOutcome::DeadLettered => FailOutcome::DeadLettered,
+                // A plain nack counts a failure; the server answers `released` only to a
+                // release, which the bench never sends.
+                NackOutcome::Released => anyhow::bail!("a plain nack was answered as a release"),
             },
         )
     }

@@ -63,6 +63,7 @@ pub async fn consume(api: &impl Api, args: &Args, output: Output) -> anyhow::Res
         } else if args.nack {
             match api.nack(&args.topic, &args.group, delivery.id()).await? {
                 NackOutcome::Retry => "nacked (will retry)",
+                NackOutcome::Released => "released",
                 NackOutcome::DeadLettered => "nacked (dead-lettered)",
             }
         } else {
@@ -112,8 +113,7 @@ mod tests {
     use std::sync::Mutex;
 
     use mailroom_client::{
-        ChannelDelivery, ChannelInfo, ClientError, DeadLetter, DeliveryId, GroupInfo,
-        StartPosition, TopicInfo, TopicSummary,
+        ChannelDelivery, ChannelInfo, ClientError, DeadLetter, DeliveryId, TopicInfo, TopicSummary,
     };
 
     use super::*;
@@ -168,18 +168,6 @@ mod tests {
             unused()
         }
         async fn publish_batch(&self, _: &str, _: &[Bytes]) -> Result<Vec<u64>, ClientError> {
-            unused()
-        }
-        async fn create_group(
-            &self,
-            _: &str,
-            _: &str,
-            _: u32,
-            _: StartPosition,
-        ) -> Result<(), ClientError> {
-            unused()
-        }
-        async fn group_info(&self, _: &str, _: &str) -> Result<GroupInfo, ClientError> {
             unused()
         }
         async fn dead_letters(&self, _: &str, _: &str) -> Result<Vec<DeadLetter>, ClientError> {

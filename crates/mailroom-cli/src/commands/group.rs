@@ -1,9 +1,9 @@
-//! `mailroom group create|info`.
+//! `mailroom group create|info|poll|nack|touch|redrive|purge`.
 
-use mailroom_client::{GroupInfo, StartPosition};
+use mailroom_client::{Client, GroupInfo, GroupOptions, StartPosition};
 use serde_json::json;
 
-use crate::api::Api;
+use crate::commands::group_control::{self, parse_backoff, ControlCommand};
 use crate::output::Output;
 
 /// Group subcommands.
@@ -21,14 +21,27 @@ pub enum GroupCommand {
         /// Where to start: earliest, latest, or an offset.
         #[arg(long, default_value = "earliest", value_parser = parse_start)]
         start: StartPosition,
+        /// Each delivery's lease in milliseconds; an expired lease counts as a failure.
+        #[arg(long)]
+        lease_ms: Option<u64>,
+        /// Retry backoff: `fixed:MS` or `exp:BASE_MS:CAP_MS`.
+        #[arg(long, value_parser = parse_backoff)]
+        backoff: Option<mailroom_client::Backoff>,
+        /// Deliveries in flight at once (W, default 1).
+        #[arg(long)]
+        max_in_flight: Option<u32>,
     },
-    /// Show a group's position, attempt, in-flight delivery, lag and dead letters.
+    /// Show a group's position, lag, settings, counters, deliveries in flight and dead
+    /// letters with their reasons.
     Info {
         /// The topic.
         topic: String,
         /// The group.
         group: String,
     },
+    /// Leases, nack kinds, consumer identities, redrive and purge.
+    #[command(flatten)]
+    Control(ControlCommand),
 }
 
 /// Parses `earliest`, `latest` or an offset.
@@ -62,25 +75,37 @@ pub fn describe(group: &GroupInfo) -> String {
 }
 
 /// Runs a group subcommand.
-pub async fn run(api: &impl Api, command: GroupCommand, output: Output) -> anyhow::Result<()> {
+pub async fn run(api: &Client, command: GroupCommand, output: Output) -> anyhow::Result<()> {
     match command {
         GroupCommand::Create {
             topic,
             group,
             max_attempts,
             start,
+            lease_ms,
+            backoff,
+            max_in_flight,
         } => {
-            api.create_group(&topic, &group, max_attempts, start)
-                .await?;
+            let options = GroupOptions {
+                max_attempts,
+                start,
+                lease_ms,
+                backoff,
+                max_in_flight,
+            };
+            api.create_group_with(&topic, &group, &options).await?;
             output.emit(
                 json!({ "topic": topic, "group": group, "created": true }),
                 || format!("created group {group} on {topic} (max attempts {max_attempts})"),
             );
         }
         GroupCommand::Info { topic, group } => {
-            let info = api.group_info(&topic, &group).await?;
-            output.emit(serde_json::to_value(&info)?, || describe(&info));
+            let detail = api.group_detail(&topic, &group).await?;
+            output.emit(serde_json::to_value(&detail)?, || {
+                group_control::describe_detail(&detail)
+            });
         }
+        GroupCommand::Control(command) => group_control::run(api, command, output).await?,
     }
     Ok(())
 }

@@ -3,7 +3,7 @@
 //! Every transition goes through the store, which runs the one group state machine
 //! (`mailroom::group`) and makes the event durable before the response is sent.
 
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -18,6 +18,10 @@ use crate::body::JsonBody;
 use crate::error::{ApiError, ErrorBody};
 use crate::metrics::{Metrics, NackLabels};
 use crate::names::check_name;
+use crate::routes::group_control::{
+    group_config, group_detail, poll_consumer, BackoffBody, GroupDetailBody, NackRequest,
+    PollRequest,
+};
 use crate::state::AppState;
 
 /// The header carrying the offset on a raw poll.
@@ -40,6 +44,17 @@ pub struct CreateGroup {
     /// retained log or at its end.
     #[serde(default)]
     pub start: Option<Start>,
+    /// Each delivery's lease in milliseconds (1 to 7 days); an expired lease counts as a
+    /// failure. Absent: owned until acked or nacked.
+    #[serde(default, deserialize_with = "crate::body::whole::deserialize_option")]
+    pub lease_ms: Option<u64>,
+    /// Delay before a failed message is redelivered. Absent: ready at once.
+    #[serde(default)]
+    pub backoff: Option<BackoffBody>,
+    /// Deliveries in flight at once, W (1 to 65,536; default 1).
+    #[serde(default, deserialize_with = "crate::body::whole::deserialize_option")]
+    #[schema(minimum = 1, maximum = 65_536)]
+    pub max_in_flight: Option<u32>,
 }
 
 /// Where a new group starts.
@@ -132,7 +147,10 @@ pub struct Acked {
 pub enum NackOutcome {
     /// Attempts remain; the next poll delivers the message again with attempt + 1.
     Retry,
-    /// That was the final attempt; the message is in the group's dead-letter queue.
+    /// A `release`: handed back without counting as a failure; delivered again later.
+    Released,
+    /// That was the final attempt (or a `reject`); the message is in the group's
+    /// dead-letter queue.
     DeadLettered,
 }
 
@@ -150,6 +168,10 @@ pub struct DeadLetterBody {
     pub offset: u64,
     /// Deliveries made before it was dead-lettered.
     pub attempts: u32,
+    /// The reason given with the final failure (`"lease expired"` for a lease), or null.
+    pub reason: Option<String>,
+    /// When it was dead-lettered, in Unix milliseconds.
+    pub at_ms: u64,
     /// The message, when it is valid UTF-8.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub payload: Option<String>,
@@ -231,11 +253,19 @@ pub async fn create_group(
         topic: topic.clone(),
         group: group.clone(),
     };
+    let config = group_config(
+        request.max_attempts,
+        request.lease_ms,
+        request.backoff,
+        request.max_in_flight,
+    );
     state
         .blocking(move |store| {
-            store
-                .topic(&topic)?
-                .create_group_at(&group, request.max_attempts, start)
+            let topic = store.topic(&topic)?;
+            match config {
+                None => topic.create_group_at(&group, request.max_attempts, start),
+                Some(config) => topic.create_group_with(&group, start, config),
+            }
         })
         .await?;
     Ok((StatusCode::CREATED, Json(body)).into_response())
@@ -246,7 +276,8 @@ pub async fn create_group(
     params(("topic" = crate::names::Name, Path, description = "Topic name"),
            ("group" = crate::names::Name, Path, description = "Group name")),
     responses(
-        (status = 200, description = "The group's state", body = GroupInfoBody),
+        (status = 200, description = "The group's state, settings, counters, deliveries in \
+            flight and dead-letter reasons", body = GroupDetailBody),
         (status = 400, description = "Invalid name", body = ErrorBody),
         (status = 401, description = "Missing or wrong token", body = ErrorBody),
         (status = 404, description = "Unknown topic or group", body = ErrorBody),
@@ -254,23 +285,27 @@ pub async fn create_group(
 pub async fn group_info(
     State(state): State<AppState>,
     Path((topic, group)): Path<(String, String)>,
-) -> Result<Json<GroupInfoBody>, ApiError> {
+) -> Result<Json<GroupDetailBody>, ApiError> {
     check_names(&topic, &group)?;
-    let info = state
-        .blocking(move |store| store.topic(&topic)?.group_info(&group))
-        .await?;
-    Ok(Json(group_info_body(info)))
+    Ok(Json(group_detail(&state, topic, group).await?))
 }
 
 async fn poll_delivery(
     state: &AppState,
     topic: String,
     group: String,
+    consumer: Option<String>,
 ) -> Result<Option<mailroom::topic::Delivery<Bytes>>, ApiError> {
     check_names(&topic, &group)?;
     let labels = Metrics::group(&topic, &group);
     let delivery = state
-        .blocking(move |store| store.topic(&topic)?.poll(&group))
+        .blocking(move |store| {
+            let topic = store.topic(&topic)?;
+            match consumer {
+                None => topic.poll(&group),
+                Some(consumer) => topic.poll_as(&group, &consumer),
+            }
+        })
         .await?;
     if delivery.is_some() {
         state.metrics.deliveries.get_or_create(&labels).inc();
@@ -282,7 +317,8 @@ async fn poll_delivery(
 /// message, or 204 when the group has finished everything published.
 #[utoipa::path(post, path = "/v1/topics/{topic}/groups/{group}/poll", tag = "groups",
     params(("topic" = crate::names::Name, Path, description = "Topic name"),
-           ("group" = crate::names::Name, Path, description = "Group name")),
+           ("group" = crate::names::Name, Path, description = "Group name"), PollRequest),
+    request_body(content = PollRequest, description = "Optional: who polls"),
     responses(
         (status = 200, description = "A delivery", body = DeliveryBody),
         (status = 204, description = "Nothing waiting"),
@@ -293,8 +329,11 @@ async fn poll_delivery(
 pub async fn poll(
     State(state): State<AppState>,
     Path((topic, group)): Path<(String, String)>,
+    Query(query): Query<PollRequest>,
+    body: Bytes,
 ) -> Result<Response, ApiError> {
-    let Some(delivery) = poll_delivery(&state, topic, group).await? else {
+    let consumer = poll_consumer(query, &body)?;
+    let Some(delivery) = poll_delivery(&state, topic, group, consumer).await? else {
         return Ok(StatusCode::NO_CONTENT.into_response());
     };
     let (payload, payload_base64) = encode_payload(delivery.message);
@@ -311,7 +350,8 @@ pub async fn poll(
 /// the `mailroom-offset` and `mailroom-attempt` headers.
 #[utoipa::path(post, path = "/v1/topics/{topic}/groups/{group}/poll/raw", tag = "groups",
     params(("topic" = crate::names::Name, Path, description = "Topic name"),
-           ("group" = crate::names::Name, Path, description = "Group name")),
+           ("group" = crate::names::Name, Path, description = "Group name"), PollRequest),
+    request_body(content = PollRequest, description = "Optional: who polls"),
     responses(
         (status = 200, description = "A delivery's bytes", content_type = "application/octet-stream",
             body = String,
@@ -325,8 +365,11 @@ pub async fn poll(
 pub async fn poll_raw(
     State(state): State<AppState>,
     Path((topic, group)): Path<(String, String)>,
+    Query(query): Query<PollRequest>,
+    body: Bytes,
 ) -> Result<Response, ApiError> {
-    let Some(delivery) = poll_delivery(&state, topic, group).await? else {
+    let consumer = poll_consumer(query, &body)?;
+    let Some(delivery) = poll_delivery(&state, topic, group, consumer).await? else {
         return Ok(StatusCode::NO_CONTENT.into_response());
     };
     let mut headers = HeaderMap::new();
@@ -377,9 +420,9 @@ pub async fn ack(
 #[utoipa::path(post, path = "/v1/topics/{topic}/groups/{group}/nack", tag = "groups",
     params(("topic" = crate::names::Name, Path, description = "Topic name"),
            ("group" = crate::names::Name, Path, description = "Group name")),
-    request_body = DeliveryRef,
+    request_body = NackRequest,
     responses(
-        (status = 200, description = "retry or dead_lettered", body = Nacked),
+        (status = 200, description = "retry, released or dead_lettered", body = Nacked),
         (status = 400, description = "Invalid name or JSON", body = ErrorBody),
         (status = 401, description = "Missing or wrong token", body = ErrorBody),
         (status = 404, description = "Unknown topic or group", body = ErrorBody),
@@ -389,18 +432,17 @@ pub async fn ack(
 pub async fn nack(
     State(state): State<AppState>,
     Path((topic, group)): Path<(String, String)>,
-    JsonBody(delivery): JsonBody<DeliveryRef>,
+    JsonBody(request): JsonBody<NackRequest>,
 ) -> Result<Json<Nacked>, ApiError> {
     check_names(&topic, &group)?;
     let labels = Metrics::group(&topic, &group);
-    let id = DeliveryId {
-        offset: delivery.offset,
-        attempt: delivery.attempt,
-    };
+    let (id, options) = request.split();
+    let released = options.kind == mailroom::group::NackKind::Release;
     let nack = state
-        .blocking(move |store| store.topic(&topic)?.nack(&group, id))
+        .blocking(move |store| store.topic(&topic)?.nack_with(&group, id, options))
         .await?;
     let outcome = match nack {
+        Nack::Retry if released => NackOutcome::Released,
         Nack::Retry => NackOutcome::Retry,
         Nack::DeadLettered => {
             state.metrics.dead_letters.get_or_create(&labels).inc();
@@ -409,6 +451,7 @@ pub async fn nack(
     };
     let outcome_label = match outcome {
         NackOutcome::Retry => "retry",
+        NackOutcome::Released => "released",
         NackOutcome::DeadLettered => "dead_lettered",
     };
     state
@@ -439,7 +482,7 @@ pub async fn dead_letters(
 ) -> Result<Json<DeadLetters>, ApiError> {
     check_names(&topic, &group)?;
     let letters = state
-        .blocking(move |store| store.topic(&topic)?.dead_letters(&group))
+        .blocking(move |store| store.topic(&topic)?.dead_letter_info(&group))
         .await?;
     let dead_letters = letters
         .into_iter()
@@ -448,6 +491,8 @@ pub async fn dead_letters(
             DeadLetterBody {
                 offset: letter.offset,
                 attempts: letter.attempts,
+                reason: letter.reason,
+                at_ms: letter.at_ms,
                 payload,
                 payload_base64,
             }

@@ -44,8 +44,9 @@ pub async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse,
     ))
 }
 
-/// Sets the gauges that describe current state rather than count events: the lag of
-/// every group and the subscribers of every channel.
+/// Sets the gauges that describe current state rather than count events (the lag of
+/// every group and the subscribers of every channel), and catches the per-group event
+/// counters up with the store.
 async fn refresh_gauges(state: &AppState) -> Result<(), ApiError> {
     let lags = state
         .blocking(|store| {
@@ -55,9 +56,11 @@ async fn refresh_gauges(state: &AppState) -> Result<(), ApiError> {
                     continue;
                 };
                 for group in topic.groups() {
-                    if let Ok(info) = topic.group_info(&group) {
-                        lags.push((Metrics::group(&name, &group), info.lag));
-                    }
+                    let Ok(info) = topic.group_info(&group) else {
+                        continue;
+                    };
+                    let counters = topic.group_counters(&group).unwrap_or_default();
+                    lags.push((Metrics::group(&name, &group), info.lag, counters));
                 }
             }
             Ok(lags)
@@ -65,9 +68,10 @@ async fn refresh_gauges(state: &AppState) -> Result<(), ApiError> {
         .await?;
     // Rebuilt from scratch so deleted groups and channels stop being reported.
     state.metrics.lag.clear();
-    for (labels, lag) in lags {
+    for (labels, lag, counters) in lags {
         let lag = i64::try_from(lag).unwrap_or(i64::MAX);
         state.metrics.lag.get_or_create(&labels).set(lag);
+        state.metrics.catch_up_group_counters(&labels, counters);
     }
     state.metrics.channel_subscribers.clear();
     for channel in state.channels.list() {

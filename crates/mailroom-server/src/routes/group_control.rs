@@ -1,0 +1,458 @@
+//! Consumer groups beyond the seed (`docs/semantics.md`): group settings (lease, backoff,
+//! `max_in_flight`), the detailed group view, nack kinds with delay and reason, lease
+//! extension (`touch`), consumer identities on poll, and dead-letter redrive and purge.
+//!
+//! All of it is the store's API over HTTP; the rules live in `mailroom::group`.
+
+use std::ops::Range;
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::Json;
+use mailroom::group::{Backoff, DeliveryId, GroupConfig, GroupCounters, NackKind, NackOptions};
+use mailroom::topic::DeadLetterInfo;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use crate::body::parse;
+use crate::error::{ApiError, ErrorBody};
+use crate::routes::groups::{group_info_body, DeliveryRef, GroupInfoBody};
+use crate::state::AppState;
+
+/// A group's retry backoff: `{"kind": "fixed", "delay_ms": d}` or
+/// `{"kind": "exponential", "base_ms": b, "cap_ms": c}` (waits `min(c, b·2^(k−1))` after
+/// the k-th failure).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum BackoffBody {
+    /// The same delay after every failure.
+    Fixed {
+        /// The delay, in milliseconds.
+        #[serde(deserialize_with = "crate::body::whole::deserialize")]
+        delay_ms: u64,
+    },
+    /// A doubling delay with a cap.
+    Exponential {
+        /// The delay after the first failure, in milliseconds.
+        #[serde(deserialize_with = "crate::body::whole::deserialize")]
+        base_ms: u64,
+        /// The longest delay, in milliseconds.
+        #[serde(deserialize_with = "crate::body::whole::deserialize")]
+        cap_ms: u64,
+    },
+}
+
+impl From<BackoffBody> for Backoff {
+    fn from(body: BackoffBody) -> Backoff {
+        match body {
+            BackoffBody::Fixed { delay_ms } => Backoff::Fixed { delay_ms },
+            BackoffBody::Exponential { base_ms, cap_ms } => {
+                Backoff::Exponential { base_ms, cap_ms }
+            }
+        }
+    }
+}
+
+impl From<Backoff> for BackoffBody {
+    fn from(backoff: Backoff) -> BackoffBody {
+        match backoff {
+            Backoff::Fixed { delay_ms } => BackoffBody::Fixed { delay_ms },
+            Backoff::Exponential { base_ms, cap_ms } => {
+                BackoffBody::Exponential { base_ms, cap_ms }
+            }
+        }
+    }
+}
+
+/// The optional settings of a new group, beyond `max_attempts`; `None` when none is set,
+/// so such a group is created exactly as in the seed.
+pub fn group_config(
+    max_attempts: u32,
+    lease_ms: Option<u64>,
+    backoff: Option<BackoffBody>,
+    max_in_flight: Option<u32>,
+) -> Option<GroupConfig> {
+    if lease_ms.is_none() && backoff.is_none() && max_in_flight.is_none() {
+        return None;
+    }
+    let mut config = GroupConfig::new(max_attempts);
+    config.lease_ms = lease_ms;
+    config.backoff = backoff.map(Backoff::from);
+    if let Some(window) = max_in_flight {
+        config.max_in_flight = window;
+    }
+    Some(config)
+}
+
+/// A group's counters of events beyond the seed.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CountersBody {
+    /// Deliveries that were not a message's first.
+    pub redeliveries: u64,
+    /// Deliveries handed back with `kind: release`.
+    pub releases: u64,
+    /// Deliveries whose lease ran out.
+    pub expired_leases: u64,
+    /// Dead letters put back by redrive.
+    pub redrives: u64,
+    /// Dead letters deleted by purge.
+    pub purged: u64,
+}
+
+impl From<GroupCounters> for CountersBody {
+    fn from(counters: GroupCounters) -> CountersBody {
+        CountersBody {
+            redeliveries: counters.redeliveries,
+            releases: counters.releases,
+            expired_leases: counters.expired_leases,
+            redrives: counters.redrives,
+            purged: counters.purged,
+        }
+    }
+}
+
+/// A dead letter without its payload: why and when it was given up on.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeadLetterNoteBody {
+    /// The message's offset.
+    pub offset: u64,
+    /// The attempt number of its last delivery.
+    pub attempts: u32,
+    /// The reason given with the final failure (`"lease expired"` for a lease), or null.
+    pub reason: Option<String>,
+    /// When it was dead-lettered, in Unix milliseconds.
+    pub at_ms: u64,
+}
+
+impl<M> From<&DeadLetterInfo<M>> for DeadLetterNoteBody {
+    fn from(letter: &DeadLetterInfo<M>) -> DeadLetterNoteBody {
+        DeadLetterNoteBody {
+            offset: letter.offset,
+            attempts: letter.attempts,
+            reason: letter.reason.clone(),
+            at_ms: letter.at_ms,
+        }
+    }
+}
+
+/// A group's full state, as `GET .../groups/{group}` returns it: the seed's fields plus
+/// the settings, counters, every delivery in flight and the dead letters' reasons.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct GroupDetailBody {
+    /// The seed's fields.
+    #[serde(flatten)]
+    pub info: GroupInfoBody,
+    /// The lease of each delivery in milliseconds, or null (owned until acked or nacked).
+    pub lease_ms: Option<u64>,
+    /// The retry backoff, or null (a failed message is ready at once).
+    pub backoff: Option<BackoffBody>,
+    /// How many deliveries may be in flight at once (W).
+    pub max_in_flight: u32,
+    /// Event counters.
+    pub counters: CountersBody,
+    /// Every delivery in flight, lowest offset first.
+    pub deliveries: Vec<DeliveryRef>,
+    /// The dead letters with their reasons and times, oldest first (no payloads; see
+    /// `.../dead-letters`).
+    pub dead_letter_notes: Vec<DeadLetterNoteBody>,
+}
+
+/// Reads everything [`GroupDetailBody`] shows.
+pub async fn group_detail(
+    state: &AppState,
+    topic: String,
+    group: String,
+) -> Result<GroupDetailBody, ApiError> {
+    state
+        .blocking(move |store| {
+            let topic = store.topic(&topic)?;
+            let info = topic.group_info(&group)?;
+            let config = topic.group_config(&group)?;
+            let counters = topic.group_counters(&group)?;
+            let in_flight = topic.in_flight(&group)?;
+            let letters = topic.dead_letter_info(&group)?;
+            Ok(GroupDetailBody {
+                info: group_info_body(info),
+                lease_ms: config.lease_ms,
+                backoff: config.backoff.map(BackoffBody::from),
+                max_in_flight: config.max_in_flight,
+                counters: counters.into(),
+                deliveries: in_flight.into_iter().map(delivery_ref).collect(),
+                dead_letter_notes: letters.iter().map(DeadLetterNoteBody::from).collect(),
+            })
+        })
+        .await
+}
+
+fn delivery_ref(id: DeliveryId) -> DeliveryRef {
+    DeliveryRef {
+        offset: id.offset,
+        attempt: id.attempt,
+    }
+}
+
+/// How a nack ends a delivery.
+#[derive(Debug, Clone, Copy, Default, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum NackKindBody {
+    /// A failure (the default): retried, or dead-lettered once failures reach
+    /// `max_attempts`.
+    #[default]
+    Nack,
+    /// Handed back without counting as a failure; never dead-letters.
+    Release,
+    /// Dead-lettered at once.
+    Reject,
+}
+
+/// The body of `POST .../nack`. The seed's `{"offset", "attempt"}` is a plain nack.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NackRequest {
+    /// The message's offset.
+    #[serde(deserialize_with = "crate::body::whole::deserialize")]
+    #[schema(minimum = 0)]
+    pub offset: u64,
+    /// The attempt, as the poll returned it.
+    #[serde(deserialize_with = "crate::body::whole::deserialize")]
+    #[schema(minimum = 0)]
+    pub attempt: u32,
+    /// `nack` (default), `release` or `reject`.
+    #[serde(default)]
+    pub kind: NackKindBody,
+    /// Not redelivered before this many milliseconds (overrides the group's backoff);
+    /// at most 7 days. While it waits, the group delivers nothing above it.
+    #[serde(default, deserialize_with = "crate::body::whole::deserialize_option")]
+    pub delay_ms: Option<u64>,
+    /// Why (at most 1024 bytes); kept with the dead letter if this dead-letters it.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+impl NackRequest {
+    /// The delivery named and the store's options.
+    pub fn split(self) -> (DeliveryId, NackOptions) {
+        let kind = match self.kind {
+            NackKindBody::Nack => NackKind::Nack,
+            NackKindBody::Release => NackKind::Release,
+            NackKindBody::Reject => NackKind::Reject,
+        };
+        let id = DeliveryId {
+            offset: self.offset,
+            attempt: self.attempt,
+        };
+        let options = NackOptions {
+            kind,
+            delay_ms: self.delay_ms,
+            reason: self.reason,
+        };
+        (id, options)
+    }
+}
+
+/// The optional body of a poll: who is polling.
+#[derive(Debug, Default, Deserialize, ToSchema, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct PollRequest {
+    /// The consumer's identity (1 to 128 bytes). A consumer owns at most one delivery,
+    /// and its repeated poll returns that delivery; absent is the anonymous consumer.
+    #[serde(default)]
+    pub consumer: Option<String>,
+}
+
+/// The consumer of a poll, from `?consumer=` or a `{"consumer": ...}` body (an empty
+/// body is none).
+///
+/// # Errors
+/// 400 for a malformed body, or a consumer given both ways that differs.
+pub fn poll_consumer(query: PollRequest, body: &Bytes) -> Result<Option<String>, ApiError> {
+    let from_body = if body.iter().all(u8::is_ascii_whitespace) {
+        None
+    } else {
+        parse::<PollRequest>(body)?.consumer
+    };
+    match (query.consumer, from_body) {
+        (Some(a), Some(b)) if a != b => Err(ApiError::invalid_argument(
+            "consumer given in both the query and the body, differently",
+        )),
+        (a, b) => Ok(a.or(b)),
+    }
+}
+
+/// The answer to a touch.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Touched {
+    /// Always `touched`.
+    pub outcome: String,
+}
+
+/// Extends the lease of the exact delivery in flight to `now + lease_ms`.
+#[utoipa::path(post, path = "/v1/topics/{topic}/groups/{group}/touch", tag = "groups",
+    params(("topic" = crate::names::Name, Path, description = "Topic name"),
+           ("group" = crate::names::Name, Path, description = "Group name")),
+    request_body = DeliveryRef,
+    responses(
+        (status = 200, description = "The lease runs from now again", body = Touched),
+        (status = 400, description = "Invalid name or JSON", body = ErrorBody),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 404, description = "Unknown topic or group", body = ErrorBody),
+        (status = 409, description = "Not a delivery in flight, or its lease ran out (not_owned)",
+            body = ErrorBody),
+        (status = 413, description = "Body too large", body = ErrorBody),
+    ))]
+pub async fn touch(
+    State(state): State<AppState>,
+    Path((topic, group)): Path<(String, String)>,
+    crate::body::JsonBody(delivery): crate::body::JsonBody<DeliveryRef>,
+) -> Result<Json<Touched>, ApiError> {
+    check_names(&topic, &group)?;
+    let id = DeliveryId {
+        offset: delivery.offset,
+        attempt: delivery.attempt,
+    };
+    state
+        .blocking(move |store| store.topic(&topic)?.touch(&group, id))
+        .await?;
+    Ok(Json(Touched {
+        outcome: "touched".to_owned(),
+    }))
+}
+
+/// The optional body of redrive and purge: a half-open offset range.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OffsetRange {
+    /// The lowest offset included (default 0).
+    #[serde(default, deserialize_with = "crate::body::whole::deserialize_option")]
+    pub from: Option<u64>,
+    /// The first offset excluded (default: no upper end).
+    #[serde(default, deserialize_with = "crate::body::whole::deserialize_option")]
+    pub to: Option<u64>,
+}
+
+impl OffsetRange {
+    fn parse(body: &Bytes) -> Result<Range<u64>, ApiError> {
+        let range = if body.iter().all(u8::is_ascii_whitespace) {
+            OffsetRange::default()
+        } else {
+            parse::<OffsetRange>(body)?
+        };
+        let from = range.from.unwrap_or(0);
+        let to = range.to.unwrap_or(u64::MAX);
+        if from > to {
+            return Err(ApiError::invalid_argument(format!(
+                "from ({from}) is above to ({to})"
+            )));
+        }
+        Ok(from..to)
+    }
+}
+
+/// How many dead letters a redrive or purge took.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeadLettersTaken {
+    /// The number of dead letters redriven or purged.
+    pub count: u64,
+}
+
+/// Puts this group's dead letters (all, or those with offsets in `[from, to)`) back for
+/// delivery with a fresh failure budget; other groups are untouched.
+#[utoipa::path(post, path = "/v1/topics/{topic}/groups/{group}/dead-letters/redrive",
+    tag = "groups",
+    params(("topic" = crate::names::Name, Path, description = "Topic name"),
+           ("group" = crate::names::Name, Path, description = "Group name")),
+    request_body(content = OffsetRange, description = "Optional; absent is every dead letter"),
+    responses(
+        (status = 200, description = "How many were redriven", body = DeadLettersTaken),
+        (status = 400, description = "Invalid name, range or JSON", body = ErrorBody),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 404, description = "Unknown topic or group", body = ErrorBody),
+        (status = 413, description = "Body too large", body = ErrorBody),
+    ))]
+pub async fn redrive(
+    State(state): State<AppState>,
+    Path((topic, group)): Path<(String, String)>,
+    body: Bytes,
+) -> Result<Json<DeadLettersTaken>, ApiError> {
+    check_names(&topic, &group)?;
+    let range = OffsetRange::parse(&body)?;
+    let count = state
+        .blocking(move |store| store.topic(&topic)?.redrive(&group, range))
+        .await?;
+    Ok(Json(DeadLettersTaken { count }))
+}
+
+/// Deletes this group's dead letters (all, or those with offsets in `[from, to)`).
+#[utoipa::path(post, path = "/v1/topics/{topic}/groups/{group}/dead-letters/purge",
+    tag = "groups",
+    params(("topic" = crate::names::Name, Path, description = "Topic name"),
+           ("group" = crate::names::Name, Path, description = "Group name")),
+    request_body(content = OffsetRange, description = "Optional; absent is every dead letter"),
+    responses(
+        (status = 200, description = "How many were purged", body = DeadLettersTaken),
+        (status = 400, description = "Invalid name, range or JSON", body = ErrorBody),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 404, description = "Unknown topic or group", body = ErrorBody),
+        (status = 413, description = "Body too large", body = ErrorBody),
+    ))]
+pub async fn purge(
+    State(state): State<AppState>,
+    Path((topic, group)): Path<(String, String)>,
+    body: Bytes,
+) -> Result<Json<DeadLettersTaken>, ApiError> {
+    check_names(&topic, &group)?;
+    let range = OffsetRange::parse(&body)?;
+    let count = state
+        .blocking(move |store| store.topic(&topic)?.purge(&group, range))
+        .await?;
+    Ok(Json(DeadLettersTaken { count }))
+}
+
+fn check_names(topic: &str, group: &str) -> Result<(), ApiError> {
+    crate::names::check_name("topic", topic)?;
+    crate::names::check_name("group", group)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves the consumer comes from the query or the body, an empty body is none, and
+    // two different answers are refused rather than one silently winning.
+    #[test]
+    fn poll_consumer_sources() {
+        let none = PollRequest::default();
+        assert_eq!(poll_consumer(none, &Bytes::new()).unwrap(), None);
+        let body = Bytes::from_static(br#"{"consumer":"c1"}"#);
+        let from_body = poll_consumer(PollRequest::default(), &body).unwrap();
+        assert_eq!(from_body.as_deref(), Some("c1"));
+        let query = PollRequest {
+            consumer: Some("c2".into()),
+        };
+        assert!(poll_consumer(query, &body).is_err());
+        let bad = Bytes::from_static(br#"{"who":"c1"}"#);
+        assert!(poll_consumer(PollRequest::default(), &bad).is_err());
+    }
+
+    // Proves a group with no new setting maps to no config (the seed path) and one with
+    // any setting keeps the others at their defaults.
+    #[test]
+    fn group_config_only_when_asked() {
+        assert_eq!(group_config(3, None, None, None), None);
+        let config = group_config(3, Some(500), None, Some(4)).unwrap();
+        assert_eq!(config.lease_ms, Some(500));
+        assert_eq!(config.backoff, None);
+        assert_eq!(config.max_in_flight, 4);
+    }
+
+    // Proves the offset range defaults to everything and refuses an inverted range.
+    #[test]
+    fn offset_range_parses() {
+        assert_eq!(OffsetRange::parse(&Bytes::new()).unwrap(), 0..u64::MAX);
+        let body = Bytes::from_static(br#"{"from":2,"to":5}"#);
+        assert_eq!(OffsetRange::parse(&body).unwrap(), 2..5);
+        let inverted = Bytes::from_static(br#"{"from":5,"to":2}"#);
+        assert!(OffsetRange::parse(&inverted).is_err());
+    }
+}
