@@ -1,7 +1,10 @@
 //! Fan-out throughput of `mailroom::broadcast` beside its peers, measured side by side:
 //! `tokio::sync::broadcast`, `async-broadcast`, and a hand-rolled `Vec<Mutex<VecDeque>>`.
 //!
-//! Regimes (1 publisher, N subscribers, `u64` payloads, throughput = deliveries):
+//! Regimes (1 publisher, N subscribers, `u64` payloads, throughput = deliveries). mailroom
+//! appears three times in the burst regimes: per-message `publish` + `poll` ("mailroom"),
+//! drained with `poll_many` ("mailroom (poll_many)"), and additionally published with one
+//! `publish_batch` per burst ("mailroom (publish_batch)").
 //! - `burst/<peer>/<N>`: one thread publishes 256 messages, then drains every subscriber.
 //! - `threaded/<peer>/<N>`: each subscriber on its own thread, woken by the peer's own
 //!   blocking receive; the publisher sends 256, then waits until everyone caught up.
@@ -69,6 +72,60 @@ impl Fanout for Mailroom {
             }
         }
         n
+    }
+}
+
+/// mailroom drained in batches: one consumer-lock hold per subscriber per drain.
+struct MailroomPollMany {
+    inner: Mailroom,
+    /// Reused across drains, so the measurement holds no allocation.
+    buf: Vec<u64>,
+}
+
+impl Fanout for MailroomPollMany {
+    fn new(subscribers: usize, stalled: usize) -> Self {
+        Self {
+            inner: Mailroom::new(subscribers, stalled),
+            buf: Vec::with_capacity(CAPACITY),
+        }
+    }
+    fn publish(&mut self, message: u64) {
+        self.inner.publish(message);
+    }
+    fn drain(&mut self) -> u64 {
+        let mut n = 0;
+        for sub in &self.inner.subs[self.inner.stalled..] {
+            while sub.poll_many(&mut self.buf, CAPACITY) > 0 {
+                n += self.buf.drain(..).map(black_box).count() as u64;
+            }
+        }
+        n
+    }
+}
+
+/// mailroom batched at both ends: a burst goes out in one `publish_batch` (one broker-lock
+/// hold), then drains as `MailroomPollMany` does. Compare with that row to see what
+/// `publish_batch` alone adds.
+struct MailroomPublishBatch {
+    inner: MailroomPollMany,
+    /// The burst being gathered; published as one batch when the drain starts.
+    pending: Vec<u64>,
+}
+
+impl Fanout for MailroomPublishBatch {
+    fn new(subscribers: usize, stalled: usize) -> Self {
+        Self {
+            inner: MailroomPollMany::new(subscribers, stalled),
+            pending: Vec::with_capacity(BURST as usize),
+        }
+    }
+    fn publish(&mut self, message: u64) {
+        self.pending.push(message);
+    }
+    fn drain(&mut self) -> u64 {
+        let batch = self.pending.drain(..);
+        black_box(self.inner.inner.broker.publish_batch(batch).unwrap());
+        self.inner.drain()
     }
 }
 
@@ -203,6 +260,12 @@ fn burst(c: &mut Criterion) {
         group.bench_function(BenchmarkId::new("mailroom", n), |b| {
             b.iter_custom(|i| run_bursts::<Mailroom>(n, 0, i))
         });
+        group.bench_function(BenchmarkId::new("mailroom (poll_many)", n), |b| {
+            b.iter_custom(|i| run_bursts::<MailroomPollMany>(n, 0, i))
+        });
+        group.bench_function(BenchmarkId::new("mailroom (publish_batch)", n), |b| {
+            b.iter_custom(|i| run_bursts::<MailroomPublishBatch>(n, 0, i))
+        });
         group.bench_function(BenchmarkId::new("tokio", n), |b| {
             b.iter_custom(|i| run_bursts::<Tokio>(n, 0, i))
         });
@@ -222,6 +285,12 @@ fn stall_burst(c: &mut Criterion) {
     group.throughput(Throughput::Elements(BURST * (N as u64 - 1)));
     group.bench_function(BenchmarkId::new("mailroom", N), |b| {
         b.iter_custom(|i| run_bursts::<Mailroom>(N, 1, i))
+    });
+    group.bench_function(BenchmarkId::new("mailroom (poll_many)", N), |b| {
+        b.iter_custom(|i| run_bursts::<MailroomPollMany>(N, 1, i))
+    });
+    group.bench_function(BenchmarkId::new("mailroom (publish_batch)", N), |b| {
+        b.iter_custom(|i| run_bursts::<MailroomPublishBatch>(N, 1, i))
     });
     group.bench_function(BenchmarkId::new("tokio", N), |b| {
         b.iter_custom(|i| run_bursts::<Tokio>(N, 1, i))

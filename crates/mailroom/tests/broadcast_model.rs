@@ -13,7 +13,10 @@ const CAPACITY: usize = 2;
 enum Op {
     Subscribe,
     Publish(u8),
+    PublishBatch(Vec<u8>),
     Poll(usize),
+    /// Batched drain of subscription `.0`, at most `.1` messages.
+    PollMany(usize, usize),
     Unsubscribe(usize),
     Drop(usize),
     Close,
@@ -23,7 +26,9 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         2 => Just(Op::Subscribe),
         4 => any::<u8>().prop_map(Op::Publish),
+        2 => proptest::collection::vec(any::<u8>(), 0..4).prop_map(Op::PublishBatch),
         3 => (0..6usize).prop_map(Op::Poll),
+        2 => (0..6usize, 0..=CAPACITY + 1).prop_map(|(i, max)| Op::PollMany(i, max)),
         1 => (0..6usize).prop_map(Op::Unsubscribe),
         1 => (0..6usize).prop_map(Op::Drop),
         1 => Just(Op::Close),
@@ -38,10 +43,26 @@ struct ModelSub {
     dropped: u64,
 }
 
+/// Applies one publish to the model: drop-newest per registered subscriber.
+fn publish_to_model(model: &mut [ModelSub], m: u8) -> Delivery {
+    let mut delivery = Delivery::default();
+    for sub in model.iter_mut().filter(|s| s.registered) {
+        if sub.queue.len() < CAPACITY {
+            sub.queue.push_back(m);
+            sub.received += 1;
+            delivery.delivered += 1;
+        } else {
+            sub.dropped += 1;
+            delivery.dropped += 1;
+        }
+    }
+    delivery
+}
+
 proptest! {
     #[test]
     fn broker_matches_model(ops in proptest::collection::vec(op(), 1..60)) {
-        // Proves publish/poll/subscribe/unsubscribe/drop/close match the model's outcomes,
+        // Proves publish/publish_batch/poll/poll_many/subscribe/unsubscribe/drop/close match the model's outcomes,
         // counters and closed flags at every step.
         let broker = Broker::new(MAX_SUBSCRIBERS, CAPACITY).unwrap();
         let mut real: Vec<Subscription<u8>> = Vec::new();
@@ -71,21 +92,33 @@ proptest! {
                         prop_assert_eq!(got, Err(BroadcastError::Closed));
                         continue;
                     }
+                    let expected = publish_to_model(&mut model, m);
+                    prop_assert_eq!(got, Ok(expected));
+                }
+                Op::PublishBatch(batch) => {
+                    let got = broker.publish_batch(batch.iter().copied());
+                    if closed {
+                        prop_assert_eq!(got, Err(BroadcastError::Closed));
+                        continue;
+                    }
                     let mut expected = Delivery::default();
-                    for sub in model.iter_mut().filter(|s| s.registered) {
-                        if sub.queue.len() < CAPACITY {
-                            sub.queue.push_back(m);
-                            sub.received += 1;
-                            expected.delivered += 1;
-                        } else {
-                            sub.dropped += 1;
-                            expected.dropped += 1;
-                        }
+                    for &m in &batch {
+                        let one = publish_to_model(&mut model, m);
+                        expected.delivered += one.delivered;
+                        expected.dropped += one.dropped;
                     }
                     prop_assert_eq!(got, Ok(expected));
                 }
                 Op::Poll(i) if i < real.len() => {
                     prop_assert_eq!(real[i].poll(), model[i].queue.pop_front());
+                }
+                Op::PollMany(i, max) if i < real.len() => {
+                    let mut got = Vec::new();
+                    let moved = real[i].poll_many(&mut got, max);
+                    let take = max.min(model[i].queue.len());
+                    let expected: Vec<u8> = model[i].queue.drain(..take).collect();
+                    prop_assert_eq!(moved, expected.len());
+                    prop_assert_eq!(got, expected);
                 }
                 Op::Unsubscribe(i) if i < real.len() => {
                     real[i].unsubscribe();
@@ -100,7 +133,7 @@ proptest! {
                     closed = true;
                     model.iter_mut().for_each(|s| s.registered = false);
                 }
-                Op::Poll(_) | Op::Unsubscribe(_) | Op::Drop(_) => {}
+                Op::Poll(_) | Op::PollMany(..) | Op::Unsubscribe(_) | Op::Drop(_) => {}
             }
             for (sub, expected) in real.iter().zip(&model) {
                 let stats = sub.stats();

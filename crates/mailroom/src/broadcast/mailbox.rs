@@ -67,6 +67,12 @@ impl<T> Mailbox<T> {
         self.queue.pop()
     }
 
+    /// Moves up to `max` of the oldest queued messages onto `out`, under one consumer-lock
+    /// hold; returns how many. Never waits.
+    pub(crate) fn take_many(&self, out: &mut Vec<T>, max: usize) -> usize {
+        self.queue.pop_many(out, max)
+    }
+
     /// Messages currently queued.
     pub(crate) fn queued(&self) -> usize {
         self.queue.len()

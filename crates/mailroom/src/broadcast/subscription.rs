@@ -56,6 +56,48 @@ impl<T> Subscription<T> {
         self.mailbox.take()
     }
 
+    /// Moves up to `max` buffered messages, oldest first, onto the end of `buf`, and returns
+    /// how many it moved (0 if nothing is buffered, or if `max` is 0). Never waits.
+    ///
+    /// Equivalent to calling [`poll`] up to `max` times, but it takes the mailbox's
+    /// consumer lock once for the whole batch instead of once per message, so draining in
+    /// batches is cheaper per message. `buf` is appended to, not cleared; reuse one buffer
+    /// across calls to avoid reallocating. Messages published while the batch is taken may
+    /// or may not be included. Counters stay exact: the moved messages leave
+    /// [`stats`]`().queued`, and `received`/`dropped` are unaffected.
+    ///
+    /// Like [`poll`], 0 alone does not mean the subscription is closed.
+    ///
+    /// # Panics
+    ///
+    /// Only if growing `buf` overflows `isize::MAX` bytes (as [`Vec::reserve`]); no message
+    /// is lost in that case.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use mailroom::broadcast::Broker;
+    ///
+    /// let broker = Broker::new(1, 8)?;
+    /// let sub = broker.subscribe()?;
+    /// for n in 0..5 {
+    ///     broker.publish(n)?;
+    /// }
+    /// let mut buf = Vec::new();
+    /// assert_eq!(sub.poll_many(&mut buf, 3), 3);
+    /// assert_eq!(buf, [0, 1, 2]);
+    /// assert_eq!(sub.poll_many(&mut buf, usize::MAX), 2);
+    /// assert_eq!(buf, [0, 1, 2, 3, 4]);
+    /// assert_eq!(sub.poll_many(&mut buf, usize::MAX), 0); // nothing buffered; not closed
+    /// # Ok::<(), mailroom::broadcast::BroadcastError>(())
+    /// ```
+    ///
+    /// [`poll`]: Subscription::poll
+    /// [`stats`]: Subscription::stats
+    pub fn poll_many(&self, buf: &mut Vec<T>, max: usize) -> usize {
+        self.mailbox.take_many(buf, max)
+    }
+
     /// Waits for the next message. Resolves to `None` once the subscription is closed
     /// (unsubscribed, or its broker closed) and its mailbox is drained.
     ///
