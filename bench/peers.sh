@@ -6,6 +6,8 @@
 #   bench/peers.sh --out FILE.md         # table elsewhere
 #   BENCH_PROFILE=smoke bench/peers.sh   # tiny counts (what bench/smoke.sh runs)
 #   BENCH_SYSTEMS="redis nats" bench/peers.sh   # a subset of systems
+#   BENCH_WORKLOADS=parallel bench/peers.sh     # a subset of workload sets: log live parallel
+#   WINDOWS="1 16" bench/peers.sh               # the parallel workload's windows (default 1 16 256)
 #   CARGO_TARGET_DIR=/somewhere bench/peers.sh  # build elsewhere (default: ./target)
 #
 # What it does:
@@ -21,6 +23,10 @@
 #        relaxed: mailroom --fsync interval:1000 | Redis appendfsync everysec |
 #                 NATS JetStream file store (default sync) | RabbitMQ: not in this row
 #                 (quorum queues always fsync)
+#        parallel (issue 7, in both rows above): one group drained with W in {1, 16, 256}
+#                 deliveries in flight; mailroom max_in_flight = W with W consumers polling
+#                 as their own names, Redis one consumer XREADGROUP COUNT W + one XACK;
+#                 mailroom and Redis only
 #        memory : live fan-out (no persistence anywhere): mailroom channels over WebSocket,
 #                 Redis pub/sub, NATS core
 #   4. writes the markdown table (machine line and command on top).
@@ -42,6 +48,8 @@ done
 
 PROFILE="${BENCH_PROFILE:-full}"
 SYSTEMS="${BENCH_SYSTEMS:-mailroom redis nats rabbitmq}"
+WORKLOADS="${BENCH_WORKLOADS:-log live parallel}"
+WINDOWS="${WINDOWS:-1 16 256}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 BUILD="${BENCH_BUILD:-release}"   # smoke uses debug: CI has just built it for the tests
 case "$BUILD" in release) BUILD_FLAG=--release ;; debug) BUILD_FLAG= ;; *) echo "BENCH_BUILD: release|debug" >&2; exit 64 ;; esac
@@ -73,6 +81,7 @@ EPMD_PORT=${EPMD_PORT:-34369}
 
 log() { printf '[peers %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 wants() { case " $SYSTEMS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+runs() { case " $WORKLOADS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 # ---------------------------------------------------------------- install
 install_peers() {
@@ -199,6 +208,7 @@ bench() { # system address pid durability detail workload [args...]
 
 log_workloads() { # system address pid durability detail pub pub_many consume
   local s="$1" a="$2" p="$3" d="$4" t="$5" pub="$6" many="$7" consume="$8" size
+  runs log || return 0
   for size in $SIZES; do
     bench "$s" "$a" "$p" "$d" "$t" publish --payload-bytes "$size" --count "$pub"
     bench "$s" "$a" "$p" "$d" "$t" publish --payload-bytes "$size" --count "$many" --publishers 16
@@ -212,7 +222,16 @@ log_workloads() { # system address pid durability detail pub pub_many consume
   bench "$s" "$a" "$p" "$d" "$t" consume --payload-bytes 1024 --count "$consume" --prefetch 1
 }
 
+parallel_workload() { # system address pid durability detail count
+  local window
+  runs parallel || return 0
+  for window in $WINDOWS; do
+    bench "$1" "$2" "$3" "$4" "$5" parallel --payload-bytes 1024 --count "$6" --window "$window"
+  done
+}
+
 live_workload() { # system address pid
+  runs live || return 0
   bench "$1" "$2" "$3" memory "no persistence" live --payload-bytes 1024 \
     --count "$LIVE_COUNT" --rate "$LIVE_RATE" --subscribers "$LIVE_SUBS" --mailbox 1024
 }
@@ -244,10 +263,12 @@ T0=$SECONDS
 log "row strict"
 if [ -n "$MAILROOM_BIN" ] && start_mailroom always; then
   log_workloads mailroom "$MAILROOM_ADDR" "$MAILROOM_PID" strict "--fsync always" "$PUB_STRICT" "$PUB_MANY_STRICT" "$CONSUME_STRICT"
+  parallel_workload mailroom "$MAILROOM_ADDR" "$MAILROOM_PID" strict "--fsync always" "$CONSUME_STRICT"
 fi
 stop_all
 if wants redis && start_redis always; then
   log_workloads redis "127.0.0.1:$REDIS_PORT" "$REDIS_PID" strict "appendfsync always" "$PUB_STRICT" "$PUB_MANY_STRICT" "$CONSUME_STRICT"
+  parallel_workload redis "127.0.0.1:$REDIS_PORT" "$REDIS_PID" strict "appendfsync always" "$CONSUME_STRICT"
 fi
 stop_all
 if wants rabbitmq && start_rabbitmq; then
@@ -258,11 +279,13 @@ stop_all
 log "row relaxed"
 if [ -n "$MAILROOM_BIN" ] && start_mailroom interval:1000; then
   log_workloads mailroom "$MAILROOM_ADDR" "$MAILROOM_PID" relaxed "--fsync interval:1000" "$PUB_RELAXED" "$PUB_MANY_RELAXED" "$CONSUME_RELAXED"
+  parallel_workload mailroom "$MAILROOM_ADDR" "$MAILROOM_PID" relaxed "--fsync interval:1000" "$CONSUME_RELAXED"
   live_workload mailroom "$MAILROOM_ADDR" "$MAILROOM_PID"
 fi
 stop_all
 if wants redis && start_redis everysec; then
   log_workloads redis "127.0.0.1:$REDIS_PORT" "$REDIS_PID" relaxed "appendfsync everysec" "$PUB_RELAXED" "$PUB_MANY_RELAXED" "$CONSUME_RELAXED"
+  parallel_workload redis "127.0.0.1:$REDIS_PORT" "$REDIS_PID" relaxed "appendfsync everysec" "$CONSUME_RELAXED"
   live_workload redis "127.0.0.1:$REDIS_PORT" "$REDIS_PID"
 fi
 stop_all

@@ -22,6 +22,7 @@ use mailroom_bench::systems::redis::Redis;
 use mailroom_bench::systems::{LiveSystem, LogSystem, TopicSpec};
 use mailroom_bench::workload::consume::{self, ConsumeParams};
 use mailroom_bench::workload::live::{self, LiveParams};
+use mailroom_bench::workload::parallel::{self, ParallelParams, WindowSystem, WINDOW_MAX};
 use mailroom_bench::workload::publish::{self, PublishParams};
 use mailroom_bench::workload::Measured;
 
@@ -67,6 +68,8 @@ enum Workload {
     Fanout,
     /// 5: live fan-out to many subscribers, one stalled.
     Live,
+    /// Issue 7: one group drained with --window deliveries in flight (mailroom, Redis).
+    Parallel,
 }
 
 #[derive(clap::Args, Debug)]
@@ -108,6 +111,10 @@ struct RunArgs {
     /// RabbitMQ basic.qos); mailroom always has one in flight per group.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=4096))]
     prefetch: u64,
+    /// Deliveries in flight at once in one group (parallel workload): mailroom's
+    /// `max_in_flight` with that many consumers, Redis's `XREADGROUP COUNT`.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=i64::from(WINDOW_MAX)))]
+    window: u32,
     /// Reject every Nth message (retry workload; 10 = 10%).
     #[arg(long, default_value_t = 10)]
     fail_every: u64,
@@ -145,6 +152,7 @@ impl RunArgs {
             Workload::Fanout => {
                 format!("{size}, {} groups, prefetch {}", self.groups, self.prefetch)
             }
+            Workload::Parallel => format!("{size}, 1 group, W {}", self.window),
             Workload::Live => format!(
                 "{size}, {} subs (1 stalled), {}/s",
                 self.subscribers, self.rate
@@ -158,6 +166,7 @@ impl RunArgs {
             Workload::Consume | Workload::Retry | Workload::Fanout => {
                 "asking for a delivery until its ack/nack call returned"
             }
+            Workload::Parallel => "asking for a delivery's batch until its ack call returned",
             Workload::Live => "publish stamp to arrival at a reading subscriber",
         }
     }
@@ -232,9 +241,18 @@ async fn measure(args: &RunArgs) -> Result<Measured> {
     match args.system {
         System::Mailroom => {
             let system = Mailroom::new(&format!("http://{}", args.address))?;
+            if args.workload == Workload::Parallel {
+                return windowed(&system, args, &tag).await;
+            }
             dispatch(&system, args, &tag).await
         }
+        System::Redis if args.workload == Workload::Parallel => {
+            windowed(&Redis::connect(&args.address).await?, args, &tag).await
+        }
         System::Redis => dispatch(&Redis::connect(&args.address).await?, args, &tag).await,
+        System::Nats | System::Rabbitmq if args.workload == Workload::Parallel => {
+            anyhow::bail!("the parallel workload runs against mailroom and Redis only")
+        }
         System::Nats => dispatch(&Nats::connect(&args.address).await?, args, &tag).await,
         System::Rabbitmq => {
             anyhow::ensure!(
@@ -244,6 +262,22 @@ async fn measure(args: &RunArgs) -> Result<Measured> {
             dispatch_log(&RabbitMq::connect(&args.address).await?, args, &tag).await
         }
     }
+}
+
+/// Issue 7: one group drained with a window of deliveries in flight.
+async fn windowed<S: WindowSystem>(system: &S, args: &RunArgs, tag: &str) -> Result<Measured> {
+    let topic = TopicSpec {
+        name: format!("{tag}_parallel"),
+        groups: vec!["g0".to_owned()],
+        prefetch: usize::try_from(args.window).unwrap_or(1),
+        max_attempts: 1,
+    };
+    let params = ParallelParams {
+        count: args.count,
+        payload_bytes: args.payload_bytes,
+        window: args.window,
+    };
+    parallel::run(system, &topic, params, probe(args)).await
 }
 
 /// Systems that do both logs and live channels.
@@ -303,6 +337,7 @@ async fn dispatch_log<S: LogSystem>(system: &S, args: &RunArgs, tag: &str) -> Re
             consume::run(system, &topic, params, probe(args)).await
         }
         Workload::Live => anyhow::bail!("live is dispatched separately"),
+        Workload::Parallel => anyhow::bail!("parallel is dispatched separately"),
     }
 }
 

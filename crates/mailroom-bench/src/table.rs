@@ -21,7 +21,7 @@ fn system_rank(system: &str) -> usize {
 }
 
 fn workload_rank(workload: &str) -> usize {
-    ["publish", "consume", "retry", "fanout", "live"]
+    ["publish", "consume", "retry", "fanout", "parallel", "live"]
         .iter()
         .position(|&w| w == workload)
         .unwrap_or(9)

@@ -2,20 +2,23 @@
 //!
 //! A group hands out one delivery at a time (the seed's semantics: poll, then ack or nack
 //! that exact attempt), so the consumer makes one poll and one ack round trip per message;
-//! there is no prefetch to use. Publishing in batches uses the batch endpoint.
+//! there is no prefetch to use. Publishing in batches uses the batch endpoint. The
+//! `parallel` workload instead creates its group with `max_in_flight = W` and polls it with
+//! W named consumers ([`MailroomWorker`]).
 
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
 use bytes::Bytes;
 use mailroom_client::{
-    Client, DeliveryId, NackOutcome, StartPosition, SubscribeOptions, Subscription,
+    Client, DeliveryId, GroupOptions, NackOutcome, StartPosition, SubscribeOptions, Subscription,
 };
 
 use super::{
     FailOutcome, LiveSubscriber, LiveSystem, LogConsumer, LogPublisher, LogSystem, Received,
     TopicSpec,
 };
+use crate::workload::parallel::{WindowSystem, WindowWorker};
 
 /// How long a consumer keeps polling an empty group before it reports nothing left.
 pub const IDLE_WAIT: Duration = Duration::from_secs(5);
@@ -231,5 +234,76 @@ impl LiveSystem for Mailroom {
                 Ok(Some(Ok(_))) => count += 1,
             }
         }
+    }
+}
+
+/// One of the `W` consumers of a windowed group: its own consumer name, polling with
+/// `poll_as` and acking the one delivery it owns.
+#[derive(Debug)]
+pub struct MailroomWorker {
+    client: Client,
+    topic: String,
+    group: String,
+    name: String,
+}
+
+impl WindowSystem for Mailroom {
+    type Worker = MailroomWorker;
+
+    async fn prepare_windowed(&self, topic: &TopicSpec, window: u32) -> Result<()> {
+        self.client.create_topic(&topic.name).await?;
+        for group in &topic.groups {
+            let mut options = GroupOptions::new(topic.max_attempts);
+            options.max_in_flight = Some(window);
+            self.client
+                .create_group_with(&topic.name, group, &options)
+                .await
+                .with_context(|| format!("creating group {group} with max_in_flight {window}"))?;
+        }
+        Ok(())
+    }
+
+    async fn workers(
+        &self,
+        topic: &TopicSpec,
+        group: &str,
+        window: u32,
+    ) -> Result<Vec<MailroomWorker>> {
+        // One shared client: its pool opens one keep-alive connection per task that is
+        // mid-call, and reuses it for the task's next call.
+        Ok((0..window)
+            .map(|index| MailroomWorker {
+                client: self.client.clone(),
+                topic: topic.name.clone(),
+                group: group.to_owned(),
+                name: format!("w{index}"),
+            })
+            .collect())
+    }
+}
+
+impl WindowWorker for MailroomWorker {
+    type Handle = DeliveryId;
+
+    async fn take(&mut self) -> Result<Vec<Received<DeliveryId>>> {
+        let delivery = self
+            .client
+            .poll_as(&self.topic, &self.group, &self.name)
+            .await?;
+        Ok(delivery
+            .into_iter()
+            .map(|delivery| Received {
+                attempt: delivery.attempt,
+                handle: delivery.id(),
+                payload: delivery.payload,
+            })
+            .collect())
+    }
+
+    async fn ack_all(&mut self, handles: Vec<DeliveryId>) -> Result<()> {
+        for handle in handles {
+            self.client.ack(&self.topic, &self.group, handle).await?;
+        }
+        Ok(())
     }
 }

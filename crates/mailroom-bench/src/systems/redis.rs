@@ -23,6 +23,7 @@ use super::{
     FailOutcome, LiveSubscriber, LiveSystem, LogConsumer, LogPublisher, LogSystem, Received,
     TopicSpec,
 };
+use crate::workload::parallel::{WindowSystem, WindowWorker};
 use futures_util::StreamExt as _;
 
 /// Entries claimed back per `XCLAIM`.
@@ -441,5 +442,83 @@ impl LiveSystem for Redis {
         // Each pushed message starts with the bulk string "message"; payloads are hex and
         // dots, so the marker cannot occur inside one.
         super::stalled::count_marker(stalled, b"$7\r\nmessage\r\n", idle).await
+    }
+}
+
+/// The one consumer of a windowed group: on its own connection it reads up to `W` new
+/// entries with `XREADGROUP COUNT W` and acks them all with one `XACK`.
+pub struct RedisWorker {
+    connection: MultiplexedConnection,
+    key: String,
+    group: String,
+    window: u32,
+}
+
+impl WindowSystem for Redis {
+    type Worker = RedisWorker;
+
+    async fn prepare_windowed(&self, topic: &TopicSpec, _window: u32) -> Result<()> {
+        // A stream group has no in-flight limit; the window is the consumer's COUNT.
+        LogSystem::prepare(self, topic).await
+    }
+
+    async fn workers(
+        &self,
+        topic: &TopicSpec,
+        group: &str,
+        window: u32,
+    ) -> Result<Vec<RedisWorker>> {
+        Ok(vec![RedisWorker {
+            connection: connect(&self.client).await?,
+            key: topic.name.clone(),
+            group: group.to_owned(),
+            window,
+        }])
+    }
+}
+
+impl WindowWorker for RedisWorker {
+    type Handle = String;
+
+    async fn take(&mut self) -> Result<Vec<Received<String>>> {
+        let reply: Option<StreamReadReply> = redis::cmd("XREADGROUP")
+            .arg("GROUP")
+            .arg(&self.group)
+            .arg(CONSUMER)
+            .arg("COUNT")
+            .arg(self.window)
+            .arg("BLOCK")
+            .arg(100)
+            .arg("STREAMS")
+            .arg(&self.key)
+            .arg(">")
+            .query_async(&mut self.connection)
+            .await?;
+        let mut batch = Vec::new();
+        for key in reply.map(|reply| reply.keys).unwrap_or_default() {
+            for entry in key.ids {
+                batch.push(Received {
+                    payload: payload_of(&entry)?,
+                    attempt: 1,
+                    handle: entry.id,
+                });
+            }
+        }
+        Ok(batch)
+    }
+
+    async fn ack_all(&mut self, handles: Vec<String>) -> Result<()> {
+        let acked: usize = redis::cmd("XACK")
+            .arg(&self.key)
+            .arg(&self.group)
+            .arg(&handles)
+            .query_async(&mut self.connection)
+            .await?;
+        anyhow::ensure!(
+            acked == handles.len(),
+            "XACK of {} ids acked {acked}",
+            handles.len()
+        );
+        Ok(())
     }
 }

@@ -113,7 +113,11 @@ fn decode_all(payloads: &[Bytes]) -> Vec<u64> {
         .collect()
 }
 
-async fn fill<S: LogSystem>(system: &S, topic: &TopicSpec, params: ConsumeParams) -> Result<()> {
+pub(crate) async fn fill<S: LogSystem>(
+    system: &S,
+    topic: &TopicSpec,
+    params: ConsumeParams,
+) -> Result<()> {
     let mut publisher = system.publisher(topic).await?;
     let mut seq = 0;
     while seq < params.count {

@@ -4,6 +4,7 @@
 //! |---|---|---|
 //! | [`publish`] | publishing `count` messages (1 or many publishers, single or batched calls) | per message: the publish call until the system confirmed it at its durability |
 //! | [`consume`] (`consume`, `retry`, `fanout`) | draining a log filled beforehand (untimed), one consumer per group | per delivery: asking for it until its ack / rejection call returned |
+//! | [`parallel`] (issue 7) | draining a log filled beforehand (untimed), one group, W deliveries in flight (mailroom: W consumers; Redis: `XREADGROUP COUNT W` + one `XACK`) | per delivery: asking for its batch until the ack covering it returned |
 //! | [`live`] | paced publishing to many subscribers, one stalled | per delivery: publish time (in the payload) to arrival at a reading subscriber |
 //!
 //! Every workload ends with its correctness verdict (see [`crate::ledger`]). The broker's
@@ -19,6 +20,7 @@ use crate::report::SubscriberCount;
 
 pub mod consume;
 pub mod live;
+pub mod parallel;
 pub mod publish;
 
 /// What a workload measured, before the broker's resource figures are added.
