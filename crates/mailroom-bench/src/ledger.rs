@@ -34,7 +34,7 @@ impl FailurePlan {
     pub fn fails(self, seq: u64) -> bool {
         match self {
             FailurePlan::None => false,
-            FailurePlan::EveryNth(n) => n > 0 && seq % n == 0,
+            FailurePlan::EveryNth(n) => n > 0 && seq.is_multiple_of(n),
         }
     }
 

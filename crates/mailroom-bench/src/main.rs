@@ -134,7 +134,7 @@ struct RunArgs {
 
 impl RunArgs {
     fn variant(&self) -> String {
-        let size = if self.payload_bytes % 1024 == 0 {
+        let size = if self.payload_bytes.is_multiple_of(1024) {
             format!("{} KiB", self.payload_bytes / 1024)
         } else {
             format!("{} B", self.payload_bytes)

@@ -355,7 +355,7 @@ fn parallel_consumers_finish_every_offset_exactly_once() {
                         continue;
                     };
                     round += 1;
-                    if round % 7 == 0 {
+                    if round.is_multiple_of(7) {
                         group.nack(delivery.id()).unwrap();
                     } else {
                         group.ack(delivery.id()).unwrap();
