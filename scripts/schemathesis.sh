@@ -48,6 +48,12 @@ for _ in $(seq 1 200); do
 done
 [ -n "$url" ] || { echo "server did not start" >&2; exit 1; }
 
+# CI pins a seed (SCHEMATHESIS_SEED) so a red run replays; by hand each run explores anew.
+seed_args=()
+if [ -n "${SCHEMATHESIS_SEED:-}" ]; then
+  seed_args=(--seed "$SCHEMATHESIS_SEED")
+fi
+
 # Run from the temporary directory, so schemathesis's and hypothesis's caches land there.
 venv="$(cd "$VENV" && pwd)"
 cd "$data"
@@ -57,4 +63,5 @@ cd "$data"
   --max-examples "$MAX_EXAMPLES" \
   --exclude-path-regex '/(ws|events)$' \
   --request-timeout 10 \
-  --workers 1
+  --workers 1 \
+  "${seed_args[@]}"

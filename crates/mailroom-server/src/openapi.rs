@@ -74,8 +74,9 @@ impl Modify for BearerOnV1 {
     }
 }
 
-/// The raw-body publish endpoints take any bytes, the empty message included, so their
-/// body is optional.
+/// Endpoints whose body may be left out: the raw-body publishes take any bytes, the empty
+/// message included; a poll without a body is the anonymous consumer; a redrive or purge
+/// without a body covers every dead letter.
 struct RawBodiesOptional;
 
 impl Modify for RawBodiesOptional {
@@ -83,6 +84,10 @@ impl Modify for RawBodiesOptional {
         for path in [
             "/v1/topics/{topic}/messages",
             "/v1/channels/{channel}/messages",
+            "/v1/topics/{topic}/groups/{group}/poll",
+            "/v1/topics/{topic}/groups/{group}/poll/raw",
+            "/v1/topics/{topic}/groups/{group}/dead-letters/redrive",
+            "/v1/topics/{topic}/groups/{group}/dead-letters/purge",
         ] {
             let post = openapi
                 .paths

@@ -325,11 +325,18 @@ pub async fn touch(
 pub struct OffsetRange {
     /// The lowest offset included (default 0).
     #[serde(default, deserialize_with = "crate::body::whole::deserialize_option")]
+    #[schema(minimum = 0, maximum = 9_223_372_036_854_775_807_i64)]
     pub from: Option<u64>,
     /// The first offset excluded (default: no upper end).
     #[serde(default, deserialize_with = "crate::body::whole::deserialize_option")]
+    #[schema(minimum = 0, maximum = 9_223_372_036_854_775_807_i64)]
     pub to: Option<u64>,
 }
+
+/// The largest offset a range may name. JSON clients commonly hold integers as signed 64-bit
+/// (and the OpenAPI `int64` format says so), while no log gets anywhere near this many
+/// messages, so anything above it is refused rather than half-supported.
+const RANGE_OFFSET_MAX: u64 = i64::MAX as u64;
 
 impl OffsetRange {
     fn parse(body: &Bytes) -> Result<Range<u64>, ApiError> {
@@ -338,6 +345,15 @@ impl OffsetRange {
         } else {
             parse::<OffsetRange>(body)?
         };
+        if let Some(offset) = [range.from, range.to]
+            .into_iter()
+            .flatten()
+            .find(|&offset| offset > RANGE_OFFSET_MAX)
+        {
+            return Err(ApiError::invalid_argument(format!(
+                "offset {offset} is above the largest range offset {RANGE_OFFSET_MAX}"
+            )));
+        }
         let from = range.from.unwrap_or(0);
         let to = range.to.unwrap_or(u64::MAX);
         if from > to {
@@ -454,5 +470,18 @@ mod tests {
         assert_eq!(OffsetRange::parse(&body).unwrap(), 2..5);
         let inverted = Bytes::from_static(br#"{"from":5,"to":2}"#);
         assert!(OffsetRange::parse(&inverted).is_err());
+    }
+
+    // Proves a range offset above the documented int64 maximum is refused, the maximum
+    // itself accepted, and an absent `to` still means "no upper end".
+    #[test]
+    fn range_offsets_above_int64_are_refused() {
+        let above = Bytes::from_static(br#"{"from":0,"to":9223372036854775808}"#);
+        assert!(OffsetRange::parse(&above).is_err());
+        let at_max = Bytes::from_static(br#"{"from":9223372036854775807}"#);
+        assert_eq!(
+            OffsetRange::parse(&at_max).unwrap(),
+            RANGE_OFFSET_MAX..u64::MAX
+        );
     }
 }
