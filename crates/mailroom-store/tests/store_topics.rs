@@ -258,3 +258,29 @@ fn racing_consumers_ack_each_offset_once() {
     all.sort_unstable();
     assert_eq!(all, (0..MESSAGES).collect::<Vec<_>>());
 }
+
+// Proves the store caps groups per topic at the in-memory topic's GROUPS_MAX, with the same
+// error, and that deleting one frees a place.
+#[test]
+fn groups_per_topic_are_capped_like_the_in_memory_topic() {
+    let sim = SimStorage::new();
+    let mut options = StoreOptions::default();
+    options.log.sync = mailroom_store::log::SyncPolicy::Never;
+    options.checkpoint_every = u64::MAX;
+    let store = Store::open_with(Arc::new(sim), Path::new(DIR), options).unwrap();
+    store.create_topic("t").unwrap();
+    let topic = store.topic("t").unwrap();
+    for n in 0..mailroom::topic::GROUPS_MAX {
+        topic.create_group(&format!("g{n}"), 1).unwrap();
+    }
+    let refused = topic.create_group("one-too-many", 1).unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            StoreError::Topic(TopicError::InvalidArgument { .. })
+        ),
+        "{refused:?}"
+    );
+    topic.delete_group("g0").unwrap();
+    topic.create_group("one-too-many", 1).unwrap();
+}

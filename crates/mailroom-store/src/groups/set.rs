@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use mailroom::group::{GroupConfig, GroupError, GroupState};
-use mailroom::topic::{StartPosition, TopicError};
+use mailroom::topic::{StartPosition, TopicError, GROUPS_MAX};
 use parking_lot::{Mutex, MutexGuard, RwLock};
 
 use super::checkpoint::{self, Checkpoint, GroupCheckpoint};
@@ -228,10 +228,17 @@ impl GroupSet {
         }
         validate_name(name)?;
         let mut changes = self.changes.lock();
-        if self.registry.read().contains_key(name) {
-            return Err(StoreError::Topic(TopicError::GroupExists {
-                group: name.to_owned(),
-            }));
+        {
+            let registry = self.registry.read();
+            if registry.contains_key(name) {
+                return Err(StoreError::Topic(TopicError::GroupExists {
+                    group: name.to_owned(),
+                }));
+            }
+            // The same cap, checked in the same order, as the in-memory topic.
+            if registry.len() >= GROUPS_MAX {
+                return Err(invalid("the topic already has GROUPS_MAX groups"));
+            }
         }
         // Holding `changes` keeps retention from moving the log's start meanwhile.
         let position = match start {
