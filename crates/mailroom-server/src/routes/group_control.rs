@@ -11,12 +11,13 @@ use axum::extract::{Path, State};
 use axum::Json;
 use mailroom::group::{Backoff, DeliveryId, GroupConfig, GroupCounters, NackKind, NackOptions};
 use mailroom::topic::DeadLetterInfo;
+use mailroom_store::{DurableTopic, StoreError};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::body::parse;
 use crate::error::{ApiError, ErrorBody};
-use crate::routes::groups::{group_info_body, DeliveryRef, GroupInfoBody};
+use crate::routes::groups::{check_names, group_info_body, DeliveryRef, GroupInfoBody};
 use crate::state::AppState;
 
 /// A group's retry backoff: `{"kind": "fixed", "delay_ms": d}` or
@@ -237,10 +238,11 @@ impl NackRequest {
             NackKindBody::Release => NackKind::Release,
             NackKindBody::Reject => NackKind::Reject,
         };
-        let id = DeliveryId {
+        let id = DeliveryRef {
             offset: self.offset,
             attempt: self.attempt,
-        };
+        }
+        .id();
         let options = NackOptions {
             kind,
             delay_ms: self.delay_ms,
@@ -307,10 +309,7 @@ pub async fn touch(
     crate::body::JsonBody(delivery): crate::body::JsonBody<DeliveryRef>,
 ) -> Result<Json<Touched>, ApiError> {
     check_names(&topic, &group)?;
-    let id = DeliveryId {
-        offset: delivery.offset,
-        attempt: delivery.attempt,
-    };
+    let id = delivery.id();
     state
         .blocking(move |store| store.topic(&topic)?.touch(&group, id))
         .await?;
@@ -391,12 +390,7 @@ pub async fn redrive(
     Path((topic, group)): Path<(String, String)>,
     body: Bytes,
 ) -> Result<Json<DeadLettersTaken>, ApiError> {
-    check_names(&topic, &group)?;
-    let range = OffsetRange::parse(&body)?;
-    let count = state
-        .blocking(move |store| store.topic(&topic)?.redrive(&group, range))
-        .await?;
-    Ok(Json(DeadLettersTaken { count }))
+    take_dead_letters(state, topic, group, &body, DurableTopic::redrive).await
 }
 
 /// Deletes this group's dead letters (all, or those with offsets in `[from, to)`).
@@ -417,17 +411,23 @@ pub async fn purge(
     Path((topic, group)): Path<(String, String)>,
     body: Bytes,
 ) -> Result<Json<DeadLettersTaken>, ApiError> {
-    check_names(&topic, &group)?;
-    let range = OffsetRange::parse(&body)?;
-    let count = state
-        .blocking(move |store| store.topic(&topic)?.purge(&group, range))
-        .await?;
-    Ok(Json(DeadLettersTaken { count }))
+    take_dead_letters(state, topic, group, &body, DurableTopic::purge).await
 }
 
-fn check_names(topic: &str, group: &str) -> Result<(), ApiError> {
-    crate::names::check_name("topic", topic)?;
-    crate::names::check_name("group", group)
+/// Redrive and purge differ only in what the store does with the chosen dead letters.
+async fn take_dead_letters(
+    state: AppState,
+    topic: String,
+    group: String,
+    body: &Bytes,
+    take: fn(&DurableTopic, &str, Range<u64>) -> Result<u64, StoreError>,
+) -> Result<Json<DeadLettersTaken>, ApiError> {
+    check_names(&topic, &group)?;
+    let range = OffsetRange::parse(body)?;
+    let count = state
+        .blocking(move |store| take(&store.topic(&topic)?, &group, range))
+        .await?;
+    Ok(Json(DeadLettersTaken { count }))
 }
 
 #[cfg(test)]

@@ -100,6 +100,16 @@ pub struct DeliveryRef {
     pub attempt: u32,
 }
 
+impl DeliveryRef {
+    /// The delivery this names, as the store fences it.
+    pub fn id(self) -> DeliveryId {
+        DeliveryId {
+            offset: self.offset,
+            attempt: self.attempt,
+        }
+    }
+}
+
 /// A group's state, as `GET .../groups/{group}` returns it.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct GroupInfoBody {
@@ -214,7 +224,7 @@ pub fn group_info_body(info: GroupInfo) -> GroupInfoBody {
     }
 }
 
-fn check_names(topic: &str, group: &str) -> Result<(), ApiError> {
+pub(super) fn check_names(topic: &str, group: &str) -> Result<(), ApiError> {
     check_name("topic", topic)?;
     check_name("group", group)
 }
@@ -402,10 +412,7 @@ pub async fn ack(
 ) -> Result<Json<Acked>, ApiError> {
     check_names(&topic, &group)?;
     let labels = Metrics::group(&topic, &group);
-    let id = DeliveryId {
-        offset: delivery.offset,
-        attempt: delivery.attempt,
-    };
+    let id = delivery.id();
     state
         .blocking(move |store| store.topic(&topic)?.ack(&group, id))
         .await?;
