@@ -266,7 +266,14 @@ impl Client {
             Method::POST,
             &["v1", "topics", topic, "groups", group, "poll"],
         )?;
-        let response = Self::send(request).await?;
+        Self::delivery_from(Self::send(request).await?).await
+    }
+
+    /// Decodes a poll's answer: 204 is nothing waiting, 200 a delivery. Both poll forms
+    /// (anonymous and as a consumer) answer alike.
+    pub(crate) async fn delivery_from(
+        response: reqwest::Response,
+    ) -> Result<Option<Delivery>, ClientError> {
         if response.status() == StatusCode::NO_CONTENT {
             return Ok(None);
         }

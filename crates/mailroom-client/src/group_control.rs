@@ -3,11 +3,10 @@
 
 use std::ops::Range;
 
-use reqwest::{Method, StatusCode};
+use reqwest::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
-use crate::types::WireDelivery;
 use crate::{Client, ClientError, Delivery, DeliveryId, GroupInfo, NackOutcome, StartPosition};
 
 /// A group's retry backoff.
@@ -208,18 +207,7 @@ impl Client {
         let request = self
             .request(Method::POST, &Self::group_path(topic, group, &["poll"]))?
             .json(&json!({ "consumer": consumer }));
-        let response = Self::send(request).await?;
-        if response.status() == StatusCode::NO_CONTENT {
-            return Ok(None);
-        }
-        let body = response.bytes().await?;
-        let wire: WireDelivery = serde_json::from_slice(&body)
-            .map_err(|e| ClientError::UnexpectedResponse(e.to_string()))?;
-        Ok(Some(Delivery {
-            offset: wire.offset,
-            attempt: wire.attempt,
-            payload: wire.payload.into_bytes()?,
-        }))
+        Self::delivery_from(Self::send(request).await?).await
     }
 
     /// Nacks, releases or rejects the exact delivery, with an optional delay and reason.
