@@ -309,6 +309,55 @@ impl Log {
         Ok(range)
     }
 
+    /// Writes `payloads` like [`append`](Self::append) but returns without waiting for
+    /// durability: pair it with [`wait_durable`](Self::wait_durable), which lets a caller
+    /// release its own locks before it waits. Under [`SyncPolicy::Always`] readers do not
+    /// see the records until they are durable.
+    ///
+    /// # Errors
+    /// As [`append`](Self::append), except that no sync runs here.
+    ///
+    /// # Example
+    /// ```
+    /// # use std::{path::Path, sync::Arc};
+    /// # use mailroom_store::log::{Log, LogOptions};
+    /// # use mailroom_store::storage::SimStorage;
+    /// let log = Log::open(Arc::new(SimStorage::new()), Path::new("/l"), LogOptions::default())?;
+    /// let written = log.write(&[b"x", b"y"], 5)?;
+    /// assert_eq!(log.end(), 0); // written, not yet durable: not visible
+    /// log.wait_durable(written.end)?;
+    /// assert_eq!(log.end(), 2);
+    /// # Ok::<(), mailroom_store::StoreError>(())
+    /// ```
+    pub fn write(&self, payloads: &[&[u8]], timestamp_ms: u64) -> Result<Range<u64>, StoreError> {
+        if payloads.is_empty() {
+            self.shared.check_not_failed()?;
+            let end = self.written_end();
+            return Ok(end..end);
+        }
+        self.shared.write(payloads, timestamp_ms)
+    }
+
+    /// Returns once every offset below `end` is durable, sharing one `fdatasync` with
+    /// concurrent waiters. Under [`SyncPolicy::Interval`] and [`SyncPolicy::Never`] it
+    /// returns at once: those policies do not wait for the disk.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`] if the sync fails (the log is then fail-stop), or
+    /// [`StoreError::FailStopped`].
+    pub fn wait_durable(&self, end: u64) -> Result<(), StoreError> {
+        if self.shared.options.sync == SyncPolicy::Always {
+            self.shared.wait_durable(end)
+        } else {
+            self.shared.check_not_failed()
+        }
+    }
+
+    /// One past the last offset written, durable or not (see [`end`](Self::end)).
+    pub fn written_end(&self) -> u64 {
+        self.shared.written_end.load(Ordering::Acquire)
+    }
+
     /// Reads one record; `Ok(None)` if `offset` is before [`Log::start`] (deleted) or at or
     /// after [`Log::end`].
     ///

@@ -120,9 +120,6 @@ impl GroupState {
         if lease_until_ms.is_some() != self.config.lease_ms.is_some() {
             return Err("a delivery's lease does not match the group's settings");
         }
-        if self.config.max_in_flight > 1 && self.owns_any(consumer) {
-            return Err("the consumer already has a delivery in flight");
-        }
         let phase = SlotPhase::InFlight {
             consumer: consumer.map(str::to_owned),
             lease_until_ms,
@@ -156,15 +153,6 @@ impl GroupState {
         }
         self.in_flight += 1;
         Ok(())
-    }
-
-    fn owns_any(&self, consumer: Option<&str>) -> bool {
-        self.slots().any(|slot| match &slot.phase {
-            SlotPhase::InFlight {
-                consumer: owner, ..
-            } => owner.as_deref() == consumer,
-            _ => false,
-        })
     }
 
     /// The slot of `id` if it is in flight with exactly that attempt. Leases are not

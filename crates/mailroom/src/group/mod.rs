@@ -91,8 +91,10 @@
 //! With W > 1, up to W deliveries are in flight at once, each fenced to its own
 //! (offset, attempt), and each owned by the consumer that polled it: a consumer
 //! identity passed to [`plan_poll`](GroupState::plan_poll) gets its own in-flight
-//! delivery back on a repeated poll (the anonymous consumer is one identity), so a
-//! consumer owns at most one delivery at a time. The *position* is the lowest offset not
+//! delivery back on a repeated poll (the anonymous consumer is one identity). A batch
+//! poll takes the consumer's own deliveries ([`owned`](GroupState::owned)) and then new
+//! ones ([`plan_poll_new`](GroupState::plan_poll_new)), so one consumer may own several;
+//! a plain poll then returns the first of them. The *position* is the lowest offset not
 //! finished.
 //!
 //! Ordering guarantee: a poll delivers the lowest-offset message that is ready (failed,

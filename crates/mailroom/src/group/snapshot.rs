@@ -1,6 +1,6 @@
 //! [`GroupSnapshot`]: the plain-data form of a group, for checkpoints, and its checks.
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 use super::config::GroupConfig;
 use super::state::{DeadLetterNote, GroupCounters, GroupState, Slot, SlotPhase};
@@ -179,7 +179,6 @@ impl GroupState {
 fn check_slots(snapshot: &GroupSnapshot) -> Result<(), GroupError> {
     let invalid = |why| Err(GroupError::InvalidSnapshot(why));
     let config = &snapshot.config;
-    let mut consumers = HashSet::new();
     for (index, slot) in snapshot.window.iter().enumerate() {
         if Some(slot.offset) != snapshot.position.checked_add(index as u64) {
             return invalid("window offsets are not consecutive from the position");
@@ -209,16 +208,9 @@ fn check_slots(snapshot: &GroupSnapshot) -> Result<(), GroupError> {
         if slot.phase != SlotPhase::Done && slot.failures >= config.max_attempts {
             return invalid("attempts exhausted but not dead-lettered");
         }
-        if let SlotPhase::InFlight {
-            consumer,
-            lease_until_ms,
-        } = &slot.phase
-        {
+        if let SlotPhase::InFlight { lease_until_ms, .. } = &slot.phase {
             if lease_until_ms.is_some() != config.lease_ms.is_some() {
                 return invalid("a lease that disagrees with the config");
-            }
-            if !consumers.insert(consumer.clone()) && config.max_in_flight > 1 {
-                return invalid("a consumer owns two deliveries");
             }
         }
     }

@@ -196,12 +196,45 @@ impl GroupState {
             return PollStep::Expire(change);
         }
         if self.in_flight > 0 {
-            if let Some(own) = self.owned_by(consumer) {
+            if let Some(own) = self.owned(consumer).next() {
                 return PollStep::InFlight(own);
             }
-            if self.in_flight >= self.config.max_in_flight {
-                return PollStep::Full;
-            }
+        }
+        self.plan_unexpired(log_end, now_ms)
+    }
+
+    /// Plans a poll for a *new* delivery at `now_ms`, whoever owns what: the step a batch
+    /// poll repeats after taking the consumer's own deliveries ([`owned`](Self::owned)).
+    /// Never returns [`PollStep::InFlight`]. Changes nothing.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use mailroom::group::{GroupConfig, GroupState, PollStep};
+    ///
+    /// let config = GroupConfig::new(1).with_max_in_flight(4);
+    /// let mut group = GroupState::with_config(config, 0).unwrap();
+    /// // A batch poll of 3 by "a": three new deliveries, all owned by "a".
+    /// for _ in 0..3 {
+    ///     let PollStep::Deliver(new) = group.plan_poll_new(5, 0) else { unreachable!() };
+    ///     group.apply_delivery(new, Some("a")).unwrap();
+    /// }
+    /// let offsets: Vec<u64> = group.owned(Some("a")).map(|id| id.offset).collect();
+    /// assert_eq!(offsets, [0, 1, 2]);
+    /// ```
+    #[inline(always)]
+    pub fn plan_poll_new(&self, log_end: u64, now_ms: u64) -> PollStep {
+        match self.plan_expiry(now_ms) {
+            Some(change) => PollStep::Expire(change),
+            None => self.plan_unexpired(log_end, now_ms),
+        }
+    }
+
+    /// [`plan_poll_new`](Self::plan_poll_new) once no lease is due.
+    #[inline(always)]
+    fn plan_unexpired(&self, log_end: u64, now_ms: u64) -> PollStep {
+        if self.in_flight > 0 && self.in_flight >= self.config.max_in_flight {
+            return PollStep::Full;
         }
         let offset = match self.next_candidate(log_end, now_ms) {
             Ok(offset) => offset,
@@ -214,10 +247,11 @@ impl GroupState {
         })
     }
 
-    /// The delivery `consumer` has in flight.
-    fn owned_by(&self, consumer: Option<&str>) -> Option<DeliveryId> {
+    /// The deliveries `consumer` (`None`: the anonymous consumer) has in flight:
+    /// redriven messages first, then by offset.
+    pub fn owned<'a>(&'a self, consumer: Option<&'a str>) -> impl Iterator<Item = DeliveryId> + 'a {
         self.slots()
-            .find(|slot| match &slot.phase {
+            .filter(move |slot| match &slot.phase {
                 SlotPhase::InFlight {
                     consumer: owner, ..
                 } => owner.as_deref() == consumer,
