@@ -2,7 +2,8 @@
 //! `Mutex` around a `Vec` of messages and a `HashMap` of group states, the obvious design
 //! that serialises everything.
 //!
-//! Run: `cargo bench -p mailroom --bench topic` (append `-- --quick` for a short run).
+//! Run: `cargo bench -p mailroom --bench topic` (append `-- --quick` for a short run;
+//! `-- poll_ack/` for the single-op and batch consume cases side by side).
 //! Before criterion starts, it prints the memory each design needs per retained message
 //! beyond the payload, counted by a global allocator wrapper.
 
@@ -15,7 +16,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
-use mailroom::topic::{StartPosition, Topic};
+use mailroom::group::GroupConfig;
+use mailroom::topic::{Delivery, StartPosition, Topic};
 
 /// Counts live heap bytes, so the memory report measures rather than estimates.
 struct CountingAllocator;
@@ -51,6 +53,9 @@ static ALLOCATOR: CountingAllocator = CountingAllocator;
 /// Messages per timed batch; a batch always starts from a fresh topic or group, so the
 /// log's size stays bounded however many iterations criterion asks for.
 const BATCH: u64 = 1 << 20;
+
+/// Deliveries per batch poll and batch ack in the batch case of "poll_ack" (also its W).
+const BATCH_OF: u32 = 64;
 
 /// The peer: one lock around the whole topic, as a first implementation would have it.
 struct Naive<M> {
@@ -248,6 +253,37 @@ fn poll_ack_one_group(c: &mut Criterion) {
                 for _ in 0..batch {
                     let delivery = topic.poll("g").unwrap().unwrap();
                     topic.ack("g", black_box(delivery.id())).unwrap();
+                }
+                let elapsed = start.elapsed();
+                topic.delete_group("g").unwrap();
+                elapsed
+            })
+        })
+    });
+    // The same messages moved 64 at a time: one poll_batch and one ack_batch per 64,
+    // with W = 64 so that a batch is never cut short by the window.
+    group.bench_function("mailroom_poll_batch_ack_batch_64", |b| {
+        b.iter_custom(|iters| {
+            batched(iters, |batch| {
+                let config = GroupConfig::new(3).with_max_in_flight(BATCH_OF);
+                topic
+                    .create_group_with("g", StartPosition::Earliest, config)
+                    .unwrap();
+                let handle = topic.group("g").unwrap();
+                let mut ids = Vec::with_capacity(BATCH_OF as usize);
+                let start = Instant::now();
+                let mut left = batch;
+                while left > 0 {
+                    let max = left.min(u64::from(BATCH_OF)) as usize;
+                    let deliveries = handle.poll_batch(None, max).unwrap();
+                    assert_eq!(deliveries.len(), max);
+                    ids.clear();
+                    ids.extend(deliveries.iter().map(Delivery::id));
+                    black_box(deliveries);
+                    for result in handle.ack_batch(black_box(&ids)).unwrap() {
+                        result.unwrap();
+                    }
+                    left -= max as u64;
                 }
                 let elapsed = start.elapsed();
                 topic.delete_group("g").unwrap();

@@ -2,17 +2,21 @@
 //! reference model written here from the rules of issue 7 (it does not use
 //! `mailroom::group`), driven by random publishes, polls by several consumers, acks,
 //! nacks of every kind with delays and reasons, touches, clock advances, redrives and
-//! purges over groups with leases, backoff and `max_in_flight` > 1. Every result and the
-//! whole observable state of every group are compared after every step.
+//! purges over groups with leases, backoff and `max_in_flight` > 1, and batch polls,
+//! acks and nacks (which the model performs as the single operations, one after
+//! another). Every result and the whole observable state of every group are compared
+//! after every step.
 
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::Arc;
 
 use mailroom::clock::ManualClock;
+use mailroom::group::NotOwned;
 use mailroom::group::{Backoff, GroupConfig, GroupCounters, NackKind, NackOptions};
 use mailroom::topic::{
     DeadLetterInfo, Delivery, DeliveryId, GroupInfo, Nack, StartPosition, Topic, TopicError,
+    BATCH_DELIVERIES_MAX,
 };
 use proptest::prelude::*;
 
@@ -28,6 +32,14 @@ enum Pick {
     MadeUp(u64, u32),
 }
 
+/// What a batch ack or nack names.
+#[derive(Debug, Clone)]
+enum BatchPick {
+    One(Pick),
+    /// Every delivery of the last batch this consumer polled from this group.
+    LastBatch(usize),
+}
+
 #[derive(Debug, Clone)]
 enum Op {
     Publish(u32),
@@ -39,6 +51,9 @@ enum Op {
     Advance(u64),
     Redrive(usize, Range<u64>),
     Purge(usize, Range<u64>),
+    PollBatch(usize, usize, usize),
+    AckBatch(usize, Vec<BatchPick>),
+    NackBatch(usize, Vec<BatchPick>, NackKind, Option<u64>, Option<String>),
 }
 
 fn config() -> impl Strategy<Value = GroupConfig> {
@@ -71,17 +86,32 @@ fn op() -> impl Strategy<Value = Op> {
         Just(NackKind::Reject)
     ];
     let range = (0..8u64, 0..10u64).prop_map(|(a, len)| a..a + len);
+    let max = prop_oneof![
+        12 => 1..4usize,
+        1 => Just(0usize),
+        1 => Just(BATCH_DELIVERIES_MAX),
+        1 => Just(BATCH_DELIVERIES_MAX + 1),
+    ];
+    let batch_pick = prop_oneof![
+        3 => pick.clone().prop_map(BatchPick::One),
+        2 => (0..CONSUMERS.len()).prop_map(BatchPick::LastBatch),
+    ];
+    let picks = proptest::collection::vec(batch_pick, 0..4);
     prop_oneof![
         3 => any::<u32>().prop_map(Op::Publish),
         1 => (0..2usize, config()).prop_map(|(n, c)| Op::Create(n, c)),
         6 => (name.clone(), 0..CONSUMERS.len()).prop_map(|(n, c)| Op::Poll(n, c)),
         4 => (name.clone(), pick.clone()).prop_map(|(n, p)| Op::Ack(n, p)),
-        4 => (name.clone(), pick.clone(), kind, proptest::option::of(0..80u64), proptest::option::of("[a-z]{0,6}"))
+        4 => (name.clone(), pick.clone(), kind.clone(), proptest::option::of(0..80u64), proptest::option::of("[a-z]{0,6}"))
             .prop_map(|(n, p, k, d, r)| Op::Nack(n, p, k, d, r)),
-        1 => (name.clone(), pick).prop_map(|(n, p)| Op::Touch(n, p)),
+        1 => (name.clone(), pick.clone()).prop_map(|(n, p)| Op::Touch(n, p)),
         3 => (0..70u64).prop_map(Op::Advance),
         1 => (name.clone(), range.clone()).prop_map(|(n, r)| Op::Redrive(n, r)),
-        1 => (name, range).prop_map(|(n, r)| Op::Purge(n, r)),
+        1 => (name.clone(), range).prop_map(|(n, r)| Op::Purge(n, r)),
+        4 => (name.clone(), 0..CONSUMERS.len(), max).prop_map(|(n, c, m)| Op::PollBatch(n, c, m)),
+        2 => (name.clone(), picks.clone()).prop_map(|(n, p)| Op::AckBatch(n, p)),
+        2 => (name, picks, kind.clone(), proptest::option::of(0..80u64), proptest::option::of("[a-z]{0,6}"))
+            .prop_map(|(n, p, k, d, r)| Op::NackBatch(n, p, k, d, r)),
     ]
 }
 
@@ -194,16 +224,48 @@ impl MGroup {
         }
     }
 
-    fn poll(&mut self, log_len: u64, now: u64, consumer: Option<&str>) -> Option<DeliveryId> {
-        let own = self.slots.iter().find(
-            |(_, s)| matches!(&s.phase, Phase::Owned(owner, _) if owner.as_deref() == consumer),
-        );
-        if let Some((&offset, s)) = own {
-            return Some(DeliveryId {
+    /// The deliveries `consumer` has in flight, by offset.
+    fn owned(&self, consumer: Option<&str>) -> Vec<DeliveryId> {
+        self.slots
+            .iter()
+            .filter(
+                |(_, s)| matches!(&s.phase, Phase::Owned(owner, _) if owner.as_deref() == consumer),
+            )
+            .map(|(&offset, s)| DeliveryId {
                 offset,
                 attempt: s.attempt,
-            });
+            })
+            .collect()
+    }
+
+    fn poll(&mut self, log_len: u64, now: u64, consumer: Option<&str>) -> Option<DeliveryId> {
+        match self.owned(consumer).first() {
+            Some(&own) => Some(own),
+            None => self.poll_new(log_len, now, consumer),
         }
+    }
+
+    /// The documented batch order: the consumer's own deliveries, then new ones one by
+    /// one until `max` or none is left.
+    fn poll_batch(
+        &mut self,
+        log_len: u64,
+        now: u64,
+        consumer: Option<&str>,
+        max: usize,
+    ) -> Vec<DeliveryId> {
+        let mut batch: Vec<DeliveryId> = self.owned(consumer).into_iter().take(max).collect();
+        while batch.len() < max {
+            match self.poll_new(log_len, now, consumer) {
+                Some(id) => batch.push(id),
+                None => break,
+            }
+        }
+        batch
+    }
+
+    /// A poll for a new delivery, whatever `consumer` owns already.
+    fn poll_new(&mut self, log_len: u64, now: u64, consumer: Option<&str>) -> Option<DeliveryId> {
         if self.in_flight().len() as u32 >= self.config.max_in_flight {
             return None;
         }
@@ -321,6 +383,7 @@ struct Harness {
     log: Vec<u32>,
     groups: BTreeMap<String, MGroup>,
     last: BTreeMap<(usize, usize), DeliveryId>,
+    last_batch: BTreeMap<(usize, usize), Vec<DeliveryId>>,
     seen: Vec<DeliveryId>,
 }
 
@@ -351,6 +414,20 @@ impl Harness {
                 attempt: *attempt,
             },
         }
+    }
+
+    fn pick_many(&self, name: usize, picks: &[BatchPick]) -> Vec<DeliveryId> {
+        picks
+            .iter()
+            .flat_map(|pick| match pick {
+                BatchPick::One(pick) => vec![self.pick(name, pick)],
+                BatchPick::LastBatch(consumer) => self
+                    .last_batch
+                    .get(&(name, *consumer))
+                    .cloned()
+                    .unwrap_or_default(),
+            })
+            .collect()
     }
 
     /// The model group `name` after expiring its due leases, or `Unknown`.
@@ -454,6 +531,38 @@ impl Harness {
                 assert_eq!(self.topic.touch(name, id).map_err(refused), expected);
             }
             Op::Advance(ms) => self.clock.advance_ms(*ms),
+            Op::PollBatch(n, c, max) => self.poll_batch(*n, *c, *max),
+            Op::AckBatch(n, picks) => {
+                let name = NAMES[*n];
+                let ids = self.pick_many(*n, picks);
+                let expected = self.group(name).map(|g| {
+                    ids.iter()
+                        .map(|&id| {
+                            g.check(id)?;
+                            g.finish(id.offset);
+                            Ok(())
+                        })
+                        .collect::<Vec<_>>()
+                });
+                let real = self.topic.ack_batch(name, &ids);
+                assert_eq!(batch_results(real), expected);
+            }
+            Op::NackBatch(n, picks, kind, delay, reason) => {
+                let name = NAMES[*n];
+                let ids = self.pick_many(*n, picks);
+                let expected = self.group(name).map(|g| {
+                    ids.iter()
+                        .map(|&id| g.nack(id, *kind, *delay, reason.clone(), now))
+                        .collect::<Vec<_>>()
+                });
+                let options = NackOptions {
+                    kind: *kind,
+                    delay_ms: *delay,
+                    reason: reason.clone(),
+                };
+                let real = self.topic.nack_batch(name, &ids, &options);
+                assert_eq!(batch_results(real), expected);
+            }
             Op::Redrive(n, range) => {
                 let name = NAMES[*n];
                 let expected = self.group(name).map(|g| {
@@ -490,6 +599,37 @@ impl Harness {
             }
         }
         self.compare_all();
+    }
+
+    fn poll_batch(&mut self, n: usize, c: usize, max: usize) {
+        let (name, consumer) = (NAMES[n], CONSUMERS[c]);
+        let log_len = self.log.len() as u64;
+        let now = self.now();
+        let expected = if max == 0 || max > BATCH_DELIVERIES_MAX {
+            Err(Refused::Invalid)
+        } else {
+            self.group(name)
+                .map(|g| g.poll_batch(log_len, now, consumer, max))
+        };
+        let expected = expected.map(|ids| {
+            ids.into_iter()
+                .map(|id| Delivery {
+                    offset: id.offset,
+                    attempt: id.attempt,
+                    message: self.log[id.offset as usize],
+                })
+                .collect::<Vec<_>>()
+        });
+        let real = self.topic.poll_batch(name, consumer, max).map_err(refused);
+        assert_eq!(real, expected);
+        if let Ok(batch) = real {
+            let ids: Vec<DeliveryId> = batch.iter().map(Delivery::id).collect();
+            if let Some(&last) = ids.last() {
+                self.last.insert((n, c), last);
+            }
+            self.seen.extend(&ids);
+            self.last_batch.insert((n, c), ids);
+        }
     }
 
     fn compare_all(&mut self) {
@@ -533,11 +673,23 @@ impl Harness {
     }
 }
 
+/// A batch's answer in the model's terms.
+fn batch_results<T>(
+    real: Result<Vec<Result<T, NotOwned>>, TopicError>,
+) -> Result<Vec<Result<T, Refused>>, Refused> {
+    real.map_err(refused).map(|results| {
+        results
+            .into_iter()
+            .map(|r| r.map_err(|n| Refused::NotOwned(n.requested, n.current)))
+            .collect()
+    })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 384, ..ProptestConfig::default() })]
 
     // Proves the topic follows the reference model of leases, nack kinds, delays,
-    // backoff, redrive, purge and max_in_flight step by step.
+    // backoff, redrive, purge, max_in_flight and batches step by step.
     #[test]
     fn topic_matches_the_beyond_model(ops in proptest::collection::vec(op(), 1..120)) {
         let clock = Arc::new(ManualClock::new(1_000));
@@ -547,6 +699,7 @@ proptest! {
             log: Vec::new(),
             groups: BTreeMap::new(),
             last: BTreeMap::new(),
+            last_batch: BTreeMap::new(),
             seen: Vec::new(),
         };
         for op in &ops {

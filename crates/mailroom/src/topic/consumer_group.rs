@@ -4,6 +4,7 @@
 //! applies the planned change, all under this group's lock and no other. Lease expiries
 //! due at the caller's time are applied first, under the same lock. The payload is
 //! cloned before the event is applied, so a panicking `Clone` leaves the group unchanged.
+//! A batch (poll, ack or nack of several deliveries) takes the lock once for all of them.
 
 use parking_lot::{Mutex, MutexGuard};
 
@@ -11,7 +12,7 @@ use std::ops::Range;
 
 use super::log::Log;
 use super::{DeadLetter, DeadLetterInfo, Delivery, DeliveryId, GroupInfo, Nack, TopicError};
-use crate::group::{Change, GroupState, NackOptions, PollStep};
+use crate::group::{Change, GroupState, NackOptions, NotOwned, PollStep};
 
 /// A named group and its state. Shared by the topic's registry and by group handles.
 ///
@@ -135,11 +136,79 @@ impl ConsumerGroup {
             .plan_nack(delivery, options, now_ms)
             .map_err(|source| self.not_owned(source))?;
         apply(&mut state.machine, &change);
-        Ok(if change.dead_letters() {
-            Nack::DeadLettered
-        } else {
-            Nack::Retry
-        })
+        Ok(nack_outcome(&change))
+    }
+
+    /// Polls up to `max` deliveries as `consumer` at `now_ms`, under one hold of the lock:
+    /// due expiries first, then the consumer's own deliveries in flight, then new ones
+    /// until `max` or the group has nothing more to hand out (idle, full or waiting).
+    pub(crate) fn poll_batch<M: Clone>(
+        &self,
+        log: &Log<M>,
+        now_ms: u64,
+        consumer: Option<&str>,
+        max: usize,
+    ) -> Result<Vec<Delivery<M>>, TopicError> {
+        let mut state = self.lock_at(now_ms)?;
+        let log_end = log.len();
+        let mut batch: Vec<Delivery<M>> = state
+            .machine
+            .owned(consumer)
+            .take(max)
+            .map(|id| delivery(log, id))
+            .collect();
+        while batch.len() < max {
+            let new = match state.machine.plan_poll_new(log_end, now_ms) {
+                PollStep::Idle | PollStep::Full | PollStep::Wait { .. } => break,
+                PollStep::Expire(change) => {
+                    apply(&mut state.machine, &change);
+                    continue;
+                }
+                PollStep::InFlight(id) => unreachable!("plan_poll_new planned in-flight {id}"),
+                PollStep::Deliver(new) => new,
+            };
+            // Cloned before applying, as in `poll`: a panicking `Clone` leaves this
+            // delivery unmade (those already made stay owned by `consumer`).
+            let next = delivery(log, new.id);
+            if let Err(error) = state.machine.apply_delivery(new, consumer) {
+                unreachable!("a freshly planned delivery must follow: {error}");
+            }
+            batch.push(next);
+        }
+        Ok(batch)
+    }
+
+    /// Acks each of `deliveries` in order under one hold of the lock; each result is what
+    /// a single ack would have answered at that point.
+    pub(crate) fn ack_batch(
+        &self,
+        deliveries: &[DeliveryId],
+        now_ms: u64,
+    ) -> Result<Vec<Result<(), NotOwned>>, TopicError> {
+        let mut state = self.lock_at(now_ms)?;
+        Ok(deliveries
+            .iter()
+            .map(|&id| state.machine.ack_now(id, now_ms))
+            .collect())
+    }
+
+    /// Nacks each of `deliveries` per `options` (already checked) in order under one hold
+    /// of the lock; each result is what a single nack would have answered at that point.
+    pub(crate) fn nack_batch(
+        &self,
+        deliveries: &[DeliveryId],
+        options: &NackOptions,
+        now_ms: u64,
+    ) -> Result<Vec<Result<Nack, NotOwned>>, TopicError> {
+        let mut state = self.lock_at(now_ms)?;
+        Ok(deliveries
+            .iter()
+            .map(|&id| {
+                let change = state.machine.plan_nack(id, options, now_ms)?;
+                apply(&mut state.machine, &change);
+                Ok(nack_outcome(&change))
+            })
+            .collect())
     }
 
     pub(crate) fn touch(&self, delivery: DeliveryId, now_ms: u64) -> Result<(), TopicError> {
@@ -247,7 +316,7 @@ impl ConsumerGroup {
         })
     }
 
-    fn not_owned(&self, source: crate::group::NotOwned) -> TopicError {
+    fn not_owned(&self, source: NotOwned) -> TopicError {
         TopicError::NotOwned {
             group: self.name.to_string(),
             source,
@@ -260,6 +329,24 @@ impl ConsumerGroup {
 fn apply(machine: &mut GroupState, change: &Change) {
     if let Err(error) = machine.apply_change(change) {
         unreachable!("a freshly planned event must follow: {error}");
+    }
+}
+
+/// What an applied nack `change` did.
+fn nack_outcome(change: &Change) -> Nack {
+    if change.dead_letters() {
+        Nack::DeadLettered
+    } else {
+        Nack::Retry
+    }
+}
+
+/// The delivery `id` with its payload.
+fn delivery<M: Clone>(log: &Log<M>, id: DeliveryId) -> Delivery<M> {
+    Delivery {
+        offset: id.offset,
+        attempt: id.attempt,
+        message: published(log, id.offset).clone(),
     }
 }
 

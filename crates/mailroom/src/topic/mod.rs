@@ -76,8 +76,9 @@
 //!   message above it meanwhile.
 //! - **Redrive and purge** ([`Topic::redrive`], [`Topic::purge`]) of this group's dead
 //!   letters; [`Topic::dead_letter_info`] shows each one's reason and time.
-//! - **Parallel deliveries** (`max_in_flight` W): up to W deliveries in flight, one per
-//!   consumer identity ([`Topic::poll_as`]), delivered in offset order and never more than
+//! - **Parallel deliveries** (`max_in_flight` W): up to W deliveries in flight, each
+//!   owned by the consumer identity that polled it ([`Topic::poll_as`], one at a time, or
+//!   [`Topic::poll_batch`], several), delivered in offset order and never more than
 //!   W − 1 offsets ahead of the position.
 //!
 //! ```
@@ -107,6 +108,47 @@
 //! assert!(topic.ack("workers", a.id()).is_err());
 //! ```
 //!
+//! # Batches
+//!
+//! [`Topic::poll_batch`], [`Topic::ack_batch`] and [`Topic::nack_batch`] (and their
+//! [`GroupHandle`] twins) move up to [`BATCH_DELIVERIES_MAX`] deliveries of one group
+//! under one hold of its lock. Each does what the single operations would do one after
+//! another, with nothing from other callers in between:
+//!
+//! - A batch poll first applies due lease expiries, then returns the consumer's own
+//!   deliveries in flight, then new deliveries for it one by one until it has `max` or
+//!   the group has nothing more to hand out (the log is drained, W deliveries are in
+//!   flight, or a delayed message holds back the rest). Owned ones come first, then new
+//!   ones, each by ascending offset. All of them are owned by the consumer: repeating the
+//!   batch returns the same deliveries with the same attempts, and a plain poll returns
+//!   the first. With W = 1 a batch poll is a poll: at most one delivery.
+//! - An ack or nack batch settles each named delivery in order and answers one result
+//!   per delivery: what a single ack or nack would have said at that point. A refused one
+//!   (not owned, a stale attempt, named twice) does not stop the rest.
+//!
+//! ```
+//! use mailroom::group::GroupConfig;
+//! use mailroom::topic::{StartPosition, Topic};
+//!
+//! let topic = Topic::new();
+//! let config = GroupConfig::new(3).with_max_in_flight(64);
+//! topic.create_group_with("g", StartPosition::Earliest, config).unwrap();
+//! for n in 0..100u32 {
+//!     topic.publish(n);
+//! }
+//! let group = topic.group("g").unwrap();
+//! let mut finished = 0;
+//! loop {
+//!     let batch = group.poll_batch(Some("worker"), 64).unwrap();
+//!     if batch.is_empty() {
+//!         break;
+//!     }
+//!     let ids: Vec<_> = batch.iter().map(|delivery| delivery.id()).collect();
+//!     finished += group.ack_batch(&ids).unwrap().iter().filter(|r| r.is_ok()).count();
+//! }
+//! assert_eq!(finished, 100);
+//! ```
+//!
 //! # Errors
 //!
 //! Every refused call returns a [`TopicError`] and changes nothing: `InvalidArgument`
@@ -133,11 +175,12 @@
 //!
 //! # Limits
 //!
-//! [`GROUP_NAME_BYTES_MAX`], [`GROUPS_MAX`] and [`MESSAGES_MAX`].
+//! [`GROUP_NAME_BYTES_MAX`], [`GROUPS_MAX`], [`MESSAGES_MAX`] and [`BATCH_DELIVERIES_MAX`].
 //!
 //! The group rules themselves live in [`crate::group`], which the durable store and the
 //! server share; this module is their in-memory home.
 
+mod batch;
 mod consumer_group;
 mod extended;
 mod handle;
@@ -161,3 +204,6 @@ pub const GROUPS_MAX: usize = 65_536;
 
 /// The most messages one topic can hold (about 4.4 × 10^12); publishing more panics.
 pub const MESSAGES_MAX: u64 = log::MESSAGES_MAX;
+
+/// The most deliveries one batch may poll, ack or nack.
+pub const BATCH_DELIVERIES_MAX: usize = 65_536;
