@@ -8,14 +8,21 @@
 //! - Open time's peer is reading every byte of the topic's files once (what any open
 //!   that re-reads the log must at least pay), measured on the same files right after.
 //! - Poll + ack's peer is the disk's own `write` + `fdatasync` rate on a small file:
-//!   a durable poll + ack needs two synced records, so one group is bounded by half of
-//!   it; concurrent groups share syncs (group commit).
+//!   a durable poll + ack needs two synced records, so one group used by one thread is
+//!   bounded by half of it; concurrent groups share syncs (group commit).
+//! - One group, many consumers (issue 7), beside the same peer: W = 16 threads each
+//!   `poll_as` + `ack` on ONE group with `max_in_flight` 16 (their transitions share
+//!   syncs, since a group's lock is not held across its `fdatasync`), and one thread doing
+//!   `poll_batch(64)` + `ack_batch` on a group with `max_in_flight` 64 (two syncs per 64
+//!   cycles). `STORE_BENCH_ONE_GROUP_ONLY=1` runs only this part.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use mailroom::group::{DeliveryId, GroupConfig};
+use mailroom::topic::StartPosition;
 use mailroom_store::log::{LogOptions, SyncPolicy};
 use mailroom_store::{DurableTopic, Store, StoreOptions};
 
@@ -193,6 +200,110 @@ fn poll_ack_rate(base: &Path, groups: usize, duration: Duration) -> f64 {
     rate
 }
 
+/// A fresh store in `dir` with `messages` 100-byte messages and group `g` with
+/// `max_in_flight` = `window`, under the default `SyncPolicy::Always`.
+fn one_group_store(dir: &Path, messages: usize, window: u32) -> (Store, DurableTopic) {
+    let _ = std::fs::remove_dir_all(dir);
+    let store = Store::open(dir, StoreOptions::default()).unwrap();
+    store.create_topic("t").unwrap();
+    let topic = store.topic("t").unwrap();
+    let batch: Vec<Bytes> = (0..BATCH).map(|_| Bytes::from(vec![1u8; 100])).collect();
+    for _ in 0..messages.div_ceil(BATCH) {
+        topic.publish_batch(&batch).unwrap();
+    }
+    let config = GroupConfig::new(3).with_max_in_flight(window);
+    topic
+        .create_group_with("g", StartPosition::Earliest, config)
+        .unwrap();
+    (store, topic)
+}
+
+/// Durable poll + ack cycles/s on ONE group with `max_in_flight` = `workers`, `workers`
+/// threads each polling as itself (`poll_as`) and acking. `max_in_flight` bounds the
+/// window from the group's position, so a worker sometimes finds nothing to take while
+/// another still holds the oldest message; it yields and polls again.
+fn one_group_workers_rate(base: &Path, workers: u32, duration: Duration) -> f64 {
+    let dir = base.join(format!("one-group-{workers}"));
+    let (store, topic) = one_group_store(&dir, 200_000, workers);
+    let started = Instant::now();
+    let cycles: u64 = std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..workers)
+            .map(|w| {
+                let topic = topic.clone();
+                scope.spawn(move || {
+                    let name = format!("w{w}");
+                    let mut done = 0u64;
+                    while started.elapsed() < duration {
+                        // The window of W messages from the position is full while a slower
+                        // worker holds its oldest one: nothing to hand out now, try again.
+                        let Some(delivery) = topic.poll_as("g", &name).unwrap() else {
+                            std::thread::yield_now();
+                            continue;
+                        };
+                        topic.ack("g", delivery.id()).unwrap();
+                        done += 1;
+                    }
+                    done
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).sum()
+    });
+    let rate = cycles as f64 / started.elapsed().as_secs_f64();
+    drop((store, topic));
+    std::fs::remove_dir_all(&dir).unwrap();
+    rate
+}
+
+/// Deliveries per batch in [`one_group_batch_rate`].
+const POLL_BATCH_MAX: usize = 64;
+
+/// Durable poll + ack cycles/s on ONE group with `max_in_flight` = `POLL_BATCH_MAX`, one
+/// thread doing `poll_batch(POLL_BATCH_MAX)` then `ack_batch` of what it got.
+fn one_group_batch_rate(base: &Path, duration: Duration) -> f64 {
+    let dir = base.join("one-group-batch");
+    let (store, topic) = one_group_store(&dir, 2_000_000, POLL_BATCH_MAX as u32);
+    let started = Instant::now();
+    let mut cycles = 0u64;
+    while started.elapsed() < duration {
+        let batch = topic.poll_batch("g", None, POLL_BATCH_MAX).unwrap();
+        assert_eq!(batch.len(), POLL_BATCH_MAX, "enough messages");
+        let ids: Vec<DeliveryId> = batch.iter().map(|delivery| delivery.id()).collect();
+        let acked = topic.ack_batch("g", &ids).unwrap();
+        assert!(acked.iter().all(Result::is_ok));
+        cycles += ids.len() as u64;
+    }
+    let rate = cycles as f64 / started.elapsed().as_secs_f64();
+    drop((store, topic));
+    std::fs::remove_dir_all(&dir).unwrap();
+    rate
+}
+
+/// The one-group figures, each beside the raw sync rate measured right before it.
+fn bench_one_group(base: &Path, duration: Duration) {
+    let raw = raw_sync_rate(base, duration);
+    let rate = one_group_workers_rate(base, 1, duration);
+    println!(
+        "one group, W=1, 1 thread poll_as+ack: {rate:.0} cycles/s | peer: raw 64 B \
+         write+fdatasync {raw:.0}/s | ratio to raw/2: {:.2}",
+        rate / (raw / 2.0)
+    );
+    let raw = raw_sync_rate(base, duration);
+    let rate = one_group_workers_rate(base, 16, duration);
+    println!(
+        "one group, W=16, 16 threads poll_as+ack: {rate:.0} cycles/s | peer: raw 64 B \
+         write+fdatasync {raw:.0}/s | ratio to raw/2: {:.2}",
+        rate / (raw / 2.0)
+    );
+    let raw = raw_sync_rate(base, duration);
+    let rate = one_group_batch_rate(base, duration);
+    println!(
+        "one group, W=64, 1 thread poll_batch(64)+ack_batch: {rate:.0} cycles/s | peer: raw \
+         64 B write+fdatasync {raw:.0}/s | ratio to raw/2: {:.2}",
+        rate / (raw / 2.0)
+    );
+}
+
 fn main() {
     // `cargo test --benches` runs this with `--bench` absent; do nothing then.
     if !std::env::args().any(|arg| arg == "--bench") {
@@ -203,6 +314,13 @@ fn main() {
         .unwrap_or_else(std::env::temp_dir)
         .join("mailroom-store-bench");
     std::fs::create_dir_all(&base).unwrap();
+    // The disk is shared and noisy: measure its sync rate right beside each figure.
+    let duration = Duration::from_secs(3);
+    if std::env::var_os("STORE_BENCH_ONE_GROUP_ONLY").is_some() {
+        bench_one_group(&base, duration);
+        let _ = std::fs::remove_dir_all(&base);
+        return;
+    }
     let sizes: Vec<u64> = std::env::var("STORE_BENCH_SIZES")
         .unwrap_or_else(|_| "1000000,10000000".into())
         .split(',')
@@ -212,8 +330,6 @@ fn main() {
     for messages in sizes {
         bench_open(&base, messages);
     }
-    // The disk is shared and noisy: measure its sync rate right beside each figure.
-    let duration = Duration::from_secs(3);
     for groups in [1, 4, 16] {
         let raw = raw_sync_rate(&base, duration);
         let rate = poll_ack_rate(&base, groups, duration);
@@ -223,5 +339,6 @@ fn main() {
             rate / (raw / 2.0)
         );
     }
+    bench_one_group(&base, duration);
     let _ = std::fs::remove_dir_all(&base);
 }

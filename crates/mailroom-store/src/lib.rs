@@ -10,7 +10,10 @@
 //! Every call that changes something (publish, create or delete a topic or group, and
 //! each poll that creates an attempt, ack, nack and dead-letter) returns only once the
 //! change is durable under the sync policy ([`log::SyncPolicy`]). With the default,
-//! `Always`, that means after an `fdatasync`; concurrent callers share one (group commit).
+//! `Always`, that means after an `fdatasync`; concurrent callers share one (group commit),
+//! including callers of the same consumer group: a group's lock is never held while its
+//! records wait for the disk. Batches ([`DurableTopic::poll_batch`], `ack_batch`,
+//! `nack_batch`) write all their records at once and wait for one sync.
 //! After a restart the state is exactly what callers were told: a delivery in flight is
 //! still in flight with the same attempt, attempts never go backwards, and no message is
 //! dead-lettered twice.
@@ -80,6 +83,7 @@ mod retention;
 pub mod storage;
 mod store;
 mod topic;
+mod topic_batch;
 mod topic_extended;
 
 pub use error::StoreError;

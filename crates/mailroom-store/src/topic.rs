@@ -4,7 +4,8 @@
 //! `Bytes` payloads, with the same rules and the same errors (wrapped in
 //! [`StoreError::Topic`]). Every call that changes something returns only once the change
 //! is durable per the store's sync policy. The operations beyond the seed (settings,
-//! consumers, nack kinds, touch, redrive, purge) are in `topic_extended.rs`.
+//! consumers, nack kinds, touch, redrive, purge) are in `topic_extended.rs`; batches
+//! (`poll_batch`, `ack_batch`, `nack_batch`) in `topic_batch.rs`.
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -318,7 +319,7 @@ impl DurableTopic {
                 return Ok(0);
             }
             messages.delete_segments_before(cut)
-        })
+        })?
     }
 
     /// Writes a checkpoint of the topic's groups now (normally done every

@@ -14,11 +14,11 @@ use mailroom::topic::{DeadLetterInfo, Delivery, Nack, StartPosition, TopicError}
 use crate::groups::in_flight;
 use crate::{DurableTopic, StoreError};
 
-fn invalid(reason: &'static str) -> StoreError {
+pub(crate) fn invalid(reason: &'static str) -> StoreError {
     StoreError::Topic(TopicError::InvalidArgument { reason })
 }
 
-fn check_config(error: GroupError) -> StoreError {
+pub(crate) fn check_config(error: GroupError) -> StoreError {
     invalid(match error {
         GroupError::ZeroMaxAttempts => "max_attempts must be at least 1",
         GroupError::InvalidConfig(reason) => reason,

@@ -1,7 +1,8 @@
 //! Model test for the settings beyond the seed on disk: a durable topic behaves exactly
 //! like the in-memory `mailroom::topic::Topic` (both reading one `ManualClock`) through
 //! random operations with leases, backoff, nack kinds, delays, reasons, touches, redrive,
-//! purge and `max_in_flight` > 1, mixed with clean restarts and power cuts.
+//! purge, `max_in_flight` > 1 and batches (poll, ack, nack), mixed with clean restarts and
+//! power cuts.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -32,6 +33,12 @@ enum Op {
     Advance(u64),
     Redrive(usize, Range<u64>),
     Purge(usize, Range<u64>),
+    /// Group, consumer, max.
+    PollBatch(usize, usize, usize),
+    /// Group, consumer, picks from that consumer's last batch (index, stale).
+    AckBatch(usize, usize, Vec<(usize, bool)>),
+    /// Group, consumer, picks, then the nack options.
+    NackBatch(usize, usize, Vec<(usize, bool)>, NackKind, Option<u64>),
     Reopen,
     Crash(u64),
 }
@@ -67,15 +74,25 @@ fn any_op() -> impl Strategy<Value = Op> {
         1 => (group.clone(), config()).prop_map(|(g, c)| Op::Create(g, c)),
         6 => (group.clone(), consumer.clone()).prop_map(|(g, c)| Op::Poll(g, c)),
         4 => (group.clone(), consumer.clone(), any::<bool>()).prop_map(|(g, c, s)| Op::Ack(g, c, s)),
-        4 => (group.clone(), consumer.clone(), kind, proptest::option::of(0..80u64), proptest::option::of("[a-z]{0,6}"))
+        4 => (group.clone(), consumer.clone(), kind.clone(), proptest::option::of(0..80u64), proptest::option::of("[a-z]{0,6}"))
             .prop_map(|(g, c, k, d, r)| Op::Nack(g, c, k, d, r)),
-        1 => (group.clone(), consumer).prop_map(|(g, c)| Op::Touch(g, c)),
+        1 => (group.clone(), consumer.clone()).prop_map(|(g, c)| Op::Touch(g, c)),
         3 => (0..70u64).prop_map(Op::Advance),
         1 => (group.clone(), range.clone()).prop_map(|(g, r)| Op::Redrive(g, r)),
-        1 => (group, range).prop_map(|(g, r)| Op::Purge(g, r)),
+        1 => (group.clone(), range).prop_map(|(g, r)| Op::Purge(g, r)),
+        4 => (group.clone(), consumer.clone(), 0..6usize).prop_map(|(g, c, m)| Op::PollBatch(g, c, m)),
+        3 => (group.clone(), consumer.clone(), picks()).prop_map(|(g, c, p)| Op::AckBatch(g, c, p)),
+        2 => (group, consumer, picks(), kind, proptest::option::of(0..80u64))
+            .prop_map(|(g, c, p, k, d)| Op::NackBatch(g, c, p, k, d)),
         1 => Just(Op::Reopen),
         1 => any::<u64>().prop_map(Op::Crash),
     ]
+}
+
+/// Which deliveries of a consumer's last batch an ack or nack batch names: indices (taken
+/// modulo the batch's length, so repeats happen) and whether to name a stale attempt.
+fn picks() -> impl Strategy<Value = Vec<(usize, bool)>> {
+    proptest::collection::vec((0..6usize, proptest::bool::weighted(0.1)), 0..6)
 }
 
 fn rules<T>(result: Result<T, StoreError>) -> Result<T, TopicError> {
@@ -104,6 +121,7 @@ struct Harness {
     topic: DurableTopic,
     model: Topic<Bytes>,
     last: HashMap<(usize, usize), DeliveryId>,
+    batches: HashMap<(usize, usize), Vec<DeliveryId>>,
 }
 
 impl Harness {
@@ -130,6 +148,7 @@ impl Harness {
             store: Some(store),
             topic,
             last: HashMap::new(),
+            batches: HashMap::new(),
         }
     }
 
@@ -148,7 +167,35 @@ impl Harness {
         }
     }
 
+    /// The deliveries `picks` names from consumer `c`'s last batch in group `g` (its last
+    /// single delivery if it has no batch yet).
+    fn picked(&self, g: usize, c: usize, picks: &[(usize, bool)]) -> Vec<DeliveryId> {
+        let batch = self.batches.get(&(g, c)).cloned().unwrap_or_default();
+        picks
+            .iter()
+            .map(|&(index, stale)| {
+                let id = if batch.is_empty() {
+                    self.id(g, c, false)
+                } else {
+                    batch[index % batch.len()]
+                };
+                DeliveryId {
+                    attempt: if stale {
+                        id.attempt.saturating_sub(1)
+                    } else {
+                        id.attempt
+                    },
+                    ..id
+                }
+            })
+            .collect()
+    }
+
     fn step(&mut self, op: &Op) {
+        if self.step_batch(op) {
+            self.compare();
+            return;
+        }
         let (topic, model) = (&self.topic, &self.model);
         match op {
             Op::Publish(payload) => {
@@ -209,8 +256,46 @@ impl Harness {
             ),
             Op::Reopen => self.reopen(None),
             Op::Crash(seed) => self.reopen(Some(*seed)),
+            Op::PollBatch(..) | Op::AckBatch(..) | Op::NackBatch(..) => unreachable!(),
         }
         self.compare();
+    }
+
+    /// Runs `op` if it is a batch on both topics and compares the answers; `false` if it
+    /// is not a batch.
+    fn step_batch(&mut self, op: &Op) -> bool {
+        let (topic, model) = (&self.topic, &self.model);
+        match op {
+            Op::PollBatch(g, c, max) => {
+                let got = rules(topic.poll_batch(GROUPS[*g], CONSUMERS[*c], *max));
+                assert_eq!(got, model.poll_batch(GROUPS[*g], CONSUMERS[*c], *max));
+                if let Ok(batch) = got {
+                    self.batches
+                        .insert((*g, *c), batch.iter().map(|d| d.id()).collect());
+                }
+            }
+            Op::AckBatch(g, c, picks) => {
+                let ids = self.picked(*g, *c, picks);
+                assert_eq!(
+                    rules(topic.ack_batch(GROUPS[*g], &ids)),
+                    model.ack_batch(GROUPS[*g], &ids)
+                );
+            }
+            Op::NackBatch(g, c, picks, kind, delay) => {
+                let ids = self.picked(*g, *c, picks);
+                let options = NackOptions {
+                    kind: *kind,
+                    delay_ms: *delay,
+                    reason: Some("batch".into()),
+                };
+                assert_eq!(
+                    rules(topic.nack_batch(GROUPS[*g], &ids, &options)),
+                    model.nack_batch(GROUPS[*g], &ids, &options)
+                );
+            }
+            _ => return false,
+        }
+        true
     }
 
     fn reopen(&mut self, crash_seed: Option<u64>) {

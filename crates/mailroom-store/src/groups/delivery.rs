@@ -1,6 +1,7 @@
-//! The delivery operations of a topic's groups: poll, ack, nack (all kinds), touch,
-//! redrive, purge, and the reads. Each plans with `mailroom::group`, makes the change
-//! durable, then applies it, under the group's own lock (see `set.rs` for locking).
+//! The delivery operations of a topic's groups: ack, nack (all kinds, single or batch),
+//! touch, redrive, purge, and the reads; polls are in `poll.rs`. Each runs as one
+//! transaction (see `pending.rs`): planned with `mailroom::group`, applied and written
+//! under the group's own lock, answered once durable.
 //!
 //! Time comes from the store's clock. Before any operation on a group, every lease that
 //! has run out by now is expired, and each expiry is written to the groups log like any
@@ -10,58 +11,20 @@
 use std::ops::Range;
 
 use bytes::Bytes;
-use mailroom::group::{Change, DeliveryId, GroupState, NackOptions, PollStep};
-use mailroom::topic::{DeadLetter, DeadLetterInfo, Delivery, GroupInfo, Nack, TopicError};
-use parking_lot::MutexGuard;
+use mailroom::group::{DeliveryId, GroupState, NackOptions, NotOwned};
+use mailroom::topic::{DeadLetter, DeadLetterInfo, GroupInfo, Nack, TopicError};
 
+use super::pending::UNWRITTEN_FROM;
 use super::record::GroupRecord;
-use super::set::{GroupSet, GroupSlot};
+use super::set::GroupSet;
 use super::{dead_letter_payload, GroupEntry};
 use crate::log::Log;
 use crate::StoreError;
 
-/// How often a poll re-plans when retention deletes its message under it (only possible
-/// with `keep_unconsumed` off) before giving up.
-const POLL_RETRIES_MAX: usize = 8;
-
 impl GroupSet {
-    /// Locks `slot`'s group and makes every lease expiry due now durable and applied.
-    fn lock_at<'a>(
-        &self,
-        messages: &Log,
-        slot: &'a GroupSlot,
-        now_ms: u64,
-    ) -> Result<MutexGuard<'a, GroupEntry>, StoreError> {
-        let mut entry = self.lock_live(slot)?;
-        while let Some(change) = entry.state.plan_expiry(now_ms) {
-            self.commit_change(messages, slot, &mut entry, change)?;
-        }
-        Ok(entry)
-    }
-
-    /// Makes `change` durable (with a copy of the message if it dead-letters) and applies it.
-    fn commit_change(
-        &self,
-        messages: &Log,
-        slot: &GroupSlot,
-        entry: &mut GroupEntry,
-        change: Change,
-    ) -> Result<(), StoreError> {
-        let payload = match change.delivery() {
-            // The dead letter keeps its own copy, so it outlives retention. The message
-            // can only be gone already if retention ran with keep_unconsumed off while it
-            // was in flight; it then keeps none.
-            Some(id) if change.dead_letters() => self
-                .payload(messages, entry, id.offset)?
-                .unwrap_or_default(),
-            _ => Bytes::new(),
-        };
-        self.commit(entry, GroupRecord::event(slot.id, change, payload))
-    }
-
     /// The payload of the message at `offset`: from the record that dead-lettered it if it
     /// was redriven, else from the message log (`None` if retention deleted it).
-    fn payload(
+    pub(super) fn payload(
         &self,
         messages: &Log,
         entry: &GroupEntry,
@@ -73,7 +36,15 @@ impl GroupSet {
         }
     }
 
+    /// The payload kept by the dead-letter record at groups-log offset `record`.
     fn dead_letter_record(&self, record: u64, offset: u64) -> Result<Bytes, StoreError> {
+        debug_assert!(record < UNWRITTEN_FROM, "a staged record is read back");
+        if record >= self.log.end() {
+            // Written by a transaction that has not seen its sync yet (the log shows only
+            // durable records): wait for it. Rare, since the record had to be dead-lettered
+            // and redriven within one sync; waiting under a group's lock is fine then.
+            self.wait_durable(record + 1)?;
+        }
         self.log
             .read(record)?
             .and_then(|stored| GroupRecord::decode(&stored.payload).ok())
@@ -85,89 +56,18 @@ impl GroupSet {
             })
     }
 
-    /// Polls `group` as `consumer` (`None`: anonymous): the consumer's delivery in flight,
-    /// a new attempt, or `None`.
-    ///
-    /// # Errors
-    ///
-    /// `UnknownGroup`, I/O errors, fail-stop.
-    pub fn poll(
-        &self,
-        messages: &Log,
-        group: &str,
-        consumer: Option<&str>,
-    ) -> Result<Option<Delivery<Bytes>>, StoreError> {
-        let slot = self.slot(group)?;
-        let result = self.poll_slot(messages, &slot, consumer);
-        self.maybe_checkpoint(messages);
-        result
-    }
-
-    fn poll_slot(
-        &self,
-        messages: &Log,
-        slot: &GroupSlot,
-        consumer: Option<&str>,
-    ) -> Result<Option<Delivery<Bytes>>, StoreError> {
-        let now_ms = self.clock.now_ms();
-        let mut entry = self.lock_at(messages, slot, now_ms)?;
-        for _ in 0..POLL_RETRIES_MAX {
-            let start = messages.start();
-            if entry.state.position() < start {
-                // Retention (with keep_unconsumed off) deleted messages this group had
-                // not finished: it skips to the oldest one kept.
-                let moved = GroupRecord::Moved {
-                    id: slot.id,
-                    position: start,
-                };
-                self.commit(&mut entry, moved)?;
-            }
-            let (change, delivery) = match entry.state.plan_poll(messages.end(), now_ms, consumer) {
-                PollStep::Idle | PollStep::Full | PollStep::Wait { .. } => return Ok(None),
-                PollStep::Expire(change) => {
-                    self.commit_change(messages, slot, &mut entry, change)?;
-                    continue;
-                }
-                PollStep::InFlight(delivery) => (None, delivery),
-                PollStep::Deliver(new) => (Some(new.change(consumer)), new.id),
-            };
-            let Some(message) = self.payload(messages, &entry, delivery.offset)? else {
-                if delivery.offset >= messages.start() {
-                    return Err(StoreError::Corrupt {
-                        path: self.topic_dir.join("messages"),
-                        position: delivery.offset,
-                        reason: "a retained message could not be found".into(),
-                    });
-                }
-                continue;
-            };
-            if let Some(change) = change {
-                self.commit(
-                    &mut entry,
-                    GroupRecord::event(slot.id, change, Bytes::new()),
-                )?;
-            }
-            return Ok(Some(Delivery {
-                offset: delivery.offset,
-                attempt: delivery.attempt,
-                message,
-            }));
-        }
-        Err(StoreError::InvalidArgument {
-            reason: format!(
-                "group {:?}: retention kept deleting the next message",
-                slot.name
-            ),
-        })
-    }
-
     /// Acks `delivery` in `group`.
     ///
     /// # Errors
     ///
     /// `UnknownGroup`, `NotOwned`, I/O errors, fail-stop.
     pub fn ack(&self, messages: &Log, group: &str, delivery: DeliveryId) -> Result<(), StoreError> {
-        self.settle(messages, group, delivery, None).map(drop)
+        let mut results = self.settle_batch(messages, group, &[delivery], None)?;
+        results
+            .pop()
+            .expect("one result per delivery")
+            .map(drop)
+            .map_err(Self::not_owned(group))
     }
 
     /// Nacks, releases or rejects `delivery` in `group` per `options` (already checked).
@@ -182,10 +82,14 @@ impl GroupSet {
         delivery: DeliveryId,
         options: &NackOptions,
     ) -> Result<Nack, StoreError> {
-        self.settle(messages, group, delivery, Some(options))
+        let mut results = self.settle_batch(messages, group, &[delivery], Some(options))?;
+        results
+            .pop()
+            .expect("one result per delivery")
+            .map_err(Self::not_owned(group))
     }
 
-    fn not_owned(group: &str) -> impl FnOnce(mailroom::group::NotOwned) -> StoreError + '_ {
+    fn not_owned(group: &str) -> impl FnOnce(NotOwned) -> StoreError + '_ {
         move |source| {
             StoreError::Topic(TopicError::NotOwned {
                 group: group.to_owned(),
@@ -194,32 +98,43 @@ impl GroupSet {
         }
     }
 
-    fn settle(
+    /// Acks (`nack` `None`) or nacks per `nack` (already checked) each of `deliveries` in
+    /// order, in one transaction: one write, one wait for durability. Each result is what
+    /// a single ack or nack would have answered at that point.
+    ///
+    /// # Errors
+    ///
+    /// `UnknownGroup`, I/O errors, fail-stop. After an I/O error reading a message (to
+    /// copy it into a dead letter) the deliveries before it may be settled.
+    pub fn settle_batch(
         &self,
         messages: &Log,
         group: &str,
-        delivery: DeliveryId,
+        deliveries: &[DeliveryId],
         nack: Option<&NackOptions>,
-    ) -> Result<Nack, StoreError> {
-        let slot = self.slot(group)?;
-        let result = (|| {
-            let now_ms = self.clock.now_ms();
-            let mut entry = self.lock_at(messages, &slot, now_ms)?;
-            let planned = match nack {
-                Some(options) => entry.state.plan_nack(delivery, options, now_ms),
-                None => entry.state.plan_ack(delivery, now_ms),
-            };
-            let change = planned.map_err(Self::not_owned(group))?;
-            let dead = change.dead_letters();
-            self.commit_change(messages, &slot, &mut entry, change)?;
-            Ok(if dead {
-                Nack::DeadLettered
-            } else {
-                Nack::Retry
-            })
-        })();
-        self.maybe_checkpoint(messages);
-        result
+    ) -> Result<Vec<Result<Nack, NotOwned>>, StoreError> {
+        self.transact(messages, group, |slot, entry, pending, now_ms| {
+            let mut results = Vec::with_capacity(deliveries.len());
+            for &delivery in deliveries {
+                let planned = match nack {
+                    Some(options) => entry.state.plan_nack(delivery, options, now_ms),
+                    None => entry.state.plan_ack(delivery, now_ms),
+                };
+                results.push(match planned {
+                    Ok(change) => {
+                        let dead = change.dead_letters();
+                        self.stage_change(messages, slot, entry, pending, change)?;
+                        Ok(if dead {
+                            Nack::DeadLettered
+                        } else {
+                            Nack::Retry
+                        })
+                    }
+                    Err(refused) => Err(refused),
+                });
+            }
+            Ok(results)
+        })
     }
 
     /// Extends the lease of `delivery` in `group`.
@@ -233,18 +148,13 @@ impl GroupSet {
         group: &str,
         delivery: DeliveryId,
     ) -> Result<(), StoreError> {
-        let slot = self.slot(group)?;
-        let result = (|| {
-            let now_ms = self.clock.now_ms();
-            let mut entry = self.lock_at(messages, &slot, now_ms)?;
+        self.transact(messages, group, |slot, entry, pending, now_ms| {
             let planned = entry.state.plan_touch(delivery, now_ms);
             if let Some(change) = planned.map_err(Self::not_owned(group))? {
-                self.commit_change(messages, &slot, &mut entry, change)?;
+                self.stage_change(messages, slot, entry, pending, change)?;
             }
             Ok(())
-        })();
-        self.maybe_checkpoint(messages);
-        result
+        })
     }
 
     /// Redrives (or, with `purge`, deletes) `group`'s dead letters in `offsets`; returns
@@ -260,9 +170,12 @@ impl GroupSet {
         offsets: Range<u64>,
         purge: bool,
     ) -> Result<u64, StoreError> {
-        let slot = self.slot(group)?;
-        let result = (|| {
-            let mut entry = self.lock_at(messages, &slot, self.clock.now_ms())?;
+        self.transact(messages, group, |slot, entry, pending, _now_ms| {
+            if !pending.is_empty() {
+                // An expiry staged just now may have dead-lettered: write it first, so
+                // the redrive moves dead letters whose records have real offsets.
+                self.flush(entry, std::mem::take(pending))?;
+            }
             let before = entry.state.dead_letters().len();
             let planned = if purge {
                 entry.state.plan_purge(offsets)
@@ -270,28 +183,25 @@ impl GroupSet {
                 entry.state.plan_redrive(offsets)
             };
             if let Some(change) = planned {
-                self.commit_change(messages, &slot, &mut entry, change)?;
+                self.stage_change(messages, slot, entry, pending, change)?;
             }
             Ok((before - entry.state.dead_letters().len()) as u64)
-        })();
-        self.maybe_checkpoint(messages);
-        result
+        })
     }
 
-    /// Runs `read` on `group`'s state after making due expiries durable.
+    /// Runs `read` on `group`'s state after making due expiries durable; answers once
+    /// every record the state reflects is durable.
     ///
     /// # Errors
     ///
-    /// `UnknownGroup`, I/O errors and fail-stop (from writing an expiry).
+    /// `UnknownGroup`, I/O errors and fail-stop.
     pub fn read<R>(
         &self,
         messages: &Log,
         group: &str,
         read: impl FnOnce(&GroupEntry) -> R,
     ) -> Result<R, StoreError> {
-        let slot = self.slot(group)?;
-        let entry = self.lock_at(messages, &slot, self.clock.now_ms())?;
-        Ok(read(&entry))
+        self.transact(messages, group, |_, entry, _, _| Ok(read(entry)))
     }
 
     /// Operator information about `group`.

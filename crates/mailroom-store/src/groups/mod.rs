@@ -1,14 +1,19 @@
 //! Durable consumer groups: the group state machine of `mailroom::group`, persisted as
 //! records in a topic's groups log, with checkpoints so opening replays only a tail.
 //!
-//! Every transition goes plan → record → apply: the state machine plans the event under
-//! the group's own lock, the event is appended to the groups log (durable per the sync
-//! policy; concurrent groups share one `fdatasync`), and only then applied and returned.
-//! Opening loads the last checkpoint and replays the records after it through the same
-//! `apply`, which re-checks each one.
+//! Every transition goes plan → apply → record → wait: under the group's own lock the
+//! state machine plans each change, it is applied and its record staged, and all of an
+//! operation's records are written to the groups log at once; then, with the lock
+//! released, the operation waits until they are durable per the sync policy (concurrent
+//! operations, on one group or many, share one `fdatasync`) and only then answers. See
+//! `pending.rs` for why nothing unconfirmed is ever observed. Opening loads the last
+//! checkpoint and replays the records after it through the same `apply`, which re-checks
+//! each one.
 
 pub mod checkpoint;
 mod delivery;
+mod pending;
+mod poll;
 mod reader;
 pub mod record;
 mod replay;

@@ -1,10 +1,13 @@
 //! The groups of one topic: the registry, each group's lock, and the durable transitions.
 //!
-//! Locking: each group has its own mutex, held from plan to apply (so across the groups
-//! log's group commit). A transition takes no other lock, so one group never waits on
-//! another's transition, only shares its `fdatasync`. Registry changes (create, delete),
-//! checkpoints and retention's floor serialise on `changes`, and take group locks one at
-//! a time after it: the order is always `changes` → one group, so nothing can deadlock.
+//! Locking: each group has its own mutex, held from plan through apply to the write of
+//! the records, but released before waiting for their `fdatasync` (see `pending.rs` for
+//! why that is exact). A transition takes no other lock, so one group never waits on
+//! another's transition, and transitions of one group or of many share each sync.
+//! Registry changes (create, delete), checkpoints and retention's floor serialise on
+//! `changes`, and take group locks one at a time after it: the order is always `changes`
+//! → one group, so nothing can deadlock. Registry changes are rare and still wait for
+//! their sync under `changes`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -146,10 +149,13 @@ impl GroupSet {
             .ok_or_else(|| unknown(group))
     }
 
+    /// Locks `slot`'s group, refusing a deleted group, and every group once the set is
+    /// fail-stop: memory may then be ahead of the disk (see `pending.rs`).
     pub(super) fn lock_live<'a>(
         &self,
         slot: &'a GroupSlot,
     ) -> Result<MutexGuard<'a, GroupEntry>, StoreError> {
+        self.check_writable()?;
         let entry = slot.entry.lock();
         if entry.deleted {
             return Err(unknown(&slot.name));
@@ -157,7 +163,7 @@ impl GroupSet {
         Ok(entry)
     }
 
-    fn check_writable(&self) -> Result<(), StoreError> {
+    pub(super) fn check_writable(&self) -> Result<(), StoreError> {
         match self.failed.get() {
             Some(reason) => Err(StoreError::FailStopped {
                 reason: reason.clone(),
@@ -166,18 +172,24 @@ impl GroupSet {
         }
     }
 
-    fn fail(&self, error: &StoreError) {
+    pub(super) fn fail(&self, error: &StoreError) {
         let _ = self.failed.set(error.to_string());
     }
 
-    /// Appends `record` to the groups log and returns its offset.
+    /// Counts `records` more records towards the next checkpoint.
+    pub(super) fn note_records(&self, records: usize) {
+        self.records_since_checkpoint
+            .fetch_add(records as u64, Ordering::Relaxed);
+    }
+
+    /// Appends a registry record (create, delete) to the groups log and waits until it is
+    /// durable; returns its offset.
     fn append(&self, record: &GroupRecord) -> Result<u64, StoreError> {
         self.check_writable()?;
         let bytes = record.encode();
         match self.log.append(&[&bytes], self.clock.now_ms()) {
             Ok(offsets) => {
-                self.records_since_checkpoint
-                    .fetch_add(1, Ordering::Relaxed);
+                self.note_records(1);
                 Ok(offsets.start)
             }
             Err(error) => {
@@ -189,19 +201,6 @@ impl GroupSet {
                 Err(error)
             }
         }
-    }
-
-    /// Makes `record` (an event or move of `entry`'s group) durable, then applies it.
-    pub(super) fn commit(
-        &self,
-        entry: &mut GroupEntry,
-        record: GroupRecord,
-    ) -> Result<(), StoreError> {
-        let offset = self.append(&record)?;
-        entry
-            .apply(&record, offset)
-            .expect("a planned transition follows from the state it was planned on");
-        Ok(())
     }
 
     /// Creates group `name` starting at `start`.
@@ -295,14 +294,22 @@ impl GroupSet {
 
     /// Runs `action` with the lowest position of any group (`None` without groups), while
     /// no group can be created (a new group could otherwise start below the floor).
-    pub fn with_floor<R>(&self, action: impl FnOnce(Option<u64>) -> R) -> R {
+    ///
+    /// # Errors
+    ///
+    /// `FailStopped`, and I/O errors of the sync that makes the positions durable first.
+    pub fn with_floor<R>(&self, action: impl FnOnce(Option<u64>) -> R) -> Result<R, StoreError> {
         let _changes = self.changes.lock();
+        self.check_writable()?;
         let slots: Vec<Arc<GroupSlot>> = self.registry.read().values().cloned().collect();
         let floor = slots
             .iter()
             .map(|slot| slot.entry.lock().state.position())
             .min();
-        action(floor)
+        // A position may have moved by a record not yet durable; deleting messages below
+        // it before that record is durable could lose messages a power cut gives back.
+        self.wait_durable(self.log.written_end())?;
+        Ok(action(floor))
     }
 
     pub(super) fn maybe_checkpoint(&self, messages: &Log) {
@@ -332,6 +339,9 @@ impl GroupSet {
     pub fn checkpoint(&self, messages: &Log) -> Result<(), StoreError> {
         self.check_writable()?;
         let checkpoint = self.snapshot();
+        // The snapshot may hold changes whose records are written but not yet durable; this
+        // sync (of everything written, so past every `applied_through` just noted) comes
+        // before the checkpoint file, which therefore never gets ahead of the log.
         if self.relaxed {
             // A checkpoint may not name messages that a power cut could still take away.
             messages.sync()?;
@@ -354,18 +364,19 @@ impl GroupSet {
     fn snapshot(&self) -> Checkpoint {
         let changes = self.changes.lock();
         self.records_since_checkpoint.store(0, Ordering::Relaxed);
-        let registry_through = self.log.end();
+        // Registry records are durable before `changes` is released, so all lie below.
+        let registry_through = self.log.written_end();
         let slots: Vec<Arc<GroupSlot>> = self.registry.read().values().cloned().collect();
         let groups = slots
             .iter()
             .map(|slot| {
                 let entry = slot.entry.lock();
-                // Under the group's lock every record of it so far is applied, so
-                // everything below the log's end now is covered for this group.
+                // A group's records are written and applied under its lock, so every
+                // record of it written so far (durable or not yet) is in this state.
                 GroupCheckpoint {
                     id: slot.id,
                     name: slot.name.clone(),
-                    applied_through: self.log.end(),
+                    applied_through: self.log.written_end(),
                     state: entry.state.snapshot(),
                     dead_letter_records: entry.dead_letter_records.clone(),
                     redriven_records: entry

@@ -1,0 +1,168 @@
+//! Polls of a topic's groups, single or batch, as one transaction each (see `pending.rs`):
+//! every delivery a batch makes is planned, applied and staged under the group's lock,
+//! written with one log write, and answered after one wait for durability.
+//!
+//! A batch follows the rules of `mailroom::topic::Topic::poll_batch`: due expiries first,
+//! then the consumer's own deliveries in flight (redriven first, then by offset), then
+//! new ones until `max` or the group has nothing more (idle, full or waiting). A single
+//! poll is a batch of one, which is exactly the library's poll: the consumer's first
+//! owned delivery, else a new one.
+//!
+//! Retention with `keep_unconsumed` off can delete messages a group has not finished.
+//! The group then skips to the oldest retained message (a `Moved` record, which also
+//! drops deliveries of deleted messages), and a poll that finds its message deleted under
+//! it starts over.
+
+use bytes::Bytes;
+use mailroom::group::{DeliveryId, PollStep};
+use mailroom::topic::Delivery;
+
+use super::pending::Pending;
+use super::record::GroupRecord;
+use super::set::{GroupSet, GroupSlot};
+use super::GroupEntry;
+use crate::log::Log;
+use crate::StoreError;
+
+/// How often a poll starts over when retention deletes its message under it (only
+/// possible with `keep_unconsumed` off) before giving up.
+const POLL_RETRIES_MAX: usize = 8;
+
+/// The most deliveries a batch reserves room for up front; larger batches grow.
+const BATCH_PREALLOCATED_MAX: usize = 256;
+
+impl GroupSet {
+    /// Polls `group` as `consumer` (`None`: anonymous): the consumer's delivery in flight,
+    /// a new attempt, or `None`.
+    ///
+    /// # Errors
+    ///
+    /// `UnknownGroup`, I/O errors, fail-stop.
+    pub fn poll(
+        &self,
+        messages: &Log,
+        group: &str,
+        consumer: Option<&str>,
+    ) -> Result<Option<Delivery<Bytes>>, StoreError> {
+        Ok(self.poll_batch(messages, group, consumer, 1)?.pop())
+    }
+
+    /// Polls up to `max` (at least 1, already checked) deliveries of `group` as
+    /// `consumer`: its own in flight, then new ones, in one transaction.
+    ///
+    /// # Errors
+    ///
+    /// `UnknownGroup`, I/O errors, fail-stop; `InvalidArgument` if retention keeps
+    /// deleting the next message under the poll.
+    pub fn poll_batch(
+        &self,
+        messages: &Log,
+        group: &str,
+        consumer: Option<&str>,
+        max: usize,
+    ) -> Result<Vec<Delivery<Bytes>>, StoreError> {
+        self.transact(messages, group, |slot, entry, pending, now_ms| {
+            let batch = Batch {
+                slot,
+                consumer,
+                max,
+                now_ms,
+            };
+            for _ in 0..POLL_RETRIES_MAX {
+                let start = messages.start();
+                if entry.state.position() < start {
+                    // Retention (with keep_unconsumed off) deleted messages this group
+                    // had not finished: it skips to the oldest one kept.
+                    let moved = GroupRecord::Moved {
+                        id: slot.id,
+                        position: start,
+                    };
+                    self.stage(entry, pending, moved);
+                }
+                if let Some(deliveries) = self.collect(messages, entry, pending, &batch)? {
+                    return Ok(deliveries);
+                }
+            }
+            Err(StoreError::InvalidArgument {
+                reason: format!(
+                    "group {:?}: retention kept deleting the next message",
+                    slot.name
+                ),
+            })
+        })
+    }
+
+    /// One try at a batch: `None` if a message was deleted under it (start over; the
+    /// deliveries made so far stay staged and owned, so the next try returns them).
+    fn collect(
+        &self,
+        messages: &Log,
+        entry: &mut GroupEntry,
+        pending: &mut Pending,
+        batch: &Batch<'_>,
+    ) -> Result<Option<Vec<Delivery<Bytes>>>, StoreError> {
+        let mut deliveries = Vec::with_capacity(batch.max.min(BATCH_PREALLOCATED_MAX));
+        let owned: Vec<DeliveryId> = entry.state.owned(batch.consumer).take(batch.max).collect();
+        for id in owned {
+            let Some(message) = self.message(messages, entry, id.offset)? else {
+                return Ok(None);
+            };
+            deliveries.push(delivery(id, message));
+        }
+        let log_end = messages.end();
+        while deliveries.len() < batch.max {
+            let new = match entry.state.plan_poll_new(log_end, batch.now_ms) {
+                PollStep::Idle | PollStep::Full | PollStep::Wait { .. } => break,
+                PollStep::Expire(change) => {
+                    self.stage_change(messages, batch.slot, entry, pending, change)?;
+                    continue;
+                }
+                PollStep::InFlight(id) => unreachable!("plan_poll_new planned in-flight {id}"),
+                PollStep::Deliver(new) => new,
+            };
+            let Some(message) = self.message(messages, entry, new.id.offset)? else {
+                return Ok(None);
+            };
+            let change = new.change(batch.consumer);
+            let record = GroupRecord::event(batch.slot.id, change, Bytes::new());
+            self.stage(entry, pending, record);
+            deliveries.push(delivery(new.id, message));
+        }
+        Ok(Some(deliveries))
+    }
+
+    /// The payload of the message at `offset` for a delivery; `None` if retention deleted
+    /// it (start over).
+    fn message(
+        &self,
+        messages: &Log,
+        entry: &GroupEntry,
+        offset: u64,
+    ) -> Result<Option<Bytes>, StoreError> {
+        match self.payload(messages, entry, offset)? {
+            Some(message) => Ok(Some(message)),
+            None if offset >= messages.start() => Err(StoreError::Corrupt {
+                path: self.topic_dir.join("messages"),
+                position: offset,
+                reason: "a retained message could not be found".into(),
+            }),
+            None => Ok(None),
+        }
+    }
+}
+
+/// What a batch poll asks for.
+struct Batch<'a> {
+    slot: &'a GroupSlot,
+    consumer: Option<&'a str>,
+    max: usize,
+    now_ms: u64,
+}
+
+fn delivery(id: DeliveryId, message: Bytes) -> Delivery<Bytes> {
+    Delivery {
+        offset: id.offset,
+        attempt: id.attempt,
+        message,
+    }
+}

@@ -1,0 +1,177 @@
+//! Batches on a [`DurableTopic`]: poll, ack and nack up to
+//! [`BATCH_DELIVERIES_MAX`](mailroom::topic::BATCH_DELIVERIES_MAX) deliveries of one group
+//! at once, with the rules of `mailroom::topic::Topic::poll_batch`, `ack_batch` and
+//! `nack_batch` (the model tests hold the two to the same answers).
+//!
+//! A batch is one transaction of the group: its records are written with one log write
+//! and it waits for one durability point (one shared `fdatasync` under
+//! `SyncPolicy::Always`), never holding the group's lock while it waits. Lease expiries
+//! due before the batch are part of it.
+//!
+//! Arguments are checked before the group is looked up, like the in-memory topic does.
+
+use bytes::Bytes;
+use mailroom::group::{DeliveryId, NackOptions, NotOwned, CONSUMER_BYTES_MAX};
+use mailroom::topic::{Delivery, Nack, BATCH_DELIVERIES_MAX};
+
+use crate::topic_extended::{check_config, invalid};
+use crate::{DurableTopic, StoreError};
+
+impl DurableTopic {
+    /// Polls up to `max` deliveries of `group` as `consumer` (`None`: the anonymous
+    /// consumer of [`poll`](Self::poll)): its own deliveries in flight first, then new
+    /// ones made for it, until `max` or the group has nothing more to hand out (the log is
+    /// drained, `max_in_flight` deliveries are in flight, or a delayed message holds back
+    /// the rest). Owned ones come first (redriven, then by offset), then new ones by
+    /// offset. With `max_in_flight` 1 a batch is a poll: at most one delivery. Every
+    /// delivery made is durable before the batch returns.
+    ///
+    /// # Errors
+    ///
+    /// `Topic(InvalidArgument)` if `max` is 0 or above `BATCH_DELIVERIES_MAX`, or for an
+    /// empty or over-long consumer; as [`poll`](Self::poll).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use mailroom::group::GroupConfig;
+    /// use mailroom::topic::StartPosition;
+    /// use mailroom_store::{Store, StoreOptions};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = Store::open(dir.path(), StoreOptions::default())?;
+    /// store.create_topic("jobs")?;
+    /// let jobs = store.topic("jobs")?;
+    /// let config = GroupConfig::new(3).with_max_in_flight(8);
+    /// jobs.create_group_with("workers", StartPosition::Earliest, config)?;
+    /// jobs.publish_batch(&[Bytes::from_static(b"a"), Bytes::from_static(b"b")])?;
+    /// let batch = jobs.poll_batch("workers", Some("w1"), 64)?;
+    /// let offsets: Vec<u64> = batch.iter().map(|d| d.offset).collect();
+    /// assert_eq!(offsets, [0, 1]);
+    /// // The same consumer gets its own deliveries back, with the same attempts.
+    /// assert_eq!(jobs.poll_batch("workers", Some("w1"), 64)?, batch);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn poll_batch(
+        &self,
+        group: &str,
+        consumer: Option<&str>,
+        max: usize,
+    ) -> Result<Vec<Delivery<Bytes>>, StoreError> {
+        let _live = self.live()?;
+        if max == 0 || max > BATCH_DELIVERIES_MAX {
+            return Err(invalid(
+                "a batch poll's max must be 1 to BATCH_DELIVERIES_MAX",
+            ));
+        }
+        if consumer.is_some_and(|name| name.is_empty() || name.len() > CONSUMER_BYTES_MAX) {
+            return Err(invalid("a consumer must be 1 to CONSUMER_BYTES_MAX bytes"));
+        }
+        self.inner
+            .groups
+            .poll_batch(&self.inner.messages, group, consumer, max)
+    }
+
+    /// Acks each of `deliveries` in order, as [`ack`](Self::ack) would one by one, and
+    /// returns one result per delivery: `Ok` if it was acked, else why it was not owned at
+    /// that point (a delivery named twice is refused the second time). An empty list
+    /// answers an empty list. The acks are durable before it returns.
+    ///
+    /// # Errors
+    ///
+    /// `Topic(InvalidArgument)` for more than `BATCH_DELIVERIES_MAX` deliveries;
+    /// `Topic(UnknownGroup)`; I/O errors and fail-stop (some of the batch may then be
+    /// done, as with a single ack whose sync failed).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use mailroom::group::GroupConfig;
+    /// use mailroom::topic::StartPosition;
+    /// use mailroom_store::{Store, StoreOptions};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = Store::open(dir.path(), StoreOptions::default())?;
+    /// store.create_topic("t")?;
+    /// let topic = store.topic("t")?;
+    /// let config = GroupConfig::new(3).with_max_in_flight(2);
+    /// topic.create_group_with("g", StartPosition::Earliest, config)?;
+    /// topic.publish_batch(&[Bytes::from_static(b"a"), Bytes::from_static(b"b")])?;
+    /// let ids: Vec<_> = topic.poll_batch("g", None, 2)?.iter().map(|d| d.id()).collect();
+    /// let results = topic.ack_batch("g", &[ids[0], ids[0], ids[1]])?;
+    /// assert!(results[0].is_ok() && results[1].is_err() && results[2].is_ok());
+    /// assert_eq!(topic.position("g")?, 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn ack_batch(
+        &self,
+        group: &str,
+        deliveries: &[DeliveryId],
+    ) -> Result<Vec<Result<(), NotOwned>>, StoreError> {
+        let _live = self.live()?;
+        check_len(deliveries)?;
+        let results =
+            self.inner
+                .groups
+                .settle_batch(&self.inner.messages, group, deliveries, None)?;
+        Ok(results.into_iter().map(|result| result.map(drop)).collect())
+    }
+
+    /// Nacks, releases or rejects each of `deliveries` in order per `options`, as
+    /// [`nack_with`](Self::nack_with) would one by one, and returns one result per
+    /// delivery: what the nack did, or why it was not owned at that point. Each dead
+    /// letter keeps its own copy of the message.
+    ///
+    /// # Errors
+    ///
+    /// `Topic(InvalidArgument)` for more than `BATCH_DELIVERIES_MAX` deliveries or
+    /// options out of range (checked once); otherwise as [`ack_batch`](Self::ack_batch).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use mailroom::group::{GroupConfig, NackKind, NackOptions};
+    /// use mailroom::topic::{Nack, StartPosition};
+    /// use mailroom_store::{Store, StoreOptions};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = Store::open(dir.path(), StoreOptions::default())?;
+    /// store.create_topic("t")?;
+    /// let topic = store.topic("t")?;
+    /// let config = GroupConfig::new(2).with_max_in_flight(2);
+    /// topic.create_group_with("g", StartPosition::Earliest, config)?;
+    /// topic.publish_batch(&[Bytes::from_static(b"a"), Bytes::from_static(b"b")])?;
+    /// let ids: Vec<_> = topic.poll_batch("g", None, 2)?.iter().map(|d| d.id()).collect();
+    /// let reject = NackOptions::new(NackKind::Reject).with_reason("malformed");
+    /// let results = topic.nack_batch("g", &ids, &reject)?;
+    /// assert_eq!(results, [Ok(Nack::DeadLettered), Ok(Nack::DeadLettered)]);
+    /// assert_eq!(topic.dead_letters("g")?[1].message, Bytes::from_static(b"b"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn nack_batch(
+        &self,
+        group: &str,
+        deliveries: &[DeliveryId],
+        options: &NackOptions,
+    ) -> Result<Vec<Result<Nack, NotOwned>>, StoreError> {
+        let _live = self.live()?;
+        check_len(deliveries)?;
+        options.check().map_err(check_config)?;
+        self.inner
+            .groups
+            .settle_batch(&self.inner.messages, group, deliveries, Some(options))
+    }
+}
+
+/// Refuses an ack or nack batch naming more than `BATCH_DELIVERIES_MAX` deliveries.
+fn check_len(deliveries: &[DeliveryId]) -> Result<(), StoreError> {
+    if deliveries.len() > BATCH_DELIVERIES_MAX {
+        return Err(invalid(
+            "a batch may name at most BATCH_DELIVERIES_MAX deliveries",
+        ));
+    }
+    Ok(())
+}
