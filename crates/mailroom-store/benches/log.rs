@@ -14,6 +14,15 @@
 //!   sample time; every append returns only after an fdatasync covering it. The file
 //!   layer counts fdatasyncs, so records per sync (the group-commit batch) is reported.
 //!   One extra run appends 64 records per call from 8 threads, for context.
+//! - Async publishers: 64 tasks on one current-thread executor (`futures`' `LocalPool`),
+//!   each writing one 1 KiB record (`Log::write`) and then awaiting `Log::durable`: how
+//!   the server's connections would publish. The log's sync thread runs the syncs.
+//! - `LOG_BENCH_QUICK=1` runs only the rows issue 4's targets need (raw 64 KiB and
+//!   256 KiB, and 1 KiB for the syncs/s; 1 KiB × 1 and × 64 threads, 1 KiB × 64 tasks), for
+//!   quick A/B comparisons; `LOG_BENCH_QUICK=2` runs only the async row (for profiling).
+//! - Paired ratios (`LOG_BENCH_PAIRS`, default 8, samples of `LOG_BENCH_PAIR_MS`, default
+//!   250): the lone appender against raw 1 KiB syncs, and 64 async tasks against raw 64 KiB
+//!   and 256 KiB, each pair measured back to back (see `paired_ratios`).
 
 use std::fs::OpenOptions;
 use std::io;
@@ -23,6 +32,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
+use futures::executor::LocalPool;
+use futures::task::LocalSpawnExt;
 use mailroom_store::log::{Log, LogOptions, SyncPolicy};
 use mailroom_store::storage::{FsStorage, Storage, StorageFile};
 
@@ -33,10 +44,25 @@ const APPENDERS: [usize; 3] = [1, 8, 64];
 /// thread blocked in fdatasync can pay a wake-up latency that a busy disk queue does not.
 const PARALLEL_THREADS: usize = 8;
 const PARALLEL_CHUNKS: [usize; 2] = [1 << 10, 64 << 10];
-/// (payload bytes, appenders, records per append).
-type Config = (usize, usize, usize);
+/// Who publishes: threads calling `Log::append`, or tasks on one executor thread.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Publishers {
+    Threads(usize),
+    Tasks(usize),
+}
+/// (payload bytes, publishers, records per append).
+type Config = (usize, Publishers, usize);
 /// One batched run for context: what callers get when they append many records per call.
-const BATCHED: Config = (1024, 8, 64);
+const BATCHED: Config = (1024, Publishers::Threads(8), 64);
+/// How the server's connections would publish: one record, then await durability.
+const ASYNC: Config = (1024, Publishers::Tasks(64), 1);
+/// `LOG_BENCH_QUICK`: the raw chunks and log rows issue 4's targets need.
+const QUICK_RAW_CHUNKS: [usize; 3] = [1 << 10, 64 << 10, 256 << 10];
+const QUICK_CONFIGS: [Config; 3] = [
+    (1024, Publishers::Threads(1), 1),
+    (1024, Publishers::Threads(64), 1),
+    ASYNC,
+];
 
 /// `FsStorage` that counts file syncs.
 #[derive(Debug, Default)]
@@ -152,10 +178,11 @@ fn raw_parallel_sample(dir: &Path, threads: usize, chunk: usize, time: Duration)
     (bytes, bytes / chunk as f64)
 }
 
-/// (records per second, syncs per second) of `appenders` threads appending `batch`
-/// records of `payload_bytes` per call for `time`.
-fn log_sample(dir: &Path, (payload_bytes, appenders, batch): Config, time: Duration) -> (f64, f64) {
-    let log_dir = dir.join(format!("log-{payload_bytes}-{appenders}-{batch}"));
+/// (records per second, syncs per second) of the publishers appending `batch` records of
+/// `payload_bytes` per call for `time`.
+fn log_sample(dir: &Path, config: Config, time: Duration) -> (f64, f64) {
+    let (payload_bytes, publishers, batch) = config;
+    let log_dir = dir.join(format!("log-{payload_bytes}-{publishers:?}-{batch}"));
     let storage = Arc::new(Counting::default());
     let syncs = Arc::clone(&storage.syncs);
     let options = LogOptions {
@@ -163,10 +190,57 @@ fn log_sample(dir: &Path, (payload_bytes, appenders, batch): Config, time: Durat
         ..LogOptions::default()
     };
     let log = Arc::new(Log::open(storage, &log_dir, options).unwrap());
+    let syncs_before = syncs.load(Ordering::Relaxed);
+    let start = Instant::now();
+    let appended = match publishers {
+        Publishers::Threads(threads) => run_threads(&log, config, threads, time),
+        Publishers::Tasks(tasks) => run_tasks(&log, payload_bytes, tasks, time),
+    };
+    let elapsed = start.elapsed().as_secs_f64();
+    let synced = syncs.load(Ordering::Relaxed) - syncs_before;
+    drop(log);
+    std::fs::remove_dir_all(&log_dir).unwrap();
+    (appended as f64 / elapsed, synced as f64 / elapsed)
+}
+
+/// `tasks` tasks on one current-thread executor, each writing one record and awaiting
+/// its durability in a loop for `time`; returns the records appended.
+fn run_tasks(log: &Arc<Log>, payload_bytes: usize, tasks: usize, time: Duration) -> u64 {
+    let mut pool = LocalPool::new();
+    let start = Instant::now();
+    let handles: Vec<_> = (0..tasks)
+        .map(|_| {
+            let log = Arc::clone(log);
+            let task = async move {
+                let payload = vec![0xa5u8; payload_bytes];
+                let mut appended = 0u64;
+                while start.elapsed() < time {
+                    let written = log.write(&[&payload], 0).unwrap();
+                    log.durable(written.end).await.unwrap();
+                    appended += 1;
+                }
+                appended
+            };
+            pool.spawner().spawn_local_with_handle(task).unwrap()
+        })
+        .collect();
+    pool.run_until(futures::future::join_all(handles))
+        .into_iter()
+        .sum()
+}
+
+/// `appenders` threads calling `Log::append` in a loop for `time`; returns the records
+/// appended.
+fn run_threads(
+    log: &Arc<Log>,
+    (payload_bytes, _, batch): Config,
+    appenders: usize,
+    time: Duration,
+) -> u64 {
     let barrier = Arc::new(Barrier::new(appenders + 1));
     let handles: Vec<_> = (0..appenders)
         .map(|_| {
-            let log = Arc::clone(&log);
+            let log = Arc::clone(log);
             let barrier = Arc::clone(&barrier);
             std::thread::spawn(move || {
                 let payload = vec![0xa5u8; payload_bytes];
@@ -182,15 +256,49 @@ fn log_sample(dir: &Path, (payload_bytes, appenders, batch): Config, time: Durat
             })
         })
         .collect();
-    let syncs_before = syncs.load(Ordering::Relaxed);
     barrier.wait();
-    let start = Instant::now();
-    let appended: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
-    let elapsed = start.elapsed().as_secs_f64();
-    let synced = syncs.load(Ordering::Relaxed) - syncs_before;
-    drop(log);
-    std::fs::remove_dir_all(&log_dir).unwrap();
-    (appended as f64 / elapsed, synced as f64 / elapsed)
+    handles.into_iter().map(|h| h.join().unwrap()).sum()
+}
+
+/// Ratios measured pair by pair: a raw sample and a log sample right after it, many times
+/// over, so each ratio compares two figures taken under the same neighbours' load (on a
+/// shared VM the disk's rate can swing 5x within a minute, which the medians above cannot
+/// undo). Prints the median and the range of the per-pair ratios.
+fn paired_ratios(dir: &Path, pairs: usize, time: Duration) {
+    let mut lone = Vec::new();
+    let mut async_64k = Vec::new();
+    let mut async_256k = Vec::new();
+    for _ in 0..pairs {
+        let raw_syncs = raw_sample(dir, 1 << 10, time) / 1024.0;
+        let (appends, _) = log_sample(dir, QUICK_CONFIGS[0], time);
+        lone.push(appends / raw_syncs);
+        let raw_64k = raw_sample(dir, 64 << 10, time);
+        let raw_256k = raw_sample(dir, 256 << 10, time);
+        let (records, _) = log_sample(dir, ASYNC, time);
+        let bytes = records * ASYNC.0 as f64;
+        async_64k.push(bytes / raw_64k);
+        async_256k.push(bytes / raw_256k);
+    }
+    println!(
+        "
+paired ratios ({pairs} pairs, {} s per sample; median [min, max])",
+        time.as_secs_f64()
+    );
+    println!("| ratio | median | range |");
+    println!("|---|---|---|");
+    for (name, mut ratios) in [
+        ("1 thread × 1 KiB appends/s ÷ raw 1 KiB syncs/s", lone),
+        ("64 async tasks × 1 KiB MB/s ÷ raw 64 KiB MB/s", async_64k),
+        ("64 async tasks × 1 KiB MB/s ÷ raw 256 KiB MB/s", async_256k),
+    ] {
+        ratios.sort_by(f64::total_cmp);
+        println!(
+            "| {name} | {:.2} | [{:.2}, {:.2}] |",
+            ratios[ratios.len() / 2],
+            ratios[0],
+            ratios[ratios.len() - 1]
+        );
+    }
 }
 
 fn main() {
@@ -218,16 +326,29 @@ fn main() {
     );
 
     // Raw and log samples alternate, run after run, so a noisy neighbour hits both alike.
-    let mut configs: Vec<Config> = PAYLOADS
-        .iter()
-        .flat_map(|&p| APPENDERS.iter().map(move |&a| (p, a, 1)))
-        .collect();
-    configs.push(BATCHED);
-    let mut raw: Vec<Vec<f64>> = vec![Vec::new(); RAW_CHUNKS.len()];
+    let quick = env_or("LOG_BENCH_QUICK", 0);
+    let (raw_chunks, parallel_chunks, configs): (&[usize], &[usize], Vec<Config>) = if quick == 2 {
+        (&QUICK_RAW_CHUNKS[..1], &[], vec![ASYNC])
+    } else if quick != 0 {
+        (&QUICK_RAW_CHUNKS, &[], QUICK_CONFIGS.to_vec())
+    } else {
+        let mut configs: Vec<Config> = PAYLOADS
+            .iter()
+            .flat_map(|&p| {
+                APPENDERS
+                    .iter()
+                    .map(move |&a| (p, Publishers::Threads(a), 1))
+            })
+            .collect();
+        configs.push(BATCHED);
+        configs.push(ASYNC);
+        (&RAW_CHUNKS, &PARALLEL_CHUNKS, configs)
+    };
+    let mut raw: Vec<Vec<f64>> = vec![Vec::new(); raw_chunks.len()];
     let mut logs: Vec<Vec<(f64, f64)>> = vec![Vec::new(); configs.len()];
-    let mut parallel: Vec<Vec<(f64, f64)>> = vec![Vec::new(); PARALLEL_CHUNKS.len()];
+    let mut parallel: Vec<Vec<(f64, f64)>> = vec![Vec::new(); parallel_chunks.len()];
     for _ in 0..runs {
-        for (i, chunk) in PARALLEL_CHUNKS.iter().enumerate() {
+        for (i, chunk) in parallel_chunks.iter().enumerate() {
             parallel[i].push(raw_parallel_sample(
                 dir.path(),
                 PARALLEL_THREADS,
@@ -235,7 +356,7 @@ fn main() {
                 time,
             ));
         }
-        for (i, chunk) in RAW_CHUNKS.iter().enumerate() {
+        for (i, chunk) in raw_chunks.iter().enumerate() {
             raw[i].push(raw_sample(dir.path(), *chunk, time));
         }
         for (i, config) in configs.iter().enumerate() {
@@ -247,7 +368,7 @@ fn main() {
     println!("| chunk | MB/s | syncs/s |");
     println!("|---|---|---|");
     let raw: Vec<f64> = raw.into_iter().map(median).collect();
-    for (chunk, rate) in RAW_CHUNKS.iter().zip(&raw) {
+    for (chunk, rate) in raw_chunks.iter().zip(&raw) {
         println!(
             "| {} KiB | {:.1} | {:.0} |",
             chunk >> 10,
@@ -258,28 +379,32 @@ fn main() {
     println!("\nraw write + fdatasync, {PARALLEL_THREADS} threads, one file each (aggregate)");
     println!("| chunk | MB/s | syncs/s |");
     println!("|---|---|---|");
-    for (chunk, samples) in PARALLEL_CHUNKS.iter().zip(&parallel) {
+    for (chunk, samples) in parallel_chunks.iter().zip(&parallel) {
         let bytes = median(samples.iter().map(|s| s.0).collect());
         let syncs = median(samples.iter().map(|s| s.1).collect());
         println!("| {} KiB | {:.1} | {syncs:.0} |", chunk >> 10, bytes / 1e6);
     }
     let raw_best = raw.iter().copied().fold(0f64, f64::max);
-    let raw_syncs_per_s = raw[0] / RAW_CHUNKS[0] as f64;
+    let raw_syncs_per_s = raw[0] / raw_chunks[0] as f64;
     // The raw rate at the smallest chunk holding as many bytes as one log sync carries.
     let raw_at = |bytes_per_sync: f64| {
-        let i = RAW_CHUNKS
+        let i = raw_chunks
             .iter()
             .position(|&c| c as f64 >= bytes_per_sync)
-            .unwrap_or(RAW_CHUNKS.len() - 1);
-        (RAW_CHUNKS[i], raw[i])
+            .unwrap_or(raw_chunks.len() - 1);
+        (raw_chunks[i], raw[i])
     };
 
     println!("\nlog append, SyncPolicy::Always (MB/s counts payload bytes)");
     println!(
-        "| payload | appenders | records per append | records/s | MB/s | ÷ raw best | records per fdatasync | ÷ raw at same bytes per sync | appends/s ÷ raw 1 KiB syncs/s |"
+        "| payload | publishers | records per append | records/s | MB/s | ÷ raw best | records per fdatasync | ÷ raw at same bytes per sync | appends/s ÷ raw 1 KiB syncs/s |"
     );
     println!("|---|---|---|---|---|---|---|---|---|");
-    for ((payload_bytes, appenders, batch), samples) in configs.iter().zip(logs) {
+    for ((payload_bytes, publishers, batch), samples) in configs.iter().zip(logs) {
+        let publishers = match publishers {
+            Publishers::Threads(n) => format!("{n} threads"),
+            Publishers::Tasks(n) => format!("{n} async tasks"),
+        };
         let rate = median(samples.iter().map(|s| s.0).collect());
         let syncs = median(samples.iter().map(|s| s.1).collect());
         let bytes = rate * *payload_bytes as f64;
@@ -288,12 +413,23 @@ fn main() {
             per_sync * (*payload_bytes + mailroom_store::record::HEADER_BYTES) as f64;
         let (chunk, raw_same) = raw_at(disk_bytes_per_sync);
         println!(
-            "| {payload_bytes} B | {appenders} | {batch} | {rate:.0} | {:.2} | {:.1}% | {per_sync:.1} | {:.0}% (raw {} KiB) | {:.2} |",
+            "| {payload_bytes} B | {publishers} | {batch} | {rate:.0} | {:.2} | {:.1}% | {per_sync:.1} | {:.0}% (raw {} KiB) | {:.2} |",
             bytes / 1e6,
             100.0 * bytes / raw_best,
             100.0 * bytes / raw_same,
             chunk >> 10,
             rate / *batch as f64 / raw_syncs_per_s,
         );
+    }
+    let (pairs, pair_ms) = if smoke {
+        (1, 20)
+    } else {
+        (
+            env_or("LOG_BENCH_PAIRS", 8) as usize,
+            env_or("LOG_BENCH_PAIR_MS", 250),
+        )
+    };
+    if pairs > 0 && quick != 2 {
+        paired_ratios(dir.path(), pairs, Duration::from_millis(pair_ms));
     }
 }

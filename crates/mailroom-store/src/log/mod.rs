@@ -12,7 +12,10 @@
 //!
 //! With [`SyncPolicy::Always`] (the default) [`Log::append`] returns only after an
 //! `fdatasync` covering its records; concurrent appenders share one sync (group commit).
-//! Readers see only durable records: [`Log::end`] is the end of what is on disk. With
+//! Readers see only durable records: [`Log::end`] is the end of what is on disk. A
+//! caller that must not block (an async task, or a thread holding its own lock) splits
+//! an append into [`Log::write`] and then [`Log::durable`], a future that the log's sync
+//! thread resolves, or [`Log::wait_durable`]. With
 //! [`SyncPolicy::Interval`] and [`SyncPolicy::Never`], appends return once written to the
 //! OS, readers see them at once, and a power cut can lose what was not yet synced (see the
 //! variants). A failed write or sync makes the log *fail-stop*: every later append
@@ -47,6 +50,7 @@
 //! ```
 
 mod commit;
+mod durable;
 mod index;
 mod recovery;
 mod segment;
@@ -61,6 +65,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
+
+pub use self::durable::Durable;
 
 use self::commit::{Flusher, GroupCommit};
 use self::recovery::io_error;
@@ -157,10 +163,11 @@ pub struct SegmentInfo {
 #[derive(Debug)]
 pub struct Log {
     shared: Arc<Shared>,
-    flusher: Option<JoinHandle<()>>,
+    /// The sync thread (Always) or the flusher (Interval); stopped on drop.
+    background: Option<JoinHandle<()>>,
 }
 
-/// The state every handle and the flusher thread share.
+/// The state every handle, every [`Durable`] and the background thread share.
 #[derive(Debug)]
 struct Shared {
     storage: Arc<dyn Storage>,
@@ -260,17 +267,20 @@ impl Log {
             failure: Mutex::new(None),
             flusher: Flusher::default(),
         });
-        let flusher = match sync {
+        let background = match sync {
             SyncPolicy::Interval(interval) => {
                 let shared = Arc::clone(&shared);
                 let spawned = std::thread::Builder::new()
-                    .name("mailroom-log-sync".into())
+                    .name("mailroom-log-flush".into())
                     .spawn(move || commit::run_flusher(shared, interval));
-                Some(spawned.map_err(io_error("spawn sync thread", dir))?)
+                Some(spawned.map_err(io_error("spawn flush thread", dir))?)
             }
-            SyncPolicy::Always | SyncPolicy::Never => None,
+            SyncPolicy::Always => {
+                Some(commit::spawn_syncer(&shared).map_err(io_error("spawn sync thread", dir))?)
+            }
+            SyncPolicy::Never => None,
         };
-        Ok(Log { shared, flusher })
+        Ok(Log { shared, background })
     }
 
     /// Appends the payloads as consecutive records stamped `timestamp_ms` (the caller
@@ -303,15 +313,14 @@ impl Log {
             return Ok(end..end);
         }
         let range = self.shared.write(payloads, timestamp_ms)?;
-        if self.shared.options.sync == SyncPolicy::Always {
-            self.shared.wait_durable(range.end)?;
-        }
+        self.wait_durable(range.end)?;
         Ok(range)
     }
 
     /// Writes `payloads` like [`append`](Self::append) but returns without waiting for
-    /// durability: pair it with [`wait_durable`](Self::wait_durable), which lets a caller
-    /// release its own locks before it waits. Under [`SyncPolicy::Always`] readers do not
+    /// durability: pair it with [`durable`](Self::durable) or
+    /// [`wait_durable`](Self::wait_durable), which lets a caller release its own locks
+    /// (or yield to its executor) before it waits. Under [`SyncPolicy::Always`] readers do not
     /// see the records until they are durable.
     ///
     /// # Errors
@@ -339,21 +348,56 @@ impl Log {
     }
 
     /// Returns once every offset below `end` is durable, sharing one `fdatasync` with
-    /// concurrent waiters. Under [`SyncPolicy::Interval`] and [`SyncPolicy::Never`] it
-    /// returns at once: those policies do not wait for the disk.
+    /// concurrent waiters; if no sync is running, the calling thread runs it. Under
+    /// [`SyncPolicy::Interval`] and [`SyncPolicy::Never`] it returns at once: those
+    /// policies do not wait for the disk. Same as `self.durable(end).wait()`.
     ///
     /// # Errors
-    /// [`StoreError::Io`] if the sync fails (the log is then fail-stop), or
-    /// [`StoreError::FailStopped`].
+    /// [`StoreError::Io`] if the sync this thread ran fails (the log is then fail-stop);
+    /// [`StoreError::FailStopped`] if the log is fail-stop (including after a shared sync
+    /// failed); [`StoreError::InvalidArgument`] if `end` is past
+    /// [`written_end`](Self::written_end).
     pub fn wait_durable(&self, end: u64) -> Result<(), StoreError> {
         if self.shared.options.sync == SyncPolicy::Always {
             self.shared.wait_durable(end)
         } else {
-            self.shared.check_not_failed()
+            self.shared.check_wait(end)
         }
     }
 
-    /// One past the last offset written, durable or not (see [`end`](Self::end)).
+    /// A future (with a blocking [`Durable::wait`] too) that resolves once every offset
+    /// below `end` is durable. Under [`SyncPolicy::Always`] the log's sync thread runs
+    /// the `fdatasync` (shared with every concurrent waiter) and wakes the future, so
+    /// awaiting it never blocks an executor thread; under the other policies it is ready
+    /// at once. It holds no borrow of the log.
+    ///
+    /// # Errors
+    /// The future resolves to the errors of [`wait_durable`](Self::wait_durable):
+    /// [`StoreError::FailStopped`] if the sync failed or the log was already fail-stop;
+    /// [`StoreError::InvalidArgument`] if `end` is past [`written_end`](Self::written_end).
+    ///
+    /// # Example
+    /// ```
+    /// # use std::{path::Path, sync::Arc};
+    /// # use mailroom_store::log::{Log, LogOptions};
+    /// # use mailroom_store::storage::SimStorage;
+    /// let log = Log::open(Arc::new(SimStorage::new()), Path::new("/l"), LogOptions::default())?;
+    /// let first = log.write(&[b"a"], 1)?;
+    /// let second = log.write(&[b"b"], 2)?;
+    /// // One sync makes both durable; each waiter is woken once.
+    /// let both = futures::future::join(log.durable(first.end), log.durable(second.end));
+    /// let (a, b) = futures::executor::block_on(both);
+    /// a.and(b)?;
+    /// assert_eq!(log.end(), 2);
+    /// # Ok::<(), mailroom_store::StoreError>(())
+    /// ```
+    pub fn durable(&self, end: u64) -> Durable {
+        Durable::new(Arc::clone(&self.shared), end)
+    }
+
+    /// One past the last offset written, durable or not (see [`end`](Self::end)). Under
+    /// [`SyncPolicy::Always`] the newest of these may still be in the log's write buffer,
+    /// which the next sync writes out before its `fdatasync`.
     pub fn written_end(&self) -> u64 {
         self.shared.written_end.load(Ordering::Acquire)
     }
@@ -534,6 +578,18 @@ impl Shared {
         }
     }
 
+    /// What waiting for `end` says under a policy that does not wait for the disk.
+    fn check_wait(&self, end: u64) -> Result<(), StoreError> {
+        self.check_not_failed()?;
+        let written_end = self.written_end.load(Ordering::Acquire);
+        if end > written_end {
+            return Err(StoreError::InvalidArgument {
+                reason: format!("cannot wait for end {end}: only {written_end} written"),
+            });
+        }
+        Ok(())
+    }
+
     /// Syncs everything written so far, if it is not already durable.
     fn sync_written(&self) -> Result<(), StoreError> {
         let target = self.written_end.load(Ordering::Acquire);
@@ -544,10 +600,18 @@ impl Shared {
 
 impl Drop for Log {
     fn drop(&mut self) {
-        if let Some(flusher) = self.flusher.take() {
+        if let Some(background) = self.background.take() {
             self.shared.flusher.stop();
-            // A panic in the flusher was already reported by the panic hook.
-            let _ = flusher.join();
+            self.shared.commit.stop_syncer();
+            // A panic in the thread was already reported by the panic hook.
+            let _ = background.join();
+        }
+        // Records written but never waited for go to the OS too, as they would without
+        // the buffer, so a reopen in this process sees them. Not synced: no one waited.
+        if self.shared.check_not_failed().is_ok() {
+            let mut writer = self.shared.writer.lock();
+            // A failure is logged by fail_stop; there is no caller left to tell.
+            let _ = self.shared.flush_pending(&mut writer);
         }
     }
 }

@@ -220,6 +220,7 @@ fn open_sealed(
                 entries,
                 end_offset: seal.end_offset,
                 bytes,
+                unflushed_bytes: 0,
                 last_timestamp_ms: seal.last_timestamp_ms,
             };
             return Ok(segment);
@@ -343,6 +344,7 @@ fn open_active(
         entries,
         end_offset: base_offset + u64::from(start.relative_offset),
         bytes: u64::from(start.position),
+        unflushed_bytes: 0,
         last_timestamp_ms: 0,
     };
     let end = segment::scan(

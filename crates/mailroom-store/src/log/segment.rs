@@ -56,8 +56,11 @@ pub(crate) struct SegmentMeta {
     pub entries: Vec<IndexEntry>,
     /// One past the offset of its last whole record.
     pub end_offset: u64,
-    /// Bytes of whole records written.
+    /// Bytes of whole records written (including those still in the writer's buffer).
     pub bytes: u64,
+    /// How many of the last `bytes` are still in the writer's buffer, not yet in the
+    /// file (see `Writer::pending`); readers stop before them.
+    pub unflushed_bytes: u64,
     /// Timestamp of its last record (0 if none).
     pub last_timestamp_ms: u64,
 }
@@ -235,7 +238,8 @@ impl Segment {
         let (start, limit) = {
             let meta = self.meta.lock();
             let relative = u32::try_from(offset - self.base_offset).unwrap_or(u32::MAX);
-            (index::floor(&meta.entries, relative), meta.bytes)
+            let in_file = meta.bytes - meta.unflushed_bytes;
+            (index::floor(&meta.entries, relative), in_file)
         };
         let mut window = Window::new(self.file.as_ref(), &self.path, limit, chunk_bytes);
         let mut position = u64::from(start.position);
