@@ -55,13 +55,14 @@ if [ -n "${SCHEMATHESIS_SEED:-}" ]; then
 fi
 
 # Run from the temporary directory, so schemathesis's and hypothesis's caches land there.
+# Time limits (10 s a request; more for the long poll) are in scripts/schemathesis.toml.
 venv="$(cd "$VENV" && pwd)"
+config="$(pwd)/scripts/schemathesis.toml"
 cd "$data"
-"$venv/bin/schemathesis" run "$url/openapi.json" \
+"$venv/bin/schemathesis" --config-file "$config" run "$url/openapi.json" \
   --checks all \
   --exclude-checks positive_data_acceptance \
   --max-examples "$MAX_EXAMPLES" \
   --exclude-path-regex '/(ws|events)$' \
-  --request-timeout 10 \
   --workers 1 \
   "${seed_args[@]}"

@@ -4,8 +4,8 @@
 
 use bytes::Bytes;
 use mailroom_client::{
-    ChannelDelivery, ChannelInfo, Client, ClientError, DeadLetter, Delivery, DeliveryId,
-    NackOutcome, Subscription, TopicInfo, TopicSummary,
+    BatchItemError, BatchPoll, ChannelDelivery, ChannelInfo, Client, ClientError, DeadLetter,
+    Delivery, DeliveryId, NackOptions, NackOutcome, Subscription, TopicInfo, TopicSummary,
 };
 
 /// A stream of live-channel messages.
@@ -32,13 +32,39 @@ pub trait Api {
     async fn publish_batch(&self, topic: &str, payloads: &[Bytes])
         -> Result<Vec<u64>, ClientError>;
     async fn poll(&self, topic: &str, group: &str) -> Result<Option<Delivery>, ClientError>;
+    async fn poll_as(
+        &self,
+        topic: &str,
+        group: &str,
+        consumer: &str,
+    ) -> Result<Option<Delivery>, ClientError>;
+    async fn poll_batch(
+        &self,
+        topic: &str,
+        group: &str,
+        request: &BatchPoll<'_>,
+    ) -> Result<Vec<Delivery>, ClientError>;
     async fn ack(&self, topic: &str, group: &str, id: DeliveryId) -> Result<(), ClientError>;
-    async fn nack(
+    async fn ack_batch(
+        &self,
+        topic: &str,
+        group: &str,
+        ids: &[DeliveryId],
+    ) -> Result<Vec<Result<(), BatchItemError>>, ClientError>;
+    async fn nack_with(
         &self,
         topic: &str,
         group: &str,
         id: DeliveryId,
+        options: &NackOptions,
     ) -> Result<NackOutcome, ClientError>;
+    async fn nack_batch(
+        &self,
+        topic: &str,
+        group: &str,
+        ids: &[DeliveryId],
+        options: &NackOptions,
+    ) -> Result<Vec<Result<NackOutcome, BatchItemError>>, ClientError>;
     async fn dead_letters(&self, topic: &str, group: &str) -> Result<Vec<DeadLetter>, ClientError>;
     async fn create_channel(
         &self,
@@ -81,16 +107,50 @@ impl Api for Client {
     async fn poll(&self, topic: &str, group: &str) -> Result<Option<Delivery>, ClientError> {
         Client::poll(self, topic, group).await
     }
+    async fn poll_as(
+        &self,
+        topic: &str,
+        group: &str,
+        consumer: &str,
+    ) -> Result<Option<Delivery>, ClientError> {
+        Client::poll_as(self, topic, group, consumer).await
+    }
+    async fn poll_batch(
+        &self,
+        topic: &str,
+        group: &str,
+        request: &BatchPoll<'_>,
+    ) -> Result<Vec<Delivery>, ClientError> {
+        Client::poll_batch(self, topic, group, request).await
+    }
     async fn ack(&self, topic: &str, group: &str, id: DeliveryId) -> Result<(), ClientError> {
         Client::ack(self, topic, group, id).await
     }
-    async fn nack(
+    async fn ack_batch(
+        &self,
+        topic: &str,
+        group: &str,
+        ids: &[DeliveryId],
+    ) -> Result<Vec<Result<(), BatchItemError>>, ClientError> {
+        Client::ack_batch(self, topic, group, ids).await
+    }
+    async fn nack_with(
         &self,
         topic: &str,
         group: &str,
         id: DeliveryId,
+        options: &NackOptions,
     ) -> Result<NackOutcome, ClientError> {
-        Client::nack(self, topic, group, id).await
+        Client::nack_with(self, topic, group, id, options).await
+    }
+    async fn nack_batch(
+        &self,
+        topic: &str,
+        group: &str,
+        ids: &[DeliveryId],
+        options: &NackOptions,
+    ) -> Result<Vec<Result<NackOutcome, BatchItemError>>, ClientError> {
+        Client::nack_batch(self, topic, group, ids, options).await
     }
     async fn dead_letters(&self, topic: &str, group: &str) -> Result<Vec<DeadLetter>, ClientError> {
         Client::dead_letters(self, topic, group).await

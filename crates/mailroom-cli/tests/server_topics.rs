@@ -237,6 +237,9 @@ async fn openapi_documents_every_endpoint() {
         ("/v1/topics/{topic}/groups/{group}/nack", "post"),
         ("/v1/topics/{topic}/groups/{group}/dead-letters", "get"),
         ("/v1/topics/{topic}/groups/{group}/touch", "post"),
+        ("/v1/topics/{topic}/groups/{group}/poll/batch", "post"),
+        ("/v1/topics/{topic}/groups/{group}/ack/batch", "post"),
+        ("/v1/topics/{topic}/groups/{group}/nack/batch", "post"),
         (
             "/v1/topics/{topic}/groups/{group}/dead-letters/redrive",
             "post",

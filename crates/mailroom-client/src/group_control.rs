@@ -160,7 +160,7 @@ struct Nacked {
 }
 
 impl Client {
-    fn group_path<'a>(topic: &'a str, group: &'a str, tail: &[&'a str]) -> Vec<&'a str> {
+    pub(crate) fn group_path<'a>(topic: &'a str, group: &'a str, tail: &[&'a str]) -> Vec<&'a str> {
         let mut path = vec!["v1", "topics", topic, "groups", group];
         path.extend_from_slice(tail);
         path

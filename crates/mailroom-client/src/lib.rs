@@ -1,7 +1,9 @@
 //! A Rust client for the mailroom broker's HTTP API.
 //!
 //! [`Client`] has one async method per endpoint: topics, consumer groups (poll, ack,
-//! nack, touch, dead letters, redrive, purge) and live channels (publish, and [`Client::subscribe`] over
+//! nack, touch, dead letters, redrive, purge, and the batch forms
+//! [`Client::poll_batch`], [`Client::ack_batch`], [`Client::nack_batch`] with long
+//! polling) and live channels (publish, and [`Client::subscribe`] over
 //! WebSocket). Payloads are bytes; the client picks the wire encoding (text when UTF-8,
 //! base64 otherwise) and decodes it back, so callers never see it.
 //!
@@ -23,12 +25,14 @@
 //! # Ok(()) }
 //! ```
 
+mod batch;
 mod client;
 mod error;
 mod group_control;
 mod subscription;
 mod types;
 
+pub use batch::{BatchItemError, BatchPoll};
 pub use client::Client;
 pub use error::ClientError;
 pub use group_control::{

@@ -13,16 +13,19 @@ use axum::Router;
 use crate::body::JSON_BODY_BYTES_MAX;
 use crate::error::{errors_as_json, ApiError};
 use crate::metrics::RequestLabels;
+use crate::routes::batch::BATCH_JSON_BODY_BYTES_MAX;
 use crate::routes::topics::BATCH_BODY_PAYLOADS_MAX;
-use crate::routes::{channels, group_control, groups, ops, topics};
+use crate::routes::{batch, channels, group_control, groups, ops, topics};
 use crate::state::AppState;
 
 /// The whole API as an axum router over `state`.
 pub fn router(state: AppState) -> Router {
     let payload_limit = usize::try_from(state.config.payload_bytes_max).unwrap_or(usize::MAX);
     let payload = DefaultBodyLimit::max(payload_limit);
-    let batch = DefaultBodyLimit::max(payload_limit.saturating_mul(BATCH_BODY_PAYLOADS_MAX));
+    let message_batch =
+        DefaultBodyLimit::max(payload_limit.saturating_mul(BATCH_BODY_PAYLOADS_MAX));
     let json = DefaultBodyLimit::max(JSON_BODY_BYTES_MAX);
+    let delivery_list = DefaultBodyLimit::max(BATCH_JSON_BODY_BYTES_MAX);
     let group = "/topics/{topic}/groups/{group}";
 
     let v1 = Router::new()
@@ -37,7 +40,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route(
             "/topics/{topic}/messages/batch",
-            post(topics::publish_batch).layer(batch),
+            post(topics::publish_batch).layer(message_batch),
         )
         .route(
             group,
@@ -64,6 +67,18 @@ pub fn router(state: AppState) -> Router {
         )
         .route(&format!("{group}/ack"), post(groups::ack).layer(json))
         .route(&format!("{group}/nack"), post(groups::nack).layer(json))
+        .route(
+            &format!("{group}/poll/batch"),
+            post(batch::poll_batch).layer(json),
+        )
+        .route(
+            &format!("{group}/ack/batch"),
+            post(batch::ack_batch).layer(delivery_list),
+        )
+        .route(
+            &format!("{group}/nack/batch"),
+            post(batch::nack_batch).layer(delivery_list),
+        )
         .route(&format!("{group}/dead-letters"), get(groups::dead_letters))
         .route("/channels", get(channels::list_channels))
         .route(

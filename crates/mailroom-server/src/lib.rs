@@ -18,8 +18,9 @@
 //! Every error is JSON `{"error": "<stable code>", "message": "..."}`; see [`error`].
 //! When a token is configured every `/v1` call needs `Authorization: Bearer <token>`.
 //!
-//! Store calls wait for fsync, so handlers run them on the blocking pool
-//! ([`state::AppState::blocking`]); the async workers only move bytes.
+//! Under `--fsync always` store calls wait for fsync, so handlers run them on the
+//! blocking pool; under the relaxed policies they run inline on the async workers
+//! ([`state::AppState::blocking`] says why).
 //!
 //! # Example
 //!
@@ -63,6 +64,7 @@ pub mod channels;
 pub mod config;
 pub mod error;
 pub mod listener;
+pub mod long_poll;
 pub mod metrics;
 pub mod names;
 pub mod openapi;

@@ -106,6 +106,8 @@ pub struct Metrics {
     pub channel_subscribers: Family<ChannelLabels, Gauge<i64, AtomicI64>>,
     /// Request latency, from the request reaching the router to the response head.
     pub request_seconds: HistogramFamily<RequestLabels>,
+    /// Long polls waiting now; refreshed on every scrape.
+    pub long_polls_waiting: Gauge<i64, AtomicI64>,
 }
 
 impl Default for Metrics {
@@ -135,6 +137,7 @@ impl Metrics {
             channel_drops: Family::default(),
             channel_subscribers: Family::default(),
             request_seconds: Family::new_with_constructor(latency_histogram),
+            long_polls_waiting: Gauge::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -202,6 +205,11 @@ impl Metrics {
             "channel_subscribers",
             "Subscribers connected to a live channel",
             metrics.channel_subscribers.clone(),
+        );
+        registry.register(
+            "long_polls_waiting",
+            "Batch polls waiting for a delivery (wait_ms)",
+            metrics.long_polls_waiting.clone(),
         );
         registry.register(
             "http_request_duration_seconds",

@@ -6,7 +6,7 @@ use utoipa::{Modify, OpenApi};
 
 use crate::error::ErrorBody;
 use crate::names::Name;
-use crate::routes::{channels, group_control, groups, ops, topics};
+use crate::routes::{batch, channels, group_control, groups, ops, topics};
 
 /// The API's OpenAPI document.
 ///
@@ -26,6 +26,7 @@ use crate::routes::{channels, group_control, groups, ops, topics};
         groups::create_group, groups::group_info, groups::poll, groups::poll_raw, groups::ack,
         groups::nack, groups::dead_letters,
         group_control::touch, group_control::redrive, group_control::purge,
+        batch::poll_batch, batch::ack_batch, batch::nack_batch,
         channels::create_channel, channels::list_channels, channels::channel_info_route,
         channels::publish_channel, channels::close_channel, channels::subscribe_ws,
         channels::subscribe_events,
@@ -36,7 +37,7 @@ use crate::routes::{channels, group_control, groups, ops, topics};
     tags(
         (name = "topics", description = "Durable, retained topics"),
         (name = "groups", description = "Consumer groups: poll, ack, nack (release, reject), \
-            touch, dead letters, redrive, purge"),
+            their batch forms and long poll, touch, dead letters, redrive, purge"),
         (name = "channels", description = "Live, best-effort fan-out"),
         (name = "operations", description = "Health, metrics, this document"),
     )

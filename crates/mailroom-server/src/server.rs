@@ -117,8 +117,8 @@ impl Server {
     }
 
     /// Serves until `shutdown` completes, then: stops accepting, closes every live
-    /// channel (streams end once drained), waits up to [`SHUTDOWN_GRACE_MS_MAX`] for
-    /// in-flight requests, and syncs the store.
+    /// channel (streams end once drained), answers every waiting long poll, waits up to
+    /// [`SHUTDOWN_GRACE_MS_MAX`] for in-flight requests, and syncs the store.
     ///
     /// # Errors
     /// [`ServerError::Serve`] if serving failed; [`ServerError::Store`] if the final sync
@@ -129,11 +129,15 @@ impl Server {
     {
         let Server { listener, state } = self;
         let channels = state.channels.clone();
+        let long_polls = state.long_polls.clone();
         let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
         let signal = async move {
             shutdown.await;
-            tracing::info!("shutting down: no new connections; closing live channels");
+            tracing::info!(
+                "shutting down: no new connections; closing live channels and long polls"
+            );
             channels.close_all();
+            long_polls.close();
             let _ = stopping_tx.send(());
         };
         let app = router(state.clone());

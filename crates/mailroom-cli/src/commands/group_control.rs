@@ -1,7 +1,9 @@
 //! `mailroom group poll|nack|touch|redrive|purge`: consumer identities, nack kinds,
 //! leases and dead-letter redrive, one call each, for scripts and operators.
 
-use mailroom_client::{Backoff, Client, DeliveryId, GroupDetail, NackKind, NackOptions};
+use mailroom_client::{
+    Backoff, BatchPoll, Client, Delivery, DeliveryId, GroupDetail, NackKind, NackOptions,
+};
 use serde_json::json;
 
 use crate::commands::group::describe;
@@ -10,15 +12,20 @@ use crate::output::{merged, payload_fields, payload_text, Output};
 /// The subcommands beyond create and info.
 #[derive(Debug, clap::Subcommand)]
 pub enum ControlCommand {
-    /// Poll once (as `--consumer`, if given) and print the delivery without acking it.
+    /// Poll once (as `--consumer`, if given) and print the delivery without acking it;
+    /// with `--max N`, up to N deliveries in one batch poll, one result each.
     Poll {
         /// The topic.
         topic: String,
         /// The group.
         group: String,
-        /// The consumer identity; each owns at most one delivery.
+        /// The consumer identity; a repeated poll gives it back its own deliveries.
         #[arg(long)]
         consumer: Option<String>,
+        /// Poll up to this many deliveries at once (1 to 65,536; the group's
+        /// max_in_flight bounds how many it hands out).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+        max: Option<u32>,
     },
     /// Nack, release or reject one delivery.
     Nack {
@@ -145,6 +152,23 @@ pub fn describe_detail(detail: &GroupDetail) -> String {
     text
 }
 
+fn print_delivery(output: Output, delivery: &Delivery) {
+    output.emit(
+        merged(
+            json!({ "offset": delivery.offset, "attempt": delivery.attempt }),
+            payload_fields(&delivery.payload),
+        ),
+        || {
+            format!(
+                "offset {} attempt {}: {}",
+                delivery.offset,
+                delivery.attempt,
+                payload_text(&delivery.payload)
+            )
+        },
+    );
+}
+
 /// Runs one of the subcommands.
 pub async fn run(client: &Client, command: ControlCommand, output: Output) -> anyhow::Result<()> {
     match command {
@@ -152,6 +176,26 @@ pub async fn run(client: &Client, command: ControlCommand, output: Output) -> an
             topic,
             group,
             consumer,
+            max: Some(max),
+        } => {
+            let request = BatchPoll {
+                consumer: consumer.as_deref(),
+                max,
+                wait_ms: 0,
+            };
+            let deliveries = client.poll_batch(&topic, &group, &request).await?;
+            if deliveries.is_empty() {
+                output.emit(json!(null), || "nothing waiting".into());
+            }
+            for delivery in &deliveries {
+                print_delivery(output, delivery);
+            }
+        }
+        ControlCommand::Poll {
+            topic,
+            group,
+            consumer,
+            max: None,
         } => {
             let delivery = match &consumer {
                 Some(consumer) => client.poll_as(&topic, &group, consumer).await?,
@@ -159,20 +203,7 @@ pub async fn run(client: &Client, command: ControlCommand, output: Output) -> an
             };
             match delivery {
                 None => output.emit(json!(null), || "nothing waiting".into()),
-                Some(delivery) => output.emit(
-                    merged(
-                        json!({ "offset": delivery.offset, "attempt": delivery.attempt }),
-                        payload_fields(&delivery.payload),
-                    ),
-                    || {
-                        format!(
-                            "offset {} attempt {}: {}",
-                            delivery.offset,
-                            delivery.attempt,
-                            payload_text(&delivery.payload)
-                        )
-                    },
-                ),
+                Some(delivery) => print_delivery(output, &delivery),
             }
         }
         ControlCommand::Nack {

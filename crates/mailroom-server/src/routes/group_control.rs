@@ -206,6 +206,16 @@ pub enum NackKindBody {
     Reject,
 }
 
+impl From<NackKindBody> for NackKind {
+    fn from(kind: NackKindBody) -> NackKind {
+        match kind {
+            NackKindBody::Nack => NackKind::Nack,
+            NackKindBody::Release => NackKind::Release,
+            NackKindBody::Reject => NackKind::Reject,
+        }
+    }
+}
+
 /// The body of `POST .../nack`. The seed's `{"offset", "attempt"}` is a plain nack.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -233,11 +243,7 @@ pub struct NackRequest {
 impl NackRequest {
     /// The delivery named and the store's options.
     pub fn split(self) -> (DeliveryId, NackOptions) {
-        let kind = match self.kind {
-            NackKindBody::Nack => NackKind::Nack,
-            NackKindBody::Release => NackKind::Release,
-            NackKindBody::Reject => NackKind::Reject,
-        };
+        let kind = NackKind::from(self.kind);
         let id = DeliveryRef {
             offset: self.offset,
             attempt: self.attempt,
@@ -310,9 +316,13 @@ pub async fn touch(
 ) -> Result<Json<Touched>, ApiError> {
     check_names(&topic, &group)?;
     let id = delivery.id();
+    let woken = topic.clone();
     state
         .blocking(move |store| store.topic(&topic)?.touch(&group, id))
         .await?;
+    // A touch frees nothing by itself, but waiters re-polling is cheap and keeps the
+    // rule simple: every settled group transition wakes the topic's long polls.
+    state.long_polls.wake(&woken);
     Ok(Json(Touched {
         outcome: "touched".to_owned(),
     }))
@@ -424,9 +434,15 @@ async fn take_dead_letters(
 ) -> Result<Json<DeadLettersTaken>, ApiError> {
     check_names(&topic, &group)?;
     let range = OffsetRange::parse(body)?;
+    let woken = topic.clone();
     let count = state
         .blocking(move |store| take(&store.topic(&topic)?, &group, range))
         .await?;
+    // A redrive makes dead letters ready again; a purge frees nothing, but one rule for
+    // both is simpler than a flag and a needless re-poll is cheap.
+    if count > 0 {
+        state.long_polls.wake(&woken);
+    }
     Ok(Json(DeadLettersTaken { count }))
 }
 

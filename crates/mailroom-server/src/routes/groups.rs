@@ -152,7 +152,7 @@ pub struct Acked {
 }
 
 /// What a nack did.
-#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum NackOutcome {
     /// Attempts remain; the next poll delivers the message again with attempt + 1.
@@ -198,7 +198,7 @@ pub struct DeadLetters {
 }
 
 /// Splits a payload into its JSON form: text if UTF-8, base64 otherwise.
-fn encode_payload(payload: Bytes) -> (Option<String>, Option<String>) {
+pub(super) fn encode_payload(payload: Bytes) -> (Option<String>, Option<String>) {
     match String::from_utf8(payload.into()) {
         Ok(text) => (Some(text), None),
         Err(error) => {
@@ -221,6 +221,17 @@ pub fn group_info_body(info: GroupInfo) -> GroupInfoBody {
         max_attempts: info.max_attempts,
         lag: info.lag,
         dead_letters: info.dead_letters,
+    }
+}
+
+/// The JSON form of a delivery.
+pub(super) fn delivery_body(delivery: mailroom::topic::Delivery<Bytes>) -> DeliveryBody {
+    let (payload, payload_base64) = encode_payload(delivery.message);
+    DeliveryBody {
+        offset: delivery.offset,
+        attempt: delivery.attempt,
+        payload,
+        payload_base64,
     }
 }
 
@@ -346,14 +357,7 @@ pub async fn poll(
     let Some(delivery) = poll_delivery(&state, topic, group, consumer).await? else {
         return Ok(StatusCode::NO_CONTENT.into_response());
     };
-    let (payload, payload_base64) = encode_payload(delivery.message);
-    let body = DeliveryBody {
-        offset: delivery.offset,
-        attempt: delivery.attempt,
-        payload,
-        payload_base64,
-    };
-    Ok(Json(body).into_response())
+    Ok(Json(delivery_body(delivery)).into_response())
 }
 
 /// Polls a group and returns the message's raw bytes, with the offset and attempt in
@@ -416,6 +420,7 @@ pub async fn ack(
     state
         .blocking(move |store| store.topic(&topic)?.ack(&group, id))
         .await?;
+    state.long_polls.wake(&labels.topic);
     state.metrics.acks.get_or_create(&labels).inc();
     Ok(Json(Acked {
         outcome: "acked".to_owned(),
@@ -448,6 +453,7 @@ pub async fn nack(
     let nack = state
         .blocking(move |store| store.topic(&topic)?.nack_with(&group, id, options))
         .await?;
+    state.long_polls.wake(&labels.topic);
     let outcome = match nack {
         Nack::Retry if released => NackOutcome::Released,
         Nack::Retry => NackOutcome::Retry,

@@ -1,5 +1,6 @@
 //! The HTTP handlers, one file per resource.
 
+pub mod batch;
 pub mod channels;
 pub mod group_control;
 pub mod groups;

@@ -45,7 +45,7 @@ pub async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse,
 }
 
 /// Sets the gauges that describe current state rather than count events (the lag of
-/// every group and the subscribers of every channel), and catches the per-group event
+/// every group, the waiting long polls and the subscribers of every channel), and catches the per-group event
 /// counters up with the store.
 async fn refresh_gauges(state: &AppState) -> Result<(), ApiError> {
     let lags = state
@@ -73,6 +73,9 @@ async fn refresh_gauges(state: &AppState) -> Result<(), ApiError> {
         state.metrics.lag.get_or_create(&labels).set(lag);
         state.metrics.catch_up_group_counters(&labels, counters);
     }
+    let waiting = state.long_polls.waiting();
+    let waiting = i64::try_from(waiting).unwrap_or(i64::MAX);
+    state.metrics.long_polls_waiting.set(waiting);
     state.metrics.channel_subscribers.clear();
     for channel in state.channels.list() {
         let subscribers = channel.stats().subscribers;

@@ -221,6 +221,7 @@ pub async fn publish(
     let offset = state
         .blocking(move |store| store.topic(&topic)?.publish(payload))
         .await?;
+    state.long_polls.wake(&labels.topic);
     state.metrics.publishes.get_or_create(&labels).inc();
     Ok((StatusCode::CREATED, Json(Published { offset })).into_response())
 }
@@ -250,6 +251,7 @@ pub async fn publish_batch(
     let range = state
         .blocking(move |store| store.topic(&topic)?.publish_batch(&payloads))
         .await?;
+    state.long_polls.wake(&labels.topic);
     state.metrics.publishes.get_or_create(&labels).inc_by(count);
     let offsets = range.collect();
     Ok((StatusCode::CREATED, Json(BatchPublished { offsets })).into_response())

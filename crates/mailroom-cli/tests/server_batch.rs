@@ -1,0 +1,548 @@
+//! Batch poll, ack and nack and the long poll, against the real `mailroom` binary: item
+//! results, the window, wake-ups and time-outs, bad input, restarts, and the CLI flags
+//! built on them.
+
+mod common;
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{temp_dir, ServerProcess, PROCESS_WAIT_MS_MAX};
+use mailroom_client::{
+    BatchPoll, Client, DeliveryId, GroupOptions, NackKind, NackOptions, NackOutcome,
+};
+use serde_json::{json, Value};
+
+/// A long poll long enough never to end by itself during a test.
+const WAIT_MS_LONG: u64 = 30_000;
+/// A long poll short enough to time out in a test.
+const WAIT_MS_SHORT: u64 = 300;
+
+fn id(offset: u64, attempt: u32) -> DeliveryId {
+    DeliveryId { offset, attempt }
+}
+
+fn batch(consumer: Option<&str>, max: u32) -> BatchPoll<'_> {
+    BatchPoll {
+        consumer,
+        max,
+        wait_ms: 0,
+    }
+}
+
+/// A topic `t` with group `g` allowing `window` deliveries in flight and 2 attempts.
+async fn topic_with_group(client: &Client, window: u32) {
+    client.create_topic("t").await.unwrap();
+    let mut options = GroupOptions::new(2);
+    options.max_in_flight = Some(window);
+    client.create_group_with("t", "g", &options).await.unwrap();
+}
+
+async fn publish(client: &Client, count: u64) {
+    for n in 0..count {
+        assert_eq!(client.publish("t", format!("m{n}")).await.unwrap(), n);
+    }
+}
+
+/// The value of an unlabelled series in the server's metrics.
+async fn metric(client: &Client, name: &str) -> Option<f64> {
+    let text = client.metrics().await.unwrap();
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// Waits until the server reports `count` long polls waiting.
+async fn until_waiting(client: &Client, count: f64) {
+    let deadline = Instant::now() + Duration::from_millis(PROCESS_WAIT_MS_MAX);
+    while metric(client, "mailroom_long_polls_waiting").await != Some(count) {
+        assert!(
+            Instant::now() < deadline,
+            "never {count} long polls waiting"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+// Proves a batch poll hands out up to `max` deliveries in offset order, gives a consumer
+// its own in-flight deliveries back first, and that batch ack and nack settle item by
+// item: a stale, duplicate or foreign delivery fails alone while the rest take effect,
+// each nack kind reports its outcome, and the metrics count messages, not requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_poll_ack_nack_with_partial_results() {
+    let dir = temp_dir();
+    let server = ServerProcess::start(dir.path(), &["--fsync", "never"]);
+    let client = server.client();
+    topic_with_group(&client, 8).await;
+    publish(&client, 5).await;
+
+    let first = client
+        .poll_batch("t", "g", &batch(Some("w1"), 3))
+        .await
+        .unwrap();
+    let offsets: Vec<(u64, u32)> = first.iter().map(|d| (d.offset, d.attempt)).collect();
+    assert_eq!(offsets, vec![(0, 1), (1, 1), (2, 1)]);
+    assert_eq!(&first[1].payload[..], b"m1");
+    let second = client
+        .poll_batch("t", "g", &batch(Some("w2"), 10))
+        .await
+        .unwrap();
+    let offsets: Vec<u64> = second.iter().map(|d| d.offset).collect();
+    assert_eq!(offsets, vec![3, 4]);
+    // w1 polls again: its own three come back, the same attempts, and nothing else.
+    let again = client
+        .poll_batch("t", "g", &batch(Some("w1"), 10))
+        .await
+        .unwrap();
+    assert_eq!(again, first);
+
+    let acks = [id(0, 1), id(1, 1), id(0, 1), id(3, 9)];
+    let results = client.ack_batch("t", "g", &acks).await.unwrap();
+    assert!(results[0].is_ok() && results[1].is_ok());
+    for refused in &results[2..] {
+        assert_eq!(refused.as_ref().unwrap_err().code, "not_owned");
+    }
+    let release = NackOptions {
+        kind: NackKind::Release,
+        ..NackOptions::default()
+    };
+    let released = client
+        .nack_batch("t", "g", &[id(2, 1), id(3, 1), id(0, 1)], &release)
+        .await
+        .unwrap();
+    assert_eq!(released[0], Ok(NackOutcome::Released));
+    assert_eq!(released[1], Ok(NackOutcome::Released));
+    assert_eq!(released[2].as_ref().unwrap_err().code, "not_owned");
+    let reject = NackOptions {
+        kind: NackKind::Reject,
+        reason: Some("bad schema".into()),
+        ..NackOptions::default()
+    };
+    let rejected = client
+        .nack_batch("t", "g", &[id(4, 1)], &reject)
+        .await
+        .unwrap();
+    assert_eq!(rejected, vec![Ok(NackOutcome::DeadLettered)]);
+
+    let detail = client.group_detail("t", "g").await.unwrap();
+    assert_eq!(detail.info.position, 2);
+    assert!(detail.deliveries.is_empty());
+    assert_eq!(detail.dead_letter_notes[0].offset, 4);
+    assert_eq!(
+        detail.dead_letter_notes[0].reason.as_deref(),
+        Some("bad schema")
+    );
+    let text = client.metrics().await.unwrap();
+    for series in [
+        "mailroom_deliveries_total{topic=\"t\",group=\"g\"} 8",
+        "mailroom_acks_total{topic=\"t\",group=\"g\"} 2",
+        "mailroom_nacks_total{topic=\"t\",group=\"g\",outcome=\"released\"} 2",
+        "mailroom_nacks_total{topic=\"t\",group=\"g\",outcome=\"dead_lettered\"} 1",
+    ] {
+        assert!(text.contains(series), "{series} missing from\n{text}");
+    }
+}
+
+// Proves a batch poll respects the group's window: with W = 1 it returns at most one
+// delivery, another consumer gets nothing while it is in flight, and acking it frees
+// the window for the next message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn window_of_one_hands_out_one() {
+    let dir = temp_dir();
+    let server = ServerProcess::start(dir.path(), &["--fsync", "never"]);
+    let client = server.client();
+    topic_with_group(&client, 1).await;
+    publish(&client, 3).await;
+
+    let polled = client.poll_batch("t", "g", &batch(None, 10)).await.unwrap();
+    assert_eq!(polled.len(), 1);
+    assert_eq!(polled[0].id(), id(0, 1));
+    let other = client
+        .poll_batch("t", "g", &batch(Some("w2"), 10))
+        .await
+        .unwrap();
+    assert!(other.is_empty());
+    let acked = client.ack_batch("t", "g", &[id(0, 1)]).await.unwrap();
+    assert_eq!(acked, vec![Ok(())]);
+    let next = client
+        .poll_batch("t", "g", &batch(Some("w2"), 10))
+        .await
+        .unwrap();
+    assert_eq!(next.iter().map(|d| d.id()).collect::<Vec<_>>(), [id(1, 1)]);
+}
+
+// Proves a long poll on a caught-up group waits, and answers with the message a later
+// publish brings (well before its own wait ends); and that an ack waking a long poll on
+// a full window hands the freed slot to the waiter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_poll_is_answered_by_a_publish_and_an_ack() {
+    let dir = temp_dir();
+    let server = ServerProcess::start(dir.path(), &["--fsync", "never"]);
+    let client = server.client();
+    topic_with_group(&client, 1).await;
+
+    let waiter = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            let request = BatchPoll {
+                consumer: Some("w1"),
+                max: 4,
+                wait_ms: WAIT_MS_LONG,
+            };
+            client.poll_batch("t", "g", &request).await.unwrap()
+        })
+    };
+    until_waiting(&client, 1.0).await;
+    client.publish("t", "wake").await.unwrap();
+    client.publish("t", "later").await.unwrap();
+    let woken = waiter.await.unwrap();
+    assert_eq!(woken.len(), 1, "W = 1");
+    assert_eq!((woken[0].offset, &woken[0].payload[..]), (0, &b"wake"[..]));
+    until_waiting(&client, 0.0).await;
+
+    // The window is full (w1 holds offset 0): w2 waits until w1's ack frees it.
+    let waiter = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            let request = BatchPoll {
+                consumer: Some("w2"),
+                max: 4,
+                wait_ms: WAIT_MS_LONG,
+            };
+            client.poll_batch("t", "g", &request).await.unwrap()
+        })
+    };
+    until_waiting(&client, 1.0).await;
+    client.ack_batch("t", "g", &[woken[0].id()]).await.unwrap();
+    let freed = waiter.await.unwrap();
+    assert_eq!(freed.iter().map(|d| d.id()).collect::<Vec<_>>(), [id(1, 1)]);
+}
+
+/// The backoff of `backoff_delay_reaches_a_waiting_long_poll`: short, but longer than a
+/// round trip, so the message is surely not ready when the long poll starts.
+const BACKOFF_DELAY_MS: u64 = 200;
+
+// Proves a message held back by a backoff delay (which no request signals) still reaches
+// a waiting long poll once the delay is over, long before the wait ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backoff_delay_reaches_a_waiting_long_poll() {
+    let dir = temp_dir();
+    let server = ServerProcess::start(dir.path(), &["--fsync", "never"]);
+    let client = server.client();
+    client.create_topic("t").await.unwrap();
+    let mut options = GroupOptions::new(3);
+    options.backoff = Some(mailroom_client::Backoff::Fixed {
+        delay_ms: BACKOFF_DELAY_MS,
+    });
+    client.create_group_with("t", "g", &options).await.unwrap();
+    publish(&client, 1).await;
+    let first = client.poll_batch("t", "g", &batch(None, 1)).await.unwrap();
+    let nacked = client
+        .nack_batch("t", "g", &[first[0].id()], &NackOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(nacked, vec![Ok(NackOutcome::Retry)]);
+
+    let started = Instant::now();
+    let request = BatchPoll {
+        consumer: None,
+        max: 1,
+        wait_ms: WAIT_MS_LONG,
+    };
+    let retried = client.poll_batch("t", "g", &request).await.unwrap();
+    assert_eq!(
+        retried.iter().map(|d| d.id()).collect::<Vec<_>>(),
+        [id(0, 2)]
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(WAIT_MS_LONG / 2),
+        "answered only at the end of the wait: {:?}",
+        started.elapsed()
+    );
+}
+
+// Proves a long poll that finds nothing answers an empty list once its wait is over
+// (not before), and that a long poll whose client goes away stops waiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_poll_times_out_empty_and_ends_with_its_client() {
+    let dir = temp_dir();
+    let server = ServerProcess::start(dir.path(), &["--fsync", "never"]);
+    let client = server.client();
+    topic_with_group(&client, 4).await;
+
+    let started = Instant::now();
+    let request = BatchPoll {
+        consumer: None,
+        max: 4,
+        wait_ms: WAIT_MS_SHORT,
+    };
+    let polled = client.poll_batch("t", "g", &request).await.unwrap();
+    assert!(polled.is_empty());
+    assert!(started.elapsed() >= Duration::from_millis(WAIT_MS_SHORT));
+
+    let abandoned = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            let request = BatchPoll {
+                consumer: None,
+                max: 4,
+                wait_ms: WAIT_MS_LONG,
+            };
+            client.poll_batch("t", "g", &request).await
+        })
+    };
+    until_waiting(&client, 1.0).await;
+    abandoned.abort();
+    // Dropping the request closes its connection; the server drops the waiter.
+    until_waiting(&client, 0.0).await;
+}
+
+/// Sends `body` to `path` and returns the status and the JSON body.
+async fn post(server: &ServerProcess, path: &str, body: Vec<u8>) -> (u16, Value) {
+    let response = reqwest::Client::new()
+        .post(server.at(path))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let is_json = response
+        .headers()
+        .get("content-type")
+        .is_some_and(|value| value.as_bytes().starts_with(b"application/json"));
+    let text = response.text().await.unwrap();
+    assert!(is_json, "{status}: {text}");
+    (status, serde_json::from_str(&text).unwrap())
+}
+
+// Proves bad batch input is refused with a 4xx JSON error and the documented code:
+// ranges of max, wait_ms, consumer and list length, unknown fields, bad JSON, unknown
+// names, and a body over the limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_batch_input_is_a_json_4xx() {
+    let dir = temp_dir();
+    let server = ServerProcess::start(dir.path(), &["--fsync", "never"]);
+    let client = server.client();
+    topic_with_group(&client, 4).await;
+    let poll = "/v1/topics/t/groups/g/poll/batch";
+    let ack = "/v1/topics/t/groups/g/ack/batch";
+    let nack = "/v1/topics/t/groups/g/nack/batch";
+    let too_many = json!({ "deliveries": vec![json!({"offset": 0, "attempt": 1}); 65_537] });
+    let cases: Vec<(&str, Vec<u8>, u16, &str)> = vec![
+        (poll, br#"{"max":0}"#.to_vec(), 400, "invalid_argument"),
+        (poll, br#"{"max":65537}"#.to_vec(), 400, "invalid_argument"),
+        (
+            poll,
+            br#"{"max":1,"wait_ms":30001}"#.to_vec(),
+            400,
+            "invalid_argument",
+        ),
+        (
+            poll,
+            br#"{"max":1,"consumer":""}"#.to_vec(),
+            400,
+            "invalid_argument",
+        ),
+        (
+            poll,
+            br#"{"max":1,"who":"w1"}"#.to_vec(),
+            400,
+            "invalid_body",
+        ),
+        (poll, br#"{}"#.to_vec(), 400, "invalid_body"),
+        (poll, br#"{"max":"#.to_vec(), 400, "malformed_json"),
+        (
+            "/v1/topics/t/groups/nope/poll/batch",
+            br#"{"max":1}"#.to_vec(),
+            404,
+            "unknown_group",
+        ),
+        (
+            ack,
+            br#"{"deliveries":[]}"#.to_vec(),
+            400,
+            "invalid_argument",
+        ),
+        (
+            ack,
+            serde_json::to_vec(&too_many).unwrap(),
+            400,
+            "invalid_argument",
+        ),
+        (
+            ack,
+            br#"{"deliveries":[{"offset":-1,"attempt":1}]}"#.to_vec(),
+            400,
+            "invalid_body",
+        ),
+        (
+            "/v1/topics/nope/groups/g/ack/batch",
+            br#"{"deliveries":[{"offset":0,"attempt":1}]}"#.to_vec(),
+            404,
+            "unknown_topic",
+        ),
+        (
+            nack,
+            br#"{"deliveries":[]}"#.to_vec(),
+            400,
+            "invalid_argument",
+        ),
+        (
+            nack,
+            br#"{"deliveries":[{"offset":0,"attempt":1}],"kind":"drop"}"#.to_vec(),
+            400,
+            "invalid_body",
+        ),
+        (nack, vec![b' '; 5 << 20], 413, "payload_too_large"),
+    ];
+    for (path, body, status, code) in cases {
+        let shown = String::from_utf8_lossy(&body[..body.len().min(80)]).into_owned();
+        let (got_status, error) = post(&server, path, body).await;
+        assert_eq!(
+            (got_status, error["error"].as_str()),
+            (status, Some(code)),
+            "{path} {shown}: {error}"
+        );
+    }
+    // Still serving, nothing changed.
+    publish(&client, 1).await;
+    let polled = client.poll_batch("t", "g", &batch(None, 4)).await.unwrap();
+    assert_eq!(polled.len(), 1);
+}
+
+// Proves batch-acked and batch-nacked state survives a SIGKILL under fsync always: after
+// a restart the acked messages stay finished, the delivery still in flight comes back
+// to its consumer with the same attempt, and a stale ack is still refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_keeps_batch_acked_state() {
+    let dir = temp_dir();
+    let server = ServerProcess::start(dir.path(), &["--fsync", "always"]);
+    let client = server.client();
+    topic_with_group(&client, 8).await;
+    publish(&client, 5).await;
+    let polled = client
+        .poll_batch("t", "g", &batch(Some("w1"), 8))
+        .await
+        .unwrap();
+    assert_eq!(polled.len(), 5);
+    let acked = client
+        .ack_batch("t", "g", &[id(0, 1), id(1, 1), id(2, 1)])
+        .await
+        .unwrap();
+    assert!(acked.iter().all(Result::is_ok));
+    let nacked = client
+        .nack_batch("t", "g", &[id(3, 1)], &NackOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(nacked, vec![Ok(NackOutcome::Retry)]);
+    tokio::task::spawn_blocking(move || server.kill())
+        .await
+        .unwrap();
+
+    let server = ServerProcess::start(dir.path(), &["--fsync", "always"]);
+    let client = server.client();
+    let detail = client.group_detail("t", "g").await.unwrap();
+    assert_eq!(detail.info.position, 3);
+    assert_eq!(detail.deliveries, vec![id(4, 1)]);
+    let again = client
+        .poll_batch("t", "g", &batch(Some("w1"), 8))
+        .await
+        .unwrap();
+    let ids: Vec<DeliveryId> = again.iter().map(|d| d.id()).collect();
+    assert_eq!(ids, vec![id(4, 1), id(3, 2)]);
+    let stale = client.ack_batch("t", "g", &[id(0, 1)]).await.unwrap();
+    assert_eq!(stale[0].as_ref().unwrap_err().code, "not_owned");
+}
+
+/// Runs `mailroom --server URL --json ARGS`.
+fn mailroom(server: &ServerProcess, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mailroom"))
+        .args(["--server", &server.url, "--json"])
+        .args(args)
+        .env_remove("MAILROOM_TOKEN")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// The JSON documents a successful command printed, one per line.
+fn documents(output: &Output) -> Vec<Value> {
+    assert!(
+        output.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+// Proves the CLI's batch flags end to end: `group poll --max` hands out several
+// deliveries at once as a consumer, and `consume --batch --consumer` then gets those
+// back first, acks the good ones and rejects the bad one (--nack --nack-kind reject)
+// straight into the dead letters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_batch_flags() {
+    let dir = temp_dir();
+    let server = ServerProcess::start(dir.path(), &["--fsync", "never"]);
+    let client = server.client();
+    topic_with_group(&client, 16).await;
+    for payload in ["ok 0", "poison", "ok 2", "ok 3", "ok 4"] {
+        client.publish("t", payload).await.unwrap();
+    }
+
+    let polled = documents(&mailroom(
+        &server,
+        &["group", "poll", "t", "g", "--max", "2", "--consumer", "w1"],
+    ));
+    let offsets: Vec<&Value> = polled.iter().map(|doc| &doc["offset"]).collect();
+    assert_eq!(offsets, [&json!(0), &json!(1)]);
+
+    let consumed = documents(&mailroom(
+        &server,
+        &[
+            "consume",
+            "t",
+            "g",
+            "--batch",
+            "2",
+            "--consumer",
+            "w1",
+            "--exec",
+            "! grep -q poison",
+            "--nack",
+            "--nack-kind",
+            "reject",
+        ],
+    ));
+    let outcomes: Vec<(u64, u64, String)> = consumed
+        .iter()
+        .map(|doc| {
+            (
+                doc["offset"].as_u64().unwrap(),
+                doc["attempt"].as_u64().unwrap(),
+                doc["outcome"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let acked = "acked".to_owned();
+    assert_eq!(
+        outcomes,
+        vec![
+            (0, 1, acked.clone()),
+            (1, 1, "nacked (dead-lettered)".to_owned()),
+            (2, 1, acked.clone()),
+            (3, 1, acked.clone()),
+            (4, 1, acked),
+        ]
+    );
+    let detail = client.group_detail("t", "g").await.unwrap();
+    assert_eq!(detail.info.position, 5);
+    assert_eq!(detail.dead_letter_notes.len(), 1);
+    assert_eq!(detail.dead_letter_notes[0].offset, 1);
+    assert_eq!(
+        detail.counters.redeliveries, 0,
+        "w1 got its own back, same attempt"
+    );
+}

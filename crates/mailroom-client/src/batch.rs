@@ -1,0 +1,269 @@
+//! Batch consumption: many deliveries per poll (optionally a long poll), and many
+//! settlements per ack or nack, so a consumer pays two round trips per batch instead of
+//! two per message.
+
+use reqwest::Method;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::types::WireDelivery;
+use crate::{Client, ClientError, Delivery, DeliveryId, NackOptions, NackOutcome};
+
+/// What to ask of [`Client::poll_batch`].
+///
+/// ```
+/// use mailroom_client::BatchPoll;
+/// // Up to 64 deliveries as consumer w1, waiting up to 5 s for the first.
+/// let request = BatchPoll { consumer: Some("w1"), max: 64, wait_ms: 5_000 };
+/// assert_eq!(request.max, 64);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BatchPoll<'a> {
+    /// The consumer identity, or `None` for the anonymous consumer. Its own deliveries
+    /// in flight come back first, then new ones.
+    pub consumer: Option<&'a str>,
+    /// The most deliveries to return, 1 to 65,536.
+    pub max: u32,
+    /// How long the server may hold the request for a first delivery, in milliseconds
+    /// (0 to 30,000); 0 answers at once.
+    pub wait_ms: u64,
+}
+
+/// Why one item of a batch ack or nack failed, while the others may have worked.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct BatchItemError {
+    /// The stable code the single call would have answered with (`not_owned`).
+    pub code: String,
+    /// A human-readable explanation.
+    pub message: String,
+}
+
+#[derive(Deserialize)]
+struct Polled {
+    deliveries: Vec<WireDelivery>,
+}
+
+/// One item of a batch answer: `outcome` or `error`.
+#[derive(Deserialize)]
+struct WireItem<T> {
+    offset: u64,
+    attempt: u32,
+    #[serde(default = "Option::default")]
+    outcome: Option<T>,
+    #[serde(default)]
+    error: Option<BatchItemError>,
+}
+
+#[derive(Deserialize)]
+struct Results<T> {
+    results: Vec<WireItem<T>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum AckOutcome {
+    Acked,
+}
+
+/// Pairs the answer's items with the requested deliveries, checking the server kept
+/// their count and order.
+fn match_results<T>(
+    requested: &[DeliveryId],
+    results: Vec<WireItem<T>>,
+) -> Result<Vec<Result<T, BatchItemError>>, ClientError> {
+    if results.len() != requested.len() {
+        return Err(ClientError::UnexpectedResponse(format!(
+            "{} results for {} deliveries",
+            results.len(),
+            requested.len()
+        )));
+    }
+    requested
+        .iter()
+        .zip(results)
+        .map(|(id, item)| {
+            if (item.offset, item.attempt) != (id.offset, id.attempt) {
+                return Err(ClientError::UnexpectedResponse(format!(
+                    "result for offset {} attempt {} where {} {} was asked",
+                    item.offset, item.attempt, id.offset, id.attempt
+                )));
+            }
+            match (item.outcome, item.error) {
+                (Some(outcome), None) => Ok(Ok(outcome)),
+                (None, Some(error)) => Ok(Err(error)),
+                _ => Err(ClientError::UnexpectedResponse(
+                    "expected exactly one of outcome and error".into(),
+                )),
+            }
+        })
+        .collect()
+}
+
+impl Client {
+    /// Polls up to `request.max` deliveries: the consumer's own in flight first, then
+    /// new ones, as the group's window (`max_in_flight`) allows. With `wait_ms` > 0 the
+    /// server answers as soon as it has at least one, or with none when the wait ends.
+    ///
+    /// # Errors
+    /// `invalid_argument` (400) for `max`, `wait_ms` or a consumer out of range;
+    /// `too_many_long_polls` (429) when the server has too many waiting; 404s for
+    /// unknown names; or a transport error.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), mailroom_client::ClientError> {
+    /// use mailroom_client::{BatchPoll, Client};
+    /// let client = Client::new("http://127.0.0.1:7070")?;
+    /// let request = BatchPoll { consumer: Some("w1"), max: 100, wait_ms: 10_000 };
+    /// let deliveries = client.poll_batch("orders", "billing", &request).await?;
+    /// let ids: Vec<_> = deliveries.iter().map(|delivery| delivery.id()).collect();
+    /// if !ids.is_empty() {
+    ///     for result in client.ack_batch("orders", "billing", &ids).await? {
+    ///         result.expect("still ours: no lease ran out");
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn poll_batch(
+        &self,
+        topic: &str,
+        group: &str,
+        request: &BatchPoll<'_>,
+    ) -> Result<Vec<Delivery>, ClientError> {
+        let mut body = json!({ "max": request.max, "wait_ms": request.wait_ms });
+        if let Some(consumer) = request.consumer {
+            body["consumer"] = json!(consumer);
+        }
+        let path = Self::group_path(topic, group, &["poll", "batch"]);
+        let call = self.request(Method::POST, &path)?.json(&body);
+        let polled: Polled = Self::json(call).await?;
+        polled
+            .deliveries
+            .into_iter()
+            .map(|wire| {
+                Ok(Delivery {
+                    offset: wire.offset,
+                    attempt: wire.attempt,
+                    payload: wire.payload.into_bytes()?,
+                })
+            })
+            .collect()
+    }
+
+    /// Acknowledges each delivery in order. Each item is what a single
+    /// [`ack`](Client::ack) would have said at its turn; one failing does not stop the
+    /// others.
+    ///
+    /// # Errors
+    /// `invalid_argument` (400) for an empty list or more than 65,536; 404s for unknown
+    /// names; or a transport error. A delivery not in flight is an item error
+    /// (`not_owned`), not an error of the call.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), mailroom_client::ClientError> {
+    /// use mailroom_client::{Client, DeliveryId};
+    /// let client = Client::new("http://127.0.0.1:7070")?;
+    /// let ids = [DeliveryId { offset: 0, attempt: 1 }, DeliveryId { offset: 1, attempt: 1 }];
+    /// let results = client.ack_batch("orders", "billing", &ids).await?;
+    /// for (id, result) in ids.iter().zip(results) {
+    ///     if let Err(error) = result {
+    ///         eprintln!("offset {}: {error}", id.offset);
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn ack_batch(
+        &self,
+        topic: &str,
+        group: &str,
+        deliveries: &[DeliveryId],
+    ) -> Result<Vec<Result<(), BatchItemError>>, ClientError> {
+        let body = json!({ "deliveries": deliveries });
+        let path = Self::group_path(topic, group, &["ack", "batch"]);
+        let call = self.request(Method::POST, &path)?.json(&body);
+        let answer: Results<AckOutcome> = Self::json(call).await?;
+        let results = match_results(deliveries, answer.results)?;
+        Ok(results
+            .into_iter()
+            .map(|item| item.map(|AckOutcome::Acked| ()))
+            .collect())
+    }
+
+    /// Nacks, releases or rejects each delivery in order, all with `options`. Each item
+    /// is what a single [`nack_with`](Client::nack_with) would have said at its turn.
+    ///
+    /// # Errors
+    /// As for [`Client::ack_batch`], and `invalid_argument` (400) for a delay or reason
+    /// out of range.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), mailroom_client::ClientError> {
+    /// use mailroom_client::{Client, DeliveryId, NackKind, NackOptions};
+    /// let client = Client::new("http://127.0.0.1:7070")?;
+    /// let ids = [DeliveryId { offset: 7, attempt: 2 }];
+    /// let release = NackOptions { kind: NackKind::Release, ..NackOptions::default() };
+    /// let results = client.nack_batch("orders", "billing", &ids, &release).await?;
+    /// println!("{results:?}");
+    /// # Ok(()) }
+    /// ```
+    pub async fn nack_batch(
+        &self,
+        topic: &str,
+        group: &str,
+        deliveries: &[DeliveryId],
+        options: &NackOptions,
+    ) -> Result<Vec<Result<NackOutcome, BatchItemError>>, ClientError> {
+        let mut body = json!({ "deliveries": deliveries, "kind": options.kind });
+        if let Some(delay_ms) = options.delay_ms {
+            body["delay_ms"] = json!(delay_ms);
+        }
+        if let Some(reason) = &options.reason {
+            body["reason"] = Value::String(reason.clone());
+        }
+        let path = Self::group_path(topic, group, &["nack", "batch"]);
+        let call = self.request(Method::POST, &path)?.json(&body);
+        let answer: Results<NackOutcome> = Self::json(call).await?;
+        match_results(deliveries, answer.results)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(offset: u64, attempt: u32) -> DeliveryId {
+        DeliveryId { offset, attempt }
+    }
+
+    fn items<T: serde::de::DeserializeOwned>(json: &str) -> Vec<WireItem<T>> {
+        serde_json::from_str::<Results<T>>(json)
+            .expect("valid answer")
+            .results
+    }
+
+    // Proves an answer decodes item by item (outcome or error), in request order.
+    #[test]
+    fn results_pair_with_requests() {
+        let answer = items::<NackOutcome>(
+            r#"{"results":[{"offset":1,"attempt":1,"outcome":"released"},
+            {"offset":2,"attempt":3,"error":{"code":"not_owned","message":"gone"}}]}"#,
+        );
+        let results = match_results(&[id(1, 1), id(2, 3)], answer).unwrap();
+        assert_eq!(results[0], Ok(NackOutcome::Released));
+        assert_eq!(results[1].as_ref().unwrap_err().code, "not_owned");
+    }
+
+    // Proves an answer that does not match the request (count, order, or both or
+    // neither of outcome and error) is refused rather than misattributed.
+    #[test]
+    fn mismatched_answers_are_refused() {
+        let one = r#"{"results":[{"offset":1,"attempt":1,"outcome":"acked"}]}"#;
+        assert!(match_results(&[id(1, 1), id(2, 1)], items::<AckOutcome>(one)).is_err());
+        assert!(match_results(&[id(1, 2)], items::<AckOutcome>(one)).is_err());
+        let neither = r#"{"results":[{"offset":1,"attempt":1}]}"#;
+        assert!(match_results(&[id(1, 1)], items::<AckOutcome>(neither)).is_err());
+        let both = r#"{"results":[{"offset":1,"attempt":1,"outcome":"acked",
+            "error":{"code":"not_owned","message":"x"}}]}"#;
+        assert!(match_results(&[id(1, 1)], items::<AckOutcome>(both)).is_err());
+    }
+}
