@@ -13,10 +13,23 @@
 //! `Always`, that means after an `fdatasync`; concurrent callers share one (group commit),
 //! including callers of the same consumer group: a group's lock is never held while its
 //! records wait for the disk. Batches ([`DurableTopic::poll_batch`], `ack_batch`,
-//! `nack_batch`) write all their records at once and wait for one sync.
+//! `nack_batch`) write all their records at once and wait for one sync. The deferred
+//! forms (below) leave the wait to the caller but hand their answer out only after it.
 //! After a restart the state is exactly what callers were told: a delivery in flight is
 //! still in flight with the same attempt, attempts never go backwards, and no message is
 //! dead-lettered twice.
+//!
+//! # Calls that can be awaited
+//!
+//! The hot calls also come in a `*_deferred` form ([`DurableTopic::publish_deferred`],
+//! `publish_batch_deferred`, `poll_deferred`, `poll_as_deferred`, `poll_batch_deferred`,
+//! `ack_deferred`, `ack_batch_deferred`, `nack_with_deferred`, `nack_batch_deferred`)
+//! that does everything but wait for the disk and returns a [`Deferred`]: a
+//! runtime-agnostic future (also with a blocking [`Deferred::wait`]) that hands out the
+//! answer once it is durable. An async server can call them on its executor and
+//! `.await` the answer instead of moving every call to a blocking thread; the blocking
+//! methods are exactly `deferred(..)?.wait()`. What the call part may still block on is
+//! listed in [`DurableTopic`]'s docs.
 //!
 //! # Faults
 //!
@@ -75,6 +88,7 @@
 //! ```
 
 pub mod clock;
+mod deferred;
 pub mod error;
 mod groups;
 pub mod log;
@@ -86,6 +100,7 @@ mod topic;
 mod topic_batch;
 mod topic_extended;
 
+pub use deferred::Deferred;
 pub use error::StoreError;
 pub use retention::Retention;
 pub use store::names::{validate_name, NAME_BYTES_MAX};

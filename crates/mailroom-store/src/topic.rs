@@ -6,22 +6,26 @@
 //! is durable per the store's sync policy. The operations beyond the seed (settings,
 //! consumers, nack kinds, touch, redrive, purge) are in `topic_extended.rs`; batches
 //! (`poll_batch`, `ack_batch`, `nack_batch`) in `topic_batch.rs`.
+//!
+//! The hot calls have `*_deferred` forms that return a [`Deferred`] instead of waiting
+//! for the disk (see `deferred.rs`); each blocking form is its deferred form followed by
+//! [`Deferred::wait`], so both share one code path.
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use mailroom::group::{DeliveryId, GroupConfig, NackOptions};
+use mailroom::group::{DeliveryId, GroupConfig, NackOptions, NotOwned};
 use mailroom::topic::{DeadLetter, Delivery, GroupInfo, Nack, StartPosition};
 use parking_lot::{RwLock, RwLockReadGuard};
 
 use crate::clock::Clock;
-use crate::groups::GroupSet;
+use crate::groups::{GroupSet, Staged};
 use crate::log::{Log, LogOptions};
 use crate::retention::Retention;
 use crate::storage::Storage;
-use crate::StoreError;
+use crate::{Deferred, StoreError};
 
 /// A handle to one durable topic. Cheap to clone; all clones share the topic.
 ///
@@ -48,6 +52,25 @@ use crate::StoreError;
 /// assert_eq!(orders.position("billing")?, 1);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+///
+/// # Blocking in the deferred calls
+///
+/// The `*_deferred` methods never wait for an `fdatasync` of the records they write;
+/// their [`Deferred`] does. Until they return they may still block briefly on:
+/// - locks: the topic's delete lock (read side), the group's lock (held while planning
+///   and writing, never across a sync), the log's writer lock, and the registry;
+/// - page-cache writes: under `SyncPolicy::Always` records go to the log's write buffer
+///   (written by the next sync round) but a buffer that reaches 1 MiB is written out
+///   with one `pwrite`; under the relaxed policies each write is a `pwrite`;
+/// - a segment roll, once per `segment_bytes_max` of log: the full segment is synced and
+///   a new one created, inside the call;
+/// - reads of messages from the log (a poll copies the payloads it hands out; a nack
+///   that dead-letters copies the message), from the page cache or the disk;
+/// - rarely, a poll of a message that was dead-lettered and redriven within one sync
+///   waits for that dead letter's record to be durable before reading it.
+///
+/// Group checkpoints (every `checkpoint_every` group records) are written by the wait
+/// side instead: inline by [`Deferred::wait`], on a background thread when awaited.
 #[derive(Debug, Clone)]
 pub struct DurableTopic {
     pub(crate) inner: Arc<TopicInner>,
@@ -63,6 +86,61 @@ pub(crate) struct TopicInner {
     /// `true` once deleted. Every operation holds the read side, so a delete (the write
     /// side) waits for operations in flight and none starts after it.
     deleted: RwLock<bool>,
+}
+
+/// Where the wait side of a group call writes a due checkpoint (see `deferred.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CheckpointOn {
+    /// On the thread that waited (a blocking wait).
+    ThisThread,
+    /// On a background thread (an awaited future must not block its executor).
+    Background,
+}
+
+impl TopicInner {
+    /// What follows every wait for a group transaction: a failed wait makes the groups
+    /// fail-stop; a successful one writes a due checkpoint where `checkpoint` says.
+    pub(crate) fn after_groups_wait(
+        self: &Arc<Self>,
+        durable: &Result<(), StoreError>,
+        checkpoint: CheckpointOn,
+    ) {
+        self.groups.after_wait(durable);
+        if durable.is_err() || !self.groups.checkpoint_due() {
+            return;
+        }
+        match checkpoint {
+            CheckpointOn::ThisThread => self.checkpoint_if_live(),
+            CheckpointOn::Background => self.checkpoint_in_background(),
+        }
+    }
+
+    /// Writes a due checkpoint unless the topic was deleted (a delete waits for it).
+    fn checkpoint_if_live(&self) {
+        let deleted = self.deleted.read();
+        if !*deleted {
+            self.groups.maybe_checkpoint(&self.messages);
+        }
+    }
+
+    /// Writes a due checkpoint on a new thread, unless one is queued or running already.
+    fn checkpoint_in_background(self: &Arc<Self>) {
+        if !self.groups.claim_background_checkpoint() {
+            return;
+        }
+        let topic = Arc::clone(self);
+        let spawned = std::thread::Builder::new()
+            .name("mailroom-checkpoint".into())
+            .spawn(move || {
+                topic.checkpoint_if_live();
+                topic.groups.release_background_checkpoint();
+            });
+        if let Err(error) = spawned {
+            // The checkpoint stays due: the next group call's wait tries again.
+            tracing::warn!(topic = %self.name, %error, "could not start a checkpoint thread");
+            self.groups.release_background_checkpoint();
+        }
+    }
 }
 
 impl DurableTopic {
@@ -129,22 +207,71 @@ impl DurableTopic {
     /// [`StoreError::Io`] and then [`StoreError::FailStopped`] on disk failures;
     /// [`StoreError::UnknownTopic`] after the topic was deleted.
     pub fn publish(&self, payload: Bytes) -> Result<u64, StoreError> {
-        self.publish_batch(std::slice::from_ref(&payload))
-            .map(|offsets| offsets.start)
+        self.publish_deferred(payload)?.wait()
+    }
+
+    /// [`publish`](Self::publish) without the wait: writes the message and returns its
+    /// offset inside a [`Deferred`], handed out once the message is durable. This part
+    /// does not wait for `fdatasync`; see [Blocking](#blocking-in-the-deferred-calls).
+    ///
+    /// # Errors
+    ///
+    /// As [`publish`](Self::publish): argument and write errors here, sync errors from
+    /// the `Deferred`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use mailroom_store::{Store, StoreOptions};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = Store::open(dir.path(), StoreOptions::default())?;
+    /// store.create_topic("t")?;
+    /// let topic = store.topic("t")?;
+    /// let first = topic.publish_deferred(Bytes::from_static(b"a"))?;
+    /// let second = topic.publish_deferred(Bytes::from_static(b"b"))?;
+    /// // Both wait for the same sync.
+    /// let (first, second) = futures::executor::block_on(futures::future::join(first, second));
+    /// assert_eq!((first?, second?), (0, 1));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn publish_deferred(&self, payload: Bytes) -> Result<Deferred<u64>, StoreError> {
+        let offsets = self.publish_batch_deferred(std::slice::from_ref(&payload))?;
+        Ok(offsets.and_then(|offsets| Ok(offsets.start)))
     }
 
     /// Appends `payloads` as consecutive messages with one sync, and returns their
-    /// offsets. All or none are confirmed.
+    /// offsets. All or none are confirmed. An empty batch returns the empty range at the
+    /// end of what was written.
     ///
     /// # Errors
     ///
     /// As [`publish`](Self::publish).
     pub fn publish_batch(&self, payloads: &[Bytes]) -> Result<Range<u64>, StoreError> {
+        self.publish_batch_deferred(payloads)?.wait()
+    }
+
+    /// [`publish_batch`](Self::publish_batch) without the wait: one log write, and the
+    /// offsets inside a [`Deferred`] that resolves after one sync.
+    ///
+    /// # Errors
+    ///
+    /// As [`publish_deferred`](Self::publish_deferred).
+    pub fn publish_batch_deferred(
+        &self,
+        payloads: &[Bytes],
+    ) -> Result<Deferred<Range<u64>>, StoreError> {
         let _live = self.live()?;
         let slices: Vec<&[u8]> = payloads.iter().map(|payload| &payload[..]).collect();
-        self.inner
-            .messages
-            .append(&slices, self.inner.clock.now_ms())
+        let messages = &self.inner.messages;
+        let offsets = messages.write(&slices, self.inner.clock.now_ms())?;
+        // An empty batch still waits for what others wrote before: its answer (the end)
+        // shows their offsets as taken.
+        Ok(Deferred::on_messages(
+            messages.durable(offsets.end),
+            Ok(offsets),
+        ))
     }
 
     /// The offset the next message will get: how many were ever published.
@@ -241,8 +368,26 @@ impl DurableTopic {
     ///
     /// `Topic(UnknownGroup)`; I/O errors and fail-stop.
     pub fn poll(&self, group: &str) -> Result<Option<Delivery<Bytes>>, StoreError> {
+        self.poll_deferred(group)?.wait()
+    }
+
+    /// [`poll`](Self::poll) without the wait: the delivery is made (and written) now and
+    /// handed out by the [`Deferred`] once durable.
+    ///
+    /// # Errors
+    ///
+    /// As [`poll`](Self::poll); I/O errors of reading the message come from the
+    /// `Deferred`.
+    pub fn poll_deferred(
+        &self,
+        group: &str,
+    ) -> Result<Deferred<Option<Delivery<Bytes>>>, StoreError> {
         let _live = self.live()?;
-        self.inner.groups.poll(&self.inner.messages, group, None)
+        let staged = self
+            .inner
+            .groups
+            .poll_batch(&self.inner.messages, group, None, 1)?;
+        Ok(self.on_groups(staged).and_then(|mut batch| Ok(batch.pop())))
     }
 
     /// Acks the exact in-flight delivery: the cursor moves past it.
@@ -252,8 +397,27 @@ impl DurableTopic {
     /// `Topic(NotOwned)` unless `delivery` is the one in flight (nothing changes);
     /// `Topic(UnknownGroup)`; I/O errors and fail-stop.
     pub fn ack(&self, group: &str, delivery: DeliveryId) -> Result<(), StoreError> {
-        let _live = self.live()?;
-        self.inner.groups.ack(&self.inner.messages, group, delivery)
+        self.ack_deferred(group, delivery)?.wait()
+    }
+
+    /// [`ack`](Self::ack) without the wait. A refusal (`Topic(NotOwned)`) comes from the
+    /// [`Deferred`] too: it may reflect changes (a lease expiry, another consumer's ack)
+    /// that are not durable yet.
+    ///
+    /// # Errors
+    ///
+    /// `Topic(UnknownGroup)`, write errors and fail-stop here; the rest of
+    /// [`ack`](Self::ack)'s from the `Deferred`.
+    pub fn ack_deferred(
+        &self,
+        group: &str,
+        delivery: DeliveryId,
+    ) -> Result<Deferred<()>, StoreError> {
+        let settled = self.settle_deferred(group, &[delivery], None)?;
+        Ok(settled.and_then(|mut results| {
+            let result = results.pop().expect("one result per delivery");
+            result.map(drop).map_err(GroupSet::not_owned(group))
+        }))
     }
 
     /// Nacks the exact in-flight delivery: a retry while attempts remain, else the
@@ -263,13 +427,29 @@ impl DurableTopic {
     ///
     /// As [`ack`](Self::ack).
     pub fn nack(&self, group: &str, delivery: DeliveryId) -> Result<Nack, StoreError> {
+        self.nack_with_deferred(group, delivery, NackOptions::default())?
+            .wait()
+    }
+
+    /// A group transaction's [`Deferred`].
+    pub(crate) fn on_groups<R>(&self, staged: Staged<R>) -> Deferred<R> {
+        Deferred::on_groups(Arc::clone(&self.inner), staged)
+    }
+
+    /// Acks (`nack` `None`) or nacks (options already checked) `deliveries` of `group`
+    /// in one transaction, deferred.
+    pub(crate) fn settle_deferred(
+        &self,
+        group: &str,
+        deliveries: &[DeliveryId],
+        nack: Option<&NackOptions>,
+    ) -> Result<Deferred<Vec<Result<Nack, NotOwned>>>, StoreError> {
         let _live = self.live()?;
-        self.inner.groups.nack(
-            &self.inner.messages,
-            group,
-            delivery,
-            &NackOptions::default(),
-        )
+        let staged =
+            self.inner
+                .groups
+                .settle_batch(&self.inner.messages, group, deliveries, nack)?;
+        Ok(self.on_groups(staged))
     }
 
     /// The group's dead letters, oldest first, with their payloads (kept even after

@@ -15,7 +15,7 @@ use mailroom::group::{DeliveryId, NackOptions, NotOwned, CONSUMER_BYTES_MAX};
 use mailroom::topic::{Delivery, Nack, BATCH_DELIVERIES_MAX};
 
 use crate::topic_extended::{check_config, invalid};
-use crate::{DurableTopic, StoreError};
+use crate::{Deferred, DurableTopic, StoreError};
 
 impl DurableTopic {
     /// Polls up to `max` deliveries of `group` as `consumer` (`None`: the anonymous
@@ -59,6 +59,48 @@ impl DurableTopic {
         consumer: Option<&str>,
         max: usize,
     ) -> Result<Vec<Delivery<Bytes>>, StoreError> {
+        self.poll_batch_deferred(group, consumer, max)?.wait()
+    }
+
+    /// [`poll_batch`](Self::poll_batch) without the wait: the deliveries are made and
+    /// written now, in one log write, and handed out by the [`Deferred`] after one sync.
+    ///
+    /// # Errors
+    ///
+    /// As [`poll_batch`](Self::poll_batch); I/O errors of reading messages come from the
+    /// `Deferred`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use mailroom::group::GroupConfig;
+    /// use mailroom::topic::StartPosition;
+    /// use mailroom_store::{Store, StoreOptions};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = Store::open(dir.path(), StoreOptions::default())?;
+    /// store.create_topic("jobs")?;
+    /// let jobs = store.topic("jobs")?;
+    /// let config = GroupConfig::new(3).with_max_in_flight(8);
+    /// jobs.create_group_with("workers", StartPosition::Earliest, config)?;
+    /// jobs.publish_batch(&[Bytes::from_static(b"a"), Bytes::from_static(b"b")])?;
+    /// let batch = futures::executor::block_on(async {
+    ///     let batch = jobs.poll_batch_deferred("workers", Some("w1"), 64)?.await?;
+    ///     let ids: Vec<_> = batch.iter().map(|delivery| delivery.id()).collect();
+    ///     jobs.ack_batch_deferred("workers", &ids)?.await?;
+    ///     Ok::<_, mailroom_store::StoreError>(batch)
+    /// })?;
+    /// assert_eq!(batch.len(), 2);
+    /// assert_eq!(jobs.position("workers")?, 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn poll_batch_deferred(
+        &self,
+        group: &str,
+        consumer: Option<&str>,
+        max: usize,
+    ) -> Result<Deferred<Vec<Delivery<Bytes>>>, StoreError> {
         let _live = self.live()?;
         if max == 0 || max > BATCH_DELIVERIES_MAX {
             return Err(invalid(
@@ -68,9 +110,11 @@ impl DurableTopic {
         if consumer.is_some_and(|name| name.is_empty() || name.len() > CONSUMER_BYTES_MAX) {
             return Err(invalid("a consumer must be 1 to CONSUMER_BYTES_MAX bytes"));
         }
-        self.inner
+        let staged = self
+            .inner
             .groups
-            .poll_batch(&self.inner.messages, group, consumer, max)
+            .poll_batch(&self.inner.messages, group, consumer, max)?;
+        Ok(self.on_groups(staged))
     }
 
     /// Acks each of `deliveries` in order, as [`ack`](Self::ack) would one by one, and
@@ -110,13 +154,26 @@ impl DurableTopic {
         group: &str,
         deliveries: &[DeliveryId],
     ) -> Result<Vec<Result<(), NotOwned>>, StoreError> {
-        let _live = self.live()?;
+        self.ack_batch_deferred(group, deliveries)?.wait()
+    }
+
+    /// [`ack_batch`](Self::ack_batch) without the wait: the acks are applied and written
+    /// now; their results (refusals included, which may reflect changes not yet durable)
+    /// come from the [`Deferred`] after one sync.
+    ///
+    /// # Errors
+    ///
+    /// As [`ack_batch`](Self::ack_batch): arguments, unknown group, write errors and
+    /// fail-stop here; sync errors from the `Deferred`.
+    pub fn ack_batch_deferred(
+        &self,
+        group: &str,
+        deliveries: &[DeliveryId],
+    ) -> Result<Deferred<Vec<Result<(), NotOwned>>>, StoreError> {
         check_len(deliveries)?;
-        let results =
-            self.inner
-                .groups
-                .settle_batch(&self.inner.messages, group, deliveries, None)?;
-        Ok(results.into_iter().map(|result| result.map(drop)).collect())
+        let settled = self.settle_deferred(group, deliveries, None)?;
+        Ok(settled
+            .and_then(|results| Ok(results.into_iter().map(|result| result.map(drop)).collect())))
     }
 
     /// Nacks, releases or rejects each of `deliveries` in order per `options`, as
@@ -157,12 +214,25 @@ impl DurableTopic {
         deliveries: &[DeliveryId],
         options: &NackOptions,
     ) -> Result<Vec<Result<Nack, NotOwned>>, StoreError> {
-        let _live = self.live()?;
+        self.nack_batch_deferred(group, deliveries, options)?.wait()
+    }
+
+    /// [`nack_batch`](Self::nack_batch) without the wait (see
+    /// [`ack_batch_deferred`](Self::ack_batch_deferred)).
+    ///
+    /// # Errors
+    ///
+    /// As [`nack_batch`](Self::nack_batch): arguments, options, unknown group, write
+    /// errors and fail-stop here; sync errors from the [`Deferred`].
+    pub fn nack_batch_deferred(
+        &self,
+        group: &str,
+        deliveries: &[DeliveryId],
+        options: &NackOptions,
+    ) -> Result<Deferred<Vec<Result<Nack, NotOwned>>>, StoreError> {
         check_len(deliveries)?;
         options.check().map_err(check_config)?;
-        self.inner
-            .groups
-            .settle_batch(&self.inner.messages, group, deliveries, Some(options))
+        self.settle_deferred(group, deliveries, Some(options))
     }
 }
 

@@ -6,13 +6,11 @@
 use std::ops::Range;
 
 use bytes::Bytes;
-use mailroom::group::{
-    DeliveryId, GroupConfig, GroupCounters, GroupError, NackOptions, CONSUMER_BYTES_MAX,
-};
+use mailroom::group::{DeliveryId, GroupConfig, GroupCounters, GroupError, NackOptions};
 use mailroom::topic::{DeadLetterInfo, Delivery, Nack, StartPosition, TopicError};
 
-use crate::groups::in_flight;
-use crate::{DurableTopic, StoreError};
+use crate::groups::{in_flight, GroupSet};
+use crate::{Deferred, DurableTopic, StoreError};
 
 pub(crate) fn invalid(reason: &'static str) -> StoreError {
     StoreError::Topic(TopicError::InvalidArgument { reason })
@@ -82,13 +80,23 @@ impl DurableTopic {
         group: &str,
         consumer: &str,
     ) -> Result<Option<Delivery<Bytes>>, StoreError> {
-        let _live = self.live()?;
-        if consumer.is_empty() || consumer.len() > CONSUMER_BYTES_MAX {
-            return Err(invalid("a consumer must be 1 to CONSUMER_BYTES_MAX bytes"));
-        }
-        self.inner
-            .groups
-            .poll(&self.inner.messages, group, Some(consumer))
+        self.poll_as_deferred(group, consumer)?.wait()
+    }
+
+    /// [`poll_as`](Self::poll_as) without the wait (see
+    /// [`poll_deferred`](Self::poll_deferred)).
+    ///
+    /// # Errors
+    ///
+    /// As [`poll_as`](Self::poll_as); I/O errors of reading the message come from the
+    /// [`Deferred`].
+    pub fn poll_as_deferred(
+        &self,
+        group: &str,
+        consumer: &str,
+    ) -> Result<Deferred<Option<Delivery<Bytes>>>, StoreError> {
+        let batch = self.poll_batch_deferred(group, Some(consumer), 1)?;
+        Ok(batch.and_then(|mut batch| Ok(batch.pop())))
     }
 
     /// Nacks, releases or rejects the exact delivery in flight, per `options`.
@@ -124,11 +132,29 @@ impl DurableTopic {
         delivery: DeliveryId,
         options: NackOptions,
     ) -> Result<Nack, StoreError> {
-        let _live = self.live()?;
+        self.nack_with_deferred(group, delivery, options)?.wait()
+    }
+
+    /// [`nack_with`](Self::nack_with) without the wait. A refusal (`Topic(NotOwned)`)
+    /// comes from the [`Deferred`] (see [`ack_deferred`](Self::ack_deferred)).
+    ///
+    /// # Errors
+    ///
+    /// `Topic(InvalidArgument)` for options out of range, `Topic(UnknownGroup)`, write
+    /// errors and fail-stop here; the rest of [`nack_with`](Self::nack_with)'s from the
+    /// `Deferred`.
+    pub fn nack_with_deferred(
+        &self,
+        group: &str,
+        delivery: DeliveryId,
+        options: NackOptions,
+    ) -> Result<Deferred<Nack>, StoreError> {
         options.check().map_err(check_config)?;
-        self.inner
-            .groups
-            .nack(&self.inner.messages, group, delivery, &options)
+        let settled = self.settle_deferred(group, &[delivery], Some(&options))?;
+        Ok(settled.and_then(|mut results| {
+            let result = results.pop().expect("one result per delivery");
+            result.map_err(GroupSet::not_owned(group))
+        }))
     }
 
     /// Extends the lease of the exact delivery in flight.

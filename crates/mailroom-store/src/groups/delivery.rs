@@ -14,7 +14,7 @@ use bytes::Bytes;
 use mailroom::group::{DeliveryId, GroupState, NackOptions, NotOwned};
 use mailroom::topic::{DeadLetter, DeadLetterInfo, GroupInfo, Nack, TopicError};
 
-use super::pending::UNWRITTEN_FROM;
+use super::pending::{Staged, UNWRITTEN_FROM};
 use super::record::GroupRecord;
 use super::set::GroupSet;
 use super::{dead_letter_payload, GroupEntry};
@@ -56,40 +56,8 @@ impl GroupSet {
             })
     }
 
-    /// Acks `delivery` in `group`.
-    ///
-    /// # Errors
-    ///
-    /// `UnknownGroup`, `NotOwned`, I/O errors, fail-stop.
-    pub fn ack(&self, messages: &Log, group: &str, delivery: DeliveryId) -> Result<(), StoreError> {
-        let mut results = self.settle_batch(messages, group, &[delivery], None)?;
-        results
-            .pop()
-            .expect("one result per delivery")
-            .map(drop)
-            .map_err(Self::not_owned(group))
-    }
-
-    /// Nacks, releases or rejects `delivery` in `group` per `options` (already checked).
-    ///
-    /// # Errors
-    ///
-    /// `UnknownGroup`, `NotOwned`, I/O errors, fail-stop.
-    pub fn nack(
-        &self,
-        messages: &Log,
-        group: &str,
-        delivery: DeliveryId,
-        options: &NackOptions,
-    ) -> Result<Nack, StoreError> {
-        let mut results = self.settle_batch(messages, group, &[delivery], Some(options))?;
-        results
-            .pop()
-            .expect("one result per delivery")
-            .map_err(Self::not_owned(group))
-    }
-
-    fn not_owned(group: &str) -> impl FnOnce(NotOwned) -> StoreError + '_ {
+    /// Turns a refusal into the `NotOwned` error of a single ack or nack of `group`.
+    pub(crate) fn not_owned(group: &str) -> impl FnOnce(NotOwned) -> StoreError + '_ {
         move |source| {
             StoreError::Topic(TopicError::NotOwned {
                 group: group.to_owned(),
@@ -99,21 +67,22 @@ impl GroupSet {
     }
 
     /// Acks (`nack` `None`) or nacks per `nack` (already checked) each of `deliveries` in
-    /// order, in one transaction: one write, one wait for durability. Each result is what
-    /// a single ack or nack would have answered at that point.
+    /// order, in one transaction: one write, staged for one wait for durability. Each
+    /// result is what a single ack or nack would have answered at that point.
     ///
     /// # Errors
     ///
-    /// `UnknownGroup`, I/O errors, fail-stop. After an I/O error reading a message (to
-    /// copy it into a dead letter) the deliveries before it may be settled.
+    /// `UnknownGroup`, write errors, fail-stop. Deferred in the outcome: an I/O error
+    /// reading a message (to copy it into a dead letter), after which the deliveries
+    /// before it may be settled.
     pub fn settle_batch(
         &self,
         messages: &Log,
         group: &str,
         deliveries: &[DeliveryId],
         nack: Option<&NackOptions>,
-    ) -> Result<Vec<Result<Nack, NotOwned>>, StoreError> {
-        self.transact(messages, group, |slot, entry, pending, now_ms| {
+    ) -> Result<Staged<Vec<Result<Nack, NotOwned>>>, StoreError> {
+        self.stage_transaction(messages, group, |slot, entry, pending, now_ms| {
             let mut results = Vec::with_capacity(deliveries.len());
             for &delivery in deliveries {
                 let planned = match nack {

@@ -20,6 +20,7 @@ mod replay;
 mod set;
 
 pub use delivery::in_flight;
+pub(crate) use pending::Staged;
 pub use set::GroupSet;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -9,7 +9,8 @@
 //! log is written, and releases the lock. Only then does it wait for that point to be
 //! durable ([`Log::wait_durable`](crate::log::Log::wait_durable)), so transitions of the
 //! same group (several consumers, `max_in_flight` > 1) and of different groups share one
-//! `fdatasync`.
+//! `fdatasync`. The hot calls stop after the write ([`GroupSet::stage_transaction`]) and
+//! leave the wait to a `crate::Deferred`, which hands the answer out only after it.
 //!
 //! # Why this is still exact
 //!
@@ -63,6 +64,16 @@ pub(super) struct Pending {
     dead_letters: bool,
 }
 
+/// A transaction whose records are written but maybe not yet durable: what it answered,
+/// to be handed out only once the groups log is durable below `written_end`.
+#[derive(Debug)]
+pub(crate) struct Staged<R> {
+    /// What the operation answered (its error too, which may reflect staged changes).
+    pub(crate) outcome: Result<R, StoreError>,
+    /// The groups log's written end when the group's lock was released.
+    pub(crate) written_end: u64,
+}
+
 impl Pending {
     /// Whether nothing is staged.
     pub(super) fn is_empty(&self) -> bool {
@@ -71,17 +82,13 @@ impl Pending {
 }
 
 impl GroupSet {
-    /// Runs `operation` on `group` as one transaction (see the module docs): under the
-    /// group's lock, due lease expiries and then `operation` stage their records, which
-    /// are written together; outside the lock, waits until everything written by then is
-    /// durable. Staged records are written even when `operation` fails part way, since
-    /// their changes are applied already (a batch's earlier items, an expiry before a
-    /// refused ack).
+    /// Runs `operation` on `group` as one transaction (see the module docs) and waits for
+    /// it: [`stage_transaction`](Self::stage_transaction), then
+    /// [`finish`](Self::finish).
     ///
     /// # Errors
     ///
-    /// `UnknownGroup`, `FailStopped`, what `operation` returns, and I/O errors of the
-    /// write or the sync (which make the set fail-stop).
+    /// As `stage_transaction`, then what the wait or `operation` answers.
     pub(super) fn transact<R, F>(
         &self,
         messages: &Log,
@@ -91,22 +98,69 @@ impl GroupSet {
     where
         F: FnOnce(&GroupSlot, &mut GroupEntry, &mut Pending, u64) -> Result<R, StoreError>,
     {
+        let staged = self.stage_transaction(messages, group, operation)?;
+        self.finish(messages, staged)
+    }
+
+    /// The part of a transaction that does not wait for the disk: under the group's lock,
+    /// due lease expiries and then `operation` stage their records, which are written
+    /// together (into the log's buffer or the page cache, no `fdatasync`). Returns what
+    /// `operation` answered, which the caller may hand out only once everything below
+    /// [`Staged::written_end`] is durable. Staged records are written even when
+    /// `operation` fails part way, since their changes are applied already (a batch's
+    /// earlier items, an expiry before a refused ack), so its error is deferred too.
+    ///
+    /// # Errors
+    ///
+    /// `UnknownGroup`, `FailStopped`, and I/O errors of the write (which make the set
+    /// fail-stop): nothing is left to wait for then.
+    pub(super) fn stage_transaction<R, F>(
+        &self,
+        messages: &Log,
+        group: &str,
+        operation: F,
+    ) -> Result<Staged<R>, StoreError>
+    where
+        F: FnOnce(&GroupSlot, &mut GroupEntry, &mut Pending, u64) -> Result<R, StoreError>,
+    {
         let slot = self.slot(group)?;
         let now_ms = self.clock.now_ms();
-        let (result, written_end) = {
-            let mut entry = self.lock_live(&slot)?;
-            let mut pending = Pending::default();
-            let result = self
-                .stage_expiries(messages, &slot, &mut entry, &mut pending, now_ms)
-                .and_then(|()| operation(&slot, &mut entry, &mut pending, now_ms));
-            let written = self.flush(&mut entry, pending);
-            // Noted under the lock: every record whose effect this operation saw, its own
-            // included, lies below this point.
-            (written.and(result), self.log.written_end())
-        };
-        let durable = self.wait_durable(written_end);
-        self.maybe_checkpoint(messages);
-        durable.and(result)
+        let mut entry = self.lock_live(&slot)?;
+        let mut pending = Pending::default();
+        let outcome = self
+            .stage_expiries(messages, &slot, &mut entry, &mut pending, now_ms)
+            .and_then(|()| operation(&slot, &mut entry, &mut pending, now_ms));
+        self.flush(&mut entry, pending)?;
+        // Noted under the lock: every record whose effect this operation saw, its own
+        // included, lies below this point.
+        let written_end = self.log.written_end();
+        Ok(Staged {
+            outcome,
+            written_end,
+        })
+    }
+
+    /// Waits (blocking) until `staged` is durable, then answers it.
+    ///
+    /// # Errors
+    ///
+    /// I/O errors of the wait and `FailStopped` (either makes the set fail-stop), else
+    /// what the operation answered.
+    pub(super) fn finish<R>(&self, messages: &Log, staged: Staged<R>) -> Result<R, StoreError> {
+        let durable = self.log.wait_durable(staged.written_end);
+        self.after_wait(&durable);
+        if durable.is_ok() && self.checkpoint_due() {
+            self.maybe_checkpoint(messages);
+        }
+        durable.and(staged.outcome)
+    }
+
+    /// What every wait for a transaction's durability is followed by: a failed wait makes
+    /// the set fail-stop (memory may be ahead of the disk).
+    pub(crate) fn after_wait(&self, durable: &Result<(), StoreError>) {
+        if let Err(error) = durable {
+            self.fail(error);
+        }
     }
 
     /// Stages every lease expiry due at `now_ms`, so nobody sees an expired delivery as

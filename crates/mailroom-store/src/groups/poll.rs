@@ -17,7 +17,7 @@ use bytes::Bytes;
 use mailroom::group::{DeliveryId, PollStep};
 use mailroom::topic::Delivery;
 
-use super::pending::Pending;
+use super::pending::{Pending, Staged};
 use super::record::GroupRecord;
 use super::set::{GroupSet, GroupSlot};
 use super::GroupEntry;
@@ -32,36 +32,23 @@ const POLL_RETRIES_MAX: usize = 8;
 const BATCH_PREALLOCATED_MAX: usize = 256;
 
 impl GroupSet {
-    /// Polls `group` as `consumer` (`None`: anonymous): the consumer's delivery in flight,
-    /// a new attempt, or `None`.
-    ///
-    /// # Errors
-    ///
-    /// `UnknownGroup`, I/O errors, fail-stop.
-    pub fn poll(
-        &self,
-        messages: &Log,
-        group: &str,
-        consumer: Option<&str>,
-    ) -> Result<Option<Delivery<Bytes>>, StoreError> {
-        Ok(self.poll_batch(messages, group, consumer, 1)?.pop())
-    }
-
     /// Polls up to `max` (at least 1, already checked) deliveries of `group` as
-    /// `consumer`: its own in flight, then new ones, in one transaction.
+    /// `consumer`: its own in flight, then new ones, in one transaction, staged (the
+    /// deliveries may be handed out once the groups log is durable below the written end;
+    /// a single poll is a batch of one).
     ///
     /// # Errors
     ///
-    /// `UnknownGroup`, I/O errors, fail-stop; `InvalidArgument` if retention keeps
-    /// deleting the next message under the poll.
+    /// `UnknownGroup`, write errors, fail-stop. Deferred in the outcome: `InvalidArgument`
+    /// if retention keeps deleting the next message under the poll, read errors.
     pub fn poll_batch(
         &self,
         messages: &Log,
         group: &str,
         consumer: Option<&str>,
         max: usize,
-    ) -> Result<Vec<Delivery<Bytes>>, StoreError> {
-        self.transact(messages, group, |slot, entry, pending, now_ms| {
+    ) -> Result<Staged<Vec<Delivery<Bytes>>>, StoreError> {
+        self.stage_transaction(messages, group, |slot, entry, pending, now_ms| {
             let batch = Batch {
                 slot,
                 consumer,

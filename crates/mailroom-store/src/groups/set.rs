@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use mailroom::group::{GroupConfig, GroupError, GroupState};
@@ -44,6 +44,9 @@ pub struct GroupSet {
     records_since_checkpoint: AtomicU64,
     checkpoint_every: u64,
     checkpoint_running: Mutex<()>,
+    /// Set while a checkpoint handed to a background thread (by an awaited `Deferred`,
+    /// which must not block its executor) is queued or running, so at most one is.
+    checkpoint_queued: AtomicBool,
     failed: OnceLock<String>,
 }
 
@@ -119,6 +122,7 @@ impl GroupSet {
             records_since_checkpoint: AtomicU64::new(records_replayed),
             checkpoint_every: checkpoint_every.max(1),
             checkpoint_running: Mutex::new(()),
+            checkpoint_queued: AtomicBool::new(false),
             failed: OnceLock::new(),
         };
         if repaired || records_replayed >= set.checkpoint_every {
@@ -172,7 +176,7 @@ impl GroupSet {
         }
     }
 
-    pub(super) fn fail(&self, error: &StoreError) {
+    pub(crate) fn fail(&self, error: &StoreError) {
         let _ = self.failed.set(error.to_string());
     }
 
@@ -312,14 +316,35 @@ impl GroupSet {
         Ok(action(floor))
     }
 
-    pub(super) fn maybe_checkpoint(&self, messages: &Log) {
-        if self.records_since_checkpoint.load(Ordering::Relaxed) < self.checkpoint_every {
+    /// Whether `checkpoint_every` group records were written since the last checkpoint.
+    pub(crate) fn checkpoint_due(&self) -> bool {
+        self.records_since_checkpoint.load(Ordering::Relaxed) >= self.checkpoint_every
+    }
+
+    /// Claims the one background checkpoint slot; `false` if one is queued or running.
+    /// Release it with [`release_background_checkpoint`](Self::release_background_checkpoint).
+    pub(crate) fn claim_background_checkpoint(&self) -> bool {
+        self.checkpoint_queued
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// Releases the slot taken by [`claim_background_checkpoint`](Self::claim_background_checkpoint).
+    pub(crate) fn release_background_checkpoint(&self) {
+        self.checkpoint_queued.store(false, Ordering::Release);
+    }
+
+    /// Writes a checkpoint if one is due and none is being written. Blocks for its syncs.
+    /// A failure makes the set fail-stop (the operation that triggered it is already
+    /// durable and answered).
+    pub(crate) fn maybe_checkpoint(&self, messages: &Log) {
+        if !self.checkpoint_due() {
             return;
         }
         let Some(_running) = self.checkpoint_running.try_lock() else {
             return;
         };
-        if self.records_since_checkpoint.load(Ordering::Relaxed) < self.checkpoint_every {
+        if !self.checkpoint_due() {
             return;
         }
         if let Err(error) = self.checkpoint(messages) {
