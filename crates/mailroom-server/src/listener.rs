@@ -56,6 +56,12 @@ impl Listener for CappedListener {
         };
         // axum's own accept retries transient errors (EMFILE, ECONNABORTED) with backoff.
         let (stream, address) = Listener::accept(&mut self.inner).await;
+        // Live channels write small frames as messages come (WebSocket or SSE); with Nagle's
+        // algorithm each waits for the ACK of the one before, which the client may delay by
+        // tens of milliseconds. Failing to set it only costs latency, so serve regardless.
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%error, "cannot set TCP_NODELAY");
+        }
         (
             CappedStream {
                 stream,
@@ -163,5 +169,17 @@ mod tests {
         drop(first);
         let read = second.read(&mut buffer).await.unwrap();
         assert!(String::from_utf8_lossy(&buffer[..read]).starts_with("HTTP/1.1 200"));
+    }
+
+    // Proves accepted connections have Nagle's algorithm off (TCP_NODELAY), so small
+    // frames go out at once instead of waiting for the peer's delayed ACK.
+    #[tokio::test]
+    async fn accepted_connections_have_nodelay() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let mut capped = CappedListener::new(listener, 1);
+        let _client = tokio::net::TcpStream::connect(address).await.unwrap();
+        let (accepted, _) = Listener::accept(&mut capped).await;
+        assert!(accepted.stream.nodelay().unwrap());
     }
 }
