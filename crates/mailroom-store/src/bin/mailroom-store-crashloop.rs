@@ -1,4 +1,5 @@
-//! The child process of the kill -9 crash test (`tests/store_crashloop.rs`).
+//! The child process of the kill -9 crash tests (`tests/store_crashloop.rs`, and in
+//! `parallel` mode `tests/store_crashloop_parallel.rs`).
 //!
 //! Usage: `mailroom-store-crashloop <dir> <seed>`. Opens the store in `<dir>` and runs
 //! random publishes, polls, acks and nacks on topic `t` (groups `g0`, `g1`) until killed.
@@ -13,6 +14,10 @@
 //! ```
 //!
 //! Anything unexpected makes it exit with status 2 and a message on stderr.
+//!
+//! Usage: `mailroom-store-crashloop parallel <dir> <seed>` is the child of
+//! `tests/store_crashloop_parallel.rs`: several threads at once on topic `t` (see
+//! the `parallel` module), each printing every confirmed operation as one line.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -38,12 +43,21 @@ impl Rng {
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().collect();
+    let mut args: Vec<String> = std::env::args().collect();
+    let parallel_mode = args.get(1).is_some_and(|mode| mode == "parallel");
+    if parallel_mode {
+        args.remove(1);
+    }
     let (Some(dir), Some(Ok(seed))) = (args.get(1), args.get(2).map(|s| s.parse::<u64>())) else {
-        eprintln!("usage: mailroom-store-crashloop <dir> <seed>");
+        eprintln!("usage: mailroom-store-crashloop [parallel] <dir> <seed>");
         return ExitCode::from(2);
     };
-    match run(dir, seed) {
+    let result = if parallel_mode {
+        parallel::run(dir, seed)
+    } else {
+        run(dir, seed)
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("crashloop child: {error}");
@@ -140,4 +154,307 @@ fn step(
         Nack::DeadLettered => "X",
     };
     Ok(Some(format!("N {group} {offset} {attempt} {outcome}")))
+}
+
+/// The parallel child: on topic `t`, one publisher (single and batch publishes), batch
+/// consumers and a single-delivery consumer on group `gw` (`max_in_flight` 8), and a seed
+/// consumer on group `gs` (`max_in_flight` 1), all at once. Each thread prints a line for
+/// every operation after its call returned `Ok`, and only then starts its next one, so at
+/// a kill each thread has at most one operation whose lines are missing. Lines:
+///
+/// ```text
+/// pub <offset> <payload>                                publish confirmed
+/// poll <group> <consumer> <offset> <attempt>            delivery returned (- = anonymous)
+/// ack <group> <offset> <attempt>                        ack confirmed
+/// nack <group> <offset> <attempt> retry|released|dead   nack or release confirmed
+/// ```
+///
+/// A thread's lines of one call go out in one write. No lease, backoff or delay is used,
+/// so nothing changes without a call (the parent's check relies on that).
+mod parallel {
+    use std::io::Write;
+    use std::time::Duration;
+
+    use bytes::Bytes;
+    use mailroom::group::{DeliveryId, GroupConfig, NackKind, NackOptions};
+    use mailroom::topic::{Nack, StartPosition, TopicError};
+    use mailroom_store::{DurableTopic, Store, StoreError};
+
+    use super::{options, Rng};
+
+    /// The wide group: name, `max_attempts`, `max_in_flight`.
+    const WIDE: (&str, u32, u32) = ("gw", 3, 8);
+    /// The seed group (`max_in_flight` 1): name, `max_attempts`.
+    const SEED: (&str, u32) = ("gs", 2);
+    /// The consumers of `gw` that use `poll_batch`, `ack_batch` and `nack_batch`.
+    const BATCH_CONSUMERS: [&str; 3] = ["c0", "c1", "c2"];
+    /// The consumer of `gw` that uses `poll_as`, `ack` and `nack_with`.
+    const SINGLE_CONSUMER: &str = "s0";
+    /// The most messages in one publish batch.
+    const PUBLISH_BATCH_MAX: u64 = 5;
+    /// The publisher waits while a group has more unfinished messages than this, so the
+    /// parent's probe of the state stays small.
+    const BACKLOG_MAX: u64 = 32;
+    /// How long a thread with nothing to do waits before it asks again. Pacing only: no
+    /// check depends on it.
+    const IDLE_MS: u64 = 1;
+
+    /// Opens the store, creates what is missing and runs the threads until killed.
+    pub(super) fn run(dir: &str, seed: u64) -> Result<(), StoreError> {
+        let store = Store::open(dir, options())?;
+        store.create_topic("t")?;
+        let topic = store.topic("t")?;
+        let wide = GroupConfig::new(WIDE.1).with_max_in_flight(WIDE.2);
+        ignore_exists(topic.create_group_with(WIDE.0, StartPosition::Earliest, wide))?;
+        ignore_exists(topic.create_group(SEED.0, SEED.1))?;
+        std::thread::scope(|scope| {
+            let topic = &topic;
+            scope.spawn(move || guard(publisher(topic, seed)));
+            for (index, name) in BATCH_CONSUMERS.into_iter().enumerate() {
+                let rng = thread_rng(seed, 1 + index as u64);
+                scope.spawn(move || guard(batch_consumer(topic, name, rng)));
+            }
+            scope.spawn(move || guard(single_consumer(topic, thread_rng(seed, 10))));
+            scope.spawn(move || guard(seed_consumer(topic, thread_rng(seed, 11))));
+        });
+        Ok(())
+    }
+
+    fn ignore_exists(result: Result<(), StoreError>) -> Result<(), StoreError> {
+        match result {
+            Err(StoreError::Topic(TopicError::GroupExists { .. })) => Ok(()),
+            other => other,
+        }
+    }
+
+    fn thread_rng(seed: u64, thread: u64) -> Rng {
+        Rng(
+            (seed ^ thread.wrapping_mul(0xd1b5_4a32_d192_ed03)).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                | 1,
+        )
+    }
+
+    /// Ends the whole process on a thread's error: status 2, which the parent reports.
+    fn guard(result: Result<(), String>) {
+        if let Err(error) = result {
+            eprintln!("crashloop child (parallel): {error}");
+            std::process::exit(2);
+        }
+    }
+
+    /// Prints one call's confirmation lines in one write. A closed pipe means the parent
+    /// is gone: stop quietly.
+    fn confirm(lines: &str) {
+        if lines.is_empty() {
+            return;
+        }
+        let mut out = std::io::stdout().lock();
+        if out
+            .write_all(lines.as_bytes())
+            .and_then(|()| out.flush())
+            .is_err()
+        {
+            std::process::exit(0);
+        }
+    }
+
+    fn idle() {
+        std::thread::sleep(Duration::from_millis(IDLE_MS));
+    }
+
+    fn publisher(topic: &DurableTopic, seed: u64) -> Result<(), String> {
+        let mut rng = thread_rng(seed, 0);
+        let mut sequence = 0u64;
+        loop {
+            let slowest = topic
+                .position(WIDE.0)
+                .and_then(|wide| Ok(wide.min(topic.position(SEED.0)?)))
+                .map_err(|error| error.to_string())?;
+            if topic.len() - slowest > BACKLOG_MAX {
+                idle();
+                continue;
+            }
+            let count = 1 + rng.below(PUBLISH_BATCH_MAX);
+            let payloads: Vec<Bytes> = (sequence..sequence + count)
+                .map(|n| Bytes::from(format!("s{seed}-p{n}")))
+                .collect();
+            sequence += count;
+            let offsets = if count == 1 {
+                let offset = topic.publish(payloads[0].clone());
+                offset.map(|offset| offset..offset + 1)
+            } else {
+                topic.publish_batch(&payloads)
+            }
+            .map_err(|error| error.to_string())?;
+            let mut lines = String::new();
+            for (offset, payload) in offsets.zip(&payloads) {
+                let payload = std::str::from_utf8(payload).expect("ASCII payload");
+                lines.push_str(&format!("pub {offset} {payload}\n"));
+            }
+            confirm(&lines);
+        }
+    }
+
+    /// What a consumer does with one delivery it owns.
+    enum Settle {
+        Ack,
+        Nack,
+        Release,
+        Keep,
+    }
+
+    fn choose(rng: &mut Rng) -> Settle {
+        match rng.below(100) {
+            0..=54 => Settle::Ack,
+            55..=79 => Settle::Nack,
+            80..=89 => Settle::Release,
+            _ => Settle::Keep,
+        }
+    }
+
+    fn poll_line(group: &str, consumer: &str, id: DeliveryId) -> String {
+        format!("poll {group} {consumer} {} {}\n", id.offset, id.attempt)
+    }
+
+    fn nack_line(group: &str, id: DeliveryId, release: bool, outcome: Nack) -> String {
+        let word = match (release, outcome) {
+            (true, Nack::Retry) => "released",
+            (false, Nack::Retry) => "retry",
+            (_, Nack::DeadLettered) => "dead",
+        };
+        format!("nack {group} {} {} {word}\n", id.offset, id.attempt)
+    }
+
+    fn batch_consumer(topic: &DurableTopic, name: &str, mut rng: Rng) -> Result<(), String> {
+        let group = WIDE.0;
+        loop {
+            let max = 1 + rng.below(u64::from(WIDE.2)) as usize;
+            let batch = topic
+                .poll_batch(group, Some(name), max)
+                .map_err(|error| error.to_string())?;
+            let ids: Vec<DeliveryId> = batch.iter().map(|delivery| delivery.id()).collect();
+            confirm(
+                &ids.iter()
+                    .map(|&id| poll_line(group, name, id))
+                    .collect::<String>(),
+            );
+            if ids.is_empty() {
+                idle();
+                continue;
+            }
+            let (mut acks, mut nacks, mut releases) = (Vec::new(), Vec::new(), Vec::new());
+            for id in ids {
+                match choose(&mut rng) {
+                    Settle::Ack => acks.push(id),
+                    Settle::Nack => nacks.push(id),
+                    Settle::Release => releases.push(id),
+                    Settle::Keep => {}
+                }
+            }
+            ack_all(topic, group, &acks)?;
+            nack_all(topic, group, &nacks, false)?;
+            nack_all(topic, group, &releases, true)?;
+        }
+    }
+
+    fn ack_all(topic: &DurableTopic, group: &str, ids: &[DeliveryId]) -> Result<(), String> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let results = topic.ack_batch(group, ids).map_err(|e| e.to_string())?;
+        let mut lines = String::new();
+        for (id, result) in ids.iter().zip(results) {
+            // Nobody else settles this consumer's deliveries, and there are no leases.
+            result.map_err(|refused| format!("own delivery refused: {refused}"))?;
+            lines.push_str(&format!("ack {group} {} {}\n", id.offset, id.attempt));
+        }
+        confirm(&lines);
+        Ok(())
+    }
+
+    fn nack_all(
+        topic: &DurableTopic,
+        group: &str,
+        ids: &[DeliveryId],
+        release: bool,
+    ) -> Result<(), String> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let kind = if release {
+            NackKind::Release
+        } else {
+            NackKind::Nack
+        };
+        let results = topic
+            .nack_batch(group, ids, &NackOptions::new(kind))
+            .map_err(|e| e.to_string())?;
+        let mut lines = String::new();
+        for (&id, result) in ids.iter().zip(results) {
+            let outcome = result.map_err(|refused| format!("own delivery refused: {refused}"))?;
+            lines.push_str(&nack_line(group, id, release, outcome));
+        }
+        confirm(&lines);
+        Ok(())
+    }
+
+    fn single_consumer(topic: &DurableTopic, mut rng: Rng) -> Result<(), String> {
+        let group = WIDE.0;
+        loop {
+            let polled = topic.poll_as(group, SINGLE_CONSUMER);
+            let Some(delivery) = polled.map_err(|e| e.to_string())? else {
+                idle();
+                continue;
+            };
+            let id = delivery.id();
+            confirm(&poll_line(group, SINGLE_CONSUMER, id));
+            settle_one(topic, group, id, choose(&mut rng))?;
+        }
+    }
+
+    fn settle_one(
+        topic: &DurableTopic,
+        group: &str,
+        id: DeliveryId,
+        settle: Settle,
+    ) -> Result<(), String> {
+        let line = match settle {
+            Settle::Ack => {
+                topic.ack(group, id).map_err(|e| e.to_string())?;
+                format!("ack {group} {} {}\n", id.offset, id.attempt)
+            }
+            Settle::Nack => {
+                let outcome = topic.nack(group, id).map_err(|e| e.to_string())?;
+                nack_line(group, id, false, outcome)
+            }
+            Settle::Release => {
+                let release = NackOptions::new(NackKind::Release);
+                let outcome = topic
+                    .nack_with(group, id, release)
+                    .map_err(|e| e.to_string())?;
+                nack_line(group, id, true, outcome)
+            }
+            Settle::Keep => String::new(),
+        };
+        confirm(&line);
+        Ok(())
+    }
+
+    fn seed_consumer(topic: &DurableTopic, mut rng: Rng) -> Result<(), String> {
+        let group = SEED.0;
+        loop {
+            let Some(delivery) = topic.poll(group).map_err(|e| e.to_string())? else {
+                idle();
+                continue;
+            };
+            let id = delivery.id();
+            confirm(&poll_line(group, "-", id));
+            let settle = match rng.below(100) {
+                0..=64 => Settle::Ack,
+                65..=89 => Settle::Nack,
+                _ => Settle::Keep,
+            };
+            settle_one(topic, group, id, settle)?;
+        }
+    }
 }
