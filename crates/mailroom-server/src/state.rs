@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use mailroom_store::{Store, StoreError};
+use mailroom_store::{Deferred, Store, StoreError};
 
 use crate::channels::Channels;
 use crate::config::{Config, FsyncPolicy};
@@ -24,8 +24,8 @@ pub struct AppState {
     pub config: Arc<Config>,
     /// Wake-ups and the waiting count of long polls.
     pub long_polls: Arc<LongPolls>,
-    /// Whether store calls run on the async worker itself rather than the blocking pool
-    /// (see [`AppState::blocking`]).
+    /// Whether [`AppState::blocking`] runs its calls on the async worker itself rather
+    /// than the blocking pool.
     store_calls_inline: bool,
 }
 
@@ -42,7 +42,42 @@ impl AppState {
         }
     }
 
-    /// Runs a store call where it costs least.
+    /// Runs one of the store's hot calls (publish, poll, ack, nack and their batches)
+    /// in its deferred form: the call part inline on the async worker, then an await
+    /// until what it wrote (or saw) is durable. Used under every fsync policy.
+    ///
+    /// The call part checks, plans and writes to the log's buffer or the page cache; it
+    /// never waits for an `fdatasync` (what it may still block on, briefly, is listed
+    /// under "Blocking in the deferred calls" in `DurableTopic`'s docs). Under
+    /// `--fsync always` the wait is a future that the log's sync thread completes after
+    /// the one `fdatasync` it shares with every concurrent caller, so no worker blocks
+    /// on the disk and no call hops to the blocking pool and back; under the other
+    /// policies the future is ready at once. The trade-off is [`AppState::blocking`]'s
+    /// under the relaxed policies: the rare call part that does touch the disk (a
+    /// segment roll and its sync) stalls its worker for as long.
+    ///
+    /// Cancellation: when the client goes away, axum drops the handler's future, and
+    /// with it the [`Deferred`] mid-await. The call has happened by then (the call part
+    /// ran to completion before the first await, and the sync it asked for still runs),
+    /// but its answer is dropped unread: nothing that follows the await in the handler
+    /// (the response, metrics, long-poll wake-ups) runs, so it is confirmed to nobody,
+    /// as when a response is lost on the way. A poll's deliveries made that way stay
+    /// in flight for their consumer (its next poll returns them first) until acked,
+    /// nacked or their lease runs out; a long poll that misses the wake-up of such a
+    /// call finds its effect at its next re-check (`long_poll::LONG_POLL_RECHECK_MS`).
+    ///
+    /// # Errors
+    /// The call's own error, or the durability wait's (a failed sync, fail-stop),
+    /// mapped to its API status exactly as [`AppState::blocking`] maps it.
+    pub async fn durable<T, F>(&self, call: F) -> Result<T, ApiError>
+    where
+        F: FnOnce(&Store) -> Result<Deferred<T>, StoreError>,
+    {
+        let written = call(&self.store)?;
+        Ok(written.await?)
+    }
+
+    /// Runs a store call (one with no deferred form) where it costs least.
     ///
     /// Under `--fsync always` a store call waits for fdatasync (milliseconds), which must
     /// not stall the async workers that serve every other connection, so it runs on the
@@ -70,5 +105,246 @@ impl AppState {
             Ok(result) => result.map_err(ApiError::from),
             Err(join) => Err(ApiError::internal(format!("store task failed: {join}"))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+    use std::path::{Path, PathBuf};
+
+    use axum::body::Body;
+    use axum::http::{Request, StatusCode};
+    use axum::Router;
+    use futures_util::FutureExt as _;
+    use http_body_util::BodyExt as _;
+    use mailroom::group::DeliveryId;
+    use mailroom_store::storage::{SimStorage, Storage, StorageFile};
+    use parking_lot::{Condvar, Mutex};
+    use serde_json::{json, Value};
+    use tower::ServiceExt as _;
+
+    use super::*;
+    use crate::metrics::{Metrics, TopicLabels};
+
+    /// Holds every `fdatasync` back while closed, so a test can catch a handler that
+    /// awaits durability, however the sync thread happens to be scheduled.
+    #[derive(Debug, Default)]
+    struct Gate {
+        closed: Mutex<bool>,
+        opened: Condvar,
+    }
+
+    /// Keeps the [`Gate`] closed until dropped (also when a failed assertion unwinds, so
+    /// the store's sync thread is let go and the test fails instead of hanging).
+    struct Held<'a>(&'a Gate);
+
+    impl Gate {
+        fn hold(&self) -> Held<'_> {
+            *self.closed.lock() = true;
+            Held(self)
+        }
+
+        fn pass(&self) {
+            let mut closed = self.closed.lock();
+            while *closed {
+                self.opened.wait(&mut closed);
+            }
+        }
+    }
+
+    impl Drop for Held<'_> {
+        fn drop(&mut self) {
+            *self.0.closed.lock() = false;
+            self.0.opened.notify_all();
+        }
+    }
+
+    /// [`SimStorage`] whose files' syncs wait at a [`Gate`].
+    #[derive(Debug)]
+    struct GatedStorage {
+        sim: SimStorage,
+        gate: Arc<Gate>,
+    }
+
+    #[derive(Debug)]
+    struct GatedFile {
+        file: Box<dyn StorageFile>,
+        gate: Arc<Gate>,
+    }
+
+    impl StorageFile for GatedFile {
+        fn read_at(&self, buf: &mut [u8], position: u64) -> io::Result<()> {
+            self.file.read_at(buf, position)
+        }
+        fn write_at(&self, data: &[u8], position: u64) -> io::Result<()> {
+            self.file.write_at(data, position)
+        }
+        fn sync(&self) -> io::Result<()> {
+            self.gate.pass();
+            self.file.sync()
+        }
+        fn set_len(&self, len: u64) -> io::Result<()> {
+            self.file.set_len(len)
+        }
+        fn len(&self) -> io::Result<u64> {
+            self.file.len()
+        }
+    }
+
+    impl Storage for GatedStorage {
+        fn open(&self, path: &Path, create: bool) -> io::Result<Box<dyn StorageFile>> {
+            let file = self.sim.open(path, create)?;
+            let gate = Arc::clone(&self.gate);
+            Ok(Box::new(GatedFile { file, gate }))
+        }
+        fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+            self.sim.create_dir_all(path)
+        }
+        fn list_dir(&self, path: &Path) -> io::Result<Vec<PathBuf>> {
+            self.sim.list_dir(path)
+        }
+        fn exists(&self, path: &Path) -> io::Result<bool> {
+            self.sim.exists(path)
+        }
+        fn remove_file(&self, path: &Path) -> io::Result<()> {
+            self.sim.remove_file(path)
+        }
+        fn remove_dir_all(&self, path: &Path) -> io::Result<()> {
+            self.sim.remove_dir_all(path)
+        }
+        fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+            self.sim.rename(from, to)
+        }
+        fn sync_dir(&self, path: &Path) -> io::Result<()> {
+            self.sim.sync_dir(path)
+        }
+    }
+
+    /// The router over a store under `--fsync always` whose syncs wait at `gate`, with
+    /// topic `t` and group `g` (three attempts, one delivery in flight at a time).
+    fn strict_app(gate: &Arc<Gate>) -> (AppState, Router) {
+        let config = Config {
+            fsync: FsyncPolicy::Always,
+            ..Config::default()
+        };
+        let storage = GatedStorage {
+            sim: SimStorage::new(),
+            gate: Arc::clone(gate),
+        };
+        let options = crate::server::store_options(&config);
+        let store = Store::open_with(Arc::new(storage), Path::new("/data"), options).unwrap();
+        store.create_topic("t").unwrap();
+        store.topic("t").unwrap().create_group("g", 3).unwrap();
+        let state = AppState::new(store, config);
+        (state.clone(), crate::app::router(state))
+    }
+
+    fn post(uri: &str, body: &'static str) -> Request<Body> {
+        Request::post(uri).body(Body::from(body)).unwrap()
+    }
+
+    /// Polls a request's handler once with every sync held back, checks that it is
+    /// waiting (for durability), and drops it, as axum does when the client goes away.
+    fn drop_mid_await(app: &Router, gate: &Gate, request: Request<Body>) {
+        let uri = request.uri().clone();
+        let _held = gate.hold();
+        let mut handler = Box::pin(app.clone().oneshot(request));
+        assert!(
+            handler.as_mut().now_or_never().is_none(),
+            "{uri}: the handler should be waiting for fdatasync"
+        );
+    }
+
+    async fn send(app: &Router, request: Request<Body>) -> (StatusCode, Value) {
+        let response = app.clone().oneshot(request).await.unwrap();
+        let status = response.status();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+    }
+
+    // Proves that a handler dropped while it awaits durability (the client went away) did
+    // its store call but confirmed it to nobody (no metric counted, no long-poll slot
+    // kept), and that later calls work and see its effect: the next publish gets the next
+    // offset, the dropped poll's delivery is still the consumer's, the dropped ack settled.
+    #[tokio::test]
+    async fn handlers_dropped_mid_await_leave_the_server_working() {
+        let gate = Arc::new(Gate::default());
+        let (state, app) = strict_app(&gate);
+        let topic = state.store.topic("t").unwrap();
+        let group = Metrics::group("t", "g");
+        let counted = |family: &prometheus_client::metrics::family::Family<_, _>| {
+            prometheus_client::metrics::counter::Counter::<u64>::get(&family.get_or_create(&group))
+        };
+        let first = |offset| DeliveryId { offset, attempt: 1 };
+
+        drop_mid_await(&app, &gate, post("/v1/topics/t/messages", "first"));
+        let (status, body) = send(&app, post("/v1/topics/t/messages", "second")).await;
+        assert_eq!((status, body), (StatusCode::CREATED, json!({"offset": 1})));
+        let publishes = TopicLabels { topic: "t".into() };
+        assert_eq!(state.metrics.publishes.get_or_create(&publishes).get(), 1);
+
+        drop_mid_await(&app, &gate, post("/v1/topics/t/groups/g/poll", ""));
+        assert_eq!(topic.in_flight("g").unwrap(), vec![first(0)]);
+        assert_eq!(counted(&state.metrics.deliveries), 0);
+        let (status, body) = send(&app, post("/v1/topics/t/groups/g/poll", "")).await;
+        let again = json!({"offset": 0, "attempt": 1, "payload": "first"});
+        assert_eq!((status, body), (StatusCode::OK, again));
+
+        let ack = r#"{"offset":0,"attempt":1}"#;
+        drop_mid_await(&app, &gate, post("/v1/topics/t/groups/g/ack", ack));
+        assert!(topic.in_flight("g").unwrap().is_empty());
+        assert_eq!(counted(&state.metrics.acks), 0);
+        let (status, body) = send(&app, post("/v1/topics/t/groups/g/ack", ack)).await;
+        assert_eq!(
+            (status, &body["error"]),
+            (StatusCode::CONFLICT, &json!("not_owned"))
+        );
+
+        // A long poll dropped while its poll awaits durability was never admitted.
+        let long_poll = r#"{"max":4,"wait_ms":30000}"#;
+        drop_mid_await(
+            &app,
+            &gate,
+            post("/v1/topics/t/groups/g/poll/batch", long_poll),
+        );
+        assert_eq!(topic.in_flight("g").unwrap(), vec![first(1)]);
+        assert_eq!(state.long_polls.waiting(), 0);
+        // One dropped while it waits (the window is full) gives its slot back.
+        let waiter = tokio::spawn(app.clone().oneshot(post(
+            "/v1/topics/t/groups/g/poll/batch",
+            r#"{"max":4,"wait_ms":30000,"consumer":"w2"}"#,
+        )));
+        while state.long_polls.waiting() == 0 {
+            tokio::task::yield_now().await;
+        }
+        waiter.abort();
+        assert!(waiter.await.unwrap_err().is_cancelled());
+        assert_eq!(state.long_polls.waiting(), 0);
+        assert_eq!(counted(&state.metrics.deliveries), 1);
+
+        let (status, body) = send(
+            &app,
+            post("/v1/topics/t/groups/g/poll/batch", r#"{"max":4}"#),
+        )
+        .await;
+        assert_eq!(
+            (status, &body["deliveries"][0]["payload"]),
+            (StatusCode::OK, &json!("second"))
+        );
+        let acks = r#"{"deliveries":[{"offset":1,"attempt":1}]}"#;
+        let (status, body) = send(&app, post("/v1/topics/t/groups/g/ack/batch", acks)).await;
+        assert_eq!(
+            (status, &body["results"][0]["outcome"]),
+            (StatusCode::OK, &json!("acked"))
+        );
+        assert_eq!(
+            (
+                counted(&state.metrics.deliveries),
+                counted(&state.metrics.acks)
+            ),
+            (2, 1)
+        );
+        assert!(topic.in_flight("g").unwrap().is_empty());
     }
 }

@@ -1,7 +1,8 @@
 //! Batch consumption: poll up to `max` deliveries in one request, optionally waiting for
 //! them (a long poll), and ack or nack a list of deliveries in one request.
 //!
-//! Each request is one store call (`DurableTopic::poll_batch`, `ack_batch`, `nack_batch`):
+//! Each request is one store call (`DurableTopic::poll_batch_deferred`,
+//! `ack_batch_deferred`, `nack_batch_deferred`, awaited through [`AppState::durable`]):
 //! one log write and one durability point for the whole batch. The rules are the single
 //! forms' rules applied in order; an ack or nack that does not name a delivery in flight
 //! fails alone, as an item of the answer, and the others still take effect.
@@ -268,13 +269,11 @@ async fn poll_once(
     consumer: Option<&str>,
     max: usize,
 ) -> Result<Vec<Delivery<Bytes>>, ApiError> {
-    let (topic, group) = (topic.to_owned(), group.to_owned());
-    let consumer = consumer.map(str::to_owned);
     state
-        .blocking(move |store| {
+        .durable(|store| {
             store
-                .topic(&topic)?
-                .poll_batch(&group, consumer.as_deref(), max)
+                .topic(topic)?
+                .poll_batch_deferred(group, consumer, max)
         })
         .await
 }
@@ -339,11 +338,8 @@ pub async fn ack_batch(
     check_names(&topic, &group)?;
     let ids = delivery_ids(&request.deliveries)?;
     let labels = Metrics::group(&topic, &group);
-    let (ids, outcomes) = state
-        .blocking(move |store| {
-            let outcomes = store.topic(&topic)?.ack_batch(&group, &ids)?;
-            Ok((ids, outcomes))
-        })
+    let outcomes = state
+        .durable(|store| store.topic(&topic)?.ack_batch_deferred(&group, &ids))
         .await?;
     let acked = outcomes.iter().filter(|outcome| outcome.is_ok()).count() as u64;
     if acked > 0 {
@@ -391,10 +387,11 @@ pub async fn nack_batch(
     };
     let released = options.kind == NackKind::Release;
     let labels = Metrics::group(&topic, &group);
-    let (ids, nacks) = state
-        .blocking(move |store| {
-            let nacks = store.topic(&topic)?.nack_batch(&group, &ids, &options)?;
-            Ok((ids, nacks))
+    let nacks = state
+        .durable(|store| {
+            store
+                .topic(&topic)?
+                .nack_batch_deferred(&group, &ids, &options)
         })
         .await?;
     let outcomes: Vec<Result<NackOutcome, NotOwned>> = nacks

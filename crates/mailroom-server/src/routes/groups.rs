@@ -1,7 +1,8 @@
 //! Consumer groups: create, describe, poll (JSON or raw bytes), ack, nack, dead letters.
 //!
 //! Every transition goes through the store, which runs the one group state machine
-//! (`mailroom::group`) and makes the event durable before the response is sent.
+//! (`mailroom::group`) and makes the event durable before the response is sent (the hot
+//! calls through [`AppState::durable`], awaited without blocking a worker).
 
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
@@ -320,11 +321,11 @@ async fn poll_delivery(
     check_names(&topic, &group)?;
     let labels = Metrics::group(&topic, &group);
     let delivery = state
-        .blocking(move |store| {
+        .durable(|store| {
             let topic = store.topic(&topic)?;
-            match consumer {
-                None => topic.poll(&group),
-                Some(consumer) => topic.poll_as(&group, &consumer),
+            match &consumer {
+                None => topic.poll_deferred(&group),
+                Some(consumer) => topic.poll_as_deferred(&group, consumer),
             }
         })
         .await?;
@@ -418,7 +419,7 @@ pub async fn ack(
     let labels = Metrics::group(&topic, &group);
     let id = delivery.id();
     state
-        .blocking(move |store| store.topic(&topic)?.ack(&group, id))
+        .durable(|store| store.topic(&topic)?.ack_deferred(&group, id))
         .await?;
     state.long_polls.wake(&labels.topic);
     state.metrics.acks.get_or_create(&labels).inc();
@@ -451,7 +452,7 @@ pub async fn nack(
     let (id, options) = request.split();
     let released = options.kind == mailroom::group::NackKind::Release;
     let nack = state
-        .blocking(move |store| store.topic(&topic)?.nack_with(&group, id, options))
+        .durable(|store| store.topic(&topic)?.nack_with_deferred(&group, id, options))
         .await?;
     state.long_polls.wake(&labels.topic);
     let outcome = match nack {

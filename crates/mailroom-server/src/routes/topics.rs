@@ -215,13 +215,11 @@ pub async fn publish(
 ) -> Result<Response, ApiError> {
     check_name("topic", &topic)?;
     let payload = body.map_err(bytes_rejection)?;
-    let labels = TopicLabels {
-        topic: topic.clone(),
-    };
     let offset = state
-        .blocking(move |store| store.topic(&topic)?.publish(payload))
+        .durable(|store| store.topic(&topic)?.publish_deferred(payload))
         .await?;
-    state.long_polls.wake(&labels.topic);
+    state.long_polls.wake(&topic);
+    let labels = TopicLabels { topic };
     state.metrics.publishes.get_or_create(&labels).inc();
     Ok((StatusCode::CREATED, Json(Published { offset })).into_response())
 }
@@ -245,13 +243,11 @@ pub async fn publish_batch(
     check_name("topic", &topic)?;
     let payloads = decode_batch(request, state.config.payload_bytes_max)?;
     let count = payloads.len() as u64;
-    let labels = TopicLabels {
-        topic: topic.clone(),
-    };
     let range = state
-        .blocking(move |store| store.topic(&topic)?.publish_batch(&payloads))
+        .durable(|store| store.topic(&topic)?.publish_batch_deferred(&payloads))
         .await?;
-    state.long_polls.wake(&labels.topic);
+    state.long_polls.wake(&topic);
+    let labels = TopicLabels { topic };
     state.metrics.publishes.get_or_create(&labels).inc_by(count);
     let offsets = range.collect();
     Ok((StatusCode::CREATED, Json(BatchPublished { offsets })).into_response())
