@@ -19,8 +19,8 @@
 //! The body: `registry_through` u64, `next_group_id` u64, group count u32, then per
 //! group: id u64, `applied_through` u64, position u64, attempt u32, max_attempts u32,
 //! in_flight u8, name length u8, name, dead-letter count u32, then per dead letter:
-//! offset u64, attempts u32, record offset u64 (where its dead-lettering record, with the
-//! payload, sits in the groups log).
+//! offset u64, attempts u32, record offset u64 (where the record holding its payload sits
+//! in the groups log: the one that dead-lettered it, or a compaction's copy).
 //!
 //! Version 2 adds, per dead letter after its record offset: at_ms u64, reason flag u8,
 //! reason length u16, reason; and per group after its dead letters: the settings (as in

@@ -11,7 +11,9 @@
 use std::ops::Range;
 
 use bytes::Bytes;
-use mailroom::group::{DeliveryId, GroupState, NackOptions, NotOwned};
+use mailroom::group::{
+    DeadLetterEntry, DeadLetterNote, DeliveryId, GroupState, NackOptions, NotOwned,
+};
 use mailroom::topic::{DeadLetter, DeadLetterInfo, GroupInfo, Nack, TopicError};
 
 use super::pending::{Staged, UNWRITTEN_FROM};
@@ -20,6 +22,10 @@ use super::set::GroupSet;
 use super::{dead_letter_payload, GroupEntry};
 use crate::log::Log;
 use crate::StoreError;
+
+/// How many times a read of a group's dead letters starts again when a compaction moved
+/// them while it read (once is nearly always enough: compactions are far apart).
+const DEAD_LETTER_READ_TRIES: u32 = 4;
 
 impl GroupSet {
     /// The payload of the message at `offset`: from the record that dead-lettered it if it
@@ -36,8 +42,8 @@ impl GroupSet {
         }
     }
 
-    /// The payload kept by the dead-letter record at groups-log offset `record`.
-    fn dead_letter_record(&self, record: u64, offset: u64) -> Result<Bytes, StoreError> {
+    /// The payload kept by the dead-letter record (or copy) at groups-log offset `record`.
+    pub(super) fn dead_letter_record(&self, record: u64, offset: u64) -> Result<Bytes, StoreError> {
         debug_assert!(record < UNWRITTEN_FROM, "a staged record is read back");
         if record >= self.log.end() {
             // Written by a transaction that has not seen its sync yet (the log shows only
@@ -48,7 +54,7 @@ impl GroupSet {
         self.log
             .read(record)?
             .and_then(|stored| GroupRecord::decode(&stored.payload).ok())
-            .and_then(dead_letter_payload)
+            .and_then(|record| dead_letter_payload(record, offset))
             .ok_or_else(|| StoreError::Corrupt {
                 path: self.log_dir.clone(),
                 position: record,
@@ -233,15 +239,34 @@ impl GroupSet {
         messages: &Log,
         group: &str,
     ) -> Result<Vec<DeadLetterInfo<Bytes>>, StoreError> {
-        let (entries, notes, records) = self.read(messages, group, |entry| {
-            (
-                entry.state.dead_letters().to_vec(),
-                entry.state.dead_letter_notes().to_vec(),
-                entry.dead_letter_records.clone(),
-            )
-        })?;
+        let mut tries = 1;
+        loop {
+            let (entries, notes, records) = self.read(messages, group, |entry| {
+                (
+                    entry.state.dead_letters().to_vec(),
+                    entry.state.dead_letter_notes().to_vec(),
+                    entry.dead_letter_records.clone(),
+                )
+            })?;
+            // The payloads are read after the group's lock is released, so a compacting
+            // checkpoint may meanwhile have pointed the group at copies and deleted the
+            // records named here: then read the (new) pointers again.
+            let moved = |records: &[u64]| records.iter().any(|&at| at < self.log.start());
+            match self.read_dead_letters(entries, notes, &records) {
+                Err(_) if tries < DEAD_LETTER_READ_TRIES && moved(&records) => tries += 1,
+                result => return result,
+            }
+        }
+    }
+
+    fn read_dead_letters(
+        &self,
+        entries: Vec<DeadLetterEntry>,
+        notes: Vec<DeadLetterNote>,
+        records: &[u64],
+    ) -> Result<Vec<DeadLetterInfo<Bytes>>, StoreError> {
         let mut letters = Vec::with_capacity(entries.len());
-        for ((dead, note), record) in entries.into_iter().zip(notes).zip(records) {
+        for ((dead, note), &record) in entries.into_iter().zip(notes).zip(records) {
             letters.push(DeadLetterInfo {
                 offset: dead.offset,
                 attempts: dead.attempts,

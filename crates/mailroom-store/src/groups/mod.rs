@@ -11,6 +11,7 @@
 //! each one.
 
 pub mod checkpoint;
+mod compaction;
 mod delivery;
 mod pending;
 mod poll;
@@ -71,7 +72,8 @@ impl GroupEntry {
     ///
     /// # Panics
     ///
-    /// If given a `Created` or `Deleted` record, which change the registry instead.
+    /// If given a `Created` or `Deleted` record, which change the registry instead, or a
+    /// `DeadLetterCopy`, which changes nothing.
     pub fn apply(&mut self, record: &GroupRecord, offset: u64) -> Result<(), GroupError> {
         match record {
             GroupRecord::Event { change, .. } => {
@@ -106,8 +108,10 @@ impl GroupEntry {
                 self.redriven_records.retain(|at, _| live.contains(at));
                 Ok(())
             }
-            GroupRecord::Created { .. } | GroupRecord::Deleted { .. } => {
-                panic!("registry records are not group transitions")
+            GroupRecord::Created { .. }
+            | GroupRecord::Deleted { .. }
+            | GroupRecord::DeadLetterCopy { .. } => {
+                panic!("registry records and copies are not group transitions")
             }
         }
     }
@@ -133,12 +137,18 @@ impl GroupEntry {
     }
 }
 
-/// The payload of a dead letter's record, which `record` must be.
-fn dead_letter_payload(record: GroupRecord) -> Option<Bytes> {
+/// The payload of message `offset` kept by `record`, which must be the record that
+/// dead-lettered it or a compaction's copy of that payload.
+fn dead_letter_payload(record: GroupRecord, offset: u64) -> Option<Bytes> {
     match record {
         GroupRecord::Event {
             change, payload, ..
         } if change.dead_letters() => Some(payload),
+        GroupRecord::DeadLetterCopy {
+            offset: copied,
+            payload,
+            ..
+        } if copied == offset => Some(payload),
         _ => None,
     }
 }

@@ -261,7 +261,7 @@ impl GroupSet {
     /// Writes encoded records in as few log writes as the log's limits allow: one, unless
     /// the batch holds more than `APPEND_RECORDS_MAX` records or `APPEND_BYTES_MAX` bytes
     /// (only possible with huge batches of dead letters). Returns the written ranges.
-    fn write_records(&self, records: &[Vec<u8>]) -> Result<Vec<Range<u64>>, StoreError> {
+    pub(super) fn write_records(&self, records: &[Vec<u8>]) -> Result<Vec<Range<u64>>, StoreError> {
         self.check_writable()?;
         let now_ms = self.clock.now_ms();
         let mut written = Vec::with_capacity(1);

@@ -16,6 +16,7 @@
 //! | 10 `Touched` | id u64, offset u64, attempt u32, lease_until_ms u64 |
 //! | 11 `Redriven`, 12 `Purged` | id u64, offsets start u64, offsets end u64 |
 //! | 13 `Created` (extended) | id u64, max_attempts u32, position u64, flags u8 (1: lease, 2: backoff), lease_ms u64, backoff kind u8 (0 fixed, 1 exponential), backoff a u64, backoff b u64, max_in_flight u32, name length u8, name |
+//! | 14 `DeadLetterCopy` | id u64, offset u64, then the message's payload |
 //!
 //! Kinds 1 and 3–6 are the seed's and are still written whenever a change says nothing
 //! more than the seed could (a seed group's create, delivery and ack), so data written
@@ -26,6 +27,11 @@
 //! retention of the message log. `Moved` is the store's own transition: a group whose
 //! cursor points below the retained log (retention with `keep_unconsumed` off) jumps to
 //! the log's start, dropping any delivery of a deleted message.
+//!
+//! `DeadLetterCopy` is written by a compacting checkpoint (see `compaction.rs`): a fresh
+//! copy of the payload of a dead letter (or an unfinished redriven message) whose own
+//! record lies far back, so that old groups-log segments can be deleted. It changes no
+//! group state; replay skips it, and only a pointer in a checkpoint ever names it.
 
 use bytes::Bytes;
 use mailroom::group::{Backoff, Change, DeliveryId, Failure, GroupConfig, GroupEvent};
@@ -48,6 +54,7 @@ const KIND_TOUCHED: u8 = 10;
 const KIND_REDRIVEN: u8 = 11;
 const KIND_PURGED: u8 = 12;
 const KIND_CREATED_EX: u8 = 13;
+const KIND_DEAD_LETTER_COPY: u8 = 14;
 
 const FLAG_FIRST: u8 = 1;
 const FLAG_SECOND: u8 = 2;
@@ -97,6 +104,16 @@ pub enum GroupRecord {
         /// The new position.
         position: u64,
     },
+    /// A copy of the payload of message `offset`, a dead letter (or redriven message) of
+    /// group `id`, written so that the record it was first kept in can be deleted.
+    DeadLetterCopy {
+        /// The group's id.
+        id: GroupId,
+        /// The message's offset in the message log.
+        offset: u64,
+        /// The message's payload.
+        payload: Bytes,
+    },
 }
 
 impl GroupRecord {
@@ -115,7 +132,8 @@ impl GroupRecord {
             GroupRecord::Created { id, .. }
             | GroupRecord::Deleted { id }
             | GroupRecord::Event { id, .. }
-            | GroupRecord::Moved { id, .. } => *id,
+            | GroupRecord::Moved { id, .. }
+            | GroupRecord::DeadLetterCopy { id, .. } => *id,
         }
     }
 
@@ -170,6 +188,16 @@ impl GroupRecord {
                 out.extend_from_slice(&id.to_le_bytes());
                 out.extend_from_slice(&position.to_le_bytes());
             }
+            GroupRecord::DeadLetterCopy {
+                id,
+                offset,
+                payload,
+            } => {
+                out.push(KIND_DEAD_LETTER_COPY);
+                out.extend_from_slice(&id.to_le_bytes());
+                out.extend_from_slice(&offset.to_le_bytes());
+                out.extend_from_slice(payload);
+            }
         }
         out
     }
@@ -210,6 +238,16 @@ impl GroupRecord {
                 id,
                 position: reader.u64()?,
             },
+            KIND_DEAD_LETTER_COPY => {
+                let offset = reader.u64()?;
+                let payload = bytes.slice(reader.position()..);
+                reader.skip_rest();
+                GroupRecord::DeadLetterCopy {
+                    id,
+                    offset,
+                    payload,
+                }
+            }
             _ => {
                 let change = decode_change(kind, &mut reader)?;
                 let payload = if change.dead_letters() {
@@ -549,6 +587,16 @@ mod tests {
                     }
                 }),
             (id, any::<u64>()).prop_map(|(id, position)| GroupRecord::Moved { id, position }),
+            (
+                id,
+                any::<u64>(),
+                proptest::collection::vec(any::<u8>(), 0..64)
+            )
+                .prop_map(|(id, offset, payload)| GroupRecord::DeadLetterCopy {
+                    id,
+                    offset,
+                    payload: Bytes::from(payload),
+                }),
         ]
     }
 
@@ -570,7 +618,8 @@ mod tests {
             let _ = GroupRecord::decode(&Bytes::from(garbage));
             let bytes = record.encode();
             let fixed = match &record {
-                GroupRecord::Event { payload, .. } => bytes.len() - payload.len(),
+                GroupRecord::Event { payload, .. }
+                | GroupRecord::DeadLetterCopy { payload, .. } => bytes.len() - payload.len(),
                 _ => bytes.len(),
             };
             for cut in 0..fixed {

@@ -238,6 +238,9 @@ impl Replay<'_> {
             GroupRecord::Event { .. } | GroupRecord::Moved { .. } => {
                 self.transition(offset, &record)
             }
+            // A compaction's copy of a payload: only a checkpoint's pointer names it,
+            // and it changes no state (it may even outlive its group).
+            GroupRecord::DeadLetterCopy { .. } => Ok(()),
         }
     }
 

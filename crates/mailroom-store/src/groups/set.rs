@@ -43,7 +43,11 @@ pub struct GroupSet {
     changes: Mutex<Changes>,
     records_since_checkpoint: AtomicU64,
     checkpoint_every: u64,
+    /// Held by a checkpoint, so checkpoints (and the compaction inside them, which reads
+    /// records an overlapping checkpoint could delete) never overlap.
     checkpoint_running: Mutex<()>,
+    /// What the last compaction copied, in bytes (see `compaction.rs`).
+    pub(super) compaction_copied_bytes: AtomicU64,
     /// Set while a checkpoint handed to a background thread (by an awaited `Deferred`,
     /// which must not block its executor) is queued or running, so at most one is.
     checkpoint_queued: AtomicBool,
@@ -122,6 +126,7 @@ impl GroupSet {
             records_since_checkpoint: AtomicU64::new(records_replayed),
             checkpoint_every: checkpoint_every.max(1),
             checkpoint_running: Mutex::new(()),
+            compaction_copied_bytes: AtomicU64::new(0),
             checkpoint_queued: AtomicBool::new(false),
             failed: OnceLock::new(),
         };
@@ -143,6 +148,11 @@ impl GroupSet {
         let mut names: Vec<String> = self.registry.read().keys().cloned().collect();
         names.sort_unstable();
         names
+    }
+
+    /// Every live group, in no particular order.
+    pub(super) fn slots(&self) -> Vec<Arc<GroupSlot>> {
+        self.registry.read().values().cloned().collect()
     }
 
     pub(super) fn slot(&self, group: &str) -> Result<Arc<GroupSlot>, StoreError> {
@@ -347,7 +357,7 @@ impl GroupSet {
         if !self.checkpoint_due() {
             return;
         }
-        if let Err(error) = self.checkpoint(messages) {
+        if let Err(error) = self.checkpoint_held(messages) {
             // The operation that triggered this is already durable and is reported as
             // done; what failed is the checkpoint, and the next write is refused.
             tracing::error!(topic = ?self.topic_dir, %error, "group checkpoint failed");
@@ -356,13 +366,23 @@ impl GroupSet {
     }
 
     /// Writes a checkpoint of every group now, then drops groups-log segments that
-    /// neither replay nor a dead letter needs.
+    /// neither replay nor a dead letter needs. Dead letters whose records lie far back are
+    /// first copied forward (see `compaction.rs`), so they do not keep every segment.
     ///
     /// # Errors
     ///
     /// I/O errors, fail-stop.
     pub fn checkpoint(&self, messages: &Log) -> Result<(), StoreError> {
+        let _running = self.checkpoint_running.lock();
+        self.checkpoint_held(messages)
+    }
+
+    /// [`checkpoint`](Self::checkpoint), with `checkpoint_running` held by the caller.
+    fn checkpoint_held(&self, messages: &Log) -> Result<(), StoreError> {
         self.check_writable()?;
+        // The copies must be durable and named before the snapshot, so the checkpoint
+        // names them; the old records go only after the checkpoint is durable, below.
+        self.compact_dead_letters()?;
         let checkpoint = self.snapshot();
         // The snapshot may hold changes whose records are written but not yet durable; this
         // sync (of everything written, so past every `applied_through` just noted) comes
@@ -391,7 +411,7 @@ impl GroupSet {
         self.records_since_checkpoint.store(0, Ordering::Relaxed);
         // Registry records are durable before `changes` is released, so all lie below.
         let registry_through = self.log.written_end();
-        let slots: Vec<Arc<GroupSlot>> = self.registry.read().values().cloned().collect();
+        let slots = self.slots();
         let groups = slots
             .iter()
             .map(|slot| {
