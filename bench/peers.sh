@@ -8,7 +8,10 @@
 #   BENCH_SYSTEMS="redis nats" bench/peers.sh   # a subset of systems
 #   BENCH_WORKLOADS=parallel bench/peers.sh     # a subset of workload sets: log live parallel
 #   WINDOWS="1 16" bench/peers.sh               # the parallel workload's windows (default 1 16 256)
+#   TASKS_WINDOW= bench/peers.sh                # skip mailroom's old-shape parallel run (default W 16)
 #   CARGO_TARGET_DIR=/somewhere bench/peers.sh  # build elsewhere (default: ./target)
+#   BENCH_NO_BUILD=1 bench/peers.sh             # reuse the binaries already built there
+#                                               # (repeated runs while others edit the tree)
 #
 # What it does:
 #   1. apt-get installs redis-server, nats-server, rabbitmq-server if missing (without
@@ -24,9 +27,13 @@
 #                 NATS JetStream file store (default sync) | RabbitMQ: not in this row
 #                 (quorum queues always fsync)
 #        parallel (issue 7, in both rows above): one group drained with W in {1, 16, 256}
-#                 deliveries in flight; mailroom max_in_flight = W with W consumers polling
-#                 as their own names, Redis one consumer XREADGROUP COUNT W + one XACK;
-#                 mailroom and Redis only
+#                 deliveries in flight; mailroom max_in_flight = W with one consumer doing
+#                 poll_batch(max W) + one ack_batch, Redis one consumer XREADGROUP COUNT W +
+#                 one XACK; mailroom and Redis only. Plus, at W = 16, mailroom's older shape
+#                 (W consumers polling and acking one delivery each), labelled "old shape"
+#        consume/retry/fanout: every system in rounds of up to the prefetch (256, and a
+#                 prefetch-1 consume): mailroom poll_batch + ack_batch/nack_batch, Redis
+#                 XREADGROUP COUNT + one XACK, NATS fetch, RabbitMQ basic.qos
 #        memory : live fan-out (no persistence anywhere): mailroom channels over WebSocket,
 #                 Redis pub/sub, NATS core
 #   4. writes the markdown table (machine line and command on top).
@@ -50,6 +57,7 @@ PROFILE="${BENCH_PROFILE:-full}"
 SYSTEMS="${BENCH_SYSTEMS:-mailroom redis nats rabbitmq}"
 WORKLOADS="${BENCH_WORKLOADS:-log live parallel}"
 WINDOWS="${WINDOWS:-1 16 256}"
+TASKS_WINDOW="${TASKS_WINDOW-16}"   # mailroom's old W-consumers shape at this W; empty: skip
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 BUILD="${BENCH_BUILD:-release}"   # smoke uses debug: CI has just built it for the tests
 case "$BUILD" in release) BUILD_FLAG=--release ;; debug) BUILD_FLAG= ;; *) echo "BENCH_BUILD: release|debug" >&2; exit 64 ;; esac
@@ -138,10 +146,25 @@ stop_all() {
 cleanup() { stop_all; rm -rf "$WORK"; }
 trap cleanup EXIT
 
-wait_port() {
-  local port="$1" what="$2" seconds="${3:-60}"
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# Refuses a port something else already listens on (another run of this script, say):
+# the broker we start would fail to bind while wait_port saw the other one answer, and
+# the runs would measure someone else's broker.
+port_free() { # port what
+  if port_open "$1"; then
+    log "$2: port $1 is already in use by another process; set its *_PORT variable"
+    FAILED=1; return 1
+  fi
+}
+
+wait_port() { # port what [seconds [pid]]
+  local port="$1" what="$2" seconds="${3:-60}" pid="${4:-}"
   for _ in $(seq 1 $((seconds * 10))); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
+    if [ -n "$pid" ] && is_gone "$pid"; then
+      log "$what exited before opening port $port"; FAILED=1; return 1
+    fi
+    if port_open "$port"; then return 0; fi
     sleep 0.1
   done
   log "$what did not open port $port within ${seconds}s"; FAILED=1; return 1
@@ -149,21 +172,24 @@ wait_port() {
 
 start_redis() { # $1 = always | everysec
   local dir="$WORK/redis-$1"; mkdir -p "$dir"
+  port_free "$REDIS_PORT" redis || return 1
   redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --dir "$dir" --save '' \
     --appendonly yes --appendfsync "$1" --daemonize no --logfile "$dir/log" &
   REDIS_PID=$!; PIDS+=("$REDIS_PID")
-  wait_port "$REDIS_PORT" redis
+  wait_port "$REDIS_PORT" redis 60 "$REDIS_PID"
 }
 
 start_nats() {
   local dir="$WORK/nats"; mkdir -p "$dir"
+  port_free "$NATS_PORT" nats || return 1
   nats-server -a 127.0.0.1 -p "$NATS_PORT" -js -sd "$dir" -l "$dir/log" &
   NATS_PID=$!; PIDS+=("$NATS_PID")
-  wait_port "$NATS_PORT" nats
+  wait_port "$NATS_PORT" nats 60 "$NATS_PID"
 }
 
 start_rabbitmq() {
   local dir="$WORK/rabbit"; mkdir -p "$dir/home" "$dir/mnesia" "$dir/log"
+  port_free "$RABBIT_PORT" rabbitmq || return 1
   echo '[].' >"$dir/enabled_plugins"
   printf 'listeners.tcp.1 = 127.0.0.1:%s\nloopback_users.guest = true\n' "$RABBIT_PORT" >"$dir/rabbitmq.conf"
   HOME="$dir/home" RABBITMQ_HOME_DIR="$dir/home" RABBITMQ_CONF_ENV_FILE=/dev/null \
@@ -217,8 +243,8 @@ log_workloads() { # system address pid durability detail pub pub_many consume
   bench "$s" "$a" "$p" "$d" "$t" consume --payload-bytes 1024 --count "$consume"
   bench "$s" "$a" "$p" "$d" "$t" retry --payload-bytes 1024 --count "$consume" --fail-every 10 --max-attempts 3
   bench "$s" "$a" "$p" "$d" "$t" fanout --payload-bytes 1024 --count "$consume" --groups 4
-  # The same consume with no prefetch: every peer fetches one delivery per round trip, as a
-  # mailroom group always does, which separates protocol shape from implementation cost.
+  # The same consume with no prefetch: every system moves one delivery per round trip,
+  # which separates protocol shape from implementation cost.
   bench "$s" "$a" "$p" "$d" "$t" consume --payload-bytes 1024 --count "$consume" --prefetch 1
 }
 
@@ -228,6 +254,10 @@ parallel_workload() { # system address pid durability detail count
   for window in $WINDOWS; do
     bench "$1" "$2" "$3" "$4" "$5" parallel --payload-bytes 1024 --count "$6" --window "$window"
   done
+  # mailroom's shape before the batch API, for comparison: W consumers, one delivery each.
+  if [ "$1" = mailroom ] && [ -n "$TASKS_WINDOW" ]; then
+    bench "$1" "$2" "$3" "$4" "$5" parallel --payload-bytes 1024 --count "$6" --window "$TASKS_WINDOW" --mailroom-shape tasks
+  fi
 }
 
 live_workload() { # system address pid
@@ -248,6 +278,9 @@ if [ "$BUILD" = debug ]; then
   build_all() { cargo test --workspace --no-run --quiet; }
 else
   build_all() { cargo build --release --quiet -p mailroom-bench -p mailroom-cli; }
+fi
+if [ -n "${BENCH_NO_BUILD:-}" ]; then
+  build_all() { [ -x "$BENCH_BIN" ] && { ! wants mailroom || [ -x "$CARGO_TARGET_DIR/$BUILD/mailroom" ]; }; }
 fi
 if build_all; then
   wants mailroom && MAILROOM_BIN="$CARGO_TARGET_DIR/$BUILD/mailroom"
@@ -303,7 +336,7 @@ ELAPSED=$((SECONDS - T0))
   echo "- Machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1), $(. /etc/os-release; echo "$PRETTY_NAME"), kernel $(uname -r); shared and noisy."
   echo "- Versions: $(redis-server --version 2>/dev/null | awk '{print $1, $3}' || true); $(nats-server --version 2>/dev/null || true); RabbitMQ $(dpkg-query -W -f '${Version}' rabbitmq-server 2>/dev/null || true); mailroom $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?') (+ uncommitted work tree)."
   echo "- Command: \`${BENCH_CMD:-bench/peers.sh}\` ($BUILD build, profile $PROFILE; counts: publish $PUB_STRICT / $PUB_RELAXED unbatched, $PUB_MANY_STRICT / $PUB_MANY_RELAXED with 16 publishers or batches of 100; consume/retry/fanout $CONSUME_STRICT / $CONSUME_RELAXED (strict / relaxed); live $LIVE_COUNT msgs at $LIVE_RATE/s to $LIVE_SUBS subscribers)."
-  echo "- Latency: publish = call until confirmed (per message); consume/retry/fanout = asking for a delivery until its ack/nack returned; live = publish stamp to arrival. Peak RSS marked * is since broker start (reset refused)."
+  echo "- Latency: publish = call until confirmed (per message); consume/retry/fanout = asking for a delivery's round (one poll/fetch/XREADGROUP of up to the prefetch; RabbitMQ, which pushes, hands over one delivery per round) until the ack/nack calls settling it returned; parallel = asking for a batch until its ack returned; live = publish stamp to arrival. Peak RSS marked * is since broker start (reset refused)."
   echo
   "$BENCH_BIN" table --input "$RESULTS"
 } >"$OUT_MD"

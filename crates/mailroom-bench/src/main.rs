@@ -15,7 +15,7 @@ use mailroom_bench::ledger::{FailurePlan, Verdict};
 use mailroom_bench::payload::{HEADER_BYTES, PAYLOAD_BYTES_MAX};
 use mailroom_bench::probe::Probe;
 use mailroom_bench::report::{Latency, RunReport};
-use mailroom_bench::systems::mailroom::Mailroom;
+use mailroom_bench::systems::mailroom::{Mailroom, MailroomShape};
 use mailroom_bench::systems::nats::Nats;
 use mailroom_bench::systems::rabbitmq::RabbitMq;
 use mailroom_bench::systems::redis::Redis;
@@ -54,6 +54,15 @@ enum System {
     Redis,
     Nats,
     Rabbitmq,
+}
+
+/// How mailroom keeps W deliveries in flight in the parallel workload.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+enum Shape {
+    /// One consumer: poll_batch(max = W), then one ack_batch.
+    Batch,
+    /// W named consumers, each polling and acking one delivery at a time.
+    Tasks,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
@@ -107,14 +116,17 @@ struct RunArgs {
     /// Deliveries allowed per message (retry workload).
     #[arg(long, default_value_t = 3)]
     max_attempts: u32,
-    /// Deliveries a consumer may fetch ahead of its acks (Redis COUNT, NATS pull batch,
-    /// RabbitMQ basic.qos); mailroom always has one in flight per group.
+    /// Deliveries a consumer may hold unsettled (Redis COUNT, NATS fetch batch, RabbitMQ
+    /// basic.qos, mailroom max_in_flight and poll_batch max).
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=4096))]
     prefetch: u64,
     /// Deliveries in flight at once in one group (parallel workload): mailroom's
     /// `max_in_flight` with that many consumers, Redis's `XREADGROUP COUNT`.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=i64::from(WINDOW_MAX)))]
     window: u32,
+    /// How mailroom keeps the window in flight (parallel workload).
+    #[arg(long, value_enum, default_value_t = Shape::Batch)]
+    mailroom_shape: Shape,
     /// Reject every Nth message (retry workload; 10 = 10%).
     #[arg(long, default_value_t = 10)]
     fail_every: u64,
@@ -152,6 +164,10 @@ impl RunArgs {
             Workload::Fanout => {
                 format!("{size}, {} groups, prefetch {}", self.groups, self.prefetch)
             }
+            Workload::Parallel if self.mailroom_shape == Shape::Tasks => format!(
+                "{size}, 1 group, W {}, W consumers x 1 delivery (old shape)",
+                self.window
+            ),
             Workload::Parallel => format!("{size}, 1 group, W {}", self.window),
             Workload::Live => format!(
                 "{size}, {} subs (1 stalled), {}/s",
@@ -164,7 +180,7 @@ impl RunArgs {
         match self.workload {
             Workload::Publish => "publish call until confirmed, per message",
             Workload::Consume | Workload::Retry | Workload::Fanout => {
-                "asking for a delivery until its ack/nack call returned"
+                "asking for a delivery's batch until the ack/nack calls settling it returned"
             }
             Workload::Parallel => "asking for a delivery's batch until its ack call returned",
             Workload::Live => "publish stamp to arrival at a reading subscriber",
@@ -233,6 +249,11 @@ fn run_command(args: &RunArgs) -> ExitCode {
 }
 
 async fn measure(args: &RunArgs) -> Result<Measured> {
+    anyhow::ensure!(
+        args.mailroom_shape == Shape::Batch
+            || (args.system == System::Mailroom && args.workload == Workload::Parallel),
+        "--mailroom-shape tasks applies to mailroom's parallel workload only"
+    );
     let tag = format!(
         "b{}x{}",
         std::process::id(),
@@ -240,7 +261,11 @@ async fn measure(args: &RunArgs) -> Result<Measured> {
     );
     match args.system {
         System::Mailroom => {
-            let system = Mailroom::new(&format!("http://{}", args.address))?;
+            let shape = match args.mailroom_shape {
+                Shape::Batch => MailroomShape::Batch,
+                Shape::Tasks => MailroomShape::Tasks,
+            };
+            let system = Mailroom::new(&format!("http://{}", args.address), shape)?;
             if args.workload == Workload::Parallel {
                 return windowed(&system, args, &tag).await;
             }

@@ -75,3 +75,25 @@ fn run_refuses_impossible_payload_size() {
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     assert!(String::from_utf8_lossy(&output.stderr).contains("--payload-bytes"));
 }
+
+// Proves the old W-consumers shape is refused outside mailroom's parallel workload (exit 1,
+// before any connection), so a table row can never carry a shape that did not run.
+#[test]
+fn run_refuses_tasks_shape_outside_mailroom_parallel() {
+    let output = bench()
+        .args([
+            "run",
+            "--system",
+            "redis",
+            "--address",
+            "127.0.0.1:1",
+            "--workload",
+            "parallel",
+            "--mailroom-shape",
+            "tasks",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--mailroom-shape"));
+}

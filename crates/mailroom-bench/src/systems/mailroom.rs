@@ -1,17 +1,25 @@
 //! mailroom through `mailroom-client`: topics and groups over HTTP, channels over WebSocket.
 //!
-//! A group hands out one delivery at a time (the seed's semantics: poll, then ack or nack
-//! that exact attempt), so the consumer makes one poll and one ack round trip per message;
-//! there is no prefetch to use. Publishing in batches uses the batch endpoint. The
-//! `parallel` workload instead creates its group with `max_in_flight = W` and polls it with
-//! W named consumers ([`MailroomWorker`]).
+//! A group is created with `max_in_flight` = the run's prefetch P, and its one consumer
+//! loops `poll_batch(max = P)` (a long poll: the server holds an empty poll up to
+//! [`LONG_POLL_WAIT_MS`]) → decide → one `ack_batch` of the successes and one `nack_batch`
+//! of the failures, so a round of up to P deliveries costs at most three requests. With
+//! P = 1 that is the old shape: one poll and one ack per message. Every item of a batch ack
+//! or nack must succeed; an item error fails the run. Publishing in batches uses the batch
+//! endpoint.
+//!
+//! The `parallel` workload (issue 7) has two shapes: [`MailroomShape::Batch`], ONE consumer
+//! doing `poll_batch(max = W)` → one `ack_batch`, like the Redis side; and the older
+//! [`MailroomShape::Tasks`], W named consumers each polling and acking one delivery at a
+//! time ([`MailroomWorker`]), kept for comparison.
 
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
 use bytes::Bytes;
 use mailroom_client::{
-    Client, DeliveryId, GroupOptions, NackOutcome, StartPosition, SubscribeOptions, Subscription,
+    BatchItemError, BatchPoll, Client, Delivery, DeliveryId, GroupOptions, NackOptions,
+    NackOutcome, SubscribeOptions, Subscription,
 };
 
 use super::{
@@ -23,29 +31,96 @@ use crate::workload::parallel::{WindowSystem, WindowWorker};
 /// How long a consumer keeps polling an empty group before it reports nothing left.
 pub const IDLE_WAIT: Duration = Duration::from_secs(5);
 
-/// The pause between polls of an empty group (the API has no long poll).
-pub const EMPTY_POLL_PAUSE: Duration = Duration::from_millis(2);
+/// How long the server may hold a poll of an empty group (a long poll) before it answers
+/// with no delivery.
+pub const LONG_POLL_WAIT_MS: u64 = 1000;
 
 /// The receive buffer of the stalled subscriber's socket, so it pushes back on the server
 /// after a few messages instead of soaking megabytes into the kernel.
 pub const STALLED_RECV_BUFFER_BYTES: u32 = 4096;
 
+/// How the `parallel` workload keeps W deliveries of one group in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MailroomShape {
+    /// One consumer: `poll_batch(max = W)`, then one `ack_batch` of what it got.
+    #[default]
+    Batch,
+    /// W consumers with their own names, each polling and acking one delivery at a time
+    /// (the shape before the batch API).
+    Tasks,
+}
+
 /// A mailroom server.
 #[derive(Debug, Clone)]
 pub struct Mailroom {
     client: Client,
+    shape: MailroomShape,
 }
 
 impl Mailroom {
-    /// A handle on the server at `url` (`http://127.0.0.1:PORT`).
+    /// A handle on the server at `url` (`http://127.0.0.1:PORT`), using `shape` for the
+    /// `parallel` workload.
     ///
     /// # Errors
     /// When the URL is not an `http://` URL.
-    pub fn new(url: &str) -> Result<Mailroom> {
+    pub fn new(url: &str, shape: MailroomShape) -> Result<Mailroom> {
         Ok(Mailroom {
             client: Client::new(url)?,
+            shape,
         })
     }
+}
+
+/// Fails with the server's code and message if any item of a batch ack or nack failed, or
+/// if the batch answered for a different number of deliveries than it was given.
+fn every_item<T>(
+    what: &str,
+    sent: &[DeliveryId],
+    results: Vec<Result<T, BatchItemError>>,
+) -> Result<Vec<T>> {
+    anyhow::ensure!(
+        results.len() == sent.len(),
+        "{what} of {} deliveries answered {} results",
+        sent.len(),
+        results.len()
+    );
+    sent.iter()
+        .zip(results)
+        .map(|(id, result)| {
+            result.map_err(|error| {
+                anyhow::anyhow!(
+                    "{what} of offset {} attempt {}: {}: {}",
+                    id.offset,
+                    id.attempt,
+                    error.code,
+                    error.message
+                )
+            })
+        })
+        .collect()
+}
+
+fn received(delivery: Delivery) -> Received<DeliveryId> {
+    Received {
+        attempt: delivery.attempt,
+        handle: delivery.id(),
+        payload: delivery.payload,
+    }
+}
+
+async fn create_groups(client: &Client, topic: &TopicSpec, max_in_flight: u32) -> Result<()> {
+    client.create_topic(&topic.name).await?;
+    for group in &topic.groups {
+        let mut options = GroupOptions::new(topic.max_attempts);
+        options.max_in_flight = Some(max_in_flight);
+        client
+            .create_group_with(&topic.name, group, &options)
+            .await
+            .with_context(|| {
+                format!("creating group {group} with max_in_flight {max_in_flight}")
+            })?;
+    }
+    Ok(())
 }
 
 /// Publishes with the single or the batch endpoint.
@@ -55,12 +130,39 @@ pub struct MailroomPublisher {
     topic: String,
 }
 
-/// Polls and acks one group.
+/// Polls and settles one group, up to `prefetch` deliveries per round.
 #[derive(Debug)]
 pub struct MailroomConsumer {
     client: Client,
     topic: String,
     group: String,
+    prefetch: u32,
+}
+
+impl MailroomConsumer {
+    /// Long-polls for up to `max` deliveries until some arrive or [`IDLE_WAIT`] has passed.
+    async fn poll_round(&self, max: u32) -> Result<Vec<Received<DeliveryId>>> {
+        let deadline = Instant::now() + IDLE_WAIT;
+        let request = BatchPoll {
+            consumer: None,
+            max,
+            wait_ms: LONG_POLL_WAIT_MS,
+        };
+        loop {
+            let deliveries = self
+                .client
+                .poll_batch(&self.topic, &self.group, &request)
+                .await?;
+            anyhow::ensure!(
+                deliveries.len() <= max as usize,
+                "poll_batch(max = {max}) returned {} deliveries",
+                deliveries.len()
+            );
+            if !deliveries.is_empty() || Instant::now() >= deadline {
+                return Ok(deliveries.into_iter().map(received).collect());
+            }
+        }
+    }
 }
 
 impl LogSystem for Mailroom {
@@ -68,19 +170,8 @@ impl LogSystem for Mailroom {
     type Consumer = MailroomConsumer;
 
     async fn prepare(&self, topic: &TopicSpec) -> Result<()> {
-        self.client.create_topic(&topic.name).await?;
-        for group in &topic.groups {
-            self.client
-                .create_group(
-                    &topic.name,
-                    group,
-                    topic.max_attempts,
-                    StartPosition::Earliest,
-                )
-                .await
-                .with_context(|| format!("creating group {group}"))?;
-        }
-        Ok(())
+        let prefetch = u32::try_from(topic.prefetch.clamp(1, super::PREFETCH_MAX))?;
+        create_groups(&self.client, topic, prefetch).await
     }
 
     async fn publisher(&self, topic: &TopicSpec) -> Result<MailroomPublisher> {
@@ -95,6 +186,7 @@ impl LogSystem for Mailroom {
             client: self.client.clone(),
             topic: topic.name.clone(),
             group: group.to_owned(),
+            prefetch: u32::try_from(topic.prefetch.clamp(1, super::PREFETCH_MAX))?,
         })
     }
 
@@ -141,37 +233,55 @@ impl LogConsumer for MailroomConsumer {
     type Handle = DeliveryId;
 
     async fn next(&mut self) -> Result<Option<Received<DeliveryId>>> {
-        let deadline = Instant::now() + IDLE_WAIT;
-        loop {
-            if let Some(delivery) = self.client.poll(&self.topic, &self.group).await? {
-                return Ok(Some(Received {
-                    attempt: delivery.attempt,
-                    handle: delivery.id(),
-                    payload: delivery.payload,
-                }));
-            }
-            if Instant::now() >= deadline {
-                return Ok(None);
-            }
-            tokio::time::sleep(EMPTY_POLL_PAUSE).await;
-        }
+        Ok(self.poll_round(1).await?.pop())
     }
 
     async fn ack(&mut self, handle: DeliveryId) -> Result<()> {
-        self.client.ack(&self.topic, &self.group, handle).await?;
+        self.settle(vec![handle], Vec::new()).await?;
         Ok(())
     }
 
     async fn fail(&mut self, handle: DeliveryId) -> Result<FailOutcome> {
-        Ok(
-            match self.client.nack(&self.topic, &self.group, handle).await? {
-                NackOutcome::Retry => FailOutcome::Retry,
-                NackOutcome::DeadLettered => FailOutcome::DeadLettered,
+        let outcomes = self.settle(Vec::new(), vec![handle]).await?;
+        outcomes
+            .into_iter()
+            .next()
+            .context("a nack without an outcome")
+    }
+
+    async fn next_batch(&mut self) -> Result<Vec<Received<DeliveryId>>> {
+        self.poll_round(self.prefetch).await
+    }
+
+    async fn settle(
+        &mut self,
+        acks: Vec<DeliveryId>,
+        fails: Vec<DeliveryId>,
+    ) -> Result<Vec<FailOutcome>> {
+        if !acks.is_empty() {
+            let results = self
+                .client
+                .ack_batch(&self.topic, &self.group, &acks)
+                .await?;
+            every_item("ack_batch", &acks, results)?;
+        }
+        if fails.is_empty() {
+            return Ok(Vec::new());
+        }
+        let results = self
+            .client
+            .nack_batch(&self.topic, &self.group, &fails, &NackOptions::default())
+            .await?;
+        every_item("nack_batch", &fails, results)?
+            .into_iter()
+            .map(|outcome| match outcome {
+                NackOutcome::Retry => Ok(FailOutcome::Retry),
+                NackOutcome::DeadLettered => Ok(FailOutcome::DeadLettered),
                 // A plain nack counts a failure; the server answers `released` only to a
                 // release, which the bench never sends.
                 NackOutcome::Released => anyhow::bail!("a plain nack was answered as a release"),
-            },
-        )
+            })
+            .collect()
     }
 }
 
@@ -237,10 +347,19 @@ impl LiveSystem for Mailroom {
     }
 }
 
-/// One of the `W` consumers of a windowed group: its own consumer name, polling with
-/// `poll_as` and acking the one delivery it owns.
+/// A worker of a windowed group, in one of the two [`MailroomShape`]s.
 #[derive(Debug)]
-pub struct MailroomWorker {
+pub enum MailroomWorker {
+    /// The one consumer of [`MailroomShape::Batch`].
+    Batch(MailroomConsumer),
+    /// One of the W named consumers of [`MailroomShape::Tasks`].
+    Task(MailroomTask),
+}
+
+/// One of the `W` consumers of [`MailroomShape::Tasks`]: its own consumer name, polling
+/// with `poll_as` and acking the one delivery it owns.
+#[derive(Debug)]
+pub struct MailroomTask {
     client: Client,
     topic: String,
     group: String,
@@ -251,16 +370,7 @@ impl WindowSystem for Mailroom {
     type Worker = MailroomWorker;
 
     async fn prepare_windowed(&self, topic: &TopicSpec, window: u32) -> Result<()> {
-        self.client.create_topic(&topic.name).await?;
-        for group in &topic.groups {
-            let mut options = GroupOptions::new(topic.max_attempts);
-            options.max_in_flight = Some(window);
-            self.client
-                .create_group_with(&topic.name, group, &options)
-                .await
-                .with_context(|| format!("creating group {group} with max_in_flight {window}"))?;
-        }
-        Ok(())
+        create_groups(&self.client, topic, window).await
     }
 
     async fn workers(
@@ -269,14 +379,24 @@ impl WindowSystem for Mailroom {
         group: &str,
         window: u32,
     ) -> Result<Vec<MailroomWorker>> {
-        // One shared client: its pool opens one keep-alive connection per task that is
-        // mid-call, and reuses it for the task's next call.
-        Ok((0..window)
-            .map(|index| MailroomWorker {
+        if self.shape == MailroomShape::Batch {
+            return Ok(vec![MailroomWorker::Batch(MailroomConsumer {
                 client: self.client.clone(),
                 topic: topic.name.clone(),
                 group: group.to_owned(),
-                name: format!("w{index}"),
+                prefetch: window,
+            })]);
+        }
+        // One shared client: its pool opens one keep-alive connection per task that is
+        // mid-call, and reuses it for the task's next call.
+        Ok((0..window)
+            .map(|index| {
+                MailroomWorker::Task(MailroomTask {
+                    client: self.client.clone(),
+                    topic: topic.name.clone(),
+                    group: group.to_owned(),
+                    name: format!("w{index}"),
+                })
             })
             .collect())
     }
@@ -286,24 +406,73 @@ impl WindowWorker for MailroomWorker {
     type Handle = DeliveryId;
 
     async fn take(&mut self) -> Result<Vec<Received<DeliveryId>>> {
-        let delivery = self
-            .client
-            .poll_as(&self.topic, &self.group, &self.name)
-            .await?;
-        Ok(delivery
-            .into_iter()
-            .map(|delivery| Received {
-                attempt: delivery.attempt,
-                handle: delivery.id(),
-                payload: delivery.payload,
-            })
-            .collect())
+        match self {
+            MailroomWorker::Batch(consumer) => {
+                let request = BatchPoll {
+                    consumer: None,
+                    max: consumer.prefetch,
+                    wait_ms: LONG_POLL_WAIT_MS,
+                };
+                let deliveries = consumer
+                    .client
+                    .poll_batch(&consumer.topic, &consumer.group, &request)
+                    .await?;
+                Ok(deliveries.into_iter().map(received).collect())
+            }
+            MailroomWorker::Task(task) => {
+                let delivery = task
+                    .client
+                    .poll_as(&task.topic, &task.group, &task.name)
+                    .await?;
+                Ok(delivery.into_iter().map(received).collect())
+            }
+        }
     }
 
     async fn ack_all(&mut self, handles: Vec<DeliveryId>) -> Result<()> {
-        for handle in handles {
-            self.client.ack(&self.topic, &self.group, handle).await?;
+        match self {
+            MailroomWorker::Batch(consumer) => {
+                consumer.settle(handles, Vec::new()).await?;
+            }
+            MailroomWorker::Task(task) => {
+                for handle in handles {
+                    task.client.ack(&task.topic, &task.group, handle).await?;
+                }
+            }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(offset: u64) -> DeliveryId {
+        DeliveryId { offset, attempt: 1 }
+    }
+
+    fn not_owned() -> BatchItemError {
+        BatchItemError {
+            code: "not_owned".into(),
+            message: "not in flight".into(),
+        }
+    }
+
+    // Proves a batch answer passes only when every item succeeded and it answered for
+    // exactly the deliveries sent: one failed item, or a missing one, fails the round.
+    #[test]
+    fn every_item_must_succeed() {
+        let sent = [id(4), id(5)];
+        let outcomes = every_item("nack_batch", &sent, vec![Ok(1), Ok(2)]).unwrap();
+        assert_eq!(outcomes, vec![1, 2]);
+        let error = every_item("ack_batch", &sent, vec![Ok(()), Err(not_owned())])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("offset 5") && error.contains("not_owned"),
+            "{error}"
+        );
+        assert!(every_item("ack_batch", &sent, vec![Ok(())]).is_err());
     }
 }

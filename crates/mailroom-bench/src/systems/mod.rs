@@ -30,9 +30,9 @@ pub struct TopicSpec {
     pub groups: Vec<String>,
     /// Deliveries allowed per message before it is dead-lettered.
     pub max_attempts: u32,
-    /// How many deliveries a consumer may fetch ahead of its acks, where the system lets it
-    /// (Redis `COUNT`, NATS pull batch, RabbitMQ `basic.qos`); mailroom's groups hand out
-    /// one delivery at a time whatever this says. At most [`PREFETCH_MAX`].
+    /// How many deliveries a consumer may hold unsettled: Redis `XREADGROUP COUNT`, NATS
+    /// fetch batch, RabbitMQ `basic.qos`, mailroom's `max_in_flight` and `poll_batch` max.
+    /// At most [`PREFETCH_MAX`].
     pub prefetch: usize,
 }
 
@@ -103,6 +103,13 @@ pub trait LogPublisher: Send + 'static {
 }
 
 /// Consumes one group.
+///
+/// The consume workloads drive it in rounds: [`LogConsumer::next_batch`] hands over what one
+/// round trip brought (at most the prefetch), the workload decides each delivery, and
+/// [`LogConsumer::settle`] acks and rejects them. The provided methods make a batch of one
+/// delivery from [`LogConsumer::next`] and settle it item by item, which is the right shape
+/// where acks are fire-and-forget anyway (NATS, RabbitMQ); systems with a batch ack
+/// (mailroom's `ack_batch`, Redis's multi-id `XACK`) override both.
 pub trait LogConsumer: Send + 'static {
     /// Identifies a delivery to ack or reject.
     type Handle: Send + 'static;
@@ -115,6 +122,31 @@ pub trait LogConsumer: Send + 'static {
 
     /// Rejects a delivery: a retry, or a dead letter when it was the final attempt.
     fn fail(&mut self, handle: Self::Handle) -> impl Future<Output = Result<FailOutcome>> + Send;
+
+    /// The next round's deliveries (at least one, at most the prefetch), or an empty batch if
+    /// nothing arrived within the adapter's idle wait.
+    fn next_batch(&mut self) -> impl Future<Output = Result<Vec<Received<Self::Handle>>>> + Send {
+        async move { Ok(self.next().await?.into_iter().collect()) }
+    }
+
+    /// Acks every handle in `acks`, then rejects every handle in `fails`; returns each
+    /// rejection's outcome, in the order of `fails`.
+    fn settle(
+        &mut self,
+        acks: Vec<Self::Handle>,
+        fails: Vec<Self::Handle>,
+    ) -> impl Future<Output = Result<Vec<FailOutcome>>> + Send {
+        async move {
+            for handle in acks {
+                self.ack(handle).await?;
+            }
+            let mut outcomes = Vec::with_capacity(fails.len());
+            for handle in fails {
+                outcomes.push(self.fail(handle).await?);
+            }
+            Ok(outcomes)
+        }
+    }
 }
 
 /// A broker with best-effort live fan-out.
@@ -166,4 +198,61 @@ pub trait LiveSystem: Send + Sync + 'static {
 pub trait LiveSubscriber: Send + 'static {
     /// The next message, `Ok(None)` when the connection ended.
     fn next(&mut self) -> impl Future<Output = Result<Option<Bytes>>> + Send;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Records the calls the provided methods make.
+    struct Recorder {
+        queued: Vec<u32>,
+        calls: Vec<String>,
+    }
+
+    impl LogConsumer for Recorder {
+        type Handle = u32;
+
+        async fn next(&mut self) -> Result<Option<Received<u32>>> {
+            Ok(self.queued.pop().map(|handle| Received {
+                payload: Bytes::new(),
+                attempt: 1,
+                handle,
+            }))
+        }
+
+        async fn ack(&mut self, handle: u32) -> Result<()> {
+            self.calls.push(format!("ack {handle}"));
+            Ok(())
+        }
+
+        async fn fail(&mut self, handle: u32) -> Result<FailOutcome> {
+            self.calls.push(format!("fail {handle}"));
+            Ok(if handle.is_multiple_of(2) {
+                FailOutcome::Retry
+            } else {
+                FailOutcome::DeadLettered
+            })
+        }
+    }
+
+    // Proves the provided batch methods keep one-at-a-time systems one delivery per round,
+    // settle acks before rejections, and return the outcomes in the order of `fails`.
+    #[tokio::test]
+    async fn provided_methods_take_one_and_settle_in_order() {
+        let mut consumer = Recorder {
+            queued: vec![7, 8],
+            calls: Vec::new(),
+        };
+        let round = consumer.next_batch().await.unwrap();
+        assert_eq!(round.iter().map(|r| r.handle).collect::<Vec<_>>(), vec![8]);
+        let outcomes = consumer.settle(vec![1, 2], vec![4, 3]).await.unwrap();
+        assert_eq!(
+            outcomes,
+            vec![FailOutcome::Retry, FailOutcome::DeadLettered]
+        );
+        assert_eq!(consumer.calls, ["ack 1", "ack 2", "fail 4", "fail 3"]);
+        consumer.queued.clear();
+        assert!(consumer.next_batch().await.unwrap().is_empty());
+    }
 }

@@ -1,18 +1,27 @@
 //! NATS JetStream through `async-nats`, and NATS core subjects for live fan-out.
 //!
 //! A topic is a file-backed stream on subject `<topic>.m`; a group is a durable pull
-//! consumer with explicit acks and `max_deliver` = max attempts. A rejection is a `NAK`
+//! consumer with explicit acks and `max_deliver` = max attempts. The consumer pulls with one
+//! `fetch` request of up to `prefetch` messages per round (no wait: the server answers with
+//! what it has and ends the request), like Redis's `XREADGROUP COUNT` and mailroom's
+//! `poll_batch`. It does not use the client's endless `messages()` stream: that stream
+//! keeps a count of messages still owed by its pull requests, and when a message overtakes
+//! the background task's "request sent" report the count stays one too high; at a batch
+//! of 1 its refill threshold (batch / 2 = 0) is then never reached and the consumer sits
+//! idle until the pull request expires (30 s), which is how the prefetch-1 smoke lost two
+//! messages to the idle wait. A rejection is a `NAK`
 //! (immediate redelivery, the server bumps the delivery count). JetStream keeps no
 //! dead-letter queue of its own (it only emits an advisory), so on the final attempt the
 //! consumer publishes the message to `<topic>.dlq.<group>`, captured by a `<topic>_dlq`
 //! stream, waits for that publish's ack, then terminates the original (`+TERM`).
 //! Acks are the plain, unconfirmed `+ACK` most applications use.
 
-use std::time::Duration;
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
-use async_nats::jetstream::consumer::pull::{Config as PullConfig, Stream as PullStream};
-use async_nats::jetstream::consumer::{AckPolicy, DeliverPolicy};
+use async_nats::jetstream::consumer::pull::Config as PullConfig;
+use async_nats::jetstream::consumer::{AckPolicy, DeliverPolicy, PullConsumer};
 use async_nats::jetstream::stream::{Config as StreamConfig, StorageType};
 use async_nats::jetstream::{self, AckKind, Context, Message};
 use bytes::Bytes;
@@ -30,6 +39,9 @@ pub const ACK_PENDING_MAX: i64 = 10_000;
 
 /// How long a consumer waits on an empty group before it reports nothing left.
 pub const IDLE_WAIT: Duration = Duration::from_secs(5);
+
+/// The pause after a fetch that found nothing, before the next one.
+pub const EMPTY_FETCH_PAUSE: Duration = Duration::from_millis(2);
 
 /// How long a delivery may stay unacked before JetStream redelivers it; far longer than any
 /// run's processing of one message, so no timeout redelivery muddies the duplicate count.
@@ -98,32 +110,74 @@ impl LogPublisher for NatsPublisher {
     }
 }
 
-/// Reads one durable pull consumer.
+/// Reads one durable pull consumer, a fetch of up to `prefetch` messages per round.
 pub struct NatsConsumer {
-    messages: PullStream,
+    consumer: PullConsumer,
+    prefetch: usize,
+    buffer: VecDeque<Message>,
     jetstream: Context,
     dlq_subject: String,
     max_attempts: u32,
+}
+
+impl NatsConsumer {
+    /// Fetches up to `prefetch` messages; repeats an empty fetch after a short pause until
+    /// something arrives or [`IDLE_WAIT`] has passed (then the batch is empty).
+    async fn fetch(&mut self) -> Result<Vec<Message>> {
+        let deadline = tokio::time::Instant::from_std(Instant::now() + IDLE_WAIT);
+        loop {
+            let mut batch = self
+                .consumer
+                .fetch()
+                .max_messages(self.prefetch)
+                .messages()
+                .await
+                .map_err(|e| anyhow::anyhow!("fetch: {e}"))?;
+            let mut messages = Vec::new();
+            // A fetch ends when the batch is full or the server says it has no more; the
+            // deadline only guards against an answer that never comes.
+            while let Ok(next) = tokio::time::timeout_at(deadline, batch.next()).await {
+                let Some(message) = next else { break };
+                messages.push(message.map_err(|e| anyhow::anyhow!("fetch: {e}"))?);
+            }
+            if !messages.is_empty() || tokio::time::Instant::now() >= deadline {
+                return Ok(messages);
+            }
+            tokio::time::sleep(EMPTY_FETCH_PAUSE).await;
+        }
+    }
+}
+
+fn received(message: Message) -> Result<Received<Message>> {
+    let delivered = message
+        .info()
+        .map_err(|e| anyhow::anyhow!("info: {e}"))?
+        .delivered;
+    Ok(Received {
+        payload: message.payload.clone(),
+        attempt: u32::try_from(delivered).context("delivery count")?,
+        handle: message,
+    })
 }
 
 impl LogConsumer for NatsConsumer {
     type Handle = Message;
 
     async fn next(&mut self) -> Result<Option<Received<Message>>> {
-        let Ok(next) = tokio::time::timeout(IDLE_WAIT, self.messages.next()).await else {
-            return Ok(None);
+        if self.buffer.is_empty() {
+            let fetched = self.fetch().await?;
+            self.buffer.extend(fetched);
+        }
+        self.buffer.pop_front().map(received).transpose()
+    }
+
+    async fn next_batch(&mut self) -> Result<Vec<Received<Message>>> {
+        let messages: Vec<Message> = if self.buffer.is_empty() {
+            self.fetch().await?
+        } else {
+            self.buffer.drain(..).collect()
         };
-        let Some(message) = next else { return Ok(None) };
-        let message = message.map_err(|e| anyhow::anyhow!("pull: {e}"))?;
-        let delivered = message
-            .info()
-            .map_err(|e| anyhow::anyhow!("info: {e}"))?
-            .delivered;
-        Ok(Some(Received {
-            payload: message.payload.clone(),
-            attempt: u32::try_from(delivered).context("delivery count")?,
-            handle: message,
-        }))
+        messages.into_iter().map(received).collect()
     }
 
     async fn ack(&mut self, message: Message) -> Result<()> {
@@ -209,13 +263,10 @@ impl LogSystem for Nats {
             .get_consumer::<PullConfig>(group)
             .await
             .map_err(|e| anyhow::anyhow!("consumer {group}: {e}"))?;
-        let messages = consumer
-            .stream()
-            .max_messages_per_batch(topic.prefetch.max(1))
-            .messages()
-            .await?;
         Ok(NatsConsumer {
-            messages,
+            consumer,
+            prefetch: topic.prefetch.clamp(1, super::PREFETCH_MAX),
+            buffer: VecDeque::new(),
             jetstream,
             dlq_subject: dlq_subject(&topic.name, group),
             max_attempts: topic.max_attempts,

@@ -1,7 +1,8 @@
 //! Redis Streams through the `redis` crate, and Redis pub/sub for live fan-out.
 //!
 //! Groups are stream consumer groups (`XGROUP CREATE ... 0`). The consumer reads new
-//! entries with `XREADGROUP ... COUNT`, acks each with `XACK`, and leaves a rejected entry
+//! entries with `XREADGROUP ... COUNT`, acks a round's entries with one `XACK` of their
+//! ids (one `XACK` per entry through the one-at-a-time `ack`), and leaves a rejected entry
 //! pending; retries are claimed back with `XCLAIM` (which bumps the delivery counter) and
 //! their attempt read from `XPENDING`. Redis has no dead-letter queue, so the consumer does
 //! what Redis users do: on the final attempt it moves the entry to a `<topic>:dlq:<group>`
@@ -26,7 +27,7 @@ use super::{
 use crate::workload::parallel::{WindowSystem, WindowWorker};
 use futures_util::StreamExt as _;
 
-/// Entries claimed back per `XCLAIM`.
+/// Entries claimed back per `XCLAIM` (and at most the prefetch).
 pub const CLAIM_BATCH_MAX: usize = 256;
 
 /// How long a consumer waits on an empty group before it reports nothing left.
@@ -137,6 +138,22 @@ pub struct RedisConsumer {
 }
 
 impl RedisConsumer {
+    /// One `XACK` of `ids`; every one must have been pending.
+    async fn ack_ids(&mut self, ids: &[String]) -> Result<()> {
+        let acked: usize = redis::cmd("XACK")
+            .arg(&self.key)
+            .arg(&self.group)
+            .arg(ids)
+            .query_async(&mut self.connection)
+            .await?;
+        anyhow::ensure!(
+            acked == ids.len(),
+            "XACK of {} ids acked {acked}",
+            ids.len()
+        );
+        Ok(())
+    }
+
     async fn read_new(&mut self) -> Result<()> {
         let reply: Option<StreamReadReply> = redis::cmd("XREADGROUP")
             .arg("GROUP")
@@ -172,7 +189,7 @@ impl RedisConsumer {
     /// Claims rejected entries back; the claim bumps their delivery counters, which
     /// `XPENDING` then reports as the attempt.
     async fn claim_retries(&mut self) -> Result<()> {
-        let take = self.retry.len().min(CLAIM_BATCH_MAX);
+        let take = self.retry.len().min(self.prefetch).min(CLAIM_BATCH_MAX);
         let ids: Vec<String> = self.retry.drain(..take).collect();
         let claimed: StreamClaimReply = redis::cmd("XCLAIM")
             .arg(&self.key)
@@ -254,14 +271,7 @@ impl LogConsumer for RedisConsumer {
     }
 
     async fn ack(&mut self, handle: RedisHandle) -> Result<()> {
-        let acked: u64 = redis::cmd("XACK")
-            .arg(&self.key)
-            .arg(&self.group)
-            .arg(&handle.id)
-            .query_async(&mut self.connection)
-            .await?;
-        anyhow::ensure!(acked == 1, "XACK {} acked {acked} entries", handle.id);
-        Ok(())
+        self.ack_ids(&[handle.id]).await
     }
 
     async fn fail(&mut self, handle: RedisHandle) -> Result<FailOutcome> {
@@ -284,6 +294,28 @@ impl LogConsumer for RedisConsumer {
             .await?;
         anyhow::ensure!(acked == 1, "XACK {} acked {acked} entries", handle.id);
         Ok(FailOutcome::DeadLettered)
+    }
+
+    async fn next_batch(&mut self) -> Result<Vec<Received<RedisHandle>>> {
+        // The buffer holds one reply (at most `prefetch` entries); the round is all of it.
+        let first = self.next().await?;
+        Ok(first.into_iter().chain(self.buffer.drain(..)).collect())
+    }
+
+    async fn settle(
+        &mut self,
+        acks: Vec<RedisHandle>,
+        fails: Vec<RedisHandle>,
+    ) -> Result<Vec<FailOutcome>> {
+        if !acks.is_empty() {
+            let ids: Vec<String> = acks.into_iter().map(|handle| handle.id).collect();
+            self.ack_ids(&ids).await?;
+        }
+        let mut outcomes = Vec::with_capacity(fails.len());
+        for handle in fails {
+            outcomes.push(self.fail(handle).await?);
+        }
+        Ok(outcomes)
     }
 }
 

@@ -5,7 +5,10 @@
 //!   each must be delivered exactly `max_attempts` times and dead-lettered exactly once.
 //! - `fanout`: several groups read the same log at once, each acking everything.
 //!
-//! The fill (batched publishing) is not timed. The timed phase ends when every group has
+//! A consumer works in rounds: it takes what one round trip brings (up to the prefetch;
+//! see [`LogConsumer::next_batch`]), decides each delivery from the failure plan, and
+//! settles the round (see [`LogConsumer::settle`]); each rejection's outcome (retry or
+//! dead letter) is checked against its attempt. The fill (batched publishing) is not timed. The timed phase ends when every group has
 //! finished every message, or a consumer saw nothing for its idle wait (then the verdict
 //! lists what was lost). Throughput is finished messages (summed over groups) per second.
 
@@ -137,7 +140,8 @@ pub(crate) async fn fill<S: LogSystem>(
     Ok(())
 }
 
-/// One group's consumer loop: deliver, decide from the plan, ack or reject.
+/// One group's consumer loop, a round at a time: take a batch, decide each delivery from
+/// the plan, settle the batch (acks, then rejections), check each rejection's outcome.
 async fn drain<C: LogConsumer>(
     mut consumer: C,
     mut ledger: GroupLedger,
@@ -147,19 +151,67 @@ async fn drain<C: LogConsumer>(
     let mut problems = Vec::new();
     while !ledger.is_done() {
         let asked = Instant::now();
-        let Some(Received {
-            payload,
-            attempt,
-            handle,
-        }) = consumer.next().await?
-        else {
+        let batch = consumer.next_batch().await?;
+        if batch.is_empty() {
             problems.push(format!(
                 "{}: consumer idle with {} of its messages unfinished",
                 ledger.group(),
                 ledger.unfinished()
             ));
             break;
-        };
+        }
+        let size = batch.len();
+        let round = decide(&mut ledger, batch, max_attempts);
+        let outcomes = consumer.settle(round.acks, round.fails).await?;
+        if outcomes.len() != round.expected.len() {
+            problems.push(format!(
+                "{}: {} rejections settled with {} outcomes",
+                ledger.group(),
+                round.expected.len(),
+                outcomes.len()
+            ));
+        }
+        for (outcome, (attempt, expected)) in outcomes.iter().zip(&round.expected) {
+            if outcome != expected {
+                problems.push(format!(
+                    "{}: attempt {attempt} rejected gave {outcome:?}",
+                    ledger.group()
+                ));
+            }
+        }
+        for seq in round.acked {
+            ledger.acked(seq);
+        }
+        let micros = u64::try_from(asked.elapsed().as_micros()).unwrap_or(u64::MAX);
+        for _ in 0..size {
+            record_us(&mut latency, micros);
+        }
+    }
+    Ok((ledger, latency, problems))
+}
+
+/// What one round decided: the handles to ack and to reject, the sequence numbers the acks
+/// finish, and for each rejection its attempt and the outcome it must have.
+struct Round<H> {
+    acks: Vec<H>,
+    fails: Vec<H>,
+    acked: Vec<u64>,
+    expected: Vec<(u32, FailOutcome)>,
+}
+
+fn decide<H>(ledger: &mut GroupLedger, batch: Vec<Received<H>>, max_attempts: u32) -> Round<H> {
+    let mut round = Round {
+        acks: Vec::with_capacity(batch.len()),
+        fails: Vec::new(),
+        acked: Vec::with_capacity(batch.len()),
+        expected: Vec::new(),
+    };
+    for Received {
+        payload,
+        attempt,
+        handle,
+    } in batch
+    {
         let seq = match payload::decode(&payload) {
             Ok(stamp) => Some(stamp.seq),
             Err(_) => {
@@ -169,31 +221,61 @@ async fn drain<C: LogConsumer>(
         };
         match seq.and_then(|seq| ledger.delivered(seq, attempt).map(|reject| (seq, reject))) {
             Some((_, true)) => {
-                let outcome = consumer.fail(handle).await?;
                 let expected = if attempt >= max_attempts {
                     FailOutcome::DeadLettered
                 } else {
                     FailOutcome::Retry
                 };
-                if outcome != expected {
-                    problems.push(format!(
-                        "{}: attempt {attempt} rejected gave {outcome:?}",
-                        ledger.group()
-                    ));
-                }
+                round.fails.push(handle);
+                round.expected.push((attempt, expected));
             }
             Some((seq, false)) => {
-                consumer.ack(handle).await?;
-                ledger.acked(seq);
+                round.acks.push(handle);
+                round.acked.push(seq);
             }
             // Not a message of this run: ack it so it does not come back, and let the
             // verdict report it.
-            None => consumer.ack(handle).await?,
+            None => round.acks.push(handle),
         }
-        record_us(
-            &mut latency,
-            u64::try_from(asked.elapsed().as_micros()).unwrap_or(u64::MAX),
+    }
+    round
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn delivery(handle: u32, payload: Bytes, attempt: u32) -> Received<u32> {
+        Received {
+            payload,
+            attempt,
+            handle,
+        }
+    }
+
+    // Proves a round sorts its deliveries by the plan: planned failures are rejected with
+    // the outcome their attempt calls for (retry before the last attempt, dead letter on
+    // it), the rest are acked, and phantoms and corrupt payloads are acked without
+    // finishing any message.
+    #[test]
+    fn decide_splits_a_round_by_the_plan() {
+        let mut ledger = GroupLedger::new("g0", 20, FailurePlan::EveryNth(10), 3);
+        ledger.delivered(10, 1);
+        ledger.delivered(10, 2);
+        let batch = vec![
+            delivery(100, payload::encode(0, 64), 1),
+            delivery(101, payload::encode(1, 64), 1),
+            delivery(102, payload::encode(10, 64), 3),
+            delivery(103, payload::encode(99, 64), 1),
+            delivery(104, Bytes::from_static(b"not a stamp"), 1),
+        ];
+        let round = decide(&mut ledger, batch, 3);
+        assert_eq!(round.acks, vec![101, 103, 104]);
+        assert_eq!(round.acked, vec![1]);
+        assert_eq!(round.fails, vec![100, 102]);
+        assert_eq!(
+            round.expected,
+            vec![(1, FailOutcome::Retry), (3, FailOutcome::DeadLettered)]
         );
     }
-    Ok((ledger, latency, problems))
 }

@@ -2,9 +2,11 @@
 //! deliveries in flight at once, every message acked.
 //!
 //! Each system does it the way its users would (see [`WindowSystem`]):
-//! - mailroom: the group is created with `max_in_flight = W` and `W` consumer tasks, each
-//!   with its own consumer name, loop `poll_as` → `ack` over one shared client (its
-//!   connection pool keeps one reused connection per busy task);
+//! - mailroom: the group is created with `max_in_flight = W`; ONE consumer loops
+//!   `poll_batch(max = W)` (a long poll) → one `ack_batch` of what it got, every item of
+//!   which must succeed. The older shape, `W` consumer tasks each with its own consumer
+//!   name looping `poll_as` → `ack` over one shared client, runs with
+//!   `--mailroom-shape tasks` and is labelled as such;
 //! - Redis Streams: one consumer on one connection loops `XREADGROUP COUNT W` → one `XACK`
 //!   of the ids it got, so `W` entries are in flight per round trip.
 //!
@@ -77,11 +79,12 @@ pub trait WindowWorker: Send + 'static {
     /// Identifies a delivery to ack.
     type Handle: Send + 'static;
 
-    /// Takes the next batch of deliveries (mailroom: at most one; Redis: up to `W`);
-    /// empty when none is available now.
+    /// Takes the next batch of deliveries (up to `W`; mailroom's tasks shape: at most
+    /// one); empty when none is available now.
     fn take(&mut self) -> impl Future<Output = Result<Vec<Received<Self::Handle>>>> + Send;
 
-    /// Acks every delivery of a batch (mailroom: one call; Redis: one `XACK`).
+    /// Acks every delivery of a batch (mailroom: one `ack_batch`, or one `ack` per
+    /// delivery in the tasks shape; Redis: one `XACK`).
     fn ack_all(&mut self, handles: Vec<Self::Handle>) -> impl Future<Output = Result<()>> + Send;
 }
 
