@@ -9,6 +9,7 @@
 #   BENCH_WORKLOADS=parallel bench/peers.sh     # a subset of workload sets: log live parallel
 #   WINDOWS="1 16" bench/peers.sh               # the parallel workload's windows (default 1 16 256)
 #   TASKS_WINDOW= bench/peers.sh                # skip mailroom's old-shape parallel run (default W 16)
+#   ACK_NEXT_WINDOWS= bench/peers.sh            # skip the one-round-trip parallel runs (default 16 256)
 #   CARGO_TARGET_DIR=/somewhere bench/peers.sh  # build elsewhere (default: ./target)
 #   BENCH_NO_BUILD=1 bench/peers.sh             # reuse the binaries already built there
 #                                               # (repeated runs while others edit the tree)
@@ -30,7 +31,10 @@
 #                 deliveries in flight; mailroom max_in_flight = W with one consumer doing
 #                 poll_batch(max W) + one ack_batch, Redis one consumer XREADGROUP COUNT W +
 #                 one XACK; mailroom and Redis only. Plus, at W = 16, mailroom's older shape
-#                 (W consumers polling and acking one delivery each), labelled "old shape"
+#                 (W consumers polling and acking one delivery each), labelled "old shape";
+#                 and at W = 16 and 256 one round trip per round: mailroom acking each
+#                 round inside its next poll_batch ("ack with next poll"), Redis pipelining
+#                 XACK with the next XREADGROUP ("pipelined")
 #        consume/retry/fanout: every system in rounds of up to the prefetch (256, and a
 #                 prefetch-1 consume): mailroom poll_batch + ack_batch/nack_batch, Redis
 #                 XREADGROUP COUNT + one XACK, NATS fetch, RabbitMQ basic.qos
@@ -58,6 +62,7 @@ SYSTEMS="${BENCH_SYSTEMS:-mailroom redis nats rabbitmq}"
 WORKLOADS="${BENCH_WORKLOADS:-log live parallel}"
 WINDOWS="${WINDOWS:-1 16 256}"
 TASKS_WINDOW="${TASKS_WINDOW-16}"   # mailroom's old W-consumers shape at this W; empty: skip
+ACK_NEXT_WINDOWS="${ACK_NEXT_WINDOWS-16 256}"   # ack with the next poll / pipelined XACK; empty: skip
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 BUILD="${BENCH_BUILD:-release}"   # smoke uses debug: CI has just built it for the tests
 case "$BUILD" in release) BUILD_FLAG=--release ;; debug) BUILD_FLAG= ;; *) echo "BENCH_BUILD: release|debug" >&2; exit 64 ;; esac
@@ -258,6 +263,14 @@ parallel_workload() { # system address pid durability detail count
   if [ "$1" = mailroom ] && [ -n "$TASKS_WINDOW" ]; then
     bench "$1" "$2" "$3" "$4" "$5" parallel --payload-bytes 1024 --count "$6" --window "$TASKS_WINDOW" --mailroom-shape tasks
   fi
+  # One round trip per round: mailroom acks a round inside its next poll_batch (like NATS
+  # AckNext); Redis, for fairness, pipelines the round's XACK with the next XREADGROUP.
+  for window in $ACK_NEXT_WINDOWS; do
+    case "$1" in
+      mailroom) bench "$1" "$2" "$3" "$4" "$5" parallel --payload-bytes 1024 --count "$6" --window "$window" --mailroom-shape ack-next ;;
+      redis) bench "$1" "$2" "$3" "$4" "$5" parallel --payload-bytes 1024 --count "$6" --window "$window" --redis-shape pipelined ;;
+    esac
+  done
 }
 
 live_workload() { # system address pid

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The harness's smoke run for CI: every workload against mailroom and the three peers with
 # tiny counts (the parallel workload of issue 7 with W = 1, 16 and 256, mailroom and Redis,
-# plus mailroom's older W-consumers shape at W = 16),
+# plus mailroom's older W-consumers shape at W = 16, and the one-round-trip shapes at W = 16
+# and 256: mailroom acking with its next poll, Redis pipelining XACK with XREADGROUP),
 # so the load generator, the adapters and the correctness checks keep working.
 # Figures from this run mean nothing (debug build, tiny counts); only the checks count.
 #

@@ -63,6 +63,17 @@ enum Shape {
     Batch,
     /// W named consumers, each polling and acking one delivery at a time.
     Tasks,
+    /// One consumer acking each round inside its next poll_batch (one request per round).
+    AckNext,
+}
+
+/// How Redis acks in the parallel workload.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+enum RedisShape {
+    /// XREADGROUP COUNT W, then one XACK: two round trips per round.
+    Separate,
+    /// Each round's XACK pipelined with the next XREADGROUP: one round trip per round.
+    Pipelined,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
@@ -127,6 +138,9 @@ struct RunArgs {
     /// How mailroom keeps the window in flight (parallel workload).
     #[arg(long, value_enum, default_value_t = Shape::Batch)]
     mailroom_shape: Shape,
+    /// How Redis acks (parallel workload).
+    #[arg(long, value_enum, default_value_t = RedisShape::Separate)]
+    redis_shape: RedisShape,
     /// Reject every Nth message (retry workload; 10 = 10%).
     #[arg(long, default_value_t = 10)]
     fail_every: u64,
@@ -166,6 +180,13 @@ impl RunArgs {
             }
             Workload::Parallel if self.mailroom_shape == Shape::Tasks => format!(
                 "{size}, 1 group, W {}, W consumers x 1 delivery (old shape)",
+                self.window
+            ),
+            Workload::Parallel if self.mailroom_shape == Shape::AckNext => {
+                format!("{size}, 1 group, W {}, ack with next poll", self.window)
+            }
+            Workload::Parallel if self.redis_shape == RedisShape::Pipelined => format!(
+                "{size}, 1 group, W {}, XACK with next XREADGROUP (pipelined)",
                 self.window
             ),
             Workload::Parallel => format!("{size}, 1 group, W {}", self.window),
@@ -252,7 +273,12 @@ async fn measure(args: &RunArgs) -> Result<Measured> {
     anyhow::ensure!(
         args.mailroom_shape == Shape::Batch
             || (args.system == System::Mailroom && args.workload == Workload::Parallel),
-        "--mailroom-shape tasks applies to mailroom's parallel workload only"
+        "--mailroom-shape applies to mailroom's parallel workload only"
+    );
+    anyhow::ensure!(
+        args.redis_shape == RedisShape::Separate
+            || (args.system == System::Redis && args.workload == Workload::Parallel),
+        "--redis-shape applies to Redis's parallel workload only"
     );
     let tag = format!(
         "b{}x{}",
@@ -264,6 +290,7 @@ async fn measure(args: &RunArgs) -> Result<Measured> {
             let shape = match args.mailroom_shape {
                 Shape::Batch => MailroomShape::Batch,
                 Shape::Tasks => MailroomShape::Tasks,
+                Shape::AckNext => MailroomShape::AckNext,
             };
             let system = Mailroom::new(&format!("http://{}", args.address), shape)?;
             if args.workload == Workload::Parallel {
@@ -272,7 +299,11 @@ async fn measure(args: &RunArgs) -> Result<Measured> {
             dispatch(&system, args, &tag).await
         }
         System::Redis if args.workload == Workload::Parallel => {
-            windowed(&Redis::connect(&args.address).await?, args, &tag).await
+            let mut redis = Redis::connect(&args.address).await?;
+            if args.redis_shape == RedisShape::Pipelined {
+                redis = redis.pipelined();
+            }
+            windowed(&redis, args, &tag).await
         }
         System::Redis => dispatch(&Redis::connect(&args.address).await?, args, &tag).await,
         System::Nats | System::Rabbitmq if args.workload == Workload::Parallel => {

@@ -27,6 +27,7 @@ fn batch(consumer: Option<&str>, max: u32) -> BatchPoll<'_> {
         consumer,
         max,
         wait_ms: 0,
+        ack: &[],
     }
 }
 
@@ -187,6 +188,7 @@ async fn long_poll_is_answered_by_a_publish_and_an_ack() {
                 consumer: Some("w1"),
                 max: 4,
                 wait_ms: WAIT_MS_LONG,
+                ack: &[],
             };
             client.poll_batch("t", "g", &request).await.unwrap()
         })
@@ -207,6 +209,7 @@ async fn long_poll_is_answered_by_a_publish_and_an_ack() {
                 consumer: Some("w2"),
                 max: 4,
                 wait_ms: WAIT_MS_LONG,
+                ack: &[],
             };
             client.poll_batch("t", "g", &request).await.unwrap()
         })
@@ -247,6 +250,7 @@ async fn backoff_delay_reaches_a_waiting_long_poll() {
         consumer: None,
         max: 1,
         wait_ms: WAIT_MS_LONG,
+        ack: &[],
     };
     let retried = client.poll_batch("t", "g", &request).await.unwrap();
     assert_eq!(
@@ -274,6 +278,7 @@ async fn long_poll_times_out_empty_and_ends_with_its_client() {
         consumer: None,
         max: 4,
         wait_ms: WAIT_MS_SHORT,
+        ack: &[],
     };
     let polled = client.poll_batch("t", "g", &request).await.unwrap();
     assert!(polled.is_empty());
@@ -286,6 +291,7 @@ async fn long_poll_times_out_empty_and_ends_with_its_client() {
                 consumer: None,
                 max: 4,
                 wait_ms: WAIT_MS_LONG,
+                ack: &[],
             };
             client.poll_batch("t", "g", &request).await
         })
@@ -294,6 +300,84 @@ async fn long_poll_times_out_empty_and_ends_with_its_client() {
     abandoned.abort();
     // Dropping the request closes its connection; the server drops the waiter.
     until_waiting(&client, 0.0).await;
+}
+
+// Proves a poll/batch carrying `ack` acks first and refills the freed window slots in
+// the same request (item results as ack/batch gives them, refusals included), that a
+// long poll does its acks once, at the start (an ack list that empties the window still
+// gets the next publish), and that more than 65,536 acks is a 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn poll_batch_acks_the_previous_round_first() {
+    let dir = temp_dir();
+    let server = ServerProcess::start(dir.path(), &["--fsync", "always"]);
+    let client = server.client();
+    topic_with_group(&client, 2).await;
+    publish(&client, 4).await;
+    let first = client
+        .poll_batch("t", "g", &batch(Some("w1"), 2))
+        .await
+        .unwrap();
+    let ids: Vec<DeliveryId> = first.iter().map(|d| d.id()).collect();
+    let acks = [ids[0], ids[1], ids[0]];
+    let request = BatchPoll {
+        ack: &acks,
+        ..batch(Some("w1"), 2)
+    };
+    let (acked, next) = client
+        .ack_then_poll_batch("t", "g", &request)
+        .await
+        .unwrap();
+    assert!(acked[0].is_ok() && acked[1].is_ok());
+    assert_eq!(acked[2].as_ref().unwrap_err().code, "not_owned");
+    let offsets: Vec<u64> = next.iter().map(|d| d.offset).collect();
+    assert_eq!(offsets, [2, 3]);
+    assert_eq!(&next[1].payload[..], b"m3");
+    // Acking the last round under a long poll: the acks happen once, then it waits, and
+    // a publish answers it.
+    let last: Vec<DeliveryId> = next.iter().map(|d| d.id()).collect();
+    let waiting = tokio::spawn({
+        let client = client.clone();
+        async move {
+            let request = BatchPoll {
+                consumer: Some("w1"),
+                max: 2,
+                wait_ms: WAIT_MS_LONG,
+                ack: &last,
+            };
+            client
+                .ack_then_poll_batch("t", "g", &request)
+                .await
+                .unwrap()
+        }
+    });
+    until_waiting(&client, 1.0).await;
+    assert_eq!(client.group_info("t", "g").await.unwrap().position, 4);
+    assert_eq!(client.publish("t", "m4").await.unwrap(), 4);
+    let (acked, woken) = waiting.await.unwrap();
+    assert_eq!(acked, [Ok(()), Ok(())]);
+    assert_eq!(woken.iter().map(|d| d.offset).collect::<Vec<_>>(), [4]);
+    // The plain poll_batch drops the ack results but still acks.
+    let request = BatchPoll {
+        ack: &[woken[0].id()],
+        ..batch(Some("w1"), 2)
+    };
+    assert!(client
+        .poll_batch("t", "g", &request)
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(client.group_info("t", "g").await.unwrap().position, 5);
+    let too_many = json!({ "max": 1, "ack": vec![json!({"offset": 0, "attempt": 1}); 65_537] });
+    let (status, body) = post(
+        &server,
+        "/v1/topics/t/groups/g/poll/batch",
+        serde_json::to_vec(&too_many).unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_argument"))
+    );
 }
 
 /// Sends `body` to `path` and returns the status and the JSON body.

@@ -48,6 +48,7 @@ async fn concurrent_publishers_and_consumers_under_fsync_always() {
                     consumer: Some(&name),
                     max: POLL_MAX,
                     wait_ms: WAIT_MS,
+                    ack: &[],
                 };
                 let mut seen = Vec::new();
                 while acked.load(Ordering::Acquire) < MESSAGES {

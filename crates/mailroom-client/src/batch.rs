@@ -1,6 +1,7 @@
 //! Batch consumption: many deliveries per poll (optionally a long poll), and many
 //! settlements per ack or nack, so a consumer pays two round trips per batch instead of
-//! two per message.
+//! two per message, or one when it acks a batch with its next poll
+//! ([`Client::ack_then_poll_batch`]).
 
 use reqwest::Method;
 use serde::Deserialize;
@@ -14,7 +15,7 @@ use crate::{Client, ClientError, Delivery, DeliveryId, NackOptions, NackOutcome}
 /// ```
 /// use mailroom_client::BatchPoll;
 /// // Up to 64 deliveries as consumer w1, waiting up to 5 s for the first.
-/// let request = BatchPoll { consumer: Some("w1"), max: 64, wait_ms: 5_000 };
+/// let request = BatchPoll { consumer: Some("w1"), max: 64, wait_ms: 5_000, ack: &[] };
 /// assert_eq!(request.max, 64);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -27,6 +28,10 @@ pub struct BatchPoll<'a> {
     /// How long the server may hold the request for a first delivery, in milliseconds
     /// (0 to 30,000); 0 answers at once.
     pub wait_ms: u64,
+    /// Deliveries to ack (at most 65,536, in order) before polling, in the same request
+    /// and the same store transaction; empty acks nothing. Their results come back from
+    /// [`Client::ack_then_poll_batch`] (and are dropped by [`Client::poll_batch`]).
+    pub ack: &'a [DeliveryId],
 }
 
 /// Why one item of a batch ack or nack failed, while the others may have worked.
@@ -42,6 +47,8 @@ pub struct BatchItemError {
 #[derive(Deserialize)]
 struct Polled {
     deliveries: Vec<WireDelivery>,
+    #[serde(default)]
+    acked: Option<Vec<WireItem<AckOutcome>>>,
 }
 
 /// One item of a batch answer: `outcome` or `error`.
@@ -114,7 +121,7 @@ impl Client {
     /// # async fn demo() -> Result<(), mailroom_client::ClientError> {
     /// use mailroom_client::{BatchPoll, Client};
     /// let client = Client::new("http://127.0.0.1:7070")?;
-    /// let request = BatchPoll { consumer: Some("w1"), max: 100, wait_ms: 10_000 };
+    /// let request = BatchPoll { consumer: Some("w1"), max: 100, wait_ms: 10_000, ack: &[] };
     /// let deliveries = client.poll_batch("orders", "billing", &request).await?;
     /// let ids: Vec<_> = deliveries.iter().map(|delivery| delivery.id()).collect();
     /// if !ids.is_empty() {
@@ -130,14 +137,67 @@ impl Client {
         group: &str,
         request: &BatchPoll<'_>,
     ) -> Result<Vec<Delivery>, ClientError> {
+        let (_, deliveries) = self.ack_then_poll_batch(topic, group, request).await?;
+        Ok(deliveries)
+    }
+
+    /// Acks `request.ack` in order, then polls as [`poll_batch`](Client::poll_batch), in
+    /// ONE request and one store transaction (one sync on the server): a consumer working
+    /// in rounds acks the last round and gets the next one in a single round trip, and
+    /// the window slots its acks free are refilled by this poll. Returns one result per
+    /// ack (what [`ack_batch`](Client::ack_batch) would say), then the deliveries. Under a
+    /// long poll the acks are done once, at the start.
+    ///
+    /// # Errors
+    /// As [`Client::poll_batch`], and `invalid_argument` (400) for more than 65,536 acks.
+    /// A delivery not in flight is an item error (`not_owned`), not an error of the call.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), mailroom_client::ClientError> {
+    /// use mailroom_client::{BatchPoll, Client};
+    /// let client = Client::new("http://127.0.0.1:7070")?;
+    /// let mut done = Vec::new();
+    /// loop {
+    ///     let request = BatchPoll { consumer: Some("w1"), max: 16, wait_ms: 1_000, ack: &done };
+    ///     let (acked, deliveries) = client.ack_then_poll_batch("orders", "billing", &request).await?;
+    ///     assert!(acked.iter().all(Result::is_ok), "a lease ran out");
+    ///     // ... process the deliveries, then ack them with the next poll.
+    ///     done = deliveries.iter().map(|delivery| delivery.id()).collect();
+    ///     if done.is_empty() {
+    ///         break;
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn ack_then_poll_batch(
+        &self,
+        topic: &str,
+        group: &str,
+        request: &BatchPoll<'_>,
+    ) -> Result<(Vec<Result<(), BatchItemError>>, Vec<Delivery>), ClientError> {
         let mut body = json!({ "max": request.max, "wait_ms": request.wait_ms });
         if let Some(consumer) = request.consumer {
             body["consumer"] = json!(consumer);
         }
+        if !request.ack.is_empty() {
+            body["ack"] = json!(request.ack);
+        }
         let path = Self::group_path(topic, group, &["poll", "batch"]);
         let call = self.request(Method::POST, &path)?.json(&body);
         let polled: Polled = Self::json(call).await?;
-        polled
+        let acked = match (request.ack.is_empty(), polled.acked) {
+            (true, _) => Vec::new(),
+            (false, Some(items)) => match_results(request.ack, items)?
+                .into_iter()
+                .map(|item| item.map(|AckOutcome::Acked| ()))
+                .collect(),
+            (false, None) => {
+                return Err(ClientError::UnexpectedResponse(
+                    "a poll with acks was answered without \"acked\"".into(),
+                ))
+            }
+        };
+        let deliveries = polled
             .deliveries
             .into_iter()
             .map(|wire| {
@@ -147,7 +207,8 @@ impl Client {
                     payload: wire.payload.into_bytes()?,
                 })
             })
-            .collect()
+            .collect::<Result<Vec<_>, ClientError>>()?;
+        Ok((acked, deliveries))
     }
 
     /// Acknowledges each delivery in order. Each item is what a single

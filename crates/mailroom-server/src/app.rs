@@ -69,7 +69,7 @@ pub fn router(state: AppState) -> Router {
         .route(&format!("{group}/nack"), post(groups::nack).layer(json))
         .route(
             &format!("{group}/poll/batch"),
-            post(batch::poll_batch).layer(json),
+            post(batch::poll_batch).layer(delivery_list),
         )
         .route(
             &format!("{group}/ack/batch"),

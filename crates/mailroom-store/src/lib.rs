@@ -106,3 +106,4 @@ pub use retention::Retention;
 pub use store::names::{validate_name, NAME_BYTES_MAX};
 pub use store::{Store, StoreOptions};
 pub use topic::DurableTopic;
+pub use topic_batch::AckedThenPolled;

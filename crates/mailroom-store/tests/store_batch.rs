@@ -191,6 +191,46 @@ fn one_sync_per_batch() {
     assert_eq!(singles, 64);
 }
 
+// Proves an ack-then-poll batch acks a full window and refills it in ONE transaction:
+// exactly one fdatasync for 64 acks plus 64 new deliveries, the new deliveries are the
+// next 64 offsets (the freed slots), and both survive a power cut.
+#[test]
+fn ack_then_poll_costs_one_sync_and_refills_the_window() {
+    let sim = SimStorage::new();
+    let (store, topic) = with_group(&sim, &quiet_options(), 64, 256);
+    let first = ids(&topic, Some("w1"), 64);
+    let ((acked, next), syncs) = count_syncs(&sim, || {
+        topic
+            .ack_then_poll_batch("g", &first, Some("w1"), 64)
+            .unwrap()
+    });
+    assert_eq!(syncs, 1);
+    assert!(acked.iter().all(Result::is_ok));
+    let offsets: Vec<u64> = next.iter().map(|d| d.offset).collect();
+    assert_eq!(offsets, (64..128).collect::<Vec<_>>());
+    assert_eq!(next[5].message, payload(69));
+    // A second naming of an acked delivery is refused, like ack_batch; w1's own come back.
+    let again = topic
+        .ack_then_poll_batch("g", &first[..1], Some("w1"), 64)
+        .unwrap();
+    assert!(again.0[0].is_err());
+    assert_eq!(again.1, next);
+    assert_eq!(topic.position("g").unwrap(), 64);
+    invalid(topic.ack_then_poll_batch("g", &[], Some("w1"), 0));
+    invalid(topic.ack_then_poll_batch("g", &[], Some(""), 1));
+    drop(topic);
+    drop(store);
+    let (_store, topic) = open(&sim.crash(7), &quiet_options());
+    assert_eq!(topic.position("g").unwrap(), 64);
+    let owned: Vec<u64> = topic
+        .poll_batch("g", Some("w1"), 64)
+        .unwrap()
+        .iter()
+        .map(|d| d.offset)
+        .collect();
+    assert_eq!(owned, offsets);
+}
+
 /// What `action` returns and how many file syncs it took.
 fn count_syncs<T>(sim: &SimStorage, action: impl FnOnce() -> T) -> (T, u64) {
     let before = sim.syncs_done();

@@ -1,7 +1,7 @@
 //! Model test for the settings beyond the seed on disk: a durable topic behaves exactly
 //! like the in-memory `mailroom::topic::Topic` (both reading one `ManualClock`) through
 //! random operations with leases, backoff, nack kinds, delays, reasons, touches, redrive,
-//! purge, `max_in_flight` > 1 and batches (poll, ack, nack), mixed with clean restarts and
+//! purge, `max_in_flight` > 1 and batches (poll, ack, nack, ack-then-poll), mixed with clean restarts and
 //! power cuts.
 
 use std::collections::HashMap;
@@ -39,6 +39,8 @@ enum Op {
     AckBatch(usize, usize, Vec<(usize, bool)>),
     /// Group, consumer, picks, then the nack options.
     NackBatch(usize, usize, Vec<(usize, bool)>, NackKind, Option<u64>),
+    /// Group, consumer, picks from that consumer's last batch to ack, then the poll's max.
+    AckThenPoll(usize, usize, Vec<(usize, bool)>, usize),
     Reopen,
     Crash(u64),
 }
@@ -82,8 +84,9 @@ fn any_op() -> impl Strategy<Value = Op> {
         1 => (group.clone(), range).prop_map(|(g, r)| Op::Purge(g, r)),
         4 => (group.clone(), consumer.clone(), 0..6usize).prop_map(|(g, c, m)| Op::PollBatch(g, c, m)),
         3 => (group.clone(), consumer.clone(), picks()).prop_map(|(g, c, p)| Op::AckBatch(g, c, p)),
-        2 => (group, consumer, picks(), kind, proptest::option::of(0..80u64))
+        2 => (group.clone(), consumer.clone(), picks(), kind, proptest::option::of(0..80u64))
             .prop_map(|(g, c, p, k, d)| Op::NackBatch(g, c, p, k, d)),
+        3 => (group, consumer, picks(), 0..6usize).prop_map(|(g, c, p, m)| Op::AckThenPoll(g, c, p, m)),
         1 => Just(Op::Reopen),
         1 => any::<u64>().prop_map(Op::Crash),
     ]
@@ -256,7 +259,9 @@ impl Harness {
             ),
             Op::Reopen => self.reopen(None),
             Op::Crash(seed) => self.reopen(Some(*seed)),
-            Op::PollBatch(..) | Op::AckBatch(..) | Op::NackBatch(..) => unreachable!(),
+            Op::PollBatch(..) | Op::AckBatch(..) | Op::NackBatch(..) | Op::AckThenPoll(..) => {
+                unreachable!()
+            }
         }
         self.compare();
     }
@@ -292,6 +297,16 @@ impl Harness {
                     rules(topic.nack_batch(GROUPS[*g], &ids, &options)),
                     model.nack_batch(GROUPS[*g], &ids, &options)
                 );
+            }
+            Op::AckThenPoll(g, c, picks, max) => {
+                let ids = self.picked(*g, *c, picks);
+                let got = rules(topic.ack_then_poll_batch(GROUPS[*g], &ids, CONSUMERS[*c], *max));
+                let expected = model.ack_then_poll_batch(GROUPS[*g], &ids, CONSUMERS[*c], *max);
+                assert_eq!(got, expected);
+                if let Ok((_, batch)) = got {
+                    self.batches
+                        .insert((*g, *c), batch.iter().map(|d| d.id()).collect());
+                }
             }
             _ => return false,
         }

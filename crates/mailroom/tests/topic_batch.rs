@@ -375,3 +375,65 @@ fn concurrent_batch_consumers_finish_every_message_exactly_once() {
     assert_eq!(acked, (0..u64::from(MESSAGES)).collect::<Vec<_>>());
     assert!(topic.dead_letters("g").unwrap().is_empty());
 }
+
+#[test]
+fn ack_then_poll_equals_ack_batch_then_poll_batch_and_refills_freed_slots() {
+    // Proves ack_then_poll_batch answers exactly what ack_batch then poll_batch answer on
+    // an identical topic (refusals included), that the slots its acks free are refilled
+    // in the same call, and that bad arguments are refused with nothing acked.
+    let config = GroupConfig::new(3).with_max_in_flight(3);
+    let combined = topic_with(9, config);
+    let separate = topic_with(9, config);
+    for topic in [&combined, &separate] {
+        assert_eq!(
+            ids(&topic.poll_batch("g", Some("x"), 3).unwrap()),
+            [(0, 1), (1, 1), (2, 1)]
+        );
+    }
+    let list = [id(0, 1), id(0, 1), id(2, 1), id(7, 1)];
+    let (acked, polled) = combined
+        .ack_then_poll_batch("g", &list, Some("x"), 3)
+        .unwrap();
+    assert_eq!(acked, separate.ack_batch("g", &list).unwrap());
+    assert_eq!(polled, separate.poll_batch("g", Some("x"), 3).unwrap());
+    // The window spans max_in_flight offsets from the position (1 now): 3 is new.
+    assert_eq!(ids(&polled), [(1, 1), (3, 1)]);
+    assert_eq!(
+        acked.iter().map(Result::is_ok).collect::<Vec<_>>(),
+        [true, false, true, false]
+    );
+    assert!(is_invalid(combined.ack_then_poll_batch(
+        "g",
+        &[id(1, 1)],
+        Some("x"),
+        0
+    )));
+    let too_many = vec![id(1, 1); BATCH_DELIVERIES_MAX + 1];
+    assert!(is_invalid(combined.ack_then_poll_batch(
+        "g",
+        &too_many,
+        Some("x"),
+        1
+    )));
+    assert!(is_invalid(combined.ack_then_poll_batch(
+        "g",
+        &[id(1, 1)],
+        Some(""),
+        1
+    )));
+    assert!(matches!(
+        combined.ack_then_poll_batch("nope", &[], None, 1),
+        Err(TopicError::UnknownGroup { .. })
+    ));
+    assert_eq!(
+        combined.in_flight("g").unwrap(),
+        separate.in_flight("g").unwrap()
+    );
+    // The handle form does the same on the group it names.
+    let handle = combined.group("g").unwrap();
+    let (acked, polled) = handle
+        .ack_then_poll_batch(&[id(1, 1), id(3, 1)], Some("x"), 8)
+        .unwrap();
+    assert!(acked.iter().all(Result::is_ok));
+    assert_eq!(ids(&polled), [(4, 1), (5, 1), (6, 1)]);
+}

@@ -11,7 +11,8 @@
 //! The `parallel` workload (issue 7) has two shapes: [`MailroomShape::Batch`], ONE consumer
 //! doing `poll_batch(max = W)` → one `ack_batch`, like the Redis side; and the older
 //! [`MailroomShape::Tasks`], W named consumers each polling and acking one delivery at a
-//! time ([`MailroomWorker`]), kept for comparison.
+//! time ([`MailroomWorker`]), kept for comparison; and [`MailroomShape::AckNext`], the
+//! batch consumer acking each round inside its next `poll/batch` (one request per round).
 
 use std::time::{Duration, Instant};
 
@@ -48,6 +49,9 @@ pub enum MailroomShape {
     /// W consumers with their own names, each polling and acking one delivery at a time
     /// (the shape before the batch API).
     Tasks,
+    /// One consumer whose `poll_batch(max = W)` also acks the previous round (`poll/batch`
+    /// with `ack`): one request and one sync per round.
+    AckNext,
 }
 
 /// A mailroom server.
@@ -147,6 +151,7 @@ impl MailroomConsumer {
             consumer: None,
             max,
             wait_ms: LONG_POLL_WAIT_MS,
+            ack: &[],
         };
         loop {
             let deliveries = self
@@ -350,8 +355,9 @@ impl LiveSystem for Mailroom {
 /// A worker of a windowed group, in one of the two [`MailroomShape`]s.
 #[derive(Debug)]
 pub enum MailroomWorker {
-    /// The one consumer of [`MailroomShape::Batch`].
-    Batch(MailroomConsumer),
+    /// The one consumer of [`MailroomShape::Batch`] (`false`) or
+    /// [`MailroomShape::AckNext`] (`true`: acks ride on the next poll).
+    Batch(MailroomConsumer, bool),
     /// One of the W named consumers of [`MailroomShape::Tasks`].
     Task(MailroomTask),
 }
@@ -379,13 +385,15 @@ impl WindowSystem for Mailroom {
         group: &str,
         window: u32,
     ) -> Result<Vec<MailroomWorker>> {
-        if self.shape == MailroomShape::Batch {
-            return Ok(vec![MailroomWorker::Batch(MailroomConsumer {
+        if self.shape != MailroomShape::Tasks {
+            let consumer = MailroomConsumer {
                 client: self.client.clone(),
                 topic: topic.name.clone(),
                 group: group.to_owned(),
                 prefetch: window,
-            })]);
+            };
+            let ack_next = self.shape == MailroomShape::AckNext;
+            return Ok(vec![MailroomWorker::Batch(consumer, ack_next)]);
         }
         // One shared client: its pool opens one keep-alive connection per task that is
         // mid-call, and reuses it for the task's next call.
@@ -407,11 +415,12 @@ impl WindowWorker for MailroomWorker {
 
     async fn take(&mut self) -> Result<Vec<Received<DeliveryId>>> {
         match self {
-            MailroomWorker::Batch(consumer) => {
+            MailroomWorker::Batch(consumer, _) => {
                 let request = BatchPoll {
                     consumer: None,
                     max: consumer.prefetch,
                     wait_ms: LONG_POLL_WAIT_MS,
+                    ack: &[],
                 };
                 let deliveries = consumer
                     .client
@@ -431,7 +440,7 @@ impl WindowWorker for MailroomWorker {
 
     async fn ack_all(&mut self, handles: Vec<DeliveryId>) -> Result<()> {
         match self {
-            MailroomWorker::Batch(consumer) => {
+            MailroomWorker::Batch(consumer, _) => {
                 consumer.settle(handles, Vec::new()).await?;
             }
             MailroomWorker::Task(task) => {
@@ -441,6 +450,32 @@ impl WindowWorker for MailroomWorker {
             }
         }
         Ok(())
+    }
+
+    fn acks_with_take(&self) -> bool {
+        matches!(self, MailroomWorker::Batch(_, true))
+    }
+
+    async fn ack_then_take(
+        &mut self,
+        handles: Vec<DeliveryId>,
+    ) -> Result<Vec<Received<DeliveryId>>> {
+        let MailroomWorker::Batch(consumer, true) = self else {
+            self.ack_all(handles).await?;
+            return self.take().await;
+        };
+        let request = BatchPoll {
+            consumer: None,
+            max: consumer.prefetch,
+            wait_ms: LONG_POLL_WAIT_MS,
+            ack: &handles,
+        };
+        let (acked, deliveries) = consumer
+            .client
+            .ack_then_poll_batch(&consumer.topic, &consumer.group, &request)
+            .await?;
+        every_item("poll_batch ack", &handles, acked)?;
+        Ok(deliveries.into_iter().map(received).collect())
     }
 }
 

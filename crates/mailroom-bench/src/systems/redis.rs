@@ -49,6 +49,9 @@ pub struct Redis {
     client: redis::Client,
     connection: MultiplexedConnection,
     address: String,
+    /// Whether the parallel workload's worker pipelines each round's `XACK` with its next
+    /// `XREADGROUP`.
+    pipelined: bool,
 }
 
 impl std::fmt::Debug for Redis {
@@ -71,7 +74,18 @@ impl Redis {
             client,
             connection,
             address: address.to_owned(),
+            pipelined: false,
         })
+    }
+
+    /// This server, with the parallel workload's worker sending each round's `XACK`
+    /// pipelined with its next `XREADGROUP` (one round trip per round).
+    #[must_use]
+    pub fn pipelined(self) -> Redis {
+        Redis {
+            pipelined: true,
+            ..self
+        }
     }
 }
 
@@ -478,12 +492,14 @@ impl LiveSystem for Redis {
 }
 
 /// The one consumer of a windowed group: on its own connection it reads up to `W` new
-/// entries with `XREADGROUP COUNT W` and acks them all with one `XACK`.
+/// entries with `XREADGROUP COUNT W` and acks them all with one `XACK` (pipelined with the
+/// next `XREADGROUP` when the system was made [`pipelined`](Redis::pipelined)).
 pub struct RedisWorker {
     connection: MultiplexedConnection,
     key: String,
     group: String,
     window: u32,
+    pipelined: bool,
 }
 
 impl WindowSystem for Redis {
@@ -505,16 +521,16 @@ impl WindowSystem for Redis {
             key: topic.name.clone(),
             group: group.to_owned(),
             window,
+            pipelined: self.pipelined,
         }])
     }
 }
 
-impl WindowWorker for RedisWorker {
-    type Handle = String;
-
-    async fn take(&mut self) -> Result<Vec<Received<String>>> {
-        let reply: Option<StreamReadReply> = redis::cmd("XREADGROUP")
-            .arg("GROUP")
+impl RedisWorker {
+    /// `XREADGROUP` of up to `W` new entries, blocking up to 100 ms.
+    fn read_command(&self) -> redis::Cmd {
+        let mut read = redis::cmd("XREADGROUP");
+        read.arg("GROUP")
             .arg(&self.group)
             .arg(CONSUMER)
             .arg("COUNT")
@@ -523,20 +539,60 @@ impl WindowWorker for RedisWorker {
             .arg(100)
             .arg("STREAMS")
             .arg(&self.key)
-            .arg(">")
+            .arg(">");
+        read
+    }
+}
+
+/// The deliveries of an `XREADGROUP` reply.
+fn received_entries(reply: Option<StreamReadReply>) -> Result<Vec<Received<String>>> {
+    let mut batch = Vec::new();
+    for key in reply.map(|reply| reply.keys).unwrap_or_default() {
+        for entry in key.ids {
+            batch.push(Received {
+                payload: payload_of(&entry)?,
+                attempt: 1,
+                handle: entry.id,
+            });
+        }
+    }
+    Ok(batch)
+}
+
+impl WindowWorker for RedisWorker {
+    type Handle = String;
+
+    async fn take(&mut self) -> Result<Vec<Received<String>>> {
+        let reply: Option<StreamReadReply> = self
+            .read_command()
             .query_async(&mut self.connection)
             .await?;
-        let mut batch = Vec::new();
-        for key in reply.map(|reply| reply.keys).unwrap_or_default() {
-            for entry in key.ids {
-                batch.push(Received {
-                    payload: payload_of(&entry)?,
-                    attempt: 1,
-                    handle: entry.id,
-                });
-            }
+        received_entries(reply)
+    }
+
+    fn acks_with_take(&self) -> bool {
+        self.pipelined
+    }
+
+    async fn ack_then_take(&mut self, handles: Vec<String>) -> Result<Vec<Received<String>>> {
+        if handles.is_empty() {
+            return self.take().await;
         }
-        Ok(batch)
+        // One round trip: the XACK and the next XREADGROUP go out together.
+        let mut pipe = redis::pipe();
+        pipe.cmd("XACK")
+            .arg(&self.key)
+            .arg(&self.group)
+            .arg(&handles);
+        pipe.add_command(self.read_command());
+        let (acked, reply): (usize, Option<StreamReadReply>) =
+            pipe.query_async(&mut self.connection).await?;
+        anyhow::ensure!(
+            acked == handles.len(),
+            "XACK of {} ids acked {acked}",
+            handles.len()
+        );
+        received_entries(reply)
     }
 
     async fn ack_all(&mut self, handles: Vec<String>) -> Result<()> {

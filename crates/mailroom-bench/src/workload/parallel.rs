@@ -6,9 +6,17 @@
 //!   `poll_batch(max = W)` (a long poll) → one `ack_batch` of what it got, every item of
 //!   which must succeed. The older shape, `W` consumer tasks each with its own consumer
 //!   name looping `poll_as` → `ack` over one shared client, runs with
-//!   `--mailroom-shape tasks` and is labelled as such;
+//!   `--mailroom-shape tasks` and is labelled as such. With `--mailroom-shape ack-next`
+//!   the consumer acks each round inside its next poll (`poll/batch` with `ack`): one
+//!   request and one sync per round, like NATS JetStream's AckNext;
 //! - Redis Streams: one consumer on one connection loops `XREADGROUP COUNT W` → one `XACK`
-//!   of the ids it got, so `W` entries are in flight per round trip.
+//!   of the ids it got, so `W` entries are in flight per round trip. With
+//!   `--redis-shape pipelined` each round's `XACK` goes out pipelined with the next
+//!   `XREADGROUP`, one round trip per round, the fair peer of mailroom's ack-next.
+//!
+//! A worker that acks with its next take ([`WindowWorker::acks_with_take`]) has its
+//! deliveries counted as acked only once that take returned, and the loop ends with one
+//! last take that carries the final acks.
 //!
 //! The fill is not timed. The timed phase ends when every message is acked, or when no
 //! worker made progress for its idle wait (then the verdict lists what was lost). The
@@ -86,6 +94,33 @@ pub trait WindowWorker: Send + 'static {
     /// Acks every delivery of a batch (mailroom: one `ack_batch`, or one `ack` per
     /// delivery in the tasks shape; Redis: one `XACK`).
     fn ack_all(&mut self, handles: Vec<Self::Handle>) -> impl Future<Output = Result<()>> + Send;
+
+    /// Whether this worker acks a batch with its next take ([`ack_then_take`]) rather
+    /// than with a separate [`ack_all`].
+    ///
+    /// [`ack_then_take`]: WindowWorker::ack_then_take
+    /// [`ack_all`]: WindowWorker::ack_all
+    fn acks_with_take(&self) -> bool {
+        false
+    }
+
+    /// Acks every delivery of `handles` (all must succeed) and takes the next batch, in one
+    /// round trip where the system allows it (mailroom: `poll/batch` with `ack`; Redis:
+    /// `XACK` pipelined with `XREADGROUP`). By default: [`ack_all`], then [`take`].
+    ///
+    /// [`ack_all`]: WindowWorker::ack_all
+    /// [`take`]: WindowWorker::take
+    fn ack_then_take(
+        &mut self,
+        handles: Vec<Self::Handle>,
+    ) -> impl Future<Output = Result<Vec<Received<Self::Handle>>>> + Send {
+        async move {
+            if !handles.is_empty() {
+                self.ack_all(handles).await?;
+            }
+            self.take().await
+        }
+    }
 }
 
 /// Fills a fresh topic, then drains its one group with `window` deliveries in flight.
@@ -173,9 +208,21 @@ impl Shared {
     fn is_done(&self) -> bool {
         self.ledger.lock().map_or(true, |ledger| ledger.is_done())
     }
+
+    fn unfinished(&self) -> u64 {
+        self.ledger.lock().map_or(0, |ledger| ledger.unfinished())
+    }
 }
 
-/// One worker's loop: take a batch, record it, ack it all, until the group is done.
+/// A round whose acks ride on the next take: what it delivered and when it was asked for.
+struct Unacked<H> {
+    handles: Vec<H>,
+    seqs: Vec<u64>,
+    asked: Instant,
+}
+
+/// One worker's loop: take a batch, record it, ack it all (or carry the acks into the
+/// next take), until the group is done.
 async fn work<W: WindowWorker>(
     mut worker: W,
     shared: Arc<Shared>,
@@ -184,13 +231,29 @@ async fn work<W: WindowWorker>(
     let mut problems = Vec::new();
     let mut last_delivery = Instant::now();
     let mut empty_in_a_row = 0u32;
+    let fused = worker.acks_with_take();
+    let mut unacked: Option<Unacked<W::Handle>> = None;
     while !shared.is_done() {
         let asked = Instant::now();
-        let batch = worker.take().await?;
+        let batch = match unacked.take() {
+            // The last round's acks finish the group: send them alone, since a take with
+            // them would only wait (a long poll) for messages that will never come.
+            Some(round) if shared.unfinished() <= round.seqs.len() as u64 => {
+                worker.ack_all(round.handles).await?;
+                acked(&shared, &mut latency, round.seqs, round.asked)?;
+                continue;
+            }
+            Some(round) => {
+                let batch = worker.ack_then_take(round.handles).await?;
+                acked(&shared, &mut latency, round.seqs, round.asked)?;
+                batch
+            }
+            None => worker.take().await?,
+        };
         if batch.is_empty() {
             shared.empty_polls.fetch_add(1, Ordering::Relaxed);
             if last_delivery.elapsed() >= IDLE_WAIT {
-                let unfinished = shared.ledger.lock().map_or(0, |l| l.unfinished());
+                let unfinished = shared.unfinished();
                 problems.push(format!(
                     "a worker was idle for {IDLE_WAIT:?} with {unfinished} messages unfinished"
                 ));
@@ -204,39 +267,62 @@ async fn work<W: WindowWorker>(
         }
         empty_in_a_row = 0;
         last_delivery = Instant::now();
-        let size = batch.len();
-        let mut seqs = Vec::with_capacity(size);
-        let mut handles = Vec::with_capacity(size);
-        {
-            let mut ledger = shared
-                .ledger
-                .lock()
-                .map_err(|_| anyhow::anyhow!("ledger poisoned"))?;
-            for received in batch {
-                match payload::decode(&received.payload) {
-                    Ok(stamp) => {
-                        // Recorded even when out of range: the ledger lists it as a phantom.
-                        ledger.delivered(stamp.seq, received.attempt);
-                        seqs.push(stamp.seq);
-                    }
-                    Err(_) => ledger.corrupt(),
-                }
-                handles.push(received.handle);
-            }
-        }
-        worker.ack_all(handles).await?;
-        let micros = u64::try_from(asked.elapsed().as_micros()).unwrap_or(u64::MAX);
-        let mut ledger = shared
-            .ledger
-            .lock()
-            .map_err(|_| anyhow::anyhow!("ledger poisoned"))?;
-        for seq in seqs {
-            ledger.acked(seq);
-        }
-        drop(ledger);
-        for _ in 0..size {
-            record_us(&mut latency, micros);
+        let (handles, seqs) = record(&shared, batch)?;
+        if fused {
+            unacked = Some(Unacked {
+                handles,
+                seqs,
+                asked,
+            });
+        } else {
+            worker.ack_all(handles).await?;
+            acked(&shared, &mut latency, seqs, asked)?;
         }
     }
     Ok((latency, problems))
+}
+
+/// Records a batch's deliveries in the ledger; returns their handles and sequence numbers.
+fn record<H>(shared: &Shared, batch: Vec<Received<H>>) -> Result<(Vec<H>, Vec<u64>)> {
+    let mut seqs = Vec::with_capacity(batch.len());
+    let mut handles = Vec::with_capacity(batch.len());
+    let mut ledger = shared
+        .ledger
+        .lock()
+        .map_err(|_| anyhow::anyhow!("ledger poisoned"))?;
+    for received in batch {
+        match payload::decode(&received.payload) {
+            Ok(stamp) => {
+                // Recorded even when out of range: the ledger lists it as a phantom.
+                ledger.delivered(stamp.seq, received.attempt);
+                seqs.push(stamp.seq);
+            }
+            Err(_) => ledger.corrupt(),
+        }
+        handles.push(received.handle);
+    }
+    Ok((handles, seqs))
+}
+
+/// Marks a round acked (its ack call returned) and records each of its deliveries'
+/// latency: from asking for the round until now.
+fn acked(
+    shared: &Shared,
+    latency: &mut Histogram<u64>,
+    seqs: Vec<u64>,
+    asked: Instant,
+) -> Result<()> {
+    let micros = u64::try_from(asked.elapsed().as_micros()).unwrap_or(u64::MAX);
+    let mut ledger = shared
+        .ledger
+        .lock()
+        .map_err(|_| anyhow::anyhow!("ledger poisoned"))?;
+    for &seq in &seqs {
+        ledger.acked(seq);
+    }
+    drop(ledger);
+    for _ in 0..seqs.len() {
+        record_us(latency, micros);
+    }
+    Ok(())
 }

@@ -149,6 +149,7 @@ pub async fn consume_batches(
             consumer: args.consumer.as_deref(),
             max,
             wait_ms: if args.follow { FOLLOW_LONG_POLL_MS } else { 0 },
+            ack: &[],
         };
         let deliveries = api.poll_batch(&args.topic, &args.group, &request).await?;
         if deliveries.is_empty() {

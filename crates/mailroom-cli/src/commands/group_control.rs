@@ -182,6 +182,7 @@ pub async fn run(client: &Client, command: ControlCommand, output: Output) -> an
                 consumer: consumer.as_deref(),
                 max,
                 wait_ms: 0,
+                ack: &[],
             };
             let deliveries = client.poll_batch(&topic, &group, &request).await?;
             if deliveries.is_empty() {

@@ -7,6 +7,11 @@
 //! forms' rules applied in order; an ack or nack that does not name a delivery in flight
 //! fails alone, as an item of the answer, and the others still take effect.
 //!
+//! A `poll/batch` may carry an `ack` list: those deliveries are acked first, in the same
+//! store call as the poll (`ack_then_poll_batch_deferred`: one write, one sync), so a
+//! consumer working in rounds pays one request and one sync per round. Under a long poll
+//! the acks are done once, with the first poll; re-polls only poll.
+//!
 //! A long poll (`wait_ms` > 0) that finds nothing waits for the topic's wake-up
 //! ([`crate::long_poll`]) and re-polls, answering as soon as it has a delivery, and
 //! `{"deliveries": []}` when the wait ends.
@@ -25,7 +30,7 @@ use utoipa::ToSchema;
 use crate::body::{JsonBody, JSON_BODY_BYTES_MAX};
 use crate::error::{ApiError, ErrorBody};
 use crate::long_poll::{LONG_POLL_RECHECK_MS, LONG_POLL_WAIT_MS_MAX};
-use crate::metrics::{Metrics, NackLabels};
+use crate::metrics::{GroupLabels, Metrics, NackLabels};
 use crate::routes::group_control::NackKindBody;
 use crate::routes::groups::{check_names, delivery_body, DeliveryBody, DeliveryRef, NackOutcome};
 use crate::state::AppState;
@@ -57,6 +62,12 @@ pub struct PollBatchRequest {
     #[serde(default, deserialize_with = "crate::body::whole::deserialize_option")]
     #[schema(minimum = 0, maximum = 30_000)]
     pub wait_ms: Option<u64>,
+    /// Up to 65,536 deliveries to ack, in this order, before polling, in the same
+    /// transaction (so the slots they free are refilled by this poll). Each succeeds or
+    /// fails alone, as in `ack/batch`; the answer's `acked` holds one result each.
+    #[serde(default)]
+    #[schema(max_items = 65_536)]
+    pub ack: Option<Vec<DeliveryRef>>,
 }
 
 impl PollBatchRequest {
@@ -92,6 +103,10 @@ pub struct PolledBatch {
     /// The deliveries: the consumer's own in flight first, then new ones, each by
     /// ascending offset. Empty when nothing was available (within `wait_ms`).
     pub deliveries: Vec<DeliveryBody>,
+    /// When the request had `ack`: one result per delivery to ack, in request order, as
+    /// `ack/batch` answers them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acked: Option<Vec<AckItemBody>>,
 }
 
 /// The body of `POST .../ack/batch`.
@@ -204,7 +219,17 @@ pub const BATCH_ATTEMPT_MAX: u32 = i32::MAX as u32;
 /// The store's ids of a batch's deliveries, checking the list's length and each id's
 /// range.
 fn delivery_ids(deliveries: &[DeliveryRef]) -> Result<Vec<DeliveryId>, ApiError> {
-    if deliveries.is_empty() || deliveries.len() > BATCH_DELIVERIES_MAX {
+    if deliveries.is_empty() {
+        return Err(ApiError::invalid_argument(format!(
+            "a batch names 1..={BATCH_DELIVERIES_MAX} deliveries, got 0"
+        )));
+    }
+    ack_ids(deliveries)
+}
+
+/// As [`delivery_ids`], but an empty list is allowed (a poll's optional `ack`).
+fn ack_ids(deliveries: &[DeliveryRef]) -> Result<Vec<DeliveryId>, ApiError> {
+    if deliveries.len() > BATCH_DELIVERIES_MAX {
         return Err(ApiError::invalid_argument(format!(
             "a batch names 1..={BATCH_DELIVERIES_MAX} deliveries, got {}",
             deliveries.len()
@@ -223,15 +248,16 @@ fn delivery_ids(deliveries: &[DeliveryRef]) -> Result<Vec<DeliveryId>, ApiError>
     Ok(deliveries.iter().map(|delivery| delivery.id()).collect())
 }
 
-/// Polls a group for up to `max` deliveries, waiting up to `wait_ms` for at least one.
+/// Polls a group for up to `max` deliveries, waiting up to `wait_ms` for at least one;
+/// first acks the deliveries listed in `ack`, if any, in the same transaction.
 #[utoipa::path(post, path = "/v1/topics/{topic}/groups/{group}/poll/batch", tag = "groups",
     params(("topic" = crate::names::Name, Path, description = "Topic name"),
            ("group" = crate::names::Name, Path, description = "Group name")),
     request_body = PollBatchRequest,
     responses(
         (status = 200, description = "The deliveries (possibly none)", body = PolledBatch),
-        (status = 400, description = "Invalid name, max, wait_ms, consumer or JSON",
-            body = ErrorBody),
+        (status = 400, description = "Invalid name, max, wait_ms, consumer, ack list or \
+            JSON", body = ErrorBody),
         (status = 401, description = "Missing or wrong token", body = ErrorBody),
         (status = 404, description = "Unknown topic or group", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
@@ -245,13 +271,31 @@ pub async fn poll_batch(
 ) -> Result<Json<PolledBatch>, ApiError> {
     check_names(&topic, &group)?;
     let (max, wait) = request.limits()?;
+    let acks = request.ack.as_deref().map(ack_ids).transpose()?;
     let consumer = request.consumer.as_deref();
-    let deliveries = if wait.is_zero() {
-        poll_once(&state, &topic, &group, consumer, max).await?
-    } else {
-        long_poll(&state, &topic, &group, consumer, max, wait).await?
-    };
     let labels = Metrics::group(&topic, &group);
+    let mut acked = None;
+    let mut deliveries = Vec::new();
+    if let Some(ids) = &acks {
+        let (outcomes, polled) = state
+            .durable(|store| {
+                store
+                    .topic(&topic)?
+                    .ack_then_poll_batch_deferred(&group, ids, consumer, max)
+            })
+            .await?;
+        acked = Some(ack_items(&state, &labels, ids, outcomes));
+        deliveries = polled;
+    }
+    // Without acks, or when the acking poll found nothing and may wait: a plain poll, or
+    // a long poll that re-polls (never re-acks) until something comes or the wait ends.
+    if acks.is_none() || (deliveries.is_empty() && !wait.is_zero()) {
+        deliveries = if wait.is_zero() {
+            poll_once(&state, &topic, &group, consumer, max).await?
+        } else {
+            long_poll(&state, &topic, &group, consumer, max, wait).await?
+        };
+    }
     let count = deliveries.len() as u64;
     state
         .metrics
@@ -259,7 +303,7 @@ pub async fn poll_batch(
         .get_or_create(&labels)
         .inc_by(count);
     let deliveries = deliveries.into_iter().map(delivery_body).collect();
-    Ok(Json(PolledBatch { deliveries }))
+    Ok(Json(PolledBatch { deliveries, acked }))
 }
 
 async fn poll_once(
@@ -276,6 +320,29 @@ async fn poll_once(
                 .poll_batch_deferred(group, consumer, max)
         })
         .await
+}
+
+/// Counts and wakes for `outcomes` of acking `ids`, and turns them into answer items.
+fn ack_items(
+    state: &AppState,
+    labels: &GroupLabels,
+    ids: &[DeliveryId],
+    outcomes: Vec<Result<(), NotOwned>>,
+) -> Vec<AckItemBody> {
+    let acked = outcomes.iter().filter(|outcome| outcome.is_ok()).count() as u64;
+    if acked > 0 {
+        state.long_polls.wake(&labels.topic);
+    }
+    state.metrics.acks.get_or_create(labels).inc_by(acked);
+    ids.iter()
+        .zip(outcomes)
+        .map(|(id, outcome)| AckItemBody {
+            offset: id.offset,
+            attempt: id.attempt,
+            outcome: outcome.is_ok().then_some(AckOutcome::Acked),
+            error: outcome.err().map(ItemErrorBody::from),
+        })
+        .collect()
 }
 
 /// Re-polls whenever the topic is woken (or every [`LONG_POLL_RECHECK_MS`]) until a poll
@@ -341,21 +408,7 @@ pub async fn ack_batch(
     let outcomes = state
         .durable(|store| store.topic(&topic)?.ack_batch_deferred(&group, &ids))
         .await?;
-    let acked = outcomes.iter().filter(|outcome| outcome.is_ok()).count() as u64;
-    if acked > 0 {
-        state.long_polls.wake(&labels.topic);
-    }
-    state.metrics.acks.get_or_create(&labels).inc_by(acked);
-    let results = ids
-        .into_iter()
-        .zip(outcomes)
-        .map(|(id, outcome)| AckItemBody {
-            offset: id.offset,
-            attempt: id.attempt,
-            outcome: outcome.is_ok().then_some(AckOutcome::Acked),
-            error: outcome.err().map(ItemErrorBody::from),
-        })
-        .collect();
+    let results = ack_items(&state, &labels, &ids, outcomes);
     Ok(Json(AckResults { results }))
 }
 
@@ -426,7 +479,7 @@ fn nack_outcome(nack: Nack, released: bool) -> NackOutcome {
 /// Counts each successful nack by outcome (and each dead letter), as the single nack does.
 fn count_nacks(
     metrics: &Metrics,
-    labels: &crate::metrics::GroupLabels,
+    labels: &GroupLabels,
     outcomes: &[Result<NackOutcome, NotOwned>],
 ) {
     for (outcome, label) in [

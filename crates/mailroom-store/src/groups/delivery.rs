@@ -16,9 +16,9 @@ use mailroom::group::{
 };
 use mailroom::topic::{DeadLetter, DeadLetterInfo, GroupInfo, Nack, TopicError};
 
-use super::pending::{Staged, UNWRITTEN_FROM};
+use super::pending::{Pending, Staged, UNWRITTEN_FROM};
 use super::record::GroupRecord;
-use super::set::GroupSet;
+use super::set::{GroupSet, GroupSlot};
 use super::{dead_letter_payload, GroupEntry};
 use crate::log::Log;
 use crate::StoreError;
@@ -89,27 +89,43 @@ impl GroupSet {
         nack: Option<&NackOptions>,
     ) -> Result<Staged<Vec<Result<Nack, NotOwned>>>, StoreError> {
         self.stage_transaction(messages, group, |slot, entry, pending, now_ms| {
-            let mut results = Vec::with_capacity(deliveries.len());
-            for &delivery in deliveries {
-                let planned = match nack {
-                    Some(options) => entry.state.plan_nack(delivery, options, now_ms),
-                    None => entry.state.plan_ack(delivery, now_ms),
-                };
-                results.push(match planned {
-                    Ok(change) => {
-                        let dead = change.dead_letters();
-                        self.stage_change(messages, slot, entry, pending, change)?;
-                        Ok(if dead {
-                            Nack::DeadLettered
-                        } else {
-                            Nack::Retry
-                        })
-                    }
-                    Err(refused) => Err(refused),
-                });
-            }
-            Ok(results)
+            self.settle_staged(messages, slot, entry, pending, deliveries, nack, now_ms)
         })
+    }
+
+    /// The body of [`settle_batch`](Self::settle_batch) inside a transaction (also the
+    /// ack half of an ack-then-poll batch).
+    #[allow(clippy::too_many_arguments)] // the transaction's parts, passed through
+    pub(super) fn settle_staged(
+        &self,
+        messages: &Log,
+        slot: &GroupSlot,
+        entry: &mut GroupEntry,
+        pending: &mut Pending,
+        deliveries: &[DeliveryId],
+        nack: Option<&NackOptions>,
+        now_ms: u64,
+    ) -> Result<Vec<Result<Nack, NotOwned>>, StoreError> {
+        let mut results = Vec::with_capacity(deliveries.len());
+        for &delivery in deliveries {
+            let planned = match nack {
+                Some(options) => entry.state.plan_nack(delivery, options, now_ms),
+                None => entry.state.plan_ack(delivery, now_ms),
+            };
+            results.push(match planned {
+                Ok(change) => {
+                    let dead = change.dead_letters();
+                    self.stage_change(messages, slot, entry, pending, change)?;
+                    Ok(if dead {
+                        Nack::DeadLettered
+                    } else {
+                        Nack::Retry
+                    })
+                }
+                Err(refused) => Err(refused),
+            });
+        }
+        Ok(results)
     }
 
     /// Extends the lease of `delivery` in `group`.

@@ -55,27 +55,69 @@ impl GroupSet {
                 max,
                 now_ms,
             };
-            for _ in 0..POLL_RETRIES_MAX {
-                let start = messages.start();
-                if entry.state.position() < start {
-                    // Retention (with keep_unconsumed off) deleted messages this group
-                    // had not finished: it skips to the oldest one kept.
-                    let moved = GroupRecord::Moved {
-                        id: slot.id,
-                        position: start,
-                    };
-                    self.stage(entry, pending, moved);
-                }
-                if let Some(deliveries) = self.collect(messages, entry, pending, &batch)? {
-                    return Ok(deliveries);
-                }
+            self.poll_staged(messages, entry, pending, &batch)
+        })
+    }
+
+    /// Acks each of `acks` in order, then polls up to `max` (at least 1, already checked)
+    /// deliveries of `group` as `consumer`, in ONE transaction: what `settle_batch` (acks)
+    /// and `poll_batch` answer one after the other, with one write and one wait for
+    /// durability, and the slots the acks free refilled by the poll.
+    ///
+    /// # Errors
+    ///
+    /// As [`poll_batch`](Self::poll_batch).
+    pub fn ack_then_poll_batch(
+        &self,
+        messages: &Log,
+        group: &str,
+        acks: &[DeliveryId],
+        consumer: Option<&str>,
+        max: usize,
+    ) -> Result<Staged<crate::AckedThenPolled>, StoreError> {
+        self.stage_transaction(messages, group, |slot, entry, pending, now_ms| {
+            let acked = self.settle_staged(messages, slot, entry, pending, acks, None, now_ms)?;
+            let batch = Batch {
+                slot,
+                consumer,
+                max,
+                now_ms,
+            };
+            let polled = self.poll_staged(messages, entry, pending, &batch)?;
+            let acked = acked.into_iter().map(|result| result.map(drop)).collect();
+            Ok((acked, polled))
+        })
+    }
+
+    /// The body of a batch poll inside a transaction: skips what retention deleted, then
+    /// collects, starting over (a bounded number of times) if a message vanishes under it.
+    fn poll_staged(
+        &self,
+        messages: &Log,
+        entry: &mut GroupEntry,
+        pending: &mut Pending,
+        batch: &Batch<'_>,
+    ) -> Result<Vec<Delivery<Bytes>>, StoreError> {
+        for _ in 0..POLL_RETRIES_MAX {
+            let start = messages.start();
+            if entry.state.position() < start {
+                // Retention (with keep_unconsumed off) deleted messages this group
+                // had not finished: it skips to the oldest one kept.
+                let moved = GroupRecord::Moved {
+                    id: batch.slot.id,
+                    position: start,
+                };
+                self.stage(entry, pending, moved);
             }
-            Err(StoreError::InvalidArgument {
-                reason: format!(
-                    "group {:?}: retention kept deleting the next message",
-                    slot.name
-                ),
-            })
+            if let Some(deliveries) = self.collect(messages, entry, pending, batch)? {
+                return Ok(deliveries);
+            }
+        }
+        Err(StoreError::InvalidArgument {
+            reason: format!(
+                "group {:?}: retention kept deleting the next message",
+                batch.slot.name
+            ),
         })
     }
 

@@ -17,9 +17,13 @@
 //!   named delivery in order. Each inner result is what a single ack (or nack) would
 //!   have answered at that point, so a delivery named twice is `NotOwned` the second
 //!   time, and a refused one does not stop the rest.
+//! - [`ack_then_poll_batch`](Topic::ack_then_poll_batch) is `ack_batch` followed by
+//!   `poll_batch` under the same hold of the lock: a consumer acks its last round and
+//!   asks for the next in one call, and the slots the acks free are refilled at once.
 //!
 //! Arguments are checked before the group is looked up.
 
+use super::consumer_group::AckedThenPolled;
 use super::extended::{check_consumer, check_nack};
 use super::{Delivery, DeliveryId, GroupHandle, Nack, Topic, TopicError, BATCH_DELIVERIES_MAX};
 use crate::group::{NackOptions, NotOwned};
@@ -144,6 +148,52 @@ impl<M: Clone> Topic<M> {
         self.groups
             .with(group, |group| group.nack_batch(deliveries, options, now_ms))
     }
+
+    /// Acks each of `acks` in order, then polls up to `max` deliveries as `consumer`,
+    /// with nothing from other callers in between: exactly [`ack_batch`](Self::ack_batch)
+    /// followed by [`poll_batch`](Self::poll_batch). Returns one result per ack, then the
+    /// deliveries. A consumer working in rounds acks the last round and gets the next one
+    /// in a single call.
+    ///
+    /// # Errors
+    ///
+    /// As [`ack_batch`](Self::ack_batch) and [`poll_batch`](Self::poll_batch); all
+    /// arguments are checked first, and nothing is acked if one is refused.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use mailroom::group::GroupConfig;
+    /// use mailroom::topic::{StartPosition, Topic};
+    ///
+    /// let topic = Topic::new();
+    /// let config = GroupConfig::new(3).with_max_in_flight(2);
+    /// topic.create_group_with("g", StartPosition::Earliest, config).unwrap();
+    /// for message in ["a", "b", "c", "d"] {
+    ///     topic.publish(message);
+    /// }
+    /// let first = topic.poll_batch("g", Some("w1"), 2).unwrap();
+    /// let ids: Vec<_> = first.iter().map(|d| d.id()).collect();
+    /// // The group is full (2 in flight); the acks free both slots for the next round.
+    /// let (acked, next) = topic.ack_then_poll_batch("g", &ids, Some("w1"), 2).unwrap();
+    /// assert!(acked.iter().all(Result::is_ok));
+    /// let messages: Vec<_> = next.iter().map(|d| d.message).collect();
+    /// assert_eq!(messages, ["c", "d"]);
+    /// ```
+    pub fn ack_then_poll_batch(
+        &self,
+        group: &str,
+        acks: &[DeliveryId],
+        consumer: Option<&str>,
+        max: usize,
+    ) -> Result<AckedThenPolled<M>, TopicError> {
+        check_len(acks)?;
+        check_poll(consumer, max)?;
+        let now_ms = self.time.now_ms();
+        self.groups.with(group, |group| {
+            group.ack_then_poll_batch(&self.log, now_ms, acks, consumer, max)
+        })
+    }
 }
 
 impl<M: Clone> GroupHandle<M> {
@@ -239,6 +289,39 @@ impl<M: Clone> GroupHandle<M> {
         check_nack(options, &self.time)?;
         self.group
             .nack_batch(deliveries, options, self.time.now_ms())
+    }
+
+    /// As [`Topic::ack_then_poll_batch`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Topic::ack_then_poll_batch`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use mailroom::topic::Topic;
+    ///
+    /// let topic = Topic::new();
+    /// topic.create_group("g", 1).unwrap();
+    /// topic.publish('a');
+    /// topic.publish('b');
+    /// let group = topic.group("g").unwrap();
+    /// let first = group.poll_batch(None, 1).unwrap();
+    /// let (acked, next) = group.ack_then_poll_batch(&[first[0].id()], None, 1).unwrap();
+    /// assert_eq!(acked, [Ok(())]);
+    /// assert_eq!(next[0].message, 'b');
+    /// ```
+    pub fn ack_then_poll_batch(
+        &self,
+        acks: &[DeliveryId],
+        consumer: Option<&str>,
+        max: usize,
+    ) -> Result<AckedThenPolled<M>, TopicError> {
+        check_len(acks)?;
+        check_poll(consumer, max)?;
+        self.group
+            .ack_then_poll_batch(&self.log, self.time.now_ms(), acks, consumer, max)
     }
 }
 

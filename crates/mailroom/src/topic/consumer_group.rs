@@ -150,32 +150,27 @@ impl ConsumerGroup {
         max: usize,
     ) -> Result<Vec<Delivery<M>>, TopicError> {
         let mut state = self.lock_at(now_ms)?;
-        let log_end = log.len();
-        let mut batch: Vec<Delivery<M>> = state
-            .machine
-            .owned(consumer)
-            .take(max)
-            .map(|id| delivery(log, id))
+        Ok(poll_locked(&mut state.machine, log, now_ms, consumer, max))
+    }
+
+    /// Acks each of `acks` in order, then polls up to `max` deliveries as `consumer`, all
+    /// under one hold of the lock: what `ack_batch` followed by `poll_batch` answer, with
+    /// nothing from other callers in between (so slots the acks free are refilled here).
+    pub(crate) fn ack_then_poll_batch<M: Clone>(
+        &self,
+        log: &Log<M>,
+        now_ms: u64,
+        acks: &[DeliveryId],
+        consumer: Option<&str>,
+        max: usize,
+    ) -> Result<AckedThenPolled<M>, TopicError> {
+        let mut state = self.lock_at(now_ms)?;
+        let acked = acks
+            .iter()
+            .map(|&id| state.machine.ack_now(id, now_ms))
             .collect();
-        while batch.len() < max {
-            let new = match state.machine.plan_poll_new(log_end, now_ms) {
-                PollStep::Idle | PollStep::Full | PollStep::Wait { .. } => break,
-                PollStep::Expire(change) => {
-                    apply(&mut state.machine, &change);
-                    continue;
-                }
-                PollStep::InFlight(id) => unreachable!("plan_poll_new planned in-flight {id}"),
-                PollStep::Deliver(new) => new,
-            };
-            // Cloned before applying, as in `poll`: a panicking `Clone` leaves this
-            // delivery unmade (those already made stay owned by `consumer`).
-            let next = delivery(log, new.id);
-            if let Err(error) = state.machine.apply_delivery(new, consumer) {
-                unreachable!("a freshly planned delivery must follow: {error}");
-            }
-            batch.push(next);
-        }
-        Ok(batch)
+        let polled = poll_locked(&mut state.machine, log, now_ms, consumer, max);
+        Ok((acked, polled))
     }
 
     /// Acks each of `deliveries` in order under one hold of the lock; each result is what
@@ -358,4 +353,43 @@ fn published<M>(log: &Log<M>, offset: u64) -> &M {
         Some(message) => message,
         None => unreachable!("group points at unpublished offset {offset}"),
     }
+}
+
+/// What an ack-then-poll batch answers: one result per ack, then the deliveries polled.
+pub(crate) type AckedThenPolled<M> = (Vec<Result<(), NotOwned>>, Vec<Delivery<M>>);
+
+/// A batch poll on a locked group: its own deliveries in flight, then new ones until `max`
+/// or the group has nothing more to hand out (idle, full or waiting).
+fn poll_locked<M: Clone>(
+    machine: &mut GroupState,
+    log: &Log<M>,
+    now_ms: u64,
+    consumer: Option<&str>,
+    max: usize,
+) -> Vec<Delivery<M>> {
+    let log_end = log.len();
+    let mut batch: Vec<Delivery<M>> = machine
+        .owned(consumer)
+        .take(max)
+        .map(|id| delivery(log, id))
+        .collect();
+    while batch.len() < max {
+        let new = match machine.plan_poll_new(log_end, now_ms) {
+            PollStep::Idle | PollStep::Full | PollStep::Wait { .. } => break,
+            PollStep::Expire(change) => {
+                apply(machine, &change);
+                continue;
+            }
+            PollStep::InFlight(id) => unreachable!("plan_poll_new planned in-flight {id}"),
+            PollStep::Deliver(new) => new,
+        };
+        // Cloned before applying, as in `poll`: a panicking `Clone` leaves this
+        // delivery unmade (those already made stay owned by `consumer`).
+        let next = delivery(log, new.id);
+        if let Err(error) = machine.apply_delivery(new, consumer) {
+            unreachable!("a freshly planned delivery must follow: {error}");
+        }
+        batch.push(next);
+    }
+    batch
 }
