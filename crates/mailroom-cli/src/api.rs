@@ -28,6 +28,7 @@ pub trait Api {
     async fn create_topic(&self, topic: &str) -> Result<bool, ClientError>;
     async fn list_topics(&self) -> Result<Vec<TopicSummary>, ClientError>;
     async fn topic_info(&self, topic: &str) -> Result<TopicInfo, ClientError>;
+    async fn delete_topic(&self, topic: &str) -> Result<(), ClientError>;
     async fn publish(&self, topic: &str, payload: Bytes) -> Result<u64, ClientError>;
     async fn publish_batch(&self, topic: &str, payloads: &[Bytes])
         -> Result<Vec<u64>, ClientError>;
@@ -175,6 +176,9 @@ impl Api for Client {
     }
     async fn close_channel(&self, channel: &str) -> Result<(), ClientError> {
         Client::close_channel(self, channel).await
+    }
+    async fn delete_topic(&self, topic: &str) -> Result<(), ClientError> {
+        Client::delete_topic(self, topic).await
     }
     async fn subscribe(&self, channel: &str) -> Result<Subscription, ClientError> {
         Client::subscribe(self, channel).await

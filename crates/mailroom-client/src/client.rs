@@ -9,10 +9,10 @@ use serde_json::{json, Value};
 use url::Url;
 
 use crate::subscription::{self, SubscribeOptions, Subscription};
-use crate::types::{WireDeadLetter, WireDelivery};
+use crate::types::WireDelivery;
 use crate::{
-    ChannelDelivery, ChannelInfo, ClientError, DeadLetter, Delivery, DeliveryId, GroupInfo,
-    NackOutcome, StartPosition, TopicInfo, TopicSummary,
+    ChannelDelivery, ChannelInfo, ClientError, Delivery, DeliveryId, GroupInfo, NackOutcome,
+    StartPosition, TopicInfo, TopicSummary,
 };
 
 /// A handle to one mailroom server. Cheap to clone; clones share a connection pool.
@@ -331,34 +331,6 @@ impl Client {
             .json(&delivery);
         let nacked: Nacked = Self::json(request).await?;
         Ok(nacked.outcome)
-    }
-
-    /// The group's dead letters, oldest first.
-    ///
-    /// # Errors
-    /// `unknown_topic` or `unknown_group` (404), or a transport error.
-    pub async fn dead_letters(
-        &self,
-        topic: &str,
-        group: &str,
-    ) -> Result<Vec<DeadLetter>, ClientError> {
-        #[derive(Deserialize)]
-        struct Letters {
-            dead_letters: Vec<WireDeadLetter>,
-        }
-        let segments = ["v1", "topics", topic, "groups", group, "dead-letters"];
-        let letters: Letters = Self::json(self.request(Method::GET, &segments)?).await?;
-        letters
-            .dead_letters
-            .into_iter()
-            .map(|wire| {
-                Ok(DeadLetter {
-                    offset: wire.offset,
-                    attempts: wire.attempts,
-                    payload: wire.payload.into_bytes()?,
-                })
-            })
-            .collect()
     }
 
     /// Creates a live channel. Returns `true` if created, `false` if one with the same

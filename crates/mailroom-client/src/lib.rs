@@ -25,6 +25,7 @@
 //! # Ok(()) }
 //! ```
 
+mod admin;
 mod batch;
 mod client;
 mod error;
@@ -32,6 +33,7 @@ mod group_control;
 mod subscription;
 mod types;
 
+pub use admin::{DeadLetterPage, DEAD_LETTERS_PAGE_MAX};
 pub use batch::{BatchItemError, BatchPoll};
 pub use client::Client;
 pub use error::ClientError;

@@ -32,7 +32,9 @@ pub fn router(state: AppState) -> Router {
         .route("/topics", get(topics::list_topics))
         .route(
             "/topics/{topic}",
-            put(topics::create_topic).get(topics::topic_info),
+            put(topics::create_topic)
+                .get(topics::topic_info)
+                .delete(topics::delete_topic),
         )
         .route(
             "/topics/{topic}/messages",
@@ -46,6 +48,7 @@ pub fn router(state: AppState) -> Router {
             group,
             put(groups::create_group)
                 .get(groups::group_info)
+                .delete(groups::delete_group)
                 .layer(json),
         )
         .route(&format!("{group}/poll"), post(groups::poll).layer(json))

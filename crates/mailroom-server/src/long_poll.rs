@@ -40,8 +40,10 @@ pub const LONG_POLL_RECHECK_MS: u64 = 250;
 /// The per-topic wake-ups and the count of waiting long polls.
 #[derive(Debug, Default)]
 pub struct LongPolls {
-    /// One notifier per topic that has ever been long-polled. Topics are few (the store
-    /// caps them) and a notifier is small, so entries are never removed.
+    /// One notifier per topic that has a long poll running now. The last
+    /// [`TopicWaiter`] of a topic removes its entry, so names polled once (unknown ones
+    /// included) leave nothing behind. Clones of a notifier exist only in the map and in
+    /// waiters, and are made under this lock, so the count tells who still needs it.
     topics: Mutex<HashMap<String, Arc<Notify>>>,
     waiting: Arc<AtomicUsize>,
     closing: AtomicBool,
@@ -61,23 +63,73 @@ impl Drop for Waiting {
     }
 }
 
+/// A running long poll's hold on its topic's notifier; the last one of a topic removes
+/// the notifier when dropped.
+#[derive(Debug)]
+pub struct TopicWaiter<'a> {
+    polls: &'a LongPolls,
+    topic: String,
+    notify: Arc<Notify>,
+}
+
+impl TopicWaiter<'_> {
+    /// The topic's notifier: register with [`Notify::notified`] + `enable` before each
+    /// poll.
+    pub fn notify(&self) -> &Notify {
+        &self.notify
+    }
+}
+
+impl Drop for TopicWaiter<'_> {
+    fn drop(&mut self) {
+        let mut topics = self.polls.topics.lock();
+        let is_ours = topics
+            .get(&self.topic)
+            .is_some_and(|notify| Arc::ptr_eq(notify, &self.notify));
+        // The map's clone and this one: nobody else waits on it.
+        if is_ours && Arc::strong_count(&self.notify) == 2 {
+            topics.remove(&self.topic);
+        }
+    }
+}
+
 impl LongPolls {
     /// Wakes every long poll waiting on `topic` so it re-polls. Cheap when nobody waits:
-    /// one map lookup under a short lock.
+    /// one map lookup under a short lock (the wake happens under it too, so the map
+    /// and the waiters hold the only clones of a notifier).
     pub fn wake(&self, topic: &str) {
-        let notify = self.topics.lock().get(topic).cloned();
-        if let Some(notify) = notify {
+        if let Some(notify) = self.topics.lock().get(topic) {
             notify.notify_waiters();
         }
     }
 
-    /// The notifier of `topic`, created on first use.
-    pub fn notifier(&self, topic: &str) -> Arc<Notify> {
-        self.topics
+    /// Joins the waiters of `topic`, creating its notifier if it has none.
+    pub fn waiter(&self, topic: &str) -> TopicWaiter<'_> {
+        let notify = self
+            .topics
             .lock()
             .entry(topic.to_owned())
             .or_default()
-            .clone()
+            .clone();
+        TopicWaiter {
+            polls: self,
+            topic: topic.to_owned(),
+            notify,
+        }
+    }
+
+    /// Drops `topic`'s notifier and wakes its waiters: the topic was deleted. Woken
+    /// waiters re-poll, and the store answers that re-poll as for any unknown topic
+    /// (404 `unknown_topic`), so a long poll on a deleted topic ends at once.
+    pub fn forget(&self, topic: &str) {
+        if let Some(notify) = self.topics.lock().remove(topic) {
+            notify.notify_waiters();
+        }
+    }
+
+    /// How many topics have a notifier now.
+    pub fn topics(&self) -> usize {
+        self.topics.lock().len()
     }
 
     /// Takes a waiting slot.
@@ -157,13 +209,49 @@ mod tests {
     #[tokio::test]
     async fn wake_after_enable_is_not_lost() {
         let polls = LongPolls::default();
-        let notify = polls.notifier("t");
-        let notified = notify.notified();
+        let waiter = polls.waiter("t");
+        let notified = waiter.notify().notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
         polls.wake("other");
         assert!(futures_util::FutureExt::now_or_never(notified.as_mut()).is_none());
         polls.wake("t");
         notified.await;
+    }
+
+    // Proves forgetting a topic wakes its armed waiter and removes its notifier, so a
+    // deleted topic leaves no state behind even while its waiters finish.
+    #[tokio::test]
+    async fn forget_wakes_and_removes() {
+        let polls = LongPolls::default();
+        let waiter = polls.waiter("t");
+        let _kept = polls.waiter("kept");
+        {
+            let notified = waiter.notify().notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            polls.forget("t");
+            notified.await;
+        }
+        assert_eq!(polls.topics(), 1);
+        drop(waiter);
+        assert_eq!(polls.topics(), 1);
+    }
+
+    // Proves a topic's notifier lives exactly as long as its last waiter, whatever the
+    // order the waiters leave in, so polled names (unknown ones too) do not accumulate.
+    #[test]
+    fn last_waiter_removes_the_notifier() {
+        let polls = LongPolls::default();
+        let first = polls.waiter("t");
+        let second = polls.waiter("t");
+        let other = polls.waiter("u");
+        assert_eq!(polls.topics(), 2);
+        drop(first);
+        assert_eq!(polls.topics(), 2);
+        drop(other);
+        assert_eq!(polls.topics(), 1);
+        drop(second);
+        assert_eq!(polls.topics(), 0);
     }
 }

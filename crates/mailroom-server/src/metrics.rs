@@ -61,6 +61,9 @@ pub struct RequestLabels {
     pub status: String,
 }
 
+/// Every `outcome` label a nack series may carry.
+const NACK_OUTCOMES: [&str; 3] = ["retry", "released", "dead_lettered"];
+
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 fn latency_histogram() -> Histogram {
@@ -117,6 +120,44 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Drops every series of `group` on `topic`: the group was deleted, and its labels
+    /// must not stay in the exposition (or grow it) forever.
+    pub fn forget_group(&self, topic: &str, group: &str) {
+        let labels = GroupLabels {
+            topic: topic.to_owned(),
+            group: group.to_owned(),
+        };
+        for family in [
+            &self.deliveries,
+            &self.acks,
+            &self.dead_letters,
+            &self.redeliveries,
+            &self.expired_leases,
+            &self.releases,
+            &self.redrives,
+        ] {
+            family.remove(&labels);
+        }
+        self.lag.remove(&labels);
+        for outcome in NACK_OUTCOMES {
+            self.nacks.remove(&NackLabels {
+                topic: topic.to_owned(),
+                group: group.to_owned(),
+                outcome: outcome.to_owned(),
+            });
+        }
+    }
+
+    /// Drops every series of `topic` and of its `groups`: the topic was deleted.
+    pub fn forget_topic(&self, topic: &str, groups: &[String]) {
+        self.publishes.remove(&TopicLabels {
+            topic: topic.to_owned(),
+        });
+        for group in groups {
+            self.forget_group(topic, group);
+        }
+    }
+
     /// A fresh set of metrics, all at zero.
     pub fn new() -> Metrics {
         let mut registry = Registry::with_prefix("mailroom");

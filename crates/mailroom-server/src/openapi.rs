@@ -22,8 +22,8 @@ use crate::routes::{batch, channels, group_control, groups, ops, topics};
         {\"error\": \"<stable code>\", \"message\": \"...\"}."),
     paths(
         topics::create_topic, topics::list_topics, topics::topic_info, topics::publish,
-        topics::publish_batch,
-        groups::create_group, groups::group_info, groups::poll, groups::poll_raw, groups::ack,
+        topics::publish_batch, topics::delete_topic,
+        groups::create_group, groups::group_info, groups::delete_group, groups::poll, groups::poll_raw, groups::ack,
         groups::nack, groups::dead_letters,
         group_control::touch, group_control::redrive, group_control::purge,
         batch::poll_batch, batch::ack_batch, batch::nack_batch,

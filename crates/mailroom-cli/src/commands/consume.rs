@@ -417,6 +417,9 @@ mod tests {
         async fn close_channel(&self, _: &str) -> Result<(), ClientError> {
             unused()
         }
+        async fn delete_topic(&self, _: &str) -> Result<(), ClientError> {
+            unused()
+        }
         async fn subscribe(&self, _: &str) -> Result<NoMessages, ClientError> {
             unused()
         }

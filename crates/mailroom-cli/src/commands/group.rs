@@ -1,4 +1,4 @@
-//! `mailroom group create|info|poll|nack|touch|redrive|purge`.
+//! `mailroom group create|info|delete|poll|nack|touch|redrive|purge`.
 
 use mailroom_client::{Client, GroupInfo, GroupOptions, StartPosition};
 use serde_json::json;
@@ -34,6 +34,13 @@ pub enum GroupCommand {
     /// Show a group's position, lag, settings, counters, deliveries in flight and dead
     /// letters with their reasons.
     Info {
+        /// The topic.
+        topic: String,
+        /// The group.
+        group: String,
+    },
+    /// Delete a consumer group (durable; the topic and its messages stay).
+    Delete {
         /// The topic.
         topic: String,
         /// The group.
@@ -104,6 +111,13 @@ pub async fn run(api: &Client, command: GroupCommand, output: Output) -> anyhow:
             output.emit(serde_json::to_value(&detail)?, || {
                 group_control::describe_detail(&detail)
             });
+        }
+        GroupCommand::Delete { topic, group } => {
+            api.delete_group(&topic, &group).await?;
+            output.emit(
+                json!({ "topic": topic, "group": group, "deleted": true }),
+                || format!("deleted group {group} on {topic}"),
+            );
         }
         GroupCommand::Control(command) => group_control::run(api, command, output).await?,
     }

@@ -1,4 +1,4 @@
-//! `mailroom topic create|list|info`.
+//! `mailroom topic create|list|info|delete`.
 
 use serde_json::json;
 
@@ -17,6 +17,11 @@ pub enum TopicCommand {
     List,
     /// Show a topic and the state of each of its groups.
     Info {
+        /// The topic.
+        topic: String,
+    },
+    /// Delete a topic with its messages and groups (durable; cannot be undone).
+    Delete {
         /// The topic.
         topic: String,
     },
@@ -58,6 +63,12 @@ pub async fn run(api: &impl Api, command: TopicCommand, output: Output) -> anyho
                     text.push_str(&format!("\n  {}", crate::commands::group::describe(group)));
                 }
                 text
+            });
+        }
+        TopicCommand::Delete { topic } => {
+            api.delete_topic(&topic).await?;
+            output.emit(json!({ "topic": topic, "deleted": true }), || {
+                format!("deleted topic {topic}")
             });
         }
     }

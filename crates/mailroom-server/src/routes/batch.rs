@@ -358,14 +358,14 @@ async fn long_poll(
     wait: Duration,
 ) -> Result<Vec<Delivery<Bytes>>, ApiError> {
     let deadline = Instant::now() + wait;
-    let notify = state.long_polls.notifier(topic);
+    let waiter = state.long_polls.waiter(topic);
     // Taken at the first empty poll, held until this returns or is dropped.
     let mut waiting = None;
     let closed = state.long_polls.closed();
     tokio::pin!(closed);
     closed.as_mut().enable();
     loop {
-        let woken = notify.notified();
+        let woken = waiter.notify().notified();
         tokio::pin!(woken);
         woken.as_mut().enable();
         let deliveries = poll_once(state, topic, group, consumer, max).await?;

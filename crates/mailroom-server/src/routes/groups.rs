@@ -13,7 +13,7 @@ use bytes::Bytes;
 use mailroom::group::DeliveryId;
 use mailroom::topic::{GroupInfo, Nack, StartPosition};
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 
 use crate::body::JsonBody;
 use crate::error::{ApiError, ErrorBody};
@@ -191,11 +191,55 @@ pub struct DeadLetterBody {
     pub payload_base64: Option<String>,
 }
 
+/// The most dead letters one page may hold.
+pub const DEAD_LETTERS_PAGE_MAX: usize = 10_000;
+/// The page size when `limit` is not given.
+pub const DEAD_LETTERS_PAGE_DEFAULT: usize = 1_000;
+
+/// Which page of dead letters `GET .../dead-letters` answers.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct DeadLetterPage {
+    /// The first offset to include (default 0): the `next` of the previous page.
+    #[param(minimum = 0)]
+    pub from: Option<u64>,
+    /// The most dead letters to return, 1 to 10,000 (default 1,000).
+    #[param(minimum = 1, maximum = 10_000)]
+    pub limit: Option<usize>,
+}
+
+impl DeadLetterPage {
+    /// The checked page size.
+    fn limit(&self) -> Result<usize, ApiError> {
+        let limit = self.limit.unwrap_or(DEAD_LETTERS_PAGE_DEFAULT);
+        if limit == 0 || limit > DEAD_LETTERS_PAGE_MAX {
+            return Err(ApiError::invalid_argument(format!(
+                "limit must be in 1..={DEAD_LETTERS_PAGE_MAX}, got {limit}"
+            )));
+        }
+        Ok(limit)
+    }
+}
+
 /// The answer to `GET .../dead-letters`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct DeadLetters {
-    /// The group's dead letters, oldest first.
+    /// One page of the group's dead letters, by ascending offset.
     pub dead_letters: Vec<DeadLetterBody>,
+    /// The `from` of the next page, or null when this page is the last.
+    pub next: Option<u64>,
+}
+
+/// The answer to `DELETE /v1/topics/{topic}/groups/{group}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct GroupDeleted {
+    /// The topic's name.
+    pub topic: String,
+    /// The group's name.
+    pub group: String,
+    /// Always `true`: an unknown group is a 404.
+    pub deleted: bool,
 }
 
 /// Splits a payload into its JSON form: text if UTF-8, base64 otherwise.
@@ -480,26 +524,67 @@ pub async fn nack(
     Ok(Json(Nacked { outcome }))
 }
 
-/// Lists the group's dead letters, oldest first, with their payloads.
-#[utoipa::path(get, path = "/v1/topics/{topic}/groups/{group}/dead-letters", tag = "groups",
+/// Deletes a consumer group, durably. The topic and its messages stay.
+#[utoipa::path(delete, path = "/v1/topics/{topic}/groups/{group}", tag = "groups",
     params(("topic" = crate::names::Name, Path, description = "Topic name"),
            ("group" = crate::names::Name, Path, description = "Group name")),
     responses(
-        (status = 200, description = "The dead letters", body = DeadLetters),
+        (status = 200, description = "Deleted; waiting long polls on it end with 404", body = GroupDeleted),
         (status = 400, description = "Invalid name", body = ErrorBody),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 404, description = "Unknown topic or group", body = ErrorBody),
+    ))]
+pub async fn delete_group(
+    State(state): State<AppState>,
+    Path((topic, group)): Path<(String, String)>,
+) -> Result<Json<GroupDeleted>, ApiError> {
+    check_names(&topic, &group)?;
+    let (name, group_name) = (topic.clone(), group.clone());
+    state
+        .blocking(move |store| store.topic(&name)?.delete_group(&group_name))
+        .await?;
+    // Its long polls re-poll, find the group gone and answer 404 `unknown_group`.
+    state.long_polls.wake(&topic);
+    state.metrics.forget_group(&topic, &group);
+    Ok(Json(GroupDeleted {
+        topic,
+        group,
+        deleted: true,
+    }))
+}
+
+/// Lists one page of the group's dead letters, by offset, with their payloads.
+#[utoipa::path(get, path = "/v1/topics/{topic}/groups/{group}/dead-letters", tag = "groups",
+    params(("topic" = crate::names::Name, Path, description = "Topic name"),
+           ("group" = crate::names::Name, Path, description = "Group name"),
+           DeadLetterPage),
+    responses(
+        (status = 200, description = "A page of dead letters", body = DeadLetters),
+        (status = 400, description = "Invalid name, from or limit", body = ErrorBody),
         (status = 401, description = "Missing or wrong token", body = ErrorBody),
         (status = 404, description = "Unknown topic or group", body = ErrorBody),
     ))]
 pub async fn dead_letters(
     State(state): State<AppState>,
     Path((topic, group)): Path<(String, String)>,
+    Query(page): Query<DeadLetterPage>,
 ) -> Result<Json<DeadLetters>, ApiError> {
     check_names(&topic, &group)?;
-    let letters = state
+    let limit = page.limit()?;
+    let from = page.from.unwrap_or(0);
+    let mut letters = state
         .blocking(move |store| store.topic(&topic)?.dead_letter_info(&group))
         .await?;
-    let dead_letters = letters
+    // The store answers in the order the letters were made, which is not offset order
+    // when several deliveries are in flight; pages walk by offset, so sort first.
+    letters.sort_by_key(|letter| letter.offset);
+    let mut remaining = letters
         .into_iter()
+        .filter(|letter| letter.offset >= from)
+        .peekable();
+    let dead_letters = remaining
+        .by_ref()
+        .take(limit)
         .map(|letter| {
             let (payload, payload_base64) = encode_payload(letter.message);
             DeadLetterBody {
@@ -512,7 +597,8 @@ pub async fn dead_letters(
             }
         })
         .collect();
-    Ok(Json(DeadLetters { dead_letters }))
+    let next = remaining.peek().map(|letter| letter.offset);
+    Ok(Json(DeadLetters { dead_letters, next }))
 }
 
 #[cfg(test)]

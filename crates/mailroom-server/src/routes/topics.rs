@@ -1,4 +1,8 @@
-//! Topics: create, list, describe, publish one message, publish a batch.
+//! Topics: create, list, describe, delete, publish one message, publish a batch.
+//!
+//! Deleting a topic is the store's `delete_topic`: durable, and from then on every call
+//! on it (in flight or new) answers 404 `unknown_topic`. Its long polls are woken and so
+//! end with that 404, and its notifier and metric series are dropped.
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -42,6 +46,15 @@ pub struct TopicSummary {
     pub end: u64,
     /// Its consumer groups' names.
     pub groups: Vec<String>,
+}
+
+/// The answer to `DELETE /v1/topics/{topic}` (and to a group's delete, with its name).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TopicDeleted {
+    /// The topic's name.
+    pub topic: String,
+    /// Always `true`: an unknown topic is a 404.
+    pub deleted: bool,
 }
 
 /// The answer to `GET /v1/topics`.
@@ -130,6 +143,36 @@ pub async fn create_topic(
         StatusCode::OK
     };
     Ok((status, Json(TopicCreated { topic, created })).into_response())
+}
+
+/// Deletes a topic with its messages and groups, durably.
+#[utoipa::path(delete, path = "/v1/topics/{topic}", tag = "topics",
+    params(("topic" = crate::names::Name, Path, description = "Topic name")),
+    responses(
+        (status = 200, description = "Deleted; waiting long polls on it end with 404", body = TopicDeleted),
+        (status = 400, description = "Invalid name", body = ErrorBody),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 404, description = "Unknown topic", body = ErrorBody),
+    ))]
+pub async fn delete_topic(
+    State(state): State<AppState>,
+    Path(topic): Path<String>,
+) -> Result<Json<TopicDeleted>, ApiError> {
+    check_name("topic", &topic)?;
+    let name = topic.clone();
+    let groups = state
+        .blocking(move |store| {
+            let groups = store.topic(&name)?.groups();
+            store.delete_topic(&name)?;
+            Ok(groups)
+        })
+        .await?;
+    state.long_polls.forget(&topic);
+    state.metrics.forget_topic(&topic, &groups);
+    Ok(Json(TopicDeleted {
+        topic,
+        deleted: true,
+    }))
 }
 
 /// Lists topics with their offsets and group names.

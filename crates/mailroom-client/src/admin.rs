@@ -1,0 +1,131 @@
+//! Removing things and reading long lists in pages: topic and group deletion, and the
+//! dead-letter queue one page at a time.
+
+use reqwest::Method;
+use serde::Deserialize;
+
+use crate::types::WireDeadLetter;
+use crate::{Client, ClientError, DeadLetter};
+
+/// The most dead letters the server puts in one page.
+pub const DEAD_LETTERS_PAGE_MAX: usize = 10_000;
+
+/// One page of a group's dead letters, by ascending offset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetterPage {
+    /// The dead letters of this page.
+    pub dead_letters: Vec<DeadLetter>,
+    /// The `from` of the next page; `None` when this page is the last.
+    pub next: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct WirePage {
+    dead_letters: Vec<WireDeadLetter>,
+    next: Option<u64>,
+}
+
+impl Client {
+    /// Deletes a topic with its messages and groups, durably.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), mailroom_client::ClientError> {
+    /// let client = mailroom_client::Client::new("http://127.0.0.1:7070")?;
+    /// client.delete_topic("orders").await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// `unknown_topic` (404), `invalid_name` (400), or a transport error.
+    pub async fn delete_topic(&self, topic: &str) -> Result<(), ClientError> {
+        Self::send(self.request(Method::DELETE, &["v1", "topics", topic])?).await?;
+        Ok(())
+    }
+
+    /// Deletes a consumer group, durably; the topic stays.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), mailroom_client::ClientError> {
+    /// let client = mailroom_client::Client::new("http://127.0.0.1:7070")?;
+    /// client.delete_group("orders", "billing").await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// `unknown_topic` or `unknown_group` (404), or a transport error.
+    pub async fn delete_group(&self, topic: &str, group: &str) -> Result<(), ClientError> {
+        let segments = ["v1", "topics", topic, "groups", group];
+        Self::send(self.request(Method::DELETE, &segments)?).await?;
+        Ok(())
+    }
+
+    /// One page of the group's dead letters: at most `limit` (1 to
+    /// [`DEAD_LETTERS_PAGE_MAX`]) with offsets from `from` on. Pass the page's `next` as
+    /// the following call's `from` until it is `None`.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), mailroom_client::ClientError> {
+    /// let client = mailroom_client::Client::new("http://127.0.0.1:7070")?;
+    /// let mut from = Some(0);
+    /// while let Some(start) = from {
+    ///     let page = client.dead_letters_page("orders", "billing", start, 100).await?;
+    ///     println!("{} dead letters", page.dead_letters.len());
+    ///     from = page.next;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// `invalid_argument` (400) for a `limit` out of range, `unknown_topic` or
+    /// `unknown_group` (404), or a transport error.
+    pub async fn dead_letters_page(
+        &self,
+        topic: &str,
+        group: &str,
+        from: u64,
+        limit: usize,
+    ) -> Result<DeadLetterPage, ClientError> {
+        let segments = ["v1", "topics", topic, "groups", group, "dead-letters"];
+        let request = self
+            .request(Method::GET, &segments)?
+            .query(&[("from", from.to_string()), ("limit", limit.to_string())]);
+        let page: WirePage = Self::json(request).await?;
+        let dead_letters = page
+            .dead_letters
+            .into_iter()
+            .map(|wire| {
+                Ok(DeadLetter {
+                    offset: wire.offset,
+                    attempts: wire.attempts,
+                    payload: wire.payload.into_bytes()?,
+                })
+            })
+            .collect::<Result<_, ClientError>>()?;
+        Ok(DeadLetterPage {
+            dead_letters,
+            next: page.next,
+        })
+    }
+
+    /// The group's dead letters, by ascending offset: every page, walked with
+    /// [`dead_letters_page`](Self::dead_letters_page).
+    ///
+    /// # Errors
+    /// `unknown_topic` or `unknown_group` (404), or a transport error.
+    pub async fn dead_letters(
+        &self,
+        topic: &str,
+        group: &str,
+    ) -> Result<Vec<DeadLetter>, ClientError> {
+        let mut letters = Vec::new();
+        let mut from = Some(0);
+        while let Some(start) = from {
+            let page = self
+                .dead_letters_page(topic, group, start, DEAD_LETTERS_PAGE_MAX)
+                .await?;
+            letters.extend(page.dead_letters);
+            from = page.next;
+        }
+        Ok(letters)
+    }
+}
