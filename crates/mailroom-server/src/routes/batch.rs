@@ -561,16 +561,9 @@ mod tests {
         }
     }
 
-    // Proves a waiting long poll is answered by the publish's wake-up, not by the
-    // periodic re-check: on a paused clock, the answer arrives with no time passed (a
-    // lost wake would leave the runtime idle until the clock jumps to the re-check).
-    #[tokio::test(flavor = "current_thread", start_paused = true)]
-    async fn long_poll_is_woken_by_publish_not_by_recheck() {
-        use axum::body::Body;
-        use axum::http::Request;
-        use http_body_util::BodyExt as _;
-        use tower::ServiceExt as _;
-
+    /// A server state and router over a fresh store with topic `t` and group `g`
+    /// (max_attempts 3); keep the directory alive for the test's length.
+    fn app_with_group() -> (tempfile::TempDir, AppState, axum::Router) {
         let dir = tempfile::tempdir().unwrap();
         let config = crate::Config {
             fsync: crate::config::FsyncPolicy::Never,
@@ -582,6 +575,20 @@ mod tests {
         store.topic("t").unwrap().create_group("g", 3).unwrap();
         let state = AppState::new(store, config);
         let app = crate::app::router(state.clone());
+        (dir, state, app)
+    }
+
+    // Proves a waiting long poll is answered by the publish's wake-up, not by the
+    // periodic re-check: on a paused clock, the answer arrives with no time passed (a
+    // lost wake would leave the runtime idle until the clock jumps to the re-check).
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn long_poll_is_woken_by_publish_not_by_recheck() {
+        use axum::body::Body;
+        use axum::http::Request;
+        use http_body_util::BodyExt as _;
+        use tower::ServiceExt as _;
+
+        let (_dir, state, app) = app_with_group();
         let started = Instant::now();
         let poll = Request::post("/v1/topics/t/groups/g/poll/batch")
             .body(Body::from(r#"{"max":4,"wait_ms":30000}"#))
@@ -612,17 +619,7 @@ mod tests {
         use http_body_util::BodyExt as _;
         use tower::ServiceExt as _;
 
-        let dir = tempfile::tempdir().unwrap();
-        let config = crate::Config {
-            fsync: crate::config::FsyncPolicy::Never,
-            ..crate::Config::default()
-        };
-        let store =
-            mailroom_store::Store::open(dir.path(), crate::server::store_options(&config)).unwrap();
-        store.create_topic("t").unwrap();
-        store.topic("t").unwrap().create_group("g", 3).unwrap();
-        let state = AppState::new(store, config);
-        let app = crate::app::router(state.clone());
+        let (_dir, state, app) = app_with_group();
         let poll = || {
             Request::post("/v1/topics/t/groups/g/poll/batch")
                 .body(Body::from(r#"{"max":4,"wait_ms":30000}"#))
