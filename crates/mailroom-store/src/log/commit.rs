@@ -21,7 +21,7 @@
 //!
 //! One sync at a time is deliberate: letting up to four run at once (safe, since
 //! `fdatasync` covers every write made before the call) halved throughput with 64
-//! writers in a side-by-side run (`benches/log.rs`), because concurrent syncs of one
+//! writers in a side-by-side run (`benches/log/main.rs`), because concurrent syncs of one
 //! file contend instead of batching.
 //!
 //! Earlier segments need no sync here: a segment is synced before the next is created.

@@ -17,12 +17,18 @@
 //! - Async publishers: 64 tasks on one current-thread executor (`futures`' `LocalPool`),
 //!   each writing one 1 KiB record (`Log::write`) and then awaiting `Log::durable`: how
 //!   the server's connections would publish. The log's sync thread runs the syncs.
-//! - `LOG_BENCH_QUICK=1` runs only the rows issue 4's targets need (raw 64 KiB and
-//!   256 KiB, and 1 KiB for the syncs/s; 1 KiB × 1 and × 64 threads, 1 KiB × 64 tasks), for
-//!   quick A/B comparisons; `LOG_BENCH_QUICK=2` runs only the async row (for profiling).
+//! - Pipelined publishers (`pipelined.rs`): 64 publishers, threads or tasks, each keeping up
+//!   to 4 or 16 publishes unconfirmed through the store's public API
+//!   (`DurableTopic::publish_deferred`), as Kafka's, NATS's and RabbitMQ's async publishers
+//!   do; a message counts once its confirmation came back.
+//! - `LOG_BENCH_QUICK=1` runs only the rows issue 4's targets need (raw 1 KiB for the
+//!   syncs/s, 64 KiB, 256 KiB and 1 MiB; 1 KiB × 1 and × 64 threads, 1 KiB × 64 tasks, 64
+//!   pipelined threads), for quick A/B comparisons; `LOG_BENCH_QUICK=2` runs only the async
+//!   row (for profiling).
 //! - Paired ratios (`LOG_BENCH_PAIRS`, default 8, samples of `LOG_BENCH_PAIR_MS`, default
-//!   250): the lone appender against raw 1 KiB syncs, and 64 async tasks against raw 64 KiB
-//!   and 256 KiB, each pair measured back to back (see `paired_ratios`).
+//!   250): the lone appender against raw 1 KiB syncs, 64 async tasks against raw 64 KiB
+//!   and 256 KiB, and 64 pipelined publishers against raw 1 MiB, each pair measured back
+//!   to back (see `paired_ratios`).
 
 use std::fs::OpenOptions;
 use std::io;
@@ -32,10 +38,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
+mod pipelined;
+
 use futures::executor::LocalPool;
 use futures::task::LocalSpawnExt;
 use mailroom_store::log::{Log, LogOptions, SyncPolicy};
 use mailroom_store::storage::{FsStorage, Storage, StorageFile};
+use pipelined::Pipelined;
 
 const RAW_CHUNKS: [usize; 6] = [1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20];
 const PAYLOADS: [usize; 2] = [100, 1024];
@@ -49,6 +58,8 @@ const PARALLEL_CHUNKS: [usize; 2] = [1 << 10, 64 << 10];
 enum Publishers {
     Threads(usize),
     Tasks(usize),
+    /// Through the store, each publisher keeping several publishes unconfirmed.
+    Pipelined(Pipelined),
 }
 /// (payload bytes, publishers, records per append).
 type Config = (usize, Publishers, usize);
@@ -56,12 +67,27 @@ type Config = (usize, Publishers, usize);
 const BATCHED: Config = (1024, Publishers::Threads(8), 64);
 /// How the server's connections would publish: one record, then await durability.
 const ASYNC: Config = (1024, Publishers::Tasks(64), 1);
+/// 64 publishers, each keeping `window` publishes unconfirmed.
+const fn pipelined(threads: bool, window: usize) -> Config {
+    let pipelined = Pipelined {
+        threads,
+        publishers: 64,
+        window,
+    };
+    (1024, Publishers::Pipelined(pipelined), 1)
+}
+const PIPELINED: [Config; 3] = [
+    pipelined(true, 4),
+    pipelined(true, 16),
+    pipelined(false, 16),
+];
 /// `LOG_BENCH_QUICK`: the raw chunks and log rows issue 4's targets need.
-const QUICK_RAW_CHUNKS: [usize; 3] = [1 << 10, 64 << 10, 256 << 10];
-const QUICK_CONFIGS: [Config; 3] = [
+const QUICK_RAW_CHUNKS: [usize; 4] = [1 << 10, 64 << 10, 256 << 10, 1 << 20];
+const QUICK_CONFIGS: [Config; 4] = [
     (1024, Publishers::Threads(1), 1),
     (1024, Publishers::Threads(64), 1),
     ASYNC,
+    pipelined(true, 16),
 ];
 
 /// `FsStorage` that counts file syncs.
@@ -185,6 +211,17 @@ fn log_sample(dir: &Path, config: Config, time: Duration) -> (f64, f64) {
     let log_dir = dir.join(format!("log-{payload_bytes}-{publishers:?}-{batch}"));
     let storage = Arc::new(Counting::default());
     let syncs = Arc::clone(&storage.syncs);
+    if let Publishers::Pipelined(pipelined) = publishers {
+        let (store, topic) = pipelined::open(storage, &log_dir);
+        let syncs_before = syncs.load(Ordering::Relaxed);
+        let start = Instant::now();
+        let confirmed = pipelined::run(&topic, pipelined, payload_bytes, time);
+        let elapsed = start.elapsed().as_secs_f64();
+        let synced = syncs.load(Ordering::Relaxed) - syncs_before;
+        drop((topic, store));
+        std::fs::remove_dir_all(&log_dir).unwrap();
+        return (confirmed as f64 / elapsed, synced as f64 / elapsed);
+    }
     let options = LogOptions {
         sync: SyncPolicy::Always,
         ..LogOptions::default()
@@ -195,6 +232,7 @@ fn log_sample(dir: &Path, config: Config, time: Duration) -> (f64, f64) {
     let appended = match publishers {
         Publishers::Threads(threads) => run_threads(&log, config, threads, time),
         Publishers::Tasks(tasks) => run_tasks(&log, payload_bytes, tasks, time),
+        Publishers::Pipelined(_) => unreachable!("pipelined publishers go through a store"),
     };
     let elapsed = start.elapsed().as_secs_f64();
     let synced = syncs.load(Ordering::Relaxed) - syncs_before;
@@ -268,6 +306,7 @@ fn paired_ratios(dir: &Path, pairs: usize, time: Duration) {
     let mut lone = Vec::new();
     let mut async_64k = Vec::new();
     let mut async_256k = Vec::new();
+    let mut pipelined_1m = Vec::new();
     for _ in 0..pairs {
         let raw_syncs = raw_sample(dir, 1 << 10, time) / 1024.0;
         let (appends, _) = log_sample(dir, QUICK_CONFIGS[0], time);
@@ -278,6 +317,10 @@ fn paired_ratios(dir: &Path, pairs: usize, time: Duration) {
         let bytes = records * ASYNC.0 as f64;
         async_64k.push(bytes / raw_64k);
         async_256k.push(bytes / raw_256k);
+        let raw_1m = raw_sample(dir, 1 << 20, time);
+        let config = QUICK_CONFIGS[3];
+        let (records, _) = log_sample(dir, config, time);
+        pipelined_1m.push(records * config.0 as f64 / raw_1m);
     }
     println!(
         "
@@ -290,6 +333,10 @@ paired ratios ({pairs} pairs, {} s per sample; median [min, max])",
         ("1 thread × 1 KiB appends/s ÷ raw 1 KiB syncs/s", lone),
         ("64 async tasks × 1 KiB MB/s ÷ raw 64 KiB MB/s", async_64k),
         ("64 async tasks × 1 KiB MB/s ÷ raw 256 KiB MB/s", async_256k),
+        (
+            "64 threads × 1 KiB, ≤ 16 unconfirmed each, MB/s ÷ raw 1 MiB MB/s",
+            pipelined_1m,
+        ),
     ] {
         ratios.sort_by(f64::total_cmp);
         println!(
@@ -342,6 +389,7 @@ fn main() {
             .collect();
         configs.push(BATCHED);
         configs.push(ASYNC);
+        configs.extend(PIPELINED);
         (&RAW_CHUNKS, &PARALLEL_CHUNKS, configs)
     };
     let mut raw: Vec<Vec<f64>> = vec![Vec::new(); raw_chunks.len()];
@@ -404,6 +452,12 @@ fn main() {
         let publishers = match publishers {
             Publishers::Threads(n) => format!("{n} threads"),
             Publishers::Tasks(n) => format!("{n} async tasks"),
+            Publishers::Pipelined(p) => format!(
+                "{} {}, ≤ {} unconfirmed each",
+                p.publishers,
+                if p.threads { "threads" } else { "async tasks" },
+                p.window
+            ),
         };
         let rate = median(samples.iter().map(|s| s.0).collect());
         let syncs = median(samples.iter().map(|s| s.1).collect());
