@@ -98,6 +98,7 @@ pub mod storage;
 mod store;
 mod topic;
 mod topic_batch;
+mod topic_dead_letters;
 mod topic_extended;
 
 pub use deferred::Deferred;
@@ -107,3 +108,4 @@ pub use store::names::{validate_name, NAME_BYTES_MAX};
 pub use store::{Store, StoreOptions};
 pub use topic::DurableTopic;
 pub use topic_batch::AckedThenPolled;
+pub use topic_dead_letters::{DeadLetterPage, DEAD_LETTERS_PAGE_MAX};

@@ -17,7 +17,10 @@
 //! [`COMPACT_GARBAGE_FACTOR`] times the bytes the last compaction copied, so the bytes
 //! copied are paid for by at least as many bytes of new groups-log traffic, and the log
 //! keeps about `COMPACT_GARBAGE_FACTOR` times the live dead letters' bytes, at least
-//! `COMPACT_SEGMENTS_MIN` segments, plus what replay needs.
+//! `COMPACT_SEGMENTS_MIN` segments, plus what replay needs. The bytes copied last are
+//! kept in memory only; after a reopen the first checkpoint that finds enough segments
+//! reads the payloads it would copy and judges by their size instead, so a reopen does
+//! not cost a full copy.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -36,6 +39,11 @@ pub const COMPACT_SEGMENTS_MIN: usize = 4;
 /// Compact only when the segments those records span hold more than this many times the
 /// bytes the previous compaction copied (an estimate of the live dead letters' bytes).
 pub const COMPACT_GARBAGE_FACTOR: u64 = 2;
+
+/// What `compaction_copied_bytes` holds until the first look at compaction after the set
+/// was opened: the bytes copied by the last compaction, which a reopen forgets, are then
+/// estimated by reading what would be copied (see `compact_dead_letters`).
+pub(super) const COPIED_BYTES_UNKNOWN: u64 = u64::MAX;
 
 /// A record that holds a payload still needed: whose group, and which message.
 #[derive(Debug, Clone, Copy)]
@@ -66,30 +74,25 @@ impl GroupSet {
         let spanned: Vec<_> = segments.iter().filter(|s| s.end_offset > lowest).collect();
         let spanned_bytes: u64 = spanned.iter().map(|segment| segment.bytes).sum();
         let copied_before = self.compaction_copied_bytes.load(Ordering::Relaxed);
-        if spanned.len() <= COMPACT_SEGMENTS_MIN
-            || spanned_bytes <= copied_before.saturating_mul(COMPACT_GARBAGE_FACTOR)
-        {
+        let known = copied_before != COPIED_BYTES_UNKNOWN;
+        let not_worth =
+            |copied: u64| spanned_bytes <= copied.saturating_mul(COMPACT_GARBAGE_FACTOR);
+        if spanned.len() <= COMPACT_SEGMENTS_MIN || (known && not_worth(copied_before)) {
             return Ok(());
         }
-        let mut copies = Vec::with_capacity(pinned.len());
-        for (&record, pin) in &pinned {
-            let payload = match self.dead_letter_record(record, pin.offset) {
-                Ok(payload) => payload,
-                // A damaged record pins its segments whatever is copied, so copying the
-                // others would only be repeated at every checkpoint: leave all as is
-                // (the damaged dead letter reports `Corrupt` when read).
-                Err(error @ StoreError::Corrupt { .. }) => {
-                    tracing::error!(topic = ?self.topic_dir, %error, "groups log not compacted");
-                    return Ok(());
-                }
-                Err(error) => return Err(error),
-            };
-            let copy = GroupRecord::DeadLetterCopy {
-                id: pin.group,
-                offset: pin.offset,
-                payload,
-            };
-            copies.push(copy.encode());
+        let Some(copies) = self.read_copies(&pinned)? else {
+            return Ok(());
+        };
+        let copied: u64 = copies.iter().map(|copy| copy.len() as u64).sum();
+        if !known {
+            // The first look since the set was opened, which forgot what the last
+            // compaction copied: what one would copy now stands in for it, so a reopen
+            // does not cost a copy of every dead letter.
+            self.compaction_copied_bytes
+                .store(copied, Ordering::Relaxed);
+            if not_worth(copied) {
+                return Ok(());
+            }
         }
         let written = self
             .write_records(&copies)
@@ -101,7 +104,6 @@ impl GroupSet {
             self.wait_durable(last.end)?;
         }
         point_at_copies(&slots, &moved);
-        let copied: u64 = copies.iter().map(|copy| copy.len() as u64).sum();
         self.compaction_copied_bytes
             .store(copied, Ordering::Relaxed);
         tracing::debug!(
@@ -111,6 +113,39 @@ impl GroupSet {
             "groups log compacted"
         );
         Ok(())
+    }
+
+    /// The `DeadLetterCopy` records, encoded, for every `pinned` record; `None` if one
+    /// of them is damaged.
+    ///
+    /// # Errors
+    ///
+    /// I/O errors reading the records.
+    fn read_copies(
+        &self,
+        pinned: &BTreeMap<u64, Pinned>,
+    ) -> Result<Option<Vec<Vec<u8>>>, StoreError> {
+        let mut copies = Vec::with_capacity(pinned.len());
+        for (&record, pin) in pinned {
+            let payload = match self.dead_letter_record(record, pin.offset) {
+                Ok(payload) => payload,
+                // A damaged record pins its segments whatever is copied, so copying the
+                // others would only be repeated at every checkpoint: leave all as is
+                // (the damaged dead letter reports `Corrupt` when read).
+                Err(error @ StoreError::Corrupt { .. }) => {
+                    tracing::error!(topic = ?self.topic_dir, %error, "groups log not compacted");
+                    return Ok(None);
+                }
+                Err(error) => return Err(error),
+            };
+            let copy = GroupRecord::DeadLetterCopy {
+                id: pin.group,
+                offset: pin.offset,
+                payload,
+            };
+            copies.push(copy.encode());
+        }
+        Ok(Some(copies))
     }
 }
 

@@ -1,7 +1,8 @@
 //! The delivery operations of a topic's groups: ack, nack (all kinds, single or batch),
-//! touch, redrive, purge, and the reads; polls are in `poll.rs`. Each runs as one
-//! transaction (see `pending.rs`): planned with `mailroom::group`, applied and written
-//! under the group's own lock, answered once durable.
+//! touch, redrive, purge, and the reads; polls are in `poll.rs`, reads of dead letters in
+//! `dead_letters.rs`. Each runs as one transaction (see `pending.rs`): planned with
+//! `mailroom::group`, applied and written under the group's own lock, answered once
+//! durable.
 //!
 //! Time comes from the store's clock. Before any operation on a group, every lease that
 //! has run out by now is expired, and each expiry is written to the groups log like any
@@ -11,10 +12,8 @@
 use std::ops::Range;
 
 use bytes::Bytes;
-use mailroom::group::{
-    DeadLetterEntry, DeadLetterNote, DeliveryId, GroupState, NackOptions, NotOwned,
-};
-use mailroom::topic::{DeadLetter, DeadLetterInfo, GroupInfo, Nack, TopicError};
+use mailroom::group::{DeliveryId, GroupState, NackOptions, NotOwned};
+use mailroom::topic::{GroupInfo, Nack, TopicError};
 
 use super::pending::{Pending, Staged, UNWRITTEN_FROM};
 use super::record::GroupRecord;
@@ -22,10 +21,6 @@ use super::set::{GroupSet, GroupSlot};
 use super::{dead_letter_payload, GroupEntry};
 use crate::log::Log;
 use crate::StoreError;
-
-/// How many times a read of a group's dead letters starts again when a compaction moved
-/// them while it read (once is nearly always enough: compactions are far apart).
-const DEAD_LETTER_READ_TRIES: u32 = 4;
 
 impl GroupSet {
     /// The payload of the message at `offset`: from the record that dead-lettered it if it
@@ -222,76 +217,6 @@ impl GroupSet {
     /// As [`read`](Self::read).
     pub fn position(&self, messages: &Log, group: &str) -> Result<u64, StoreError> {
         self.read(messages, group, |entry| entry.state.position())
-    }
-
-    /// `group`'s dead letters with their payloads, read back from the groups log.
-    ///
-    /// # Errors
-    ///
-    /// `UnknownGroup`, I/O errors, corruption.
-    pub fn dead_letters(
-        &self,
-        messages: &Log,
-        group: &str,
-    ) -> Result<Vec<DeadLetter<Bytes>>, StoreError> {
-        Ok(self
-            .dead_letter_info(messages, group)?
-            .into_iter()
-            .map(|dead| DeadLetter {
-                offset: dead.offset,
-                attempts: dead.attempts,
-                message: dead.message,
-            })
-            .collect())
-    }
-
-    /// `group`'s dead letters with reasons, times and payloads.
-    ///
-    /// # Errors
-    ///
-    /// `UnknownGroup`, I/O errors, corruption.
-    pub fn dead_letter_info(
-        &self,
-        messages: &Log,
-        group: &str,
-    ) -> Result<Vec<DeadLetterInfo<Bytes>>, StoreError> {
-        let mut tries = 1;
-        loop {
-            let (entries, notes, records) = self.read(messages, group, |entry| {
-                (
-                    entry.state.dead_letters().to_vec(),
-                    entry.state.dead_letter_notes().to_vec(),
-                    entry.dead_letter_records.clone(),
-                )
-            })?;
-            // The payloads are read after the group's lock is released, so a compacting
-            // checkpoint may meanwhile have pointed the group at copies and deleted the
-            // records named here: then read the (new) pointers again.
-            let moved = |records: &[u64]| records.iter().any(|&at| at < self.log.start());
-            match self.read_dead_letters(entries, notes, &records) {
-                Err(_) if tries < DEAD_LETTER_READ_TRIES && moved(&records) => tries += 1,
-                result => return result,
-            }
-        }
-    }
-
-    fn read_dead_letters(
-        &self,
-        entries: Vec<DeadLetterEntry>,
-        notes: Vec<DeadLetterNote>,
-        records: &[u64],
-    ) -> Result<Vec<DeadLetterInfo<Bytes>>, StoreError> {
-        let mut letters = Vec::with_capacity(entries.len());
-        for ((dead, note), &record) in entries.into_iter().zip(notes).zip(records) {
-            letters.push(DeadLetterInfo {
-                offset: dead.offset,
-                attempts: dead.attempts,
-                reason: note.reason,
-                at_ms: note.at_ms,
-                message: self.dead_letter_record(record, dead.offset)?,
-            });
-        }
-        Ok(letters)
     }
 }
 

@@ -12,6 +12,7 @@
 
 pub mod checkpoint;
 mod compaction;
+mod dead_letters;
 mod delivery;
 mod pending;
 mod poll;

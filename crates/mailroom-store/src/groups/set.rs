@@ -19,6 +19,7 @@ use mailroom::topic::{StartPosition, TopicError, GROUPS_MAX};
 use parking_lot::{Mutex, MutexGuard, RwLock};
 
 use super::checkpoint::{self, Checkpoint, GroupCheckpoint};
+use super::compaction;
 use super::record::GroupRecord;
 use super::replay::{self, Recovered};
 use super::{GroupEntry, GroupId};
@@ -46,7 +47,8 @@ pub struct GroupSet {
     /// Held by a checkpoint, so checkpoints (and the compaction inside them, which reads
     /// records an overlapping checkpoint could delete) never overlap.
     checkpoint_running: Mutex<()>,
-    /// What the last compaction copied, in bytes (see `compaction.rs`).
+    /// What the last compaction copied, in bytes, or `COPIED_BYTES_UNKNOWN` until the
+    /// first look at compaction since opening (see `compaction.rs`).
     pub(super) compaction_copied_bytes: AtomicU64,
     /// Set while a checkpoint handed to a background thread (by an awaited `Deferred`,
     /// which must not block its executor) is queued or running, so at most one is.
@@ -126,7 +128,7 @@ impl GroupSet {
             records_since_checkpoint: AtomicU64::new(records_replayed),
             checkpoint_every: checkpoint_every.max(1),
             checkpoint_running: Mutex::new(()),
-            compaction_copied_bytes: AtomicU64::new(0),
+            compaction_copied_bytes: AtomicU64::new(compaction::COPIED_BYTES_UNKNOWN),
             checkpoint_queued: AtomicBool::new(false),
             failed: OnceLock::new(),
         };

@@ -52,7 +52,10 @@
 mod commit;
 mod durable;
 mod index;
+mod lookup;
+mod options;
 mod recovery;
+mod retention;
 mod segment;
 mod writer;
 
@@ -61,12 +64,13 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
 
-use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 
 pub use self::durable::Durable;
+pub use self::lookup::Record;
+pub use self::options::{LogOptions, SyncPolicy, RECORD_BYTES_LIMIT, SEGMENT_BYTES_LIMIT};
+pub use self::retention::SegmentInfo;
 
 use self::commit::{Flusher, GroupCommit};
 use self::recovery::io_error;
@@ -79,83 +83,6 @@ use crate::StoreError;
 pub const APPEND_RECORDS_MAX: usize = 1 << 16;
 /// The most bytes (headers included) one [`Log::append`] may carry.
 pub const APPEND_BYTES_MAX: u64 = 256 << 20;
-/// The largest accepted [`LogOptions::segment_bytes_max`]: keeps every position in a
-/// segment within the index's 32-bit fields.
-pub const SEGMENT_BYTES_LIMIT: u64 = 1 << 30;
-/// The largest accepted [`LogOptions::record_bytes_max`].
-pub const RECORD_BYTES_LIMIT: u32 = 64 << 20;
-
-/// When an append is made durable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum SyncPolicy {
-    /// Every append returns only after an `fdatasync` that covers it (shared by concurrent
-    /// appenders: group commit).
-    #[default]
-    Always,
-    /// A background thread syncs every interval (and once more when the log is dropped).
-    /// Appends return once written to the OS. A power cut can lose the records appended
-    /// in roughly the last interval (plus the time one sync takes); a process crash
-    /// loses nothing, since written data is in the OS page cache. Whatever is lost is a
-    /// suffix: the log stays gap-free.
-    Interval(Duration),
-    /// The log syncs only on [`Log::sync`] and when it rolls to a new segment. A power
-    /// cut can lose every record appended since the last of those (a suffix of the log);
-    /// a process crash loses nothing.
-    Never,
-}
-
-/// How a [`Log`] lays out and syncs its files.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LogOptions {
-    /// Roll to a new segment when an append would take the active one past this many
-    /// bytes (an append is never split, so one larger than this gets a segment of its
-    /// own). Default 64 MiB; at most [`SEGMENT_BYTES_LIMIT`].
-    pub segment_bytes_max: u64,
-    /// Write a sparse index entry at the first record starting at least this many bytes
-    /// after the previous entry. A read scans at most about this much. Default 4 KiB.
-    pub index_interval_bytes: u32,
-    /// When appends are made durable. Default [`SyncPolicy::Always`].
-    pub sync: SyncPolicy,
-    /// The largest payload accepted, in bytes. Default 16 MiB; at most
-    /// [`RECORD_BYTES_LIMIT`]. Reopen a log with a limit at least as large as the one it
-    /// was written with: a longer record is read as corrupt.
-    pub record_bytes_max: u32,
-}
-
-impl Default for LogOptions {
-    fn default() -> Self {
-        LogOptions {
-            segment_bytes_max: 64 << 20,
-            index_interval_bytes: 4 << 10,
-            sync: SyncPolicy::Always,
-            record_bytes_max: 16 << 20,
-        }
-    }
-}
-
-/// One record read back from the log.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Record {
-    /// Its offset.
-    pub offset: u64,
-    /// The timestamp the appender passed.
-    pub timestamp_ms: u64,
-    /// Its payload.
-    pub payload: Bytes,
-}
-
-/// What retention needs to know about one segment.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SegmentInfo {
-    /// The offset of its first record.
-    pub base_offset: u64,
-    /// One past the offset of its last record.
-    pub end_offset: u64,
-    /// Its size in bytes.
-    pub bytes: u64,
-    /// The timestamp of its last record (0 if empty).
-    pub last_timestamp_ms: u64,
-}
 
 /// A segmented, append-only log in one directory. `Send + Sync`; share it with an `Arc`.
 ///
@@ -186,33 +113,6 @@ struct Shared {
     /// The first write or sync failure; set once, never cleared.
     failure: Mutex<Option<String>>,
     flusher: Flusher,
-}
-
-impl LogOptions {
-    fn validate(&self) -> Result<(), StoreError> {
-        let invalid = |reason: String| Err(StoreError::InvalidArgument { reason });
-        if self.segment_bytes_max == 0 || self.segment_bytes_max > SEGMENT_BYTES_LIMIT {
-            return invalid(format!(
-                "segment_bytes_max {} is outside 1..={SEGMENT_BYTES_LIMIT}",
-                self.segment_bytes_max
-            ));
-        }
-        if self.record_bytes_max > RECORD_BYTES_LIMIT {
-            return invalid(format!(
-                "record_bytes_max {} exceeds {RECORD_BYTES_LIMIT}",
-                self.record_bytes_max
-            ));
-        }
-        if self.index_interval_bytes == 0 {
-            return invalid("index_interval_bytes must be at least 1".into());
-        }
-        if let SyncPolicy::Interval(interval) = self.sync {
-            if interval.is_zero() {
-                return invalid("a sync interval must be longer than zero".into());
-            }
-        }
-        Ok(())
-    }
 }
 
 impl Log {
@@ -402,57 +302,6 @@ impl Log {
         self.shared.written_end.load(Ordering::Acquire)
     }
 
-    /// Reads one record; `Ok(None)` if `offset` is before [`Log::start`] (deleted) or at or
-    /// after [`Log::end`].
-    ///
-    /// # Errors
-    /// [`StoreError::Corrupt`] if the record fails its checks; [`StoreError::Io`] if the
-    /// read fails.
-    ///
-    /// # Example
-    /// ```
-    /// # use std::{path::Path, sync::Arc};
-    /// # use mailroom_store::log::{Log, LogOptions};
-    /// # use mailroom_store::storage::SimStorage;
-    /// let log = Log::open(Arc::new(SimStorage::new()), Path::new("/l"), LogOptions::default())?;
-    /// log.append(&[b"x"], 5)?;
-    /// let record = log.read(0)?.unwrap();
-    /// assert_eq!((record.timestamp_ms, &record.payload[..]), (5, &b"x"[..]));
-    /// assert!(log.read(1)?.is_none());
-    /// # Ok::<(), mailroom_store::StoreError>(())
-    /// ```
-    pub fn read(&self, offset: u64) -> Result<Option<Record>, StoreError> {
-        if offset >= self.end() {
-            return Ok(None);
-        }
-        let segment = {
-            let segments = self.shared.segments.read();
-            let after = segments.partition_point(|s| s.base_offset <= offset);
-            match after.checked_sub(1) {
-                Some(i) => Arc::clone(&segments[i]),
-                None => return Ok(None), // deleted by retention
-            }
-        };
-        let options = &self.shared.options;
-        let chunk_bytes = (options.index_interval_bytes as usize)
-            .saturating_add(4096)
-            .min(1 << 20);
-        segment
-            .read(offset, options.record_bytes_max, chunk_bytes)
-            .map(Some)
-    }
-
-    /// The oldest retained offset.
-    pub fn start(&self) -> u64 {
-        self.shared.segments.read()[0].base_offset
-    }
-
-    /// The next offset to be assigned: with [`SyncPolicy::Always`], every offset below it
-    /// is durable; otherwise every offset below it has been written.
-    pub fn end(&self) -> u64 {
-        self.shared.visible_end.load(Ordering::Acquire)
-    }
-
     /// Forces an `fdatasync` of everything written so far (shared with concurrent
     /// appenders, like theirs).
     ///
@@ -477,84 +326,6 @@ impl Log {
     /// ```
     pub fn sync(&self) -> Result<(), StoreError> {
         self.shared.sync_written()
-    }
-
-    /// The segments, oldest first, for retention decisions. The last is the active one.
-    pub fn segments(&self) -> Vec<SegmentInfo> {
-        let end = self.end();
-        let segments = self.shared.segments.read();
-        segments
-            .iter()
-            .map(|segment| {
-                let meta = segment.meta.lock();
-                SegmentInfo {
-                    base_offset: segment.base_offset,
-                    end_offset: meta.end_offset.min(end).max(segment.base_offset),
-                    bytes: meta.bytes,
-                    last_timestamp_ms: meta.last_timestamp_ms,
-                }
-            })
-            .collect()
-    }
-
-    /// Deletes whole segments whose records all lie below `offset`, oldest first, never
-    /// the active segment; fsyncs the directory after each, so a crash leaves no gap.
-    /// Returns how many were deleted.
-    ///
-    /// # Errors
-    /// [`StoreError::Io`] if a removal or the directory sync fails (a failed sync makes
-    /// the log fail-stop); [`StoreError::FailStopped`] once it is.
-    ///
-    /// # Example
-    /// ```
-    /// # use std::{path::Path, sync::Arc};
-    /// use mailroom_store::log::{Log, LogOptions};
-    /// use mailroom_store::storage::SimStorage;
-    ///
-    /// let options = LogOptions { segment_bytes_max: 100, ..LogOptions::default() };
-    /// let log = Log::open(Arc::new(SimStorage::new()), Path::new("/l"), options)?;
-    /// for i in 0..10u64 {
-    ///     log.append(&[&[0u8; 40]], i)?; // 64 bytes each: one record per segment
-    /// }
-    /// assert_eq!(log.segments().len(), 10);
-    /// assert_eq!(log.segments()[3].end_offset, 4);
-    /// // Segments 0..=3 hold only offsets below 4.
-    /// assert_eq!(log.delete_segments_before(4)?, 4);
-    /// assert_eq!((log.start(), log.end()), (4, 10));
-    /// assert!(log.read(3)?.is_none());
-    /// # Ok::<(), mailroom_store::StoreError>(())
-    /// ```
-    pub fn delete_segments_before(&self, offset: u64) -> Result<usize, StoreError> {
-        let shared = &self.shared;
-        // Holding the writer lock keeps a roll from racing the segment list.
-        let _writer = shared.writer.lock();
-        shared.check_not_failed()?;
-        let mut deleted = 0;
-        loop {
-            let oldest = {
-                let segments = shared.segments.read();
-                if segments.len() <= 1 || segments[0].meta.lock().end_offset > offset {
-                    return Ok(deleted);
-                }
-                Arc::clone(&segments[0])
-            };
-            shared
-                .storage
-                .remove_file(&oldest.path)
-                .map_err(io_error("remove", &oldest.path))?;
-            shared.segments.write().remove(0);
-            deleted += 1;
-            let index_path = &oldest.index_path;
-            shared
-                .storage
-                .remove_file(index_path)
-                .map_err(io_error("remove", index_path))?;
-            shared
-                .storage
-                .sync_dir(&shared.dir)
-                .map_err(io_error("fsync directory", &shared.dir))
-                .inspect_err(|error| shared.fail_stop(error))?;
-        }
     }
 }
 
