@@ -105,7 +105,7 @@ pub use deferred::Deferred;
 pub use error::StoreError;
 pub use retention::Retention;
 pub use store::names::{validate_name, NAME_BYTES_MAX};
-pub use store::{Store, StoreOptions};
+pub use store::{Store, StoreOptions, POLL_BATCH_BYTES_MAX_DEFAULT};
 pub use topic::DurableTopic;
 pub use topic_batch::AckedThenPolled;
 pub use topic_dead_letters::{DeadLetterPage, DEAD_LETTERS_PAGE_MAX};

@@ -53,7 +53,15 @@ pub struct StoreOptions {
     pub checkpoint_every: u64,
     /// Where timestamps come from. Default: the system clock.
     pub clock: Arc<dyn Clock>,
+    /// The most payload bytes one batch poll hands out (`poll_batch`,
+    /// `ack_then_poll_batch`): a batch stops early rather than pass it, but always holds
+    /// at least one delivery, however large. Bounds the memory of one answer (Kafka's
+    /// broker caps a fetch the same way). Default [`POLL_BATCH_BYTES_MAX_DEFAULT`].
+    pub poll_batch_bytes_max: usize,
 }
+
+/// The default [`StoreOptions::poll_batch_bytes_max`]: 16 MiB.
+pub const POLL_BATCH_BYTES_MAX_DEFAULT: usize = 16 << 20;
 
 impl Default for StoreOptions {
     fn default() -> Self {
@@ -62,6 +70,7 @@ impl Default for StoreOptions {
             retention: Retention::default(),
             checkpoint_every: 4096,
             clock: Arc::new(SystemClock),
+            poll_batch_bytes_max: POLL_BATCH_BYTES_MAX_DEFAULT,
         }
     }
 }
@@ -160,6 +169,11 @@ impl Store {
                 reason: "checkpoint_every must be at least 1".into(),
             });
         }
+        if options.poll_batch_bytes_max == 0 {
+            return Err(StoreError::InvalidArgument {
+                reason: "poll_batch_bytes_max must be at least 1".into(),
+            });
+        }
         create_dir_durable(storage.as_ref(), dir).map_err(io_error("create directory", dir))?;
         prepare_root(storage.as_ref(), dir)?;
         let topics_dir = dir.join(TOPICS_DIR);
@@ -205,15 +219,7 @@ impl Store {
                 .map_err(io_error("remove", &dir))?;
         }
         create_dir_durable(storage.as_ref(), &dir).map_err(io_error("create directory", &dir))?;
-        let options = &self.inner.options;
-        let topic = DurableTopic::open(
-            storage.clone(),
-            name,
-            &dir,
-            &options.log,
-            options.checkpoint_every,
-            options.clock.clone(),
-        )?;
+        let topic = DurableTopic::open(storage.clone(), name, &dir, &self.inner.options)?;
         write_marker(storage.as_ref(), &dir, TOPIC_FILE, TOPIC_MAGIC)?;
         self.inner.topics.write().insert(name.to_owned(), topic);
         Ok(true)
@@ -399,14 +405,7 @@ fn open_topic_dir(
             return Err(corrupt(entry, "not part of a mailroom topic"));
         }
     }
-    let topic = DurableTopic::open(
-        storage.clone(),
-        name,
-        dir,
-        &options.log,
-        options.checkpoint_every,
-        options.clock.clone(),
-    )?;
+    let topic = DurableTopic::open(storage.clone(), name, dir, options)?;
     Ok(Some((name.to_owned(), topic)))
 }
 

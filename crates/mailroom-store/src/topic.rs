@@ -22,10 +22,10 @@ use parking_lot::{RwLock, RwLockReadGuard};
 
 use crate::clock::Clock;
 use crate::groups::{GroupSet, Staged};
-use crate::log::{Log, LogOptions};
+use crate::log::Log;
 use crate::retention::Retention;
 use crate::storage::Storage;
-use crate::{Deferred, StoreError};
+use crate::{Deferred, StoreError, StoreOptions};
 
 /// A handle to one durable topic. Cheap to clone; all clones share the topic.
 ///
@@ -149,19 +149,11 @@ impl DurableTopic {
         storage: Arc<dyn Storage>,
         name: &str,
         dir: &Path,
-        log_options: &LogOptions,
-        checkpoint_every: u64,
-        clock: Arc<dyn Clock>,
+        options: &StoreOptions,
     ) -> Result<DurableTopic, StoreError> {
-        let messages = Log::open(storage.clone(), &dir.join("messages"), log_options.clone())?;
-        let groups = GroupSet::open(
-            storage,
-            dir,
-            &messages,
-            log_options,
-            checkpoint_every,
-            clock.clone(),
-        )?;
+        let messages = Log::open(storage.clone(), &dir.join("messages"), options.log.clone())?;
+        let groups = GroupSet::open(storage, dir, &messages, options)?;
+        let clock = options.clock.clone();
         Ok(DurableTopic {
             inner: Arc::new(TopicInner {
                 name: name.to_owned(),

@@ -27,7 +27,10 @@ impl DurableTopic {
     /// ones made for it, until `max` or the group has nothing more to hand out (the log is
     /// drained, `max_in_flight` deliveries are in flight, or a delayed message holds back
     /// the rest). Owned ones come first (redriven, then by offset), then new ones by
-    /// offset. With `max_in_flight` 1 a batch is a poll: at most one delivery. Every
+    /// offset. With `max_in_flight` 1 a batch is a poll: at most one delivery. A batch
+    /// also stops before a payload that would take it past
+    /// [`StoreOptions::poll_batch_bytes_max`](crate::StoreOptions::poll_batch_bytes_max)
+    /// (but always holds at least one delivery); the rest come with the next poll. Every
     /// delivery made is durable before the batch returns.
     ///
     /// # Errors

@@ -32,6 +32,7 @@ impl Disk {
             retention,
             checkpoint_every: 3,
             clock: clock.clone(),
+            ..StoreOptions::default()
         };
         Disk {
             sim: SimStorage::new(),

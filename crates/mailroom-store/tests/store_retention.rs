@@ -22,6 +22,7 @@ fn options(retention: Retention, clock: Arc<ManualClock>) -> StoreOptions {
         retention,
         checkpoint_every: 8,
         clock,
+        ..StoreOptions::default()
     }
 }
 

@@ -53,6 +53,7 @@ impl GroupSet {
                 slot,
                 consumer,
                 max,
+                bytes_max: self.poll_batch_bytes_max,
                 now_ms,
             };
             self.poll_staged(messages, entry, pending, &batch)
@@ -81,6 +82,7 @@ impl GroupSet {
                 slot,
                 consumer,
                 max,
+                bytes_max: self.poll_batch_bytes_max,
                 now_ms,
             };
             let polled = self.poll_staged(messages, entry, pending, &batch)?;
@@ -123,6 +125,9 @@ impl GroupSet {
 
     /// One try at a batch: `None` if a message was deleted under it (start over; the
     /// deliveries made so far stay staged and owned, so the next try returns them).
+    /// Stops before a payload that would take the batch past `bytes_max` (never before
+    /// the first delivery): an owned delivery left out stays in flight for the next poll,
+    /// a new one is not made.
     fn collect(
         &self,
         messages: &Log,
@@ -131,11 +136,15 @@ impl GroupSet {
         batch: &Batch<'_>,
     ) -> Result<Option<Vec<Delivery<Bytes>>>, StoreError> {
         let mut deliveries = Vec::with_capacity(batch.max.min(BATCH_PREALLOCATED_MAX));
+        let mut bytes = ByteBudget::new(batch.bytes_max);
         let owned: Vec<DeliveryId> = entry.state.owned(batch.consumer).take(batch.max).collect();
         for id in owned {
             let Some(message) = self.message(messages, entry, id.offset)? else {
                 return Ok(None);
             };
+            if !bytes.take(&message) {
+                return Ok(Some(deliveries));
+            }
             deliveries.push(delivery(id, message));
         }
         let log_end = messages.end();
@@ -152,6 +161,9 @@ impl GroupSet {
             let Some(message) = self.message(messages, entry, new.id.offset)? else {
                 return Ok(None);
             };
+            if !bytes.take(&message) {
+                break;
+            }
             let change = new.change(batch.consumer);
             let record = GroupRecord::event(batch.slot.id, change, Bytes::new());
             self.stage(entry, pending, record);
@@ -185,7 +197,30 @@ struct Batch<'a> {
     slot: &'a GroupSlot,
     consumer: Option<&'a str>,
     max: usize,
+    bytes_max: usize,
     now_ms: u64,
+}
+
+/// The payload bytes a batch may still hand out; the first payload always fits.
+struct ByteBudget {
+    taken: usize,
+    max: usize,
+}
+
+impl ByteBudget {
+    fn new(max: usize) -> ByteBudget {
+        ByteBudget { taken: 0, max }
+    }
+
+    /// Counts `payload` in if it fits (or is the first), else refuses it.
+    fn take(&mut self, payload: &Bytes) -> bool {
+        let taken = self.taken.saturating_add(payload.len());
+        if self.taken > 0 && taken > self.max {
+            return false;
+        }
+        self.taken = taken;
+        true
+    }
 }
 
 fn delivery(id: DeliveryId, message: Bytes) -> Delivery<Bytes> {

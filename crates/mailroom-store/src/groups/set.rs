@@ -24,10 +24,10 @@ use super::record::GroupRecord;
 use super::replay::{self, Recovered};
 use super::{GroupEntry, GroupId};
 use crate::clock::Clock;
-use crate::log::{Log, LogOptions, SyncPolicy, RECORD_BYTES_LIMIT};
+use crate::log::{Log, SyncPolicy, RECORD_BYTES_LIMIT};
 use crate::storage::Storage;
 use crate::store::names::validate_name;
-use crate::StoreError;
+use crate::{StoreError, StoreOptions};
 
 /// The groups of one topic.
 #[derive(Debug)]
@@ -44,6 +44,8 @@ pub struct GroupSet {
     changes: Mutex<Changes>,
     records_since_checkpoint: AtomicU64,
     checkpoint_every: u64,
+    /// `StoreOptions::poll_batch_bytes_max`: what one batch poll may hand out.
+    pub(super) poll_batch_bytes_max: usize,
     /// Held by a checkpoint, so checkpoints (and the compaction inside them, which reads
     /// records an overlapping checkpoint could delete) never overlap.
     checkpoint_running: Mutex<()>,
@@ -85,10 +87,9 @@ impl GroupSet {
         storage: Arc<dyn Storage>,
         topic_dir: &Path,
         messages: &Log,
-        options: &LogOptions,
-        checkpoint_every: u64,
-        clock: Arc<dyn Clock>,
+        store_options: &StoreOptions,
     ) -> Result<GroupSet, StoreError> {
+        let options = &store_options.log;
         let log_dir = topic_dir.join("groups");
         let mut log_options = options.clone();
         // A dead letter's record holds the whole message plus its 21-byte header.
@@ -121,12 +122,13 @@ impl GroupSet {
             log_dir,
             storage,
             topic_dir: topic_dir.to_path_buf(),
-            clock,
+            clock: store_options.clock.clone(),
             relaxed,
             registry: RwLock::new(registry),
             changes: Mutex::new(Changes { next_group_id }),
             records_since_checkpoint: AtomicU64::new(records_replayed),
-            checkpoint_every: checkpoint_every.max(1),
+            checkpoint_every: store_options.checkpoint_every.max(1),
+            poll_batch_bytes_max: store_options.poll_batch_bytes_max.max(1),
             checkpoint_running: Mutex::new(()),
             compaction_copied_bytes: AtomicU64::new(compaction::COPIED_BYTES_UNKNOWN),
             checkpoint_queued: AtomicBool::new(false),
