@@ -5,8 +5,11 @@
 
 mod api;
 mod commands;
+mod names;
 mod output;
+mod report;
 
+use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use mailroom_client::Client;
 
@@ -71,10 +74,11 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
+    let server = cli.server.clone();
     match runtime.block_on(run(cli)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("mailroom: {error:#}");
+            eprintln!("mailroom: {}", report::one_line(&error, &server));
             std::process::ExitCode::FAILURE
         }
     }
@@ -86,8 +90,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         return commands::serve::run(args, cli.token).await;
     }
     init_logging("warn");
-    let mut client = Client::new(&cli.server)?;
+    let mut client =
+        Client::new(&cli.server).with_context(|| format!("--server {:?}", cli.server))?;
     if let Some(token) = cli.token {
+        check_token(&token)?;
         client = client.with_token(token);
     }
     match cli.command {
@@ -101,6 +107,20 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Stats => commands::stats::run(&client, output).await,
         Command::Demo(args) => commands::demo::run(&client, args, output).await,
     }
+}
+
+/// Checks a bearer token with the rule `mailroom serve` applies to its own: one or more
+/// printable ASCII characters, no spaces (anything else cannot travel in a header).
+///
+/// # Errors
+/// A message that names the flag and the rule, never the token itself (it is a secret).
+fn check_token(token: &str) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        !token.is_empty() && token.bytes().all(|b| b.is_ascii_graphic()),
+        "invalid token (--token or MAILROOM_TOKEN): it must be non-empty printable ASCII \
+         without spaces (to send none, leave both unset)"
+    );
+    Ok(())
 }
 
 /// Logs to stderr; `RUST_LOG` overrides the default level.
@@ -123,5 +143,16 @@ mod tests {
     #[test]
     fn cli_definition_is_valid() {
         Cli::command().debug_assert();
+    }
+
+    // Proves a token that cannot be sent in a header is refused without echoing it.
+    #[test]
+    fn tokens_must_be_printable() {
+        assert!(check_token("s3cret-token").is_ok());
+        for bad in ["", "has space", "new\nline", "tab\t"] {
+            let error = check_token(bad).unwrap_err().to_string();
+            assert!(error.contains("--token"), "{error}");
+            assert!(bad.is_empty() || !error.contains(bad), "{error}");
+        }
     }
 }

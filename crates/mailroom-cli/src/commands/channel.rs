@@ -1,5 +1,6 @@
 //! `mailroom channel create|list|publish|subscribe|close`.
 
+use anyhow::Context as _;
 use bytes::Bytes;
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt as _, BufReader};
@@ -13,6 +14,7 @@ pub enum ChannelCommand {
     /// Create a live channel (no error if an identical one exists).
     Create {
         /// The channel's name.
+        #[arg(value_parser = crate::names::channel)]
         channel: String,
         /// The most subscribers at once.
         #[arg(long, default_value_t = 64)]
@@ -26,6 +28,7 @@ pub enum ChannelCommand {
     /// Publish one message, or one per line of stdin.
     Publish {
         /// The channel.
+        #[arg(value_parser = crate::names::channel)]
         channel: String,
         /// The message; without it, each line of stdin is one message.
         message: Option<String>,
@@ -33,6 +36,7 @@ pub enum ChannelCommand {
     /// Subscribe (WebSocket) and print each message until the channel closes.
     Subscribe {
         /// The channel.
+        #[arg(value_parser = crate::names::channel)]
         channel: String,
         /// Stop after this many messages.
         #[arg(long)]
@@ -41,6 +45,7 @@ pub enum ChannelCommand {
     /// Close a channel; subscribers get what is queued, then their streams end.
     Close {
         /// The channel.
+        #[arg(value_parser = crate::names::channel)]
         channel: String,
     },
 }
@@ -82,7 +87,12 @@ pub async fn run(api: &impl Api, command: ChannelCommand, output: Output) -> any
             Some(message) => publish_one(api, &channel, Bytes::from(message), output).await?,
             None => {
                 let mut lines = BufReader::new(tokio::io::stdin()).lines();
-                while let Some(line) = lines.next_line().await? {
+                for line_number in 1u64.. {
+                    let line = lines
+                        .next_line()
+                        .await
+                        .with_context(|| format!("reading line {line_number} of stdin"))?;
+                    let Some(line) = line else { break };
                     publish_one(api, &channel, Bytes::from(line), output).await?;
                 }
             }

@@ -9,8 +9,10 @@ use crate::output::{merged, payload_fields, payload_text, Output};
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The topic.
+    #[arg(value_parser = crate::names::topic)]
     topic: String,
     /// The group.
+    #[arg(value_parser = crate::names::group)]
     group: String,
 }
 

@@ -25,15 +25,18 @@ const SLOW_RECV_BUFFER_BYTES: u32 = 4096;
 const TRAIL_POINTS: usize = 40;
 /// How long the demo waits for its three subscribers to connect.
 const CONNECT_TIMEOUT_MS: u64 = 5_000;
+/// The most drivers: each keeps a trail in memory, so an unbounded count could ask for
+/// more memory than the machine has.
+const DRIVERS_MAX: u64 = 100_000;
 
 /// Flags of `demo`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The channel to use (created, then closed at the end).
-    #[arg(long, default_value = "demo-driver-locations")]
+    #[arg(long, default_value = "demo-driver-locations", value_parser = crate::names::channel)]
     channel: String,
-    /// How many drivers report locations.
-    #[arg(long, default_value_t = 20)]
+    /// How many drivers report locations (1 to 100,000).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=DRIVERS_MAX))]
     drivers: u64,
     /// How many location updates to publish in all.
     #[arg(long, default_value_t = 5_000)]
@@ -77,9 +80,8 @@ pub async fn run(client: &Client, args: Args, output: Output) -> anyhow::Result<
 
     let started = Instant::now();
     let (mut delivered, mut dropped) = (0u64, 0u64);
-    let drivers = args.drivers.max(1);
-    let mut trails =
-        vec![std::collections::VecDeque::with_capacity(TRAIL_POINTS); drivers as usize];
+    let drivers = args.drivers;
+    let mut trails = vec![std::collections::VecDeque::new(); drivers as usize];
     for update in 0..args.updates {
         let driver = update % drivers;
         let (lat, lon) = (
@@ -115,7 +117,8 @@ pub async fn run(client: &Client, args: Args, output: Output) -> anyhow::Result<
                     listener.name,
                     listener.received,
                     args.updates,
-                    args.updates - listener.received
+                    // Saturating: another publisher on the same channel could add more.
+                    args.updates.saturating_sub(listener.received)
                 )
             },
         );

@@ -12,8 +12,10 @@ pub enum GroupCommand {
     /// Create a consumer group on a topic.
     Create {
         /// The topic.
+        #[arg(value_parser = crate::names::topic)]
         topic: String,
         /// The group's name.
+        #[arg(value_parser = crate::names::group)]
         group: String,
         /// Total deliveries allowed per message before it is dead-lettered.
         #[arg(long, default_value_t = 3)]
@@ -35,15 +37,19 @@ pub enum GroupCommand {
     /// letters with their reasons.
     Info {
         /// The topic.
+        #[arg(value_parser = crate::names::topic)]
         topic: String,
         /// The group.
+        #[arg(value_parser = crate::names::group)]
         group: String,
     },
     /// Delete a consumer group (durable; the topic and its messages stay).
     Delete {
         /// The topic.
+        #[arg(value_parser = crate::names::topic)]
         topic: String,
         /// The group.
+        #[arg(value_parser = crate::names::group)]
         group: String,
     },
     /// Leases, nack kinds, consumer identities, redrive and purge.

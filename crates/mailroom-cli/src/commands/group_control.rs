@@ -16,8 +16,10 @@ pub enum ControlCommand {
     /// with `--max N`, up to N deliveries in one batch poll, one result each.
     Poll {
         /// The topic.
+        #[arg(value_parser = crate::names::topic)]
         topic: String,
         /// The group.
+        #[arg(value_parser = crate::names::group)]
         group: String,
         /// The consumer identity; a repeated poll gives it back its own deliveries.
         #[arg(long)]
@@ -30,8 +32,10 @@ pub enum ControlCommand {
     /// Nack, release or reject one delivery.
     Nack {
         /// The topic.
+        #[arg(value_parser = crate::names::topic)]
         topic: String,
         /// The group.
+        #[arg(value_parser = crate::names::group)]
         group: String,
         /// The delivery's offset.
         offset: u64,
@@ -50,8 +54,10 @@ pub enum ControlCommand {
     /// Extend the lease of one delivery.
     Touch {
         /// The topic.
+        #[arg(value_parser = crate::names::topic)]
         topic: String,
         /// The group.
+        #[arg(value_parser = crate::names::group)]
         group: String,
         /// The delivery's offset.
         offset: u64,
@@ -68,23 +74,30 @@ pub enum ControlCommand {
 #[derive(Debug, clap::Args)]
 pub struct RangeArgs {
     /// The topic.
+    #[arg(value_parser = crate::names::topic)]
     topic: String,
     /// The group.
+    #[arg(value_parser = crate::names::group)]
     group: String,
     /// The lowest offset included (default 0).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(..=RANGE_OFFSET_MAX))]
     from: Option<u64>,
     /// The first offset excluded (default: no end).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(..=RANGE_OFFSET_MAX))]
     to: Option<u64>,
 }
+
+/// The largest offset a redrive or purge range may name. The server refuses anything
+/// above the largest signed 64-bit integer (what JSON clients commonly hold), so "no
+/// end" is sent as this offset, which no log reaches.
+pub const RANGE_OFFSET_MAX: u64 = i64::MAX as u64;
 
 impl RangeArgs {
     fn range(&self) -> Option<std::ops::Range<u64>> {
         if self.from.is_none() && self.to.is_none() {
             return None;
         }
-        Some(self.from.unwrap_or(0)..self.to.unwrap_or(u64::MAX))
+        Some(self.from.unwrap_or(0)..self.to.unwrap_or(RANGE_OFFSET_MAX))
     }
 }
 
@@ -272,5 +285,24 @@ mod tests {
         assert_eq!(parse_kind("release"), Ok(NackKind::Release));
         assert_eq!(parse_kind("reject"), Ok(NackKind::Reject));
         assert!(parse_kind("drop").is_err());
+    }
+
+    // Regression: `redrive --from N` sent u64::MAX as the open end, which the server
+    // refuses; the open end is now the largest offset the server accepts.
+    #[test]
+    fn open_ranges_end_at_the_largest_accepted_offset() {
+        let range = |from, to| {
+            RangeArgs {
+                topic: "t".into(),
+                group: "g".into(),
+                from,
+                to,
+            }
+            .range()
+        };
+        assert_eq!(range(None, None), None);
+        assert_eq!(range(Some(5), None), Some(5..RANGE_OFFSET_MAX));
+        assert_eq!(range(None, Some(9)), Some(0..9));
+        assert_eq!(RANGE_OFFSET_MAX, 9_223_372_036_854_775_807);
     }
 }

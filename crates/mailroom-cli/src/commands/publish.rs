@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use anyhow::Context as _;
 use bytes::Bytes;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
@@ -20,6 +21,7 @@ pub const BATCH_BYTES_MAX: usize = 256 << 10;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The topic.
+    #[arg(value_parser = crate::names::topic)]
     topic: String,
     /// The message. Without it, each line of --file (or stdin) is one message.
     message: Option<String>,
@@ -39,10 +41,16 @@ pub async fn run(api: &impl Api, args: Args, output: Output) -> anyhow::Result<(
     }
     let (count, first, last) = match &args.file {
         Some(path) => {
-            let file = tokio::fs::File::open(path).await?;
-            publish_lines(api, &args.topic, BufReader::new(file)).await?
+            let file = tokio::fs::File::open(path)
+                .await
+                .with_context(|| format!("opening {}", path.display()))?;
+            publish_lines(api, &args.topic, BufReader::new(file))
+                .await
+                .with_context(|| format!("publishing the lines of {}", path.display()))?
         }
-        None => publish_lines(api, &args.topic, BufReader::new(tokio::io::stdin())).await?,
+        None => publish_lines(api, &args.topic, BufReader::new(tokio::io::stdin()))
+            .await
+            .context("publishing the lines of stdin")?,
     };
     output.emit(
         json!({ "topic": args.topic, "published": count, "first_offset": first, "last_offset": last }),
@@ -71,8 +79,13 @@ pub async fn publish_lines(
     let mut batch: Vec<Bytes> = Vec::new();
     let mut batch_bytes = 0;
     let (mut count, mut first, mut last) = (0u64, None, None);
+    let mut line_number = 0u64;
     loop {
-        let line = lines.next_line().await?;
+        line_number += 1;
+        let line = lines
+            .next_line()
+            .await
+            .with_context(|| format!("reading line {line_number}"))?;
         let end = line.is_none();
         if let Some(line) = line {
             batch_bytes += line.len();

@@ -11,6 +11,7 @@ pub enum TopicCommand {
     /// Create a topic (no error if it exists).
     Create {
         /// The topic's name: 1-128 characters of [A-Za-z0-9._-].
+        #[arg(value_parser = crate::names::topic)]
         topic: String,
     },
     /// List topics with their offsets and groups.
@@ -18,11 +19,13 @@ pub enum TopicCommand {
     /// Show a topic and the state of each of its groups.
     Info {
         /// The topic.
+        #[arg(value_parser = crate::names::topic)]
         topic: String,
     },
     /// Delete a topic with its messages and groups (durable; cannot be undone).
     Delete {
         /// The topic.
+        #[arg(value_parser = crate::names::topic)]
         topic: String,
     },
 }

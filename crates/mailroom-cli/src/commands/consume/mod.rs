@@ -1,0 +1,132 @@
+//! `mailroom consume TOPIC GROUP`: poll, print, and ack each message. With `--exec`, the
+//! message goes to a shell command's stdin instead: exit 0 acks it; a failure nacks it
+//! with `--nack` (or releases or rejects it, per `--nack-kind`), and otherwise stops,
+//! leaving the delivery in flight for a later poll.
+//!
+//! With `--batch N` each round trip carries up to N messages: one `poll/batch` (a long
+//! poll under `--follow`), then one `ack/batch` for those handled and one `nack/batch` for
+//! those that failed.
+
+mod batch_loop;
+mod handler;
+mod poll_loop;
+#[cfg(test)]
+mod scripted_server;
+
+use mailroom_client::{Delivery, NackKind, NackOptions, NackOutcome};
+use serde_json::json;
+
+use crate::api::Api;
+use crate::commands::group_control::parse_kind;
+use crate::output::{merged, payload_fields, payload_text, Output};
+
+pub use batch_loop::consume_batches;
+pub use poll_loop::consume;
+
+/// How long `--follow` waits between polls that found nothing.
+pub const FOLLOW_POLL_INTERVAL_MS: u64 = 250;
+/// How long `--batch` with `--follow` lets the server hold a poll for the next message.
+pub const FOLLOW_LONG_POLL_MS: u64 = 10_000;
+/// The largest `--batch`: the server's limit on one batch.
+pub const BATCH_MAX: u32 = 65_536;
+
+/// Flags of `consume`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The topic.
+    #[arg(value_parser = crate::names::topic)]
+    pub topic: String,
+    /// The consumer group.
+    #[arg(value_parser = crate::names::group)]
+    pub group: String,
+    /// Stop after this many messages.
+    #[arg(long)]
+    pub count: Option<u64>,
+    /// Keep polling when the group has caught up, instead of exiting.
+    #[arg(long)]
+    pub follow: bool,
+    /// A shell command (`sh -c`) that gets each message on stdin; exit 0 acks.
+    #[arg(long)]
+    pub exec: Option<String>,
+    /// When the --exec command fails, nack the message (retry or dead-letter) and go on.
+    #[arg(long, requires = "exec")]
+    pub nack: bool,
+    /// How --nack gives a failed message back: nack (a failure: retried, or
+    /// dead-lettered after the last attempt), release (not a failure) or reject
+    /// (dead-lettered now).
+    #[arg(long, value_parser = parse_kind, requires = "nack")]
+    pub nack_kind: Option<NackKind>,
+    /// Poll up to N messages per request (1 to 65,536) and settle them with one ack
+    /// and one nack request; with --follow, wait for messages with a long poll.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i64::from(BATCH_MAX)))]
+    pub batch: Option<u32>,
+    /// Poll as this consumer identity (each consumer gets its own deliveries back).
+    #[arg(long)]
+    pub consumer: Option<String>,
+}
+
+impl Args {
+    fn nack_options(&self) -> NackOptions {
+        NackOptions {
+            kind: self.nack_kind.unwrap_or_default(),
+            ..NackOptions::default()
+        }
+    }
+}
+
+/// Runs `consume`.
+pub async fn run(api: &impl Api, args: Args, output: Output) -> anyhow::Result<()> {
+    match args.batch {
+        None => consume(api, &args, output).await.map(|_| ()),
+        Some(batch) => consume_batches(api, &args, output, batch).await.map(|_| ()),
+    }
+}
+
+fn nack_text(outcome: NackOutcome) -> &'static str {
+    match outcome {
+        NackOutcome::Retry => "nacked (will retry)",
+        NackOutcome::Released => "released",
+        NackOutcome::DeadLettered => "nacked (dead-lettered)",
+    }
+}
+
+fn print_delivery(output: Output, delivery: &Delivery, outcome: &str) {
+    let value = merged(
+        json!({ "offset": delivery.offset, "attempt": delivery.attempt, "outcome": outcome }),
+        payload_fields(&delivery.payload),
+    );
+    output.emit(value, || {
+        format!(
+            "[{} #{}] {}\t{outcome}",
+            delivery.offset,
+            delivery.attempt,
+            payload_text(&delivery.payload)
+        )
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::scripted_server::{args, id, scripted};
+    use super::*;
+
+    // Proves --nack-kind picks how a failed message is given back, in both loops.
+    #[tokio::test]
+    async fn nack_kind_is_sent() {
+        let output = Output { json: true };
+        let mut release = args(Some("false"), true, None);
+        release.nack_kind = Some(NackKind::Release);
+        let api = scripted(&["x"]);
+        consume(&api, &release, output).await.unwrap();
+        assert_eq!(*api.settled.lock().unwrap(), vec![("release", id(0))]);
+
+        let mut reject = args(Some("false"), true, None);
+        reject.nack_kind = Some(NackKind::Reject);
+        let api = scripted(&["x", "y"]);
+        assert_eq!(consume_batches(&api, &reject, output, 8).await.unwrap(), 2);
+        assert_eq!(
+            *api.settled.lock().unwrap(),
+            vec![("reject", id(0)), ("reject", id(1))]
+        );
+    }
+}

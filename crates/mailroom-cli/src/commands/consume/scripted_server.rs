@@ -1,0 +1,193 @@
+//! A scripted server for the consume loops' unit tests.
+
+use std::sync::Mutex;
+
+use bytes::Bytes;
+use mailroom_client::{
+    BatchItemError, BatchPoll, ChannelDelivery, ChannelInfo, ClientError, DeadLetter, Delivery,
+    DeliveryId, NackKind, NackOptions, NackOutcome, TopicInfo, TopicSummary,
+};
+
+use super::Args;
+use crate::api::{Api, Messages};
+
+/// A scripted server: hands out `deliveries` in order, records every settlement
+/// (with the nack kind), and records the size of every batch poll.
+#[derive(Default)]
+pub(super) struct Scripted {
+    pub(super) deliveries: Mutex<Vec<Delivery>>,
+    pub(super) settled: Mutex<Vec<(&'static str, DeliveryId)>>,
+    pub(super) batch_polls: Mutex<Vec<(Option<String>, u32)>>,
+    /// Offsets whose ack the server refuses (as if their lease ran out).
+    pub(super) refuse: Vec<u64>,
+}
+
+pub(super) struct NoMessages;
+
+impl Messages for NoMessages {
+    async fn next_message(&mut self) -> Option<Result<Bytes, ClientError>> {
+        None
+    }
+}
+
+fn unused<T>() -> Result<T, ClientError> {
+    Err(ClientError::UnexpectedResponse(
+        "not used by consume".into(),
+    ))
+}
+
+fn kind_name(kind: NackKind) -> &'static str {
+    match kind {
+        NackKind::Nack => "nack",
+        NackKind::Release => "release",
+        NackKind::Reject => "reject",
+    }
+}
+
+impl Scripted {
+    fn next(&self) -> Option<Delivery> {
+        let mut deliveries = self.deliveries.lock().unwrap();
+        (!deliveries.is_empty()).then(|| deliveries.remove(0))
+    }
+
+    fn ack_one(&self, id: DeliveryId) -> Result<(), BatchItemError> {
+        if self.refuse.contains(&id.offset) {
+            return Err(BatchItemError {
+                code: "not_owned".into(),
+                message: "lease ran out".into(),
+            });
+        }
+        self.settled.lock().unwrap().push(("ack", id));
+        Ok(())
+    }
+}
+
+impl Api for Scripted {
+    type Subscription = NoMessages;
+
+    async fn poll(&self, _: &str, _: &str) -> Result<Option<Delivery>, ClientError> {
+        Ok(self.next())
+    }
+    async fn poll_as(&self, _: &str, _: &str, _: &str) -> Result<Option<Delivery>, ClientError> {
+        Ok(self.next())
+    }
+    async fn poll_batch(
+        &self,
+        _: &str,
+        _: &str,
+        request: &BatchPoll<'_>,
+    ) -> Result<Vec<Delivery>, ClientError> {
+        let consumer = request.consumer.map(str::to_owned);
+        self.batch_polls
+            .lock()
+            .unwrap()
+            .push((consumer, request.max));
+        Ok((0..request.max).map_while(|_| self.next()).collect())
+    }
+    async fn ack(&self, _: &str, _: &str, id: DeliveryId) -> Result<(), ClientError> {
+        self.settled.lock().unwrap().push(("ack", id));
+        Ok(())
+    }
+    async fn ack_batch(
+        &self,
+        _: &str,
+        _: &str,
+        ids: &[DeliveryId],
+    ) -> Result<Vec<Result<(), BatchItemError>>, ClientError> {
+        Ok(ids.iter().map(|id| self.ack_one(*id)).collect())
+    }
+    async fn nack_with(
+        &self,
+        _: &str,
+        _: &str,
+        id: DeliveryId,
+        options: &NackOptions,
+    ) -> Result<NackOutcome, ClientError> {
+        self.settled
+            .lock()
+            .unwrap()
+            .push((kind_name(options.kind), id));
+        Ok(NackOutcome::Retry)
+    }
+    async fn nack_batch(
+        &self,
+        _: &str,
+        _: &str,
+        ids: &[DeliveryId],
+        options: &NackOptions,
+    ) -> Result<Vec<Result<NackOutcome, BatchItemError>>, ClientError> {
+        let mut settled = self.settled.lock().unwrap();
+        settled.extend(ids.iter().map(|id| (kind_name(options.kind), *id)));
+        Ok(ids.iter().map(|_| Ok(NackOutcome::DeadLettered)).collect())
+    }
+    async fn create_topic(&self, _: &str) -> Result<bool, ClientError> {
+        unused()
+    }
+    async fn list_topics(&self) -> Result<Vec<TopicSummary>, ClientError> {
+        unused()
+    }
+    async fn topic_info(&self, _: &str) -> Result<TopicInfo, ClientError> {
+        unused()
+    }
+    async fn publish(&self, _: &str, _: Bytes) -> Result<u64, ClientError> {
+        unused()
+    }
+    async fn publish_batch(&self, _: &str, _: &[Bytes]) -> Result<Vec<u64>, ClientError> {
+        unused()
+    }
+    async fn dead_letters(&self, _: &str, _: &str) -> Result<Vec<DeadLetter>, ClientError> {
+        unused()
+    }
+    async fn create_channel(&self, _: &str, _: u64, _: u64) -> Result<bool, ClientError> {
+        unused()
+    }
+    async fn list_channels(&self) -> Result<Vec<ChannelInfo>, ClientError> {
+        unused()
+    }
+    async fn publish_channel(&self, _: &str, _: Bytes) -> Result<ChannelDelivery, ClientError> {
+        unused()
+    }
+    async fn close_channel(&self, _: &str) -> Result<(), ClientError> {
+        unused()
+    }
+    async fn delete_topic(&self, _: &str) -> Result<(), ClientError> {
+        unused()
+    }
+    async fn subscribe(&self, _: &str) -> Result<NoMessages, ClientError> {
+        unused()
+    }
+}
+
+pub(super) fn scripted(payloads: &[&'static str]) -> Scripted {
+    let deliveries = payloads
+        .iter()
+        .enumerate()
+        .map(|(n, payload)| Delivery {
+            offset: n as u64,
+            attempt: 1,
+            payload: Bytes::from_static(payload.as_bytes()),
+        })
+        .collect();
+    Scripted {
+        deliveries: Mutex::new(deliveries),
+        ..Scripted::default()
+    }
+}
+
+pub(super) fn args(exec: Option<&str>, nack: bool, count: Option<u64>) -> Args {
+    Args {
+        topic: "t".into(),
+        group: "g".into(),
+        count,
+        follow: false,
+        exec: exec.map(str::to_owned),
+        nack,
+        nack_kind: None,
+        batch: None,
+        consumer: None,
+    }
+}
+
+pub(super) fn id(offset: u64) -> DeliveryId {
+    DeliveryId { offset, attempt: 1 }
+}
