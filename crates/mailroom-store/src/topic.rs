@@ -82,7 +82,7 @@ pub(crate) struct TopicInner {
     dir: PathBuf,
     pub(crate) messages: Log,
     pub(crate) groups: GroupSet,
-    clock: Arc<dyn Clock>,
+    pub(crate) clock: Arc<dyn Clock>,
     /// `true` once deleted. Every operation holds the read side, so a delete (the write
     /// side) waits for operations in flight and none starts after it.
     deleted: RwLock<bool>,

@@ -4,6 +4,7 @@
 //! store's clock, and each change is durable before it returns.
 
 use std::ops::Range;
+use std::time::Duration;
 
 use bytes::Bytes;
 use mailroom::group::{DeliveryId, GroupConfig, GroupCounters, GroupError, NackOptions};
@@ -249,6 +250,61 @@ impl DurableTopic {
         self.inner
             .groups
             .read(&self.inner.messages, group, |entry| *entry.state.config())
+    }
+
+    /// How long from now (the store's clock) until a poll of `group` can find something
+    /// new with no other call in between: a lease running out or a retry delay ending
+    /// ([`GroupState::next_due_ms`](mailroom::group::GroupState::next_due_ms)).
+    /// `Some(Duration::ZERO)` if that is due already, `None` if nothing in the group
+    /// waits on the clock (only a publish, ack, nack or redrive can change a poll's
+    /// answer then). A long poll sleeps this long instead of polling on a timer.
+    ///
+    /// Unlike the other reads this writes nothing and never waits for the disk (a short
+    /// lock of the group), so it is cheap to call from an async task after every empty
+    /// poll. So a lease that has run out is not expired here: it is reported as due
+    /// (zero), and the poll that follows expires it.
+    ///
+    /// # Errors
+    ///
+    /// `Topic(UnknownGroup)`; fail-stop.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    ///
+    /// use bytes::Bytes;
+    /// use mailroom::clock::ManualClock;
+    /// use mailroom::group::GroupConfig;
+    /// use mailroom::topic::StartPosition;
+    /// use mailroom_store::{Store, StoreOptions};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let clock = Arc::new(ManualClock::new(1_000));
+    /// let options = StoreOptions { clock: clock.clone(), ..StoreOptions::default() };
+    /// let store = Store::open(dir.path(), options)?;
+    /// store.create_topic("t")?;
+    /// let topic = store.topic("t")?;
+    /// let config = GroupConfig::new(3).with_lease_ms(5_000);
+    /// topic.create_group_with("g", StartPosition::Earliest, config)?;
+    /// assert_eq!(topic.next_due_in("g")?, None);
+    /// topic.publish(Bytes::from_static(b"job"))?;
+    /// topic.poll("g")?.expect("a message"); // leased until 6,000 ms
+    /// clock.advance_ms(2_000);
+    /// assert_eq!(topic.next_due_in("g")?, Some(Duration::from_millis(3_000)));
+    /// clock.advance_ms(9_000);
+    /// assert_eq!(topic.next_due_in("g")?, Some(Duration::ZERO));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn next_due_in(&self, group: &str) -> Result<Option<Duration>, StoreError> {
+        let _live = self.live()?;
+        let due_ms = self
+            .inner
+            .groups
+            .peek(group, |entry| entry.state.next_due_ms())?;
+        let now_ms = self.inner.clock.now_ms();
+        Ok(due_ms.map(|due_ms| Duration::from_millis(due_ms.saturating_sub(now_ms))))
     }
 
     /// Every delivery of `group` in flight, by offset.

@@ -190,6 +190,23 @@ impl GroupSet {
         self.transact(messages, group, |_, entry, _, _| Ok(read(entry)))
     }
 
+    /// Runs `read` on `group`'s state as it is in memory now: no expiry is written and
+    /// nothing is waited for, so it may reflect changes not yet durable. For hints that
+    /// a later transaction re-checks (when a long poll should poll again).
+    ///
+    /// # Errors
+    ///
+    /// `UnknownGroup` and fail-stop.
+    pub fn peek<R>(
+        &self,
+        group: &str,
+        read: impl FnOnce(&GroupEntry) -> R,
+    ) -> Result<R, StoreError> {
+        let slot = self.slot(group)?;
+        let entry = self.lock_live(&slot)?;
+        Ok(read(&entry))
+    }
+
     /// Operator information about `group`.
     ///
     /// # Errors

@@ -158,6 +158,7 @@
 mod apply;
 mod change;
 mod config;
+mod due;
 mod snapshot;
 mod state;
 mod types;
