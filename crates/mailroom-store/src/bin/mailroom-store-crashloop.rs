@@ -18,6 +18,11 @@
 //! Usage: `mailroom-store-crashloop parallel <dir> <seed>` is the child of
 //! `tests/store_crashloop_parallel.rs`: several threads at once on topic `t` (see
 //! the `parallel` module), each printing every confirmed operation as one line.
+//!
+//! Usage: `mailroom-store-crashloop beyond <dir> <seed> <start_ms>` is the child of
+//! `tests/store_crashloop_beyond.rs`: leases, touch, delayed nacks, release, reject,
+//! redrive and purge at once, on a clock that starts at `<start_ms>` and that the child
+//! moves itself (see `crashloop/beyond.rs`).
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -42,8 +47,15 @@ impl Rng {
     }
 }
 
+/// The `beyond` mode's child, in its own file.
+#[path = "crashloop/beyond.rs"]
+mod beyond;
+
 fn main() -> ExitCode {
     let mut args: Vec<String> = std::env::args().collect();
+    if args.get(1).is_some_and(|mode| mode == "beyond") {
+        return beyond_main(&args[2..]);
+    }
     let parallel_mode = args.get(1).is_some_and(|mode| mode == "parallel");
     if parallel_mode {
         args.remove(1);
@@ -61,6 +73,21 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("crashloop child: {error}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn beyond_main(args: &[String]) -> ExitCode {
+    let number = |i: usize| args.get(i).and_then(|s| s.parse::<u64>().ok());
+    let (Some(dir), Some(seed), Some(start_ms)) = (args.first(), number(1), number(2)) else {
+        eprintln!("usage: mailroom-store-crashloop beyond <dir> <seed> <start_ms>");
+        return ExitCode::from(2);
+    };
+    match beyond::run(dir, seed, start_ms) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("crashloop child (beyond): {error}");
             ExitCode::from(2)
         }
     }
