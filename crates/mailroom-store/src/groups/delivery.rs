@@ -157,11 +157,9 @@ impl GroupSet {
         purge: bool,
     ) -> Result<u64, StoreError> {
         self.transact(messages, group, |slot, entry, pending, _now_ms| {
-            if !pending.is_empty() {
-                // An expiry staged just now may have dead-lettered: write it first, so
-                // the redrive moves dead letters whose records have real offsets.
-                self.flush(entry, std::mem::take(pending))?;
-            }
+            // An expiry staged just now may have dead-lettered: write it first, so the
+            // redrive moves dead letters whose records have real offsets.
+            self.flush(entry, std::mem::take(pending))?;
             let before = entry.state.dead_letters().len();
             let planned = if purge {
                 entry.state.plan_purge(offsets)
@@ -187,7 +185,13 @@ impl GroupSet {
         group: &str,
         read: impl FnOnce(&GroupEntry) -> R,
     ) -> Result<R, StoreError> {
-        self.transact(messages, group, |_, entry, _, _| Ok(read(entry)))
+        self.transact(messages, group, |_, entry, pending, _| {
+            // A due expiry staged just now may have dead-lettered: write it first, so
+            // `read` sees dead letters whose records have real offsets (a read of one
+            // still waiting in `pending` would find no record yet).
+            self.flush(entry, std::mem::take(pending))?;
+            Ok(read(entry))
+        })
     }
 
     /// Runs `read` on `group`'s state as it is in memory now: no expiry is written and
