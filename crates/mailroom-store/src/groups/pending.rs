@@ -74,13 +74,6 @@ pub(crate) struct Staged<R> {
     pub(crate) written_end: u64,
 }
 
-impl Pending {
-    /// Whether nothing is staged.
-    pub(super) fn is_empty(&self) -> bool {
-        self.records.is_empty()
-    }
-}
-
 impl GroupSet {
     /// Runs `operation` on `group` as one transaction (see the module docs) and waits for
     /// it: [`stage_transaction`](Self::stage_transaction), then
