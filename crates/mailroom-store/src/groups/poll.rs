@@ -204,21 +204,28 @@ struct Batch<'a> {
 /// The payload bytes a batch may still hand out; the first payload always fits.
 struct ByteBudget {
     taken: usize,
+    payloads: usize,
     max: usize,
 }
 
 impl ByteBudget {
     fn new(max: usize) -> ByteBudget {
-        ByteBudget { taken: 0, max }
+        ByteBudget {
+            taken: 0,
+            payloads: 0,
+            max,
+        }
     }
 
-    /// Counts `payload` in if it fits (or is the first), else refuses it.
+    /// Counts `payload` in if it fits (or is the first, even an empty one), else
+    /// refuses it.
     fn take(&mut self, payload: &Bytes) -> bool {
         let taken = self.taken.saturating_add(payload.len());
-        if self.taken > 0 && taken > self.max {
+        if self.payloads > 0 && taken > self.max {
             return false;
         }
         self.taken = taken;
+        self.payloads += 1;
         true
     }
 }
