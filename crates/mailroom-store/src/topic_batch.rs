@@ -318,12 +318,10 @@ pub type AckedThenPolled = (Vec<Result<(), NotOwned>>, Vec<Delivery<Bytes>>);
 /// `poll_as` would refuse.
 fn check_poll(consumer: Option<&str>, max: usize) -> Result<(), StoreError> {
     if max == 0 || max > BATCH_DELIVERIES_MAX {
-        return Err(invalid(
-            "a batch poll's max must be 1 to BATCH_DELIVERIES_MAX",
-        ));
+        return Err(invalid("a batch poll's max must be 1 to 65536"));
     }
     if consumer.is_some_and(|name| name.is_empty() || name.len() > CONSUMER_BYTES_MAX) {
-        return Err(invalid("a consumer must be 1 to CONSUMER_BYTES_MAX bytes"));
+        return Err(invalid("a consumer must be 1 to 128 bytes long"));
     }
     Ok(())
 }
@@ -331,9 +329,35 @@ fn check_poll(consumer: Option<&str>, max: usize) -> Result<(), StoreError> {
 /// Refuses an ack or nack batch naming more than `BATCH_DELIVERIES_MAX` deliveries.
 fn check_len(deliveries: &[DeliveryId]) -> Result<(), StoreError> {
     if deliveries.len() > BATCH_DELIVERIES_MAX {
-        return Err(invalid(
-            "a batch may name at most BATCH_DELIVERIES_MAX deliveries",
-        ));
+        return Err(invalid("a batch may name at most 65536 deliveries"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves the batch and consumer messages state the limits' actual numbers rather
+    // than the constants' names.
+    #[test]
+    fn limit_messages_spell_out_the_numbers() {
+        let id = DeliveryId {
+            offset: 0,
+            attempt: 1,
+        };
+        let cases = [
+            (check_poll(None, 0), BATCH_DELIVERIES_MAX),
+            (check_poll(Some(""), 1), CONSUMER_BYTES_MAX),
+            (
+                check_len(&vec![id; BATCH_DELIVERIES_MAX + 1]),
+                BATCH_DELIVERIES_MAX,
+            ),
+        ];
+        for (result, limit) in cases {
+            let message = result.unwrap_err().to_string();
+            assert!(message.contains(&limit.to_string()), "{message}");
+            assert!(!message.contains("_MAX"), "{message}");
+        }
+    }
 }

@@ -46,8 +46,8 @@ fn options() -> StoreOptions {
 }
 
 fn open(sim: &SimStorage) -> (Store, DurableTopic) {
-    let store = Store::open_with(Arc::new(sim.clone()), Path::new(DIR), options())
-        .expect("open the store");
+    let store =
+        Store::open_with(Arc::new(sim.clone()), Path::new(DIR), options()).expect("open the store");
     if store.topic("t").is_err() {
         store.create_topic("t").unwrap();
     }
@@ -61,7 +61,12 @@ fn images_hold(sim: &SimStorage, confirmed: &[(u64, Bytes)]) -> Result<(), TestC
         let (_store, topic) = open(&sim.crash(seed));
         for (offset, payload) in confirmed {
             let read = topic.read(*offset).expect("read a confirmed offset");
-            prop_assert_eq!(read.as_ref(), Some(payload), "offset {} after a power cut", offset);
+            prop_assert_eq!(
+                read.as_ref(),
+                Some(payload),
+                "offset {} after a power cut",
+                offset
+            );
         }
     }
     Ok(())

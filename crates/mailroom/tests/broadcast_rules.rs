@@ -361,10 +361,7 @@ fn errors_render_their_details() {
         format!("invalid broadcast config: max_subscribers = 0, must be in 1..={SUBSCRIBERS_MAX}")
     );
     let err = BroadcastError::SubscriberLimit { max_subscribers: 4 };
-    assert_eq!(
-        err.to_string(),
-        "subscriber limit reached: 4 subscriptions are active"
-    );
+    assert_eq!(err.to_string(), "the subscriber limit (4) is reached");
 }
 
 #[test]

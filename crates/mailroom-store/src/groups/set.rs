@@ -253,8 +253,11 @@ impl GroupSet {
                 }));
             }
             // The same cap, checked in the same order, as the in-memory topic.
+            const _: () = assert!(GROUPS_MAX == 65_536, "the message below names the cap");
             if registry.len() >= GROUPS_MAX {
-                return Err(invalid("the topic already has GROUPS_MAX groups"));
+                return Err(invalid(
+                    "the topic already has 65536 groups, the most it may have",
+                ));
             }
         }
         // Holding `changes` keeps retention from moving the log's start meanwhile.

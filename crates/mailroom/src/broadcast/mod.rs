@@ -135,7 +135,7 @@ pub enum BroadcastError {
     #[error("broker is closed")]
     Closed,
     /// `max_subscribers` subscriptions are already active.
-    #[error("subscriber limit reached: {max_subscribers} subscriptions are active")]
+    #[error("the subscriber limit ({max_subscribers}) is reached")]
     SubscriberLimit {
         /// The broker's cap.
         max_subscribers: usize,

@@ -14,6 +14,16 @@ pub const REASON_BYTES_MAX: usize = 1024;
 /// The longest consumer identity accepted on a poll, in bytes of UTF-8.
 pub const CONSUMER_BYTES_MAX: usize = 128;
 
+// What each refused setting says. The limits are spelled out as numbers, not named by
+// their constants, because these texts reach people (over HTTP, say) who never see the
+// constants; the tests below keep the numbers equal to the constants.
+const BACKOFF_BASE_ABOVE_CAP: &str = "backoff base_ms must not exceed cap_ms";
+const BACKOFF_DELAY_TOO_LONG: &str = "a backoff delay must be at most 604800000 ms (7 days)";
+const LEASE_MS_OUT_OF_RANGE: &str = "lease_ms must be 1 to 604800000 (7 days)";
+const MAX_IN_FLIGHT_OUT_OF_RANGE: &str = "max_in_flight must be 1 to 65536";
+const DELAY_MS_TOO_LONG: &str = "delay_ms must be at most 604800000 (7 days)";
+const REASON_TOO_LONG: &str = "a reason must be at most 1024 bytes";
+
 /// How long a message waits before it is delivered again after a failure (a `nack` or
 /// an expired lease). A release is not a failure and waits only for its own delay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -64,15 +74,13 @@ impl Backoff {
             Backoff::Fixed { delay_ms } => delay_ms,
             Backoff::Exponential { base_ms, cap_ms } => {
                 if base_ms > cap_ms {
-                    return Err(GroupError::InvalidConfig("backoff base_ms exceeds cap_ms"));
+                    return Err(GroupError::InvalidConfig(BACKOFF_BASE_ABOVE_CAP));
                 }
                 cap_ms
             }
         };
         if longest > DELAY_MS_MAX {
-            return Err(GroupError::InvalidConfig(
-                "backoff delay exceeds DELAY_MS_MAX",
-            ));
+            return Err(GroupError::InvalidConfig(BACKOFF_DELAY_TOO_LONG));
         }
         Ok(())
     }
@@ -155,18 +163,14 @@ impl GroupConfig {
         }
         if let Some(lease_ms) = self.lease_ms {
             if lease_ms == 0 || lease_ms > LEASE_MS_MAX {
-                return Err(GroupError::InvalidConfig(
-                    "lease_ms must be between 1 and LEASE_MS_MAX",
-                ));
+                return Err(GroupError::InvalidConfig(LEASE_MS_OUT_OF_RANGE));
             }
         }
         if let Some(backoff) = &self.backoff {
             backoff.check()?;
         }
         if self.max_in_flight == 0 || self.max_in_flight > MAX_IN_FLIGHT_MAX {
-            return Err(GroupError::InvalidConfig(
-                "max_in_flight must be between 1 and MAX_IN_FLIGHT_MAX",
-            ));
+            return Err(GroupError::InvalidConfig(MAX_IN_FLIGHT_OUT_OF_RANGE));
         }
         Ok(())
     }
@@ -239,15 +243,66 @@ impl NackOptions {
     /// [`REASON_BYTES_MAX`].
     pub fn check(&self) -> Result<(), GroupError> {
         if self.delay_ms.is_some_and(|delay| delay > DELAY_MS_MAX) {
-            return Err(GroupError::InvalidConfig("delay_ms exceeds DELAY_MS_MAX"));
+            return Err(GroupError::InvalidConfig(DELAY_MS_TOO_LONG));
         }
         if self
             .reason
             .as_ref()
             .is_some_and(|reason| reason.len() > REASON_BYTES_MAX)
         {
-            return Err(GroupError::InvalidConfig("reason exceeds REASON_BYTES_MAX"));
+            return Err(GroupError::InvalidConfig(REASON_TOO_LONG));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves each refused setting's message states its limit's actual number (so the
+    // spelled-out texts cannot drift from the constants) and names no constant.
+    #[test]
+    fn limit_messages_spell_out_the_numbers() {
+        let config = |change: fn(&mut GroupConfig)| {
+            let mut config = GroupConfig::new(1);
+            change(&mut config);
+            config.check()
+        };
+        let cases = [
+            (
+                config(|c| c.lease_ms = Some(LEASE_MS_MAX + 1)),
+                LEASE_MS_MAX.to_string(),
+            ),
+            (
+                config(|c| c.max_in_flight = MAX_IN_FLIGHT_MAX + 1),
+                MAX_IN_FLIGHT_MAX.to_string(),
+            ),
+            (
+                config(|c| {
+                    c.backoff = Some(Backoff::Fixed {
+                        delay_ms: DELAY_MS_MAX + 1,
+                    })
+                }),
+                DELAY_MS_MAX.to_string(),
+            ),
+            (
+                NackOptions::new(NackKind::Nack)
+                    .with_delay_ms(DELAY_MS_MAX + 1)
+                    .check(),
+                DELAY_MS_MAX.to_string(),
+            ),
+            (
+                NackOptions::new(NackKind::Nack)
+                    .with_reason("r".repeat(REASON_BYTES_MAX + 1))
+                    .check(),
+                REASON_BYTES_MAX.to_string(),
+            ),
+        ];
+        for (result, limit) in cases {
+            let message = result.unwrap_err().to_string();
+            assert!(message.contains(&limit), "{message}");
+            assert!(!message.contains("_MAX"), "{message}");
+        }
     }
 }

@@ -330,7 +330,7 @@ impl<M: Clone> GroupHandle<M> {
 fn check_poll(consumer: Option<&str>, max: usize) -> Result<(), TopicError> {
     if max == 0 || max > BATCH_DELIVERIES_MAX {
         return Err(TopicError::InvalidArgument {
-            reason: "a batch poll's max must be 1 to BATCH_DELIVERIES_MAX",
+            reason: "a batch poll's max must be 1 to 65536",
         });
     }
     consumer.map_or(Ok(()), check_consumer)
@@ -340,8 +340,38 @@ fn check_poll(consumer: Option<&str>, max: usize) -> Result<(), TopicError> {
 fn check_len(deliveries: &[DeliveryId]) -> Result<(), TopicError> {
     if deliveries.len() > BATCH_DELIVERIES_MAX {
         return Err(TopicError::InvalidArgument {
-            reason: "a batch may name at most BATCH_DELIVERIES_MAX deliveries",
+            reason: "a batch may name at most 65536 deliveries",
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::extended::check_consumer;
+    use super::*;
+    use crate::group::CONSUMER_BYTES_MAX;
+
+    // Proves the batch and consumer messages state the limits' actual numbers rather
+    // than the constants' names.
+    #[test]
+    fn limit_messages_spell_out_the_numbers() {
+        let id = DeliveryId {
+            offset: 0,
+            attempt: 1,
+        };
+        let cases = [
+            (check_poll(None, 0), BATCH_DELIVERIES_MAX),
+            (
+                check_len(&vec![id; BATCH_DELIVERIES_MAX + 1]),
+                BATCH_DELIVERIES_MAX,
+            ),
+            (check_consumer(""), CONSUMER_BYTES_MAX),
+        ];
+        for (result, limit) in cases {
+            let message = result.unwrap_err().to_string();
+            assert!(message.contains(&limit.to_string()), "{message}");
+            assert!(!message.contains("_MAX"), "{message}");
+        }
+    }
 }

@@ -389,7 +389,7 @@ fn invalid(error: GroupError) -> TopicError {
 pub(super) fn check_consumer(consumer: &str) -> Result<(), TopicError> {
     if consumer.is_empty() || consumer.len() > CONSUMER_BYTES_MAX {
         return Err(TopicError::InvalidArgument {
-            reason: "a consumer must be 1 to CONSUMER_BYTES_MAX bytes",
+            reason: "a consumer must be 1 to 128 bytes long",
         });
     }
     Ok(())

@@ -34,7 +34,7 @@ impl Registry {
         }
         if groups.len() >= GROUPS_MAX {
             return Err(TopicError::InvalidArgument {
-                reason: "the topic already has GROUPS_MAX groups",
+                reason: GROUPS_FULL,
             });
         }
         let group = Arc::new(ConsumerGroup::new(name, machine));
@@ -83,6 +83,10 @@ impl Registry {
     }
 }
 
+/// What a topic with [`GROUPS_MAX`] groups says to one more; spelled out for people who
+/// never see the constant (a test keeps the number equal to it).
+const GROUPS_FULL: &str = "the topic already has 65536 groups, the most it may have";
+
 fn check_name(name: &str) -> Result<(), TopicError> {
     if name.is_empty() {
         return Err(TopicError::InvalidArgument {
@@ -91,7 +95,7 @@ fn check_name(name: &str) -> Result<(), TopicError> {
     }
     if name.len() > GROUP_NAME_BYTES_MAX {
         return Err(TopicError::InvalidArgument {
-            reason: "the group name is longer than GROUP_NAME_BYTES_MAX",
+            reason: "the group name is longer than 128 bytes",
         });
     }
     Ok(())
@@ -100,5 +104,24 @@ fn check_name(name: &str) -> Result<(), TopicError> {
 fn unknown(name: &str) -> TopicError {
     TopicError::UnknownGroup {
         group: name.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves the group-count and name-length messages state the limits' actual numbers
+    // rather than the constants' names.
+    #[test]
+    fn limit_messages_spell_out_the_numbers() {
+        assert!(GROUPS_FULL.contains(&GROUPS_MAX.to_string()));
+        let long = "g".repeat(GROUP_NAME_BYTES_MAX + 1);
+        let message = check_name(&long).unwrap_err().to_string();
+        assert!(
+            message.contains(&GROUP_NAME_BYTES_MAX.to_string()),
+            "{message}"
+        );
+        assert!(!message.contains("_MAX"), "{message}");
     }
 }
