@@ -27,6 +27,18 @@ pub enum ClientError {
     /// The WebSocket handshake or stream failed.
     #[error("websocket: {0}")]
     WebSocket(#[from] Box<tokio_tungstenite::tungstenite::Error>),
+    /// A [`PublishStream`](crate::PublishStream) ended with messages still unconfirmed.
+    /// If the server closed it (after an error entry that ends the stream, such as
+    /// `unknown_topic`; the reason is that code), it had confirmed or refused everything
+    /// it read, so those messages were not published; if the connection just broke,
+    /// their fate is unknown.
+    #[error("publish stream closed ({reason}) with {unconfirmed} messages unconfirmed")]
+    StreamClosed {
+        /// The server's close reason (its error code), or how the connection ended.
+        reason: String,
+        /// Messages sent whose confirmation will never come.
+        unconfirmed: u64,
+    },
     /// The server's answer did not have the documented shape.
     #[error("unexpected response: {0}")]
     UnexpectedResponse(String),

@@ -4,8 +4,10 @@
 //! nack, touch, dead letters, redrive, purge, and the batch forms
 //! [`Client::poll_batch`], [`Client::ack_batch`], [`Client::nack_batch`] with long
 //! polling) and live channels (publish, and [`Client::subscribe`] over
-//! WebSocket). Payloads are bytes; the client picks the wire encoding (text when UTF-8,
-//! base64 otherwise) and decodes it back, so callers never see it.
+//! WebSocket). [`Client::publish_stream`] opens a pipelined publishing connection with
+//! many messages in flight, each confirmed once durable. Payloads are bytes; the client
+//! picks the wire encoding (text when UTF-8, base64 otherwise) and decodes it back, so
+//! callers never see it.
 //!
 //! Errors the server reports arrive as [`ClientError::Api`] with the server's stable
 //! error code, so a caller can tell `not_owned` (someone else's delivery) from
@@ -30,6 +32,7 @@ mod batch;
 mod client;
 mod error;
 mod group_control;
+mod publish_stream;
 mod subscription;
 mod types;
 
@@ -39,6 +42,9 @@ pub use client::Client;
 pub use error::ClientError;
 pub use group_control::{
     Backoff, DeadLetterNote, GroupCounters, GroupDetail, GroupOptions, NackKind, NackOptions,
+};
+pub use publish_stream::{
+    Confirmation, PublishStream, Refusal, PUBLISH_WINDOW_DEFAULT, PUBLISH_WINDOW_MAX,
 };
 pub use subscription::{SubscribeOptions, Subscription};
 pub use types::{

@@ -99,7 +99,7 @@ pub(crate) async fn connect(
     }
 }
 
-async fn open_socket(
+pub(crate) async fn open_socket(
     host: &str,
     port: u16,
     options: SubscribeOptions,
@@ -131,7 +131,7 @@ async fn open_socket(
 }
 
 /// A refused handshake carries the server's JSON error body, like any other call.
-fn api_error_from_handshake(
+pub(crate) fn api_error_from_handshake(
     response: &tokio_tungstenite::tungstenite::http::Response<Option<Vec<u8>>>,
 ) -> ClientError {
     #[derive(serde::Deserialize)]

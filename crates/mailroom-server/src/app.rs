@@ -3,29 +3,33 @@
 
 use std::time::Instant;
 
-use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::Router;
 
-use crate::body::JSON_BODY_BYTES_MAX;
+use crate::body::{body_limit, JSON_BODY_BYTES_MAX};
 use crate::error::{errors_as_json, ApiError};
 use crate::metrics::RequestLabels;
-use crate::routes::batch::BATCH_JSON_BODY_BYTES_MAX;
+use crate::routes::batch_bodies::BATCH_JSON_BODY_BYTES_MAX;
 use crate::routes::topics::BATCH_BODY_PAYLOADS_MAX;
-use crate::routes::{batch, channels, group_control, groups, ops, topics};
+use crate::routes::{
+    batch, channels, dead_letters, deliveries, group_control, groups, ops, publish_stream, topics,
+};
 use crate::state::AppState;
 
 /// The whole API as an axum router over `state`.
 pub fn router(state: AppState) -> Router {
     let payload_limit = usize::try_from(state.config.payload_bytes_max).unwrap_or(usize::MAX);
-    let payload = DefaultBodyLimit::max(payload_limit);
-    let message_batch =
-        DefaultBodyLimit::max(payload_limit.saturating_mul(BATCH_BODY_PAYLOADS_MAX));
-    let json = DefaultBodyLimit::max(JSON_BODY_BYTES_MAX);
-    let delivery_list = DefaultBodyLimit::max(BATCH_JSON_BODY_BYTES_MAX);
+    let payload = body_limit(payload_limit, "the server's payload limit");
+    let message_batch = body_limit(
+        payload_limit.saturating_mul(BATCH_BODY_PAYLOADS_MAX),
+        "this route's limit",
+    );
+    let json = body_limit(JSON_BODY_BYTES_MAX, "this route's limit");
+    let delivery_list = body_limit(BATCH_JSON_BODY_BYTES_MAX, "this route's limit");
     let group = "/topics/{topic}/groups/{group}";
 
     let v1 = Router::new()
@@ -45,16 +49,20 @@ pub fn router(state: AppState) -> Router {
             post(topics::publish_batch).layer(message_batch),
         )
         .route(
+            "/topics/{topic}/publish/ws",
+            get(publish_stream::publish_stream),
+        )
+        .route(
             group,
             put(groups::create_group)
                 .get(groups::group_info)
                 .delete(groups::delete_group)
                 .layer(json),
         )
-        .route(&format!("{group}/poll"), post(groups::poll).layer(json))
+        .route(&format!("{group}/poll"), post(deliveries::poll).layer(json))
         .route(
             &format!("{group}/poll/raw"),
-            post(groups::poll_raw).layer(json),
+            post(deliveries::poll_raw).layer(json),
         )
         .route(
             &format!("{group}/touch"),
@@ -68,8 +76,8 @@ pub fn router(state: AppState) -> Router {
             &format!("{group}/dead-letters/purge"),
             post(group_control::purge).layer(json),
         )
-        .route(&format!("{group}/ack"), post(groups::ack).layer(json))
-        .route(&format!("{group}/nack"), post(groups::nack).layer(json))
+        .route(&format!("{group}/ack"), post(deliveries::ack).layer(json))
+        .route(&format!("{group}/nack"), post(deliveries::nack).layer(json))
         .route(
             &format!("{group}/poll/batch"),
             post(batch::poll_batch).layer(delivery_list),
@@ -82,7 +90,10 @@ pub fn router(state: AppState) -> Router {
             &format!("{group}/nack/batch"),
             post(batch::nack_batch).layer(delivery_list),
         )
-        .route(&format!("{group}/dead-letters"), get(groups::dead_letters))
+        .route(
+            &format!("{group}/dead-letters"),
+            get(dead_letters::dead_letters),
+        )
         .route("/channels", get(channels::list_channels))
         .route(
             "/channels/{channel}",

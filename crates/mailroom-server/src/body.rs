@@ -1,20 +1,48 @@
-//! The JSON request-body extractor.
+//! The request extractors: a body as JSON ([`JsonBody`]) or as bytes ([`RawBody`]), and
+//! a query string ([`QueryParams`]).
 //!
-//! It reads the body whatever its `Content-Type` says: `curl -d` labels JSON as a form,
+//! A JSON body is read whatever its `Content-Type` says: `curl -d` labels JSON as a form,
 //! and refusing that would only make the API harder to use by hand. The body size is
-//! capped by the route's `DefaultBodyLimit`. Every failure is an [`ApiError`] in the
+//! capped by the route's [`body_limit`]. Every failure is an [`ApiError`] in the
 //! standard shape: `malformed_json` for bytes that are not JSON, `invalid_body` for
-//! JSON of the wrong shape or types, `payload_too_large` for an oversized body.
+//! JSON of the wrong shape or types, `payload_too_large` for an oversized body (saying
+//! the limit), `bad_request` for a query string that does not fit (saying which
+//! parameter).
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, Request};
-use axum::http::StatusCode;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Query, Request};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderMap, StatusCode, Uri};
+use axum::Extension;
 use serde::de::DeserializeOwned;
 
-use crate::error::ApiError;
+use crate::error::{shown, ApiError};
 
 /// The largest JSON body accepted by the endpoints that take small JSON documents.
 pub const JSON_BODY_BYTES_MAX: usize = 64 << 10;
+
+/// A route's body limit, kept in the request's extensions so that a 413 can state it
+/// (the framework's own limit does not say what it is).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BodyLimit {
+    /// The largest body accepted, in bytes.
+    pub bytes_max: usize,
+    /// What the limit is called in a message: `"this route's limit"`, say.
+    pub name: &'static str,
+}
+
+/// The layers of a route whose body is at most `bytes_max` bytes: the framework's cap,
+/// and the [`BodyLimit`] its 413 reads. `name` is what the message calls the limit.
+pub fn body_limit(
+    bytes_max: usize,
+    name: &'static str,
+) -> (DefaultBodyLimit, Extension<BodyLimit>) {
+    (
+        DefaultBodyLimit::max(bytes_max),
+        Extension(BodyLimit { bytes_max, name }),
+    )
+}
 
 /// A request body parsed as JSON into `T`.
 #[derive(Debug, Clone)]
@@ -24,22 +52,94 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
-        let bytes = Bytes::from_request(request, state)
-            .await
-            .map_err(bytes_rejection)?;
+        let RawBody(bytes) = RawBody::from_request(request, state).await?;
         parse(&bytes).map(JsonBody)
     }
 }
 
-/// Turns the framework's body-reading failure into the standard shape.
-pub fn bytes_rejection(rejection: axum::extract::rejection::BytesRejection) -> ApiError {
-    let status = rejection.status();
-    let message = rejection.body_text();
-    if status == StatusCode::PAYLOAD_TOO_LARGE {
-        ApiError::payload_too_large(message)
-    } else {
-        ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
+/// A request body as bytes, such as a message to publish.
+#[derive(Debug, Clone)]
+pub struct RawBody(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for RawBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        let limit = request.extensions().get::<BodyLimit>().copied();
+        let length = content_length(request.headers());
+        Bytes::from_request(request, state)
+            .await
+            .map(RawBody)
+            .map_err(|rejection| body_rejection(rejection, limit, length))
     }
+}
+
+fn content_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()
+}
+
+/// Turns the framework's body-reading failure into the standard shape; a 413 says the
+/// body's length (when the request gave it) and the route's limit.
+pub fn body_rejection(
+    rejection: BytesRejection,
+    limit: Option<BodyLimit>,
+    length: Option<u64>,
+) -> ApiError {
+    if rejection.status() != StatusCode::PAYLOAD_TOO_LARGE {
+        return ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            rejection.body_text(),
+        );
+    }
+    let body = match length {
+        Some(length) => format!("the request body is {length} bytes"),
+        None => "the request body is too large".to_owned(),
+    };
+    ApiError::payload_too_large(match limit {
+        Some(BodyLimit { bytes_max, name }) => format!("{body}, over {name} of {bytes_max} bytes"),
+        None => body,
+    })
+}
+
+/// A query string deserialized into `T`.
+#[derive(Debug, Clone)]
+pub struct QueryParams<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for QueryParams<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        Query::try_from_uri(&parts.uri)
+            .map(|Query(value)| QueryParams(value))
+            .map_err(|rejection| query_rejection(&parts.uri, &rejection))
+    }
+}
+
+/// 400 `bad_request` for a query string that does not fit, naming the parameter and the
+/// value it had: `query parameter limit=abc: invalid digit found in string`.
+fn query_rejection(uri: &Uri, rejection: &QueryRejection) -> ApiError {
+    let text = rejection.body_text();
+    let detail = text
+        .strip_prefix("Failed to deserialize query string: ")
+        .unwrap_or(&text);
+    // The framework puts the parameter's name first ("limit: ..."), when it knows it.
+    let named = detail.split_once(": ").and_then(|(name, rest)| {
+        let value = uri
+            .query()?
+            .split('&')
+            .filter_map(|pair| pair.split_once('=').or(Some((pair, ""))))
+            .find(|(key, _)| *key == name)?
+            .1;
+        Some(format!("query parameter {name}={}: {rest}", shown(value)))
+    });
+    let message = named.unwrap_or_else(|| format!("query string: {detail}"));
+    ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
 }
 
 /// Parses JSON bytes, classifying the failure.
@@ -57,18 +157,29 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             "request body: expected a JSON object, got an array",
         ));
     }
-    serde_json::from_slice(bytes).map_err(|error| {
-        use serde_json::error::Category;
-        let code = match error.classify() {
-            Category::Data => "invalid_body",
-            Category::Syntax | Category::Eof | Category::Io => "malformed_json",
-        };
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            code,
-            format!("request body: {error}"),
-        )
-    })
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    // The path names the field as the client sent it (`deliveries[3].offset`), which
+    // serde_json's own message leaves out.
+    let value = serde_path_to_error::deserialize(&mut deserializer)
+        .map_err(|error| body_error(error.inner(), &error.path().to_string()))?;
+    deserializer
+        .end()
+        .map_err(|error| body_error(&error, "."))?;
+    Ok(value)
+}
+
+/// 400 `malformed_json` or `invalid_body` for `error` at `path` ("." for the whole body).
+fn body_error(error: &serde_json::Error, path: &str) -> ApiError {
+    use serde_json::error::Category;
+    let code = match error.classify() {
+        Category::Data => "invalid_body",
+        Category::Syntax | Category::Eof | Category::Io => "malformed_json",
+    };
+    let message = match path {
+        "." | "" => format!("request body: {error}"),
+        path => format!("request body field {path}: {error}"),
+    };
+    ApiError::new(StatusCode::BAD_REQUEST, code, message)
 }
 
 /// Serde helpers for integer fields that also accept whole-number floats such as `3.0`:

@@ -20,6 +20,13 @@ pub const PAYLOAD_BYTES_MAX_DEFAULT: u64 = 1 << 20;
 pub const PAYLOAD_BYTES_MAX_LIMIT: u64 = 64 << 20;
 /// The longest `interval:MS` fsync period accepted: one hour.
 pub const FSYNC_INTERVAL_MS_MAX: u64 = 3_600_000;
+/// How long a connection may take to deliver a request's head (request line and
+/// headers), and how long an idle keep-alive connection may wait for its next request,
+/// unless told otherwise: 10 seconds.
+pub const HEADER_READ_TIMEOUT_MS_DEFAULT: u64 = 10_000;
+/// The longest `--header-read-timeout-ms` accepted: ten minutes. Beyond that the limit
+/// no longer protects the connection cap from clients that hold sockets open for free.
+pub const HEADER_READ_TIMEOUT_MS_MAX: u64 = 600_000;
 
 /// When the store makes writes durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -119,6 +126,7 @@ pub enum ConfigError {
 ///     data = "/var/lib/mailroom"
 ///     fsync = "interval:50"
 ///     max_payload_bytes = 65536
+///     header_read_timeout_ms = 5000
 /// "#).unwrap();
 /// assert_eq!(layer.fsync, Some(FsyncPolicy::Interval(std::time::Duration::from_millis(50))));
 /// ```
@@ -135,6 +143,9 @@ pub struct ConfigLayer {
     pub token: Option<String>,
     /// The largest message body accepted, in bytes.
     pub max_payload_bytes: Option<u64>,
+    /// How long a request's head may take to arrive, and an idle keep-alive connection
+    /// may wait for the next one, in milliseconds.
+    pub header_read_timeout_ms: Option<u64>,
 }
 
 impl ConfigLayer {
@@ -178,6 +189,15 @@ pub struct Config {
     pub token: Option<String>,
     /// The largest message body accepted, in bytes.
     pub payload_bytes_max: u64,
+    /// How long a connection may take to deliver a request's head, counted from when the
+    /// server starts waiting for it: from the accept, or from the end of the previous
+    /// response on a keep-alive connection (so this also closes idle keep-alive
+    /// connections). A connection that misses it is closed without an answer; it is what
+    /// stops a client that trickles bytes (slowloris) from holding one of the
+    /// [`CONNECTIONS_MAX`](crate::listener::CONNECTIONS_MAX) slots for ever. Requests
+    /// being handled (a long poll) and upgraded or streaming connections (WebSocket, SSE)
+    /// are not affected.
+    pub header_read_timeout_ms: u64,
 }
 
 impl fmt::Debug for Config {
@@ -189,6 +209,7 @@ impl fmt::Debug for Config {
             .field("fsync", &self.fsync)
             .field("token", &self.token.as_ref().map(|_| "<set>"))
             .field("payload_bytes_max", &self.payload_bytes_max)
+            .field("header_read_timeout_ms", &self.header_read_timeout_ms)
             .finish()
     }
 }
@@ -201,6 +222,7 @@ impl Default for Config {
             fsync: FsyncPolicy::Always,
             token: None,
             payload_bytes_max: PAYLOAD_BYTES_MAX_DEFAULT,
+            header_read_timeout_ms: HEADER_READ_TIMEOUT_MS_DEFAULT,
         }
     }
 }
@@ -219,8 +241,9 @@ impl Config {
     /// ```
     ///
     /// # Errors
-    /// [`ConfigError::Invalid`] for an empty token or a payload limit of 0 or above
-    /// [`PAYLOAD_BYTES_MAX_LIMIT`].
+    /// [`ConfigError::Invalid`] for an empty token, a payload limit of 0 or above
+    /// [`PAYLOAD_BYTES_MAX_LIMIT`], or a header read timeout of 0 or above
+    /// [`HEADER_READ_TIMEOUT_MS_MAX`].
     pub fn resolve(flags: ConfigLayer, file: Option<ConfigLayer>) -> Result<Config, ConfigError> {
         let file = file.unwrap_or_default();
         let defaults = Config::default();
@@ -233,6 +256,10 @@ impl Config {
                 .max_payload_bytes
                 .or(file.max_payload_bytes)
                 .unwrap_or(defaults.payload_bytes_max),
+            header_read_timeout_ms: flags
+                .header_read_timeout_ms
+                .or(file.header_read_timeout_ms)
+                .unwrap_or(defaults.header_read_timeout_ms),
         };
         config.check()?;
         Ok(config)
@@ -245,6 +272,17 @@ impl Config {
                 reason: format!(
                     "{} is outside 1..={PAYLOAD_BYTES_MAX_LIMIT}",
                     self.payload_bytes_max
+                ),
+            });
+        }
+        if self.header_read_timeout_ms == 0
+            || self.header_read_timeout_ms > HEADER_READ_TIMEOUT_MS_MAX
+        {
+            return Err(ConfigError::Invalid {
+                setting: "header-read-timeout-ms",
+                reason: format!(
+                    "{} is outside 1..={HEADER_READ_TIMEOUT_MS_MAX}",
+                    self.header_read_timeout_ms
                 ),
             });
         }
@@ -311,6 +349,19 @@ mod tests {
             ..Default::default()
         };
         assert!(Config::resolve(spaced, None).is_err());
+        for millis in [0, HEADER_READ_TIMEOUT_MS_MAX + 1] {
+            let timeout = ConfigLayer {
+                header_read_timeout_ms: Some(millis),
+                ..Default::default()
+            };
+            assert!(
+                Config::resolve(timeout, None).is_err(),
+                "{millis} ms was accepted"
+            );
+        }
+        let file = ConfigLayer::from_toml("header_read_timeout_ms = 250").unwrap();
+        let config = Config::resolve(ConfigLayer::default(), Some(file)).unwrap();
+        assert_eq!(config.header_read_timeout_ms, 250);
         assert!(ConfigLayer::from_toml("colour = \"blue\"").is_err());
     }
 

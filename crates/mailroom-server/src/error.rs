@@ -4,7 +4,11 @@
 //! Codes are stable: clients match on them, so a code is never renamed or reused for a
 //! different condition. New conditions get new codes.
 
+use std::any::Any;
+use std::ops::RangeInclusive;
+
 use axum::body::Body;
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::http::{header, HeaderValue, Request, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -16,6 +20,26 @@ use utoipa::ToSchema;
 
 /// The longest framework error body that is carried over into a JSON message.
 const REJECTION_BODY_BYTES_MAX: usize = 4096;
+
+/// The most characters of a client's text a message echoes back.
+pub const SHOWN_CHARS_MAX: usize = 128;
+
+/// A client's text as a message shows it: at most [`SHOWN_CHARS_MAX`] characters, with
+/// `…` where it was cut, so an error never echoes an unbounded input.
+///
+/// ```
+/// use mailroom_server::error::{shown, SHOWN_CHARS_MAX};
+/// assert_eq!(shown("abc"), "abc");
+/// assert_eq!(shown(&"x".repeat(500)).chars().count(), SHOWN_CHARS_MAX + 1);
+/// ```
+pub fn shown(text: &str) -> String {
+    let mut chars = text.chars();
+    let mut out: String = chars.by_ref().take(SHOWN_CHARS_MAX).collect();
+    if chars.next().is_some() {
+        out.push('…');
+    }
+    out
+}
 
 /// The body of every error response.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, ToSchema)]
@@ -66,17 +90,126 @@ impl ApiError {
         ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", message)
     }
 
+    /// 413 `payload_too_large` for one message over the server's payload limit, in the
+    /// one wording every route uses: `"messages[2] is 2000 bytes, over the server's
+    /// payload limit of 1024 bytes"`.
+    ///
+    /// ```
+    /// use mailroom_server::error::ApiError;
+    /// let error = ApiError::payload_over_limit("frame 3", 2000, 1024);
+    /// assert_eq!(error.message, "frame 3 is 2000 bytes, over the server's payload limit of 1024 bytes");
+    /// ```
+    pub fn payload_over_limit(what: &str, bytes: usize, payload_bytes_max: u64) -> ApiError {
+        ApiError::payload_too_large(format!(
+            "{what} is {bytes} bytes, over the server's payload limit of {payload_bytes_max} \
+             bytes"
+        ))
+    }
+
+    /// 400 `not_websocket`: a WebSocket route was called with a plain request.
+    pub fn not_websocket(rejection: &WebSocketUpgradeRejection) -> ApiError {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "not_websocket",
+            format!(
+                "this route takes only a WebSocket handshake: {}",
+                rejection.body_text()
+            ),
+        )
+    }
+
     /// 500 `internal`: a server fault, such as a task that panicked.
     pub fn internal(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
     }
+
+    /// 400 `invalid_argument` for a number outside its range, in the one wording every
+    /// route uses: `"max_in_flight must be in 1..=65536, got 0"`. A `_ms` field's upper
+    /// bound is also given in words (`"(7 days)"`).
+    ///
+    /// ```
+    /// use mailroom_server::error::ApiError;
+    /// let error = ApiError::out_of_range("lease_ms", 1..=604_800_000, 0);
+    /// assert_eq!(error.message, "lease_ms must be in 1..=604800000 (7 days), got 0");
+    /// ```
+    pub fn out_of_range(field: &str, allowed: RangeInclusive<u64>, got: u64) -> ApiError {
+        let (low, high) = allowed.into_inner();
+        let words = match field.ends_with("_ms") {
+            true => duration_words(high).map(|words| format!(" ({words})")),
+            false => None,
+        };
+        let words = words.unwrap_or_default();
+        ApiError::invalid_argument(format!(
+            "{field} must be in {low}..={high}{words}, got {got}"
+        ))
+    }
+
+    /// 400 `invalid_argument` for text of the wrong length, in bytes of UTF-8:
+    /// `"consumer must be 1..=128 bytes long, got 129"`, or `"reason must be at most 1024
+    /// bytes long, got 1025"` when only the top is bounded.
+    ///
+    /// ```
+    /// use mailroom_server::error::ApiError;
+    /// let error = ApiError::length_out_of_range("consumer", 1..=128, 0);
+    /// assert_eq!(error.message, "consumer must be 1..=128 bytes long, got 0");
+    /// ```
+    pub fn length_out_of_range(
+        field: &str,
+        allowed: RangeInclusive<usize>,
+        got: usize,
+    ) -> ApiError {
+        let (low, high) = allowed.into_inner();
+        let allowed = match low {
+            0 => format!("at most {high}"),
+            _ => format!("{low}..={high}"),
+        };
+        ApiError::invalid_argument(format!("{field} must be {allowed} bytes long, got {got}"))
+    }
+
+    /// 400 `invalid_argument` for a list of the wrong length: `"deliveries must list
+    /// 1..=65536 deliveries, got 0"`.
+    ///
+    /// ```
+    /// use mailroom_server::error::ApiError;
+    /// let error = ApiError::count_out_of_range("messages", "messages", 1..=10_000, 0);
+    /// assert_eq!(error.message, "messages must list 1..=10000 messages, got 0");
+    /// ```
+    pub fn count_out_of_range(
+        field: &str,
+        items: &str,
+        allowed: RangeInclusive<usize>,
+        got: usize,
+    ) -> ApiError {
+        let (low, high) = allowed.into_inner();
+        let allowed = match low {
+            0 => format!("at most {high}"),
+            _ => format!("{low}..={high}"),
+        };
+        ApiError::invalid_argument(format!("{field} must list {allowed} {items}, got {got}"))
+    }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        if self.status.is_server_error() {
-            tracing::error!(code = self.code, message = %self.message, "request failed");
-        }
+/// A whole number of milliseconds in the largest unit that divides it ("7 days"), or
+/// `None` below a second.
+fn duration_words(ms: u64) -> Option<String> {
+    const UNITS: [(u64, &str); 4] = [
+        (86_400_000, "day"),
+        (3_600_000, "hour"),
+        (60_000, "minute"),
+        (1_000, "second"),
+    ];
+    let (size, unit) = UNITS
+        .into_iter()
+        .find(|&(size, _)| ms >= size && ms.is_multiple_of(size))?;
+    let count = ms / size;
+    let plural = if count == 1 { "" } else { "s" };
+    Some(format!("{count} {unit}{plural}"))
+}
+
+impl ApiError {
+    /// The response without the log line [`IntoResponse`] writes for server errors, for
+    /// callers that have logged the fault in more detail already.
+    fn unlogged_response(self) -> Response {
         let body = ErrorBody {
             error: self.code.to_owned(),
             message: self.message,
@@ -91,11 +224,47 @@ impl IntoResponse for ApiError {
     }
 }
 
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if self.status.is_server_error() {
+            tracing::error!(code = self.code, message = %self.message, "request failed");
+        }
+        self.unlogged_response()
+    }
+}
+
+/// The answer to a request whose handler panicked: 500 `internal` in the usual shape.
+///
+/// The panic's message goes to the log with `tracing::error!`, not to the client: it can
+/// name internals, and the client can do nothing with it. This is the handler of the
+/// catch-panic layer every served connection has, so a panic costs one request its
+/// answer, never the connection it came on.
+///
+/// ```
+/// use mailroom_server::error::panic_response;
+/// let response = panic_response(Box::new("index out of bounds"));
+/// assert_eq!(response.status(), 500);
+/// ```
+pub fn panic_response(panic: Box<dyn Any + Send + 'static>) -> Response {
+    let detail = if let Some(text) = panic.downcast_ref::<&str>() {
+        text
+    } else if let Some(text) = panic.downcast_ref::<String>() {
+        text.as_str()
+    } else {
+        "a panic without a message"
+    };
+    tracing::error!(panic = detail, "a request handler panicked; answering 500");
+    ApiError::internal("the server failed while handling this request; the fault is logged")
+        .unlogged_response()
+}
+
 impl From<TopicError> for ApiError {
     fn from(error: TopicError) -> ApiError {
         let message = error.to_string();
         match error {
-            TopicError::InvalidArgument { .. } => ApiError::invalid_argument(message),
+            // The code says "invalid_argument" already; the Display's "invalid argument: "
+            // prefix would say it twice.
+            TopicError::InvalidArgument { reason } => ApiError::invalid_argument(reason),
             TopicError::UnknownGroup { .. } => {
                 ApiError::new(StatusCode::NOT_FOUND, "unknown_group", message)
             }
@@ -122,7 +291,7 @@ impl From<StoreError> for ApiError {
             StoreError::InvalidName { .. } => {
                 ApiError::new(StatusCode::BAD_REQUEST, "invalid_name", message)
             }
-            StoreError::InvalidArgument { .. } => ApiError::invalid_argument(message),
+            StoreError::InvalidArgument { reason } => ApiError::invalid_argument(reason),
             StoreError::FailStopped { .. } => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store_failed", message)
             }
@@ -138,9 +307,13 @@ impl From<BroadcastError> for ApiError {
             BroadcastError::SubscriberLimit { .. } => {
                 ApiError::new(StatusCode::CONFLICT, "subscriber_limit", message)
             }
-            BroadcastError::Closed => {
-                ApiError::new(StatusCode::NOT_FOUND, "unknown_channel", message)
-            }
+            // The library's "broker is closed" names its own type; to a client, the
+            // channel was closed (deleted) while the request ran.
+            BroadcastError::Closed => ApiError::new(
+                StatusCode::NOT_FOUND,
+                "unknown_channel",
+                "the channel was closed",
+            ),
             _ => ApiError::invalid_argument(message),
         }
     }
@@ -165,6 +338,8 @@ fn code_for_status(status: StatusCode) -> &'static str {
 /// rejection, a 405 from the router, ...) into the standard error shape, keeping its
 /// text as the message. 422 becomes 400: the API documents one status for bad input.
 pub async fn errors_as_json(request: Request<Body>, next: Next) -> Response {
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
     let response = next.run(request).await;
     let status = response.status();
     let is_json = response
@@ -176,6 +351,13 @@ pub async fn errors_as_json(request: Request<Body>, next: Next) -> Response {
     }
     let (parts, body) = response.into_parts();
     let text = match axum::body::to_bytes(body, REJECTION_BODY_BYTES_MAX).await {
+        // The router's 405 has no body. Its `Allow` header, which says what would have
+        // worked, is added outside this layer, so the message can only point to it.
+        _ if status == StatusCode::METHOD_NOT_ALLOWED => {
+            format!(
+                "{method} is not allowed on {path}; the Allow header lists the methods that are"
+            )
+        }
         Ok(bytes) if !bytes.is_empty() => String::from_utf8_lossy(&bytes).into_owned(),
         _ => status.canonical_reason().unwrap_or("error").to_owned(),
     };
@@ -198,6 +380,64 @@ pub async fn errors_as_json(request: Request<Body>, next: Next) -> Response {
 mod tests {
     use super::*;
     use mailroom::group::{DeliveryId, NotOwned};
+    use std::fmt::Write as _;
+    use std::sync::Arc;
+
+    /// A subscriber that keeps the fields of every ERROR event, as text.
+    #[derive(Default, Clone)]
+    struct ErrorEvents(Arc<parking_lot::Mutex<Vec<String>>>);
+
+    impl tracing::Subscriber for ErrorEvents {
+        fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+            tracing::span::Id::from_u64(1)
+        }
+        fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+        fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+        fn event(&self, event: &tracing::Event<'_>) {
+            if *event.metadata().level() != tracing::Level::ERROR {
+                return;
+            }
+            let mut text = String::new();
+            event.record(
+                &mut |field: &tracing::field::Field, value: &dyn std::fmt::Debug| {
+                    let _ = write!(text, "{}={value:?} ", field.name());
+                },
+            );
+            self.0.lock().push(text);
+        }
+        fn enter(&self, _: &tracing::span::Id) {}
+        fn exit(&self, _: &tracing::span::Id) {}
+    }
+
+    // Proves a panic becomes one ERROR log line that carries the panic's message (as
+    // &str or String payload), and a 500 `internal` answer that does not.
+    #[test]
+    fn panic_is_logged_once_and_answered_500() {
+        for payload in [
+            Box::new("secret detail") as Box<dyn Any + Send>,
+            Box::new(String::from("secret detail")),
+        ] {
+            let events = ErrorEvents::default();
+            let response =
+                tracing::subscriber::with_default(events.clone(), || panic_response(payload));
+            let logged = events.0.lock().clone();
+            assert_eq!(logged.len(), 1, "{logged:?}");
+            assert!(logged[0].contains("secret detail"), "{logged:?}");
+            assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+            let body = futures_util::FutureExt::now_or_never(axum::body::to_bytes(
+                response.into_body(),
+                usize::MAX,
+            ))
+            .expect("a full body is ready at once")
+            .unwrap();
+            let body: ErrorBody = serde_json::from_slice(&body).unwrap();
+            assert_eq!(body.error, "internal");
+            assert!(!body.message.contains("secret"), "{}", body.message);
+        }
+    }
 
     // Proves each topic rule maps to the status and stable code the API documents.
     #[test]
@@ -242,5 +482,74 @@ mod tests {
             (unknown.status.as_u16(), unknown.code),
             (404, "unknown_topic")
         );
+    }
+
+    // Proves an invalid argument from the library or the store becomes a message that is
+    // its reason alone: the code already says "invalid_argument", so the Display's
+    // "invalid argument: " prefix would say it twice.
+    #[test]
+    fn invalid_arguments_are_not_prefixed_twice() {
+        let from_topic = ApiError::from(TopicError::InvalidArgument {
+            reason: "a consumer must be 1 to 128 bytes long",
+        });
+        let from_store = ApiError::from(StoreError::InvalidArgument {
+            reason: "limit must be in 1..=10000, got 0".into(),
+        });
+        let wrapped = ApiError::from(StoreError::Topic(TopicError::InvalidArgument {
+            reason: "max_in_flight must be 1 to 65536",
+        }));
+        for (api, reason) in [
+            (from_topic, "a consumer must be 1 to 128 bytes long"),
+            (from_store, "limit must be in 1..=10000, got 0"),
+            (wrapped, "max_in_flight must be 1 to 65536"),
+        ] {
+            assert_eq!(
+                (api.code, api.message.as_str()),
+                ("invalid_argument", reason)
+            );
+        }
+    }
+
+    // Proves the range wordings: a `_ms` field's top in the largest whole unit, none for
+    // other fields or for a top below a second, and lengths and counts with or without a
+    // lower bound.
+    #[test]
+    fn range_messages() {
+        let cases = [
+            (
+                ApiError::out_of_range("wait_ms", 0..=30_000, 30_001),
+                "wait_ms must be in 0..=30000 (30 seconds), got 30001",
+            ),
+            (
+                ApiError::out_of_range("delay_ms", 0..=90_000, 1),
+                "delay_ms must be in 0..=90000 (90 seconds), got 1",
+            ),
+            (
+                ApiError::out_of_range("lease_ms", 1..=3_600_000, 0),
+                "lease_ms must be in 1..=3600000 (1 hour), got 0",
+            ),
+            (
+                ApiError::out_of_range("tick_ms", 0..=500, 501),
+                "tick_ms must be in 0..=500, got 501",
+            ),
+            (
+                ApiError::out_of_range("max", 1..=86_400_000, 0),
+                "max must be in 1..=86400000, got 0",
+            ),
+            (
+                ApiError::length_out_of_range("reason", 0..=1024, 1025),
+                "reason must be at most 1024 bytes long, got 1025",
+            ),
+            (
+                ApiError::count_out_of_range("ack", "deliveries", 0..=4, 5),
+                "ack must list at most 4 deliveries, got 5",
+            ),
+        ];
+        for (api, message) in cases {
+            assert_eq!(
+                (api.code, api.message.as_str()),
+                ("invalid_argument", message)
+            );
+        }
     }
 }

@@ -14,6 +14,10 @@
 //!   subscribers, each with a bounded mailbox; a slow subscriber drops messages (counted)
 //!   and never slows the publisher or the others.
 //! - **Operations**: `/healthz`, `/metrics` (Prometheus), `/openapi.json`.
+//! - **Connections** ([`connections`]): HTTP/1.1; a request head that does not arrive
+//!   within the configured header read timeout, or a keep-alive connection idle that
+//!   long, is closed; a handler that panics answers 500 `internal` on a connection that
+//!   stays open.
 //!
 //! Every error is JSON `{"error": "<stable code>", "message": "..."}`; see [`error`].
 //! When a token is configured every `/v1` call needs `Authorization: Bearer <token>`.
@@ -62,6 +66,7 @@ pub mod app;
 pub mod body;
 pub mod channels;
 pub mod config;
+pub mod connections;
 pub mod error;
 pub mod listener;
 pub mod long_poll;

@@ -1,14 +1,44 @@
 //! Long polls: how a waiting `poll/batch` learns that re-polling may now find something.
 //!
-//! Every handler that may make a message ready or free a slot of a group's window (a
-//! publish, an ack, a nack, a touch, a redrive) calls [`LongPolls::wake`] for its topic
-//! after the store call succeeded. A waiter registers interest *before* each re-poll
-//! ([`Notify::notified`] + `enable`), so a wake that lands between its poll and its wait
-//! is never lost: the registered future is already armed and completes at once.
+//! A poll's answer changes in two ways: by a call, or by the clock alone.
 //!
-//! Some events happen with no request to signal them: a backoff delay running out, a
-//! lease expiring. The store does not say when those are due, so a waiter also re-polls
-//! every [`LONG_POLL_RECHECK_MS`]; such a delivery is at most that late.
+//! # Calls: wake-ups
+//!
+//! Every handler that may make a message ready or free a slot of a group's window (a
+//! publish, an ack, a nack, a redrive) calls [`LongPolls::wake`] for its topic after the
+//! store call succeeded. A waiter registers interest *before* each re-poll
+//! ([`TopicWaiter::notified`] + `enable`), so a wake that lands between its poll and its
+//! wait is never lost: the registered future is already armed and completes at once.
+//!
+//! # The clock: due times
+//!
+//! A backoff delay ending or a lease running out happens with no call to signal it. After
+//! an empty poll a waiter asks the store when the next such event of its group is due
+//! (`DurableTopic::next_due_in`) and sleeps until then, or its own deadline, whichever is
+//! first; it re-polls at that moment, so such a delivery is not late at all, and an idle
+//! long poll does not poll while it waits.
+//!
+//! One clock event is created by a call that does not wake: a poll by another consumer
+//! makes a new lease, which may run out before the time a waiter slept until. Every
+//! waiter therefore records the time it will wake by itself ([`TopicWaiter::arm`]), per
+//! group, with the group's lease length, and a handler that made deliveries calls
+//! [`LongPolls::leased`]: it wakes the topic only if the new lease's deadline comes before
+//! the *latest* of those times (the latest sleeper is the one that would miss it). A
+//! waiter's own time already covers the group's earliest lease deadline, and every new
+//! lease of a group runs out after the ones made before it, so once its waiters have
+//! re-armed, polls of that group no longer wake them. Touches only push deadlines later,
+//! so they never need to wake. To close the gap between its empty poll and arming, a
+//! waiter first arms at its deadline (any lease made meanwhile wakes it) and lowers that
+//! once it has read the due time.
+//!
+//! A waiter still re-polls every [`LONG_POLL_RECHECK_MS`] (5 s) at least, for three
+//! things a wake-up cannot promise: a handler cancelled by its client between its store
+//! call and its wake (`AppState::durable`), the store's wall clock being stepped
+//! forward (timers run on the monotonic clock, so due times would then come early by the
+//! store's reckoning), and a group deleted and re-created with a different lease while
+//! its waiters still hold the old length.
+//!
+//! # Limits and shutdown
 //!
 //! The number of waiting long polls is bounded by [`LONG_POLLS_MAX`]: a waiter holds a
 //! slot ([`Waiting`]) from its first empty poll until it answers or its request is
@@ -18,14 +48,16 @@
 //! On shutdown ([`LongPolls::close`]) every waiter answers what it has (nothing) at once,
 //! so idle consumers do not hold the server's graceful shutdown for their whole wait.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::http::StatusCode;
 use parking_lot::Mutex;
 use tokio::sync::futures::Notified;
 use tokio::sync::Notify;
+use tokio::time::Instant;
 
 use crate::error::ApiError;
 
@@ -33,21 +65,51 @@ use crate::error::ApiError;
 pub const LONG_POLL_WAIT_MS_MAX: u64 = 30_000;
 /// The most long polls waiting at once across the server.
 pub const LONG_POLLS_MAX: usize = 1024;
-/// How often a waiting long poll re-polls even without a wake, for deliveries that become
-/// ready by the clock alone (backoff delays, lease expiries).
-pub const LONG_POLL_RECHECK_MS: u64 = 250;
+/// The longest a waiting long poll sleeps without re-polling, however far its next due
+/// time: a safety net for the wake-ups that can be lost (see the [module docs](self)).
+pub const LONG_POLL_RECHECK_MS: u64 = 5_000;
 
-/// The per-topic wake-ups and the count of waiting long polls.
+/// The per-topic wake-ups, the times waiters sleep until, and the count of waiting long
+/// polls.
 #[derive(Debug, Default)]
 pub struct LongPolls {
-    /// One notifier per topic that has a long poll running now. The last
-    /// [`TopicWaiter`] of a topic removes its entry, so names polled once (unknown ones
-    /// included) leave nothing behind. Clones of a notifier exist only in the map and in
-    /// waiters, and are made under this lock, so the count tells who still needs it.
-    topics: Mutex<HashMap<String, Arc<Notify>>>,
+    /// One entry per topic that has a long poll running now. The last [`TopicWaiter`]
+    /// of a topic removes its entry, so names polled once (unknown ones included) leave
+    /// nothing behind. Clones of a notifier exist only in the map and in waiters, and
+    /// are made under this lock, so the count tells who still needs it.
+    topics: Mutex<HashMap<String, TopicWaiters>>,
     waiting: Arc<AtomicUsize>,
+    repolls: AtomicU64,
     closing: AtomicBool,
     closed: Notify,
+}
+
+/// The waiters of one topic.
+#[derive(Debug, Default)]
+struct TopicWaiters {
+    notify: Arc<Notify>,
+    /// By group: what its armed waiters sleep until.
+    groups: HashMap<String, GroupArms>,
+}
+
+/// The armed waiters of one group.
+#[derive(Debug, Default)]
+struct GroupArms {
+    /// The group's lease length, as its waiters last read it (`None`: no leases).
+    lease: Option<Duration>,
+    /// The times the waiters will wake by themselves, with how many wake at each.
+    wake_at: BTreeMap<Instant, usize>,
+}
+
+impl GroupArms {
+    fn remove(&mut self, at: Instant) {
+        if let Some(count) = self.wake_at.get_mut(&at) {
+            *count -= 1;
+            if *count == 0 {
+                self.wake_at.remove(&at);
+            }
+        }
+    }
 }
 
 /// A slot among the [`LONG_POLLS_MAX`] waiting long polls, given back on drop (also when
@@ -63,31 +125,66 @@ impl Drop for Waiting {
     }
 }
 
-/// A running long poll's hold on its topic's notifier; the last one of a topic removes
-/// the notifier when dropped.
+/// A running long poll's hold on its topic's notifier and its armed time; the last
+/// waiter of a topic removes the topic's entry when dropped.
 #[derive(Debug)]
 pub struct TopicWaiter<'a> {
     polls: &'a LongPolls,
     topic: String,
+    group: String,
     notify: Arc<Notify>,
+    /// The time this waiter is counted as waking at, if armed.
+    armed: Mutex<Option<Instant>>,
 }
 
 impl TopicWaiter<'_> {
-    /// The topic's notifier: register with [`Notify::notified`] + `enable` before each
-    /// poll.
-    pub fn notify(&self) -> &Notify {
-        &self.notify
+    /// The topic's next wake-up: create and `enable` it before each poll.
+    pub fn notified(&self) -> Notified<'_> {
+        self.notify.notified()
+    }
+
+    /// Records that this waiter will wake by itself at `wake_at` (replacing what it
+    /// armed before), and that its group's leases last `lease`: from now on a new lease
+    /// of the group running out before `wake_at` wakes the topic ([`LongPolls::leased`]).
+    pub fn arm(&self, wake_at: Instant, lease: Option<Duration>) {
+        let mut topics = self.polls.topics.lock();
+        // A forgotten topic (deleted meanwhile) has no arms to keep: its waiters are
+        // woken and end.
+        let Some(waiters) = topics
+            .get_mut(&self.topic)
+            .filter(|waiters| Arc::ptr_eq(&waiters.notify, &self.notify))
+        else {
+            return;
+        };
+        let arms = waiters.groups.entry(self.group.clone()).or_default();
+        let mut armed = self.armed.lock();
+        if let Some(before) = armed.replace(wake_at) {
+            arms.remove(before);
+        }
+        *arms.wake_at.entry(wake_at).or_default() += 1;
+        arms.lease = lease;
     }
 }
 
 impl Drop for TopicWaiter<'_> {
     fn drop(&mut self) {
         let mut topics = self.polls.topics.lock();
-        let is_ours = topics
-            .get(&self.topic)
-            .is_some_and(|notify| Arc::ptr_eq(notify, &self.notify));
+        let Some(waiters) = topics
+            .get_mut(&self.topic)
+            .filter(|waiters| Arc::ptr_eq(&waiters.notify, &self.notify))
+        else {
+            return;
+        };
+        if let Some(armed) = self.armed.lock().take() {
+            if let Some(arms) = waiters.groups.get_mut(&self.group) {
+                arms.remove(armed);
+                if arms.wake_at.is_empty() {
+                    waiters.groups.remove(&self.group);
+                }
+            }
+        }
         // The map's clone and this one: nobody else waits on it.
-        if is_ours && Arc::strong_count(&self.notify) == 2 {
+        if Arc::strong_count(&self.notify) == 2 {
             topics.remove(&self.topic);
         }
     }
@@ -98,23 +195,48 @@ impl LongPolls {
     /// one map lookup under a short lock (the wake happens under it too, so the map
     /// and the waiters hold the only clones of a notifier).
     pub fn wake(&self, topic: &str) {
-        if let Some(notify) = self.topics.lock().get(topic) {
-            notify.notify_waiters();
+        if let Some(waiters) = self.topics.lock().get(topic) {
+            waiters.notify.notify_waiters();
         }
     }
 
-    /// Joins the waiters of `topic`, creating its notifier if it has none.
-    pub fn waiter(&self, topic: &str) -> TopicWaiter<'_> {
+    /// Called by a handler whose poll of `group` handed out deliveries, with the time
+    /// taken *before* its store call: each new delivery's lease runs out no sooner than
+    /// `polled_at` plus the group's lease length. Wakes `topic` if that is before the
+    /// time some waiter of the group sleeps until, which would otherwise sleep through
+    /// it. One map lookup when nobody of that group waits.
+    pub fn leased(&self, topic: &str, group: &str, polled_at: Instant) {
+        let topics = self.topics.lock();
+        let Some(waiters) = topics.get(topic) else {
+            return;
+        };
+        let Some(arms) = waiters.groups.get(group) else {
+            return;
+        };
+        let (Some(lease), Some((&latest, _))) = (arms.lease, arms.wake_at.last_key_value()) else {
+            return;
+        };
+        if polled_at + lease < latest {
+            waiters.notify.notify_waiters();
+        }
+    }
+
+    /// Joins the waiters of `topic` (polling `group`), creating the topic's notifier if
+    /// it has none. The waiter is not armed until [`TopicWaiter::arm`].
+    pub fn waiter(&self, topic: &str, group: &str) -> TopicWaiter<'_> {
         let notify = self
             .topics
             .lock()
             .entry(topic.to_owned())
             .or_default()
+            .notify
             .clone();
         TopicWaiter {
             polls: self,
             topic: topic.to_owned(),
+            group: group.to_owned(),
             notify,
+            armed: Mutex::new(None),
         }
     }
 
@@ -122,8 +244,8 @@ impl LongPolls {
     /// waiters re-poll, and the store answers that re-poll as for any unknown topic
     /// (404 `unknown_topic`), so a long poll on a deleted topic ends at once.
     pub fn forget(&self, topic: &str) {
-        if let Some(notify) = self.topics.lock().remove(topic) {
-            notify.notify_waiters();
+        if let Some(waiters) = self.topics.lock().remove(topic) {
+            waiters.notify.notify_waiters();
         }
     }
 
@@ -155,6 +277,17 @@ impl LongPolls {
                 ),
             )),
         }
+    }
+
+    /// Counts one re-poll of a waiting long poll (every poll after its first).
+    pub fn note_repoll(&self) {
+        self.repolls.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How many re-polls waiting long polls have made since the server started: what
+    /// waiting costs the store.
+    pub fn repolls(&self) -> u64 {
+        self.repolls.load(Ordering::Relaxed)
     }
 
     /// Ends every wait, now and from now on: the server is shutting down.
@@ -209,8 +342,8 @@ mod tests {
     #[tokio::test]
     async fn wake_after_enable_is_not_lost() {
         let polls = LongPolls::default();
-        let waiter = polls.waiter("t");
-        let notified = waiter.notify().notified();
+        let waiter = polls.waiter("t", "g");
+        let notified = waiter.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
         polls.wake("other");
@@ -224,10 +357,10 @@ mod tests {
     #[tokio::test]
     async fn forget_wakes_and_removes() {
         let polls = LongPolls::default();
-        let waiter = polls.waiter("t");
-        let _kept = polls.waiter("kept");
+        let waiter = polls.waiter("t", "g");
+        let _kept = polls.waiter("kept", "g");
         {
-            let notified = waiter.notify().notified();
+            let notified = waiter.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
             polls.forget("t");
@@ -243,15 +376,84 @@ mod tests {
     #[test]
     fn last_waiter_removes_the_notifier() {
         let polls = LongPolls::default();
-        let first = polls.waiter("t");
-        let second = polls.waiter("t");
-        let other = polls.waiter("u");
+        let first = polls.waiter("t", "g");
+        let second = polls.waiter("t", "h");
+        let other = polls.waiter("u", "g");
         assert_eq!(polls.topics(), 2);
         drop(first);
         assert_eq!(polls.topics(), 2);
         drop(other);
         assert_eq!(polls.topics(), 1);
         drop(second);
+        assert_eq!(polls.topics(), 0);
+    }
+
+    /// Whether `waiter`'s wake-up, enabled before `act`, fired during it.
+    fn woken_by(waiter: &TopicWaiter<'_>, act: impl FnOnce()) -> bool {
+        let notified = waiter.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        act();
+        futures_util::FutureExt::now_or_never(notified).is_some()
+    }
+
+    // Proves a new lease wakes the topic exactly when it runs out before the time some
+    // waiter of its group sleeps until: the latest such time counts (that sleeper would
+    // miss it), a lease of another group or a group with no leases wakes nobody.
+    #[test]
+    fn lease_wakes_only_waiters_that_would_sleep_through_it() {
+        let polls = LongPolls::default();
+        let start = Instant::now();
+        let at = |ms| start + Duration::from_millis(ms);
+        let lease = Some(Duration::from_millis(500));
+        let early = polls.waiter("t", "g");
+        let late = polls.waiter("t", "g");
+        let other = polls.waiter("t", "h");
+        early.arm(at(100), lease);
+        other.arm(at(10_000), None);
+        // Nobody sleeps past 600: a lease polled at 100 (running out at 600) is covered.
+        assert!(!woken_by(&late, || polls.leased("t", "g", at(100))));
+        late.arm(at(1_000), lease);
+        assert!(woken_by(&early, || polls.leased("t", "g", at(499))));
+        assert!(!woken_by(&early, || polls.leased("t", "g", at(500))));
+        assert!(
+            !woken_by(&other, || polls.leased("t", "h", at(0))),
+            "no leases"
+        );
+        assert!(
+            !woken_by(&early, || polls.leased("u", "g", at(0))),
+            "other topic"
+        );
+        // Re-arming replaces the waiter's time rather than adding one.
+        late.arm(at(200), lease);
+        assert!(!woken_by(&early, || polls.leased("t", "g", at(0))));
+        late.arm(at(900), lease);
+        drop(late);
+        assert!(
+            !woken_by(&early, || polls.leased("t", "g", at(0))),
+            "dropped"
+        );
+        drop(early);
+        assert!(!woken_by(&other, || polls.leased("t", "g", at(0))));
+    }
+
+    // Proves a deleted (forgotten) topic keeps no arms: a waiter arming after the delete
+    // changes nothing, and a new waiter of a re-created topic starts clean.
+    #[test]
+    fn arms_of_a_forgotten_topic_are_dropped() {
+        let polls = LongPolls::default();
+        let start = Instant::now();
+        let old = polls.waiter("t", "g");
+        polls.forget("t");
+        old.arm(
+            start + Duration::from_secs(9),
+            Some(Duration::from_millis(1)),
+        );
+        let new = polls.waiter("t", "g");
+        assert!(!woken_by(&new, || polls.leased("t", "g", start)));
+        drop(old);
+        assert_eq!(polls.topics(), 1);
+        drop(new);
         assert_eq!(polls.topics(), 0);
     }
 }

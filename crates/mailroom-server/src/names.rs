@@ -52,13 +52,14 @@ pub fn check_name(kind: &str, name: &str) -> Result<(), ApiError> {
             mailroom_store::StoreError::InvalidName { reason, .. } => reason,
             _ => "is invalid",
         };
-        // Echo at most NAME_BYTES_MAX characters back: the name came from outside.
-        let shown: String = name.chars().take(NAME_BYTES_MAX).collect();
+        // The name came from outside: echo a bounded part of it.
+        let shown = crate::error::shown(name);
         ApiError::new(
             StatusCode::BAD_REQUEST,
             "invalid_name",
             format!(
-                "{kind} name {shown:?}: {reason} (1-{NAME_BYTES_MAX} characters of [A-Za-z0-9._-], not . or ..)"
+                "{kind} name {shown:?} is invalid ({reason}); a name is 1..={NAME_BYTES_MAX} \
+                 characters of [A-Za-z0-9._-], not . or .."
             ),
         )
     })

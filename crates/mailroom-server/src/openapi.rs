@@ -6,7 +6,9 @@ use utoipa::{Modify, OpenApi};
 
 use crate::error::ErrorBody;
 use crate::names::Name;
-use crate::routes::{batch, channels, group_control, groups, ops, topics};
+use crate::routes::{
+    batch, channels, dead_letters, deliveries, group_control, groups, ops, publish_stream, topics,
+};
 
 /// The API's OpenAPI document.
 ///
@@ -22,9 +24,9 @@ use crate::routes::{batch, channels, group_control, groups, ops, topics};
         {\"error\": \"<stable code>\", \"message\": \"...\"}."),
     paths(
         topics::create_topic, topics::list_topics, topics::topic_info, topics::publish,
-        topics::publish_batch, topics::delete_topic,
-        groups::create_group, groups::group_info, groups::delete_group, groups::poll, groups::poll_raw, groups::ack,
-        groups::nack, groups::dead_letters,
+        topics::publish_batch, topics::delete_topic, publish_stream::publish_stream,
+        groups::create_group, groups::group_info, groups::delete_group, deliveries::poll,
+        deliveries::poll_raw, deliveries::ack, deliveries::nack, dead_letters::dead_letters,
         group_control::touch, group_control::redrive, group_control::purge,
         batch::poll_batch, batch::ack_batch, batch::nack_batch,
         channels::create_channel, channels::list_channels, channels::channel_info_route,
@@ -32,7 +34,7 @@ use crate::routes::{batch, channels, group_control, groups, ops, topics};
         channels::subscribe_events,
         ops::healthz, ops::metrics, ops::openapi,
     ),
-    components(schemas(ErrorBody, Name)),
+    components(schemas(ErrorBody, Name, publish_stream::StreamConfirmation)),
     modifiers(&BearerOnV1, &RawBodiesOptional),
     tags(
         (name = "topics", description = "Durable, retained topics"),

@@ -4,12 +4,14 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use axum::Router;
 use mailroom_store::log::{LogOptions, SyncPolicy};
 use mailroom_store::{Store, StoreError, StoreOptions};
 use tokio::net::TcpListener;
 
 use crate::app::router;
 use crate::config::{Config, FsyncPolicy};
+use crate::connections::{serve_connections, ConnectionOptions};
 use crate::listener::{CappedListener, CONNECTIONS_MAX};
 use crate::state::AppState;
 
@@ -116,18 +118,55 @@ impl Server {
         &self.state
     }
 
-    /// Serves until `shutdown` completes, then: stops accepting, closes every live
-    /// channel (streams end once drained), answers every waiting long poll, waits up to
-    /// [`SHUTDOWN_GRACE_MS_MAX`] for in-flight requests, and syncs the store.
+    /// Serves the API ([`router`]) until `shutdown` completes, then: stops accepting,
+    /// closes every live channel (streams end once drained), answers every waiting long
+    /// poll, waits up to [`SHUTDOWN_GRACE_MS_MAX`] for in-flight requests (then drops the
+    /// connections still open), and syncs the store.
+    ///
+    /// Every connection has the config's `header_read_timeout_ms` to deliver each
+    /// request's head, and a handler's panic is answered with 500 `internal`
+    /// ([`serve_connections`] says more).
     ///
     /// # Errors
-    /// [`ServerError::Serve`] if serving failed; [`ServerError::Store`] if the final sync
-    /// failed.
+    /// [`ServerError::Serve`] if a server task panicked; [`ServerError::Store`] if the
+    /// final sync failed.
     pub async fn serve<F>(self, shutdown: F) -> Result<(), ServerError>
     where
         F: Future<Output = ()> + Send + 'static,
     {
+        let app = router(self.state.clone());
+        self.serve_app(app, shutdown).await
+    }
+
+    /// As [`serve`](Server::serve), with `app` in place of the API's router: for embedding
+    /// the API in a larger router (build it from [`router`] over [`state`](Server::state)).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use axum::routing::get;
+    /// use mailroom_server::{app::router, Config, Server};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let listen = "127.0.0.1:0".parse()?;
+    /// let config = Config { listen, data_dir: dir.path().into(), ..Config::default() };
+    /// let server = Server::start(config).await?;
+    /// let app = router(server.state().clone()).route("/hello", get(|| async { "hi" }));
+    /// // Serves until the shutdown future completes: here, at once.
+    /// server.serve_app(app, async {}).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`serve`](Server::serve).
+    pub async fn serve_app<F>(self, app: Router, shutdown: F) -> Result<(), ServerError>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
         let Server { listener, state } = self;
+        let options = ConnectionOptions {
+            header_read_timeout: Duration::from_millis(state.config.header_read_timeout_ms),
+        };
         let channels = state.channels.clone();
         let long_polls = state.long_polls.clone();
         let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
@@ -140,10 +179,9 @@ impl Server {
             long_polls.close();
             let _ = stopping_tx.send(());
         };
-        let app = router(state.clone());
         let listener = CappedListener::new(listener, CONNECTIONS_MAX);
-        let serving = axum::serve(listener, app).with_graceful_shutdown(signal);
-        let mut task = tokio::spawn(async move { serving.await });
+        let serving = serve_connections(listener, app, options, signal);
+        let mut task = tokio::spawn(serving);
         let grace = async move {
             if stopping_rx.await.is_err() {
                 std::future::pending::<()>().await;
@@ -151,11 +189,7 @@ impl Server {
             tokio::time::sleep(Duration::from_millis(SHUTDOWN_GRACE_MS_MAX)).await;
         };
         tokio::select! {
-            joined = &mut task => match joined {
-                Ok(Ok(())) => {}
-                Ok(Err(error)) => return Err(ServerError::Serve(error.to_string())),
-                Err(join) => return Err(ServerError::Serve(join.to_string())),
-            },
+            joined = &mut task => joined.map_err(|join| ServerError::Serve(join.to_string()))?,
             () = grace => {
                 tracing::warn!("shutdown grace period over; abandoning open connections");
                 task.abort();

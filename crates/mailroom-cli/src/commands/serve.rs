@@ -23,7 +23,12 @@ pub struct Args {
     /// Largest message body in bytes [default: 1048576].
     #[arg(long, env = "MAILROOM_MAX_PAYLOAD_BYTES")]
     max_payload_bytes: Option<u64>,
-    /// A TOML file with any of: listen, data, fsync, token, max_payload_bytes.
+    /// Milliseconds a connection may take to send a request's head, or stay idle between
+    /// requests, before it is closed [default: 10000].
+    #[arg(long, env = "MAILROOM_HEADER_READ_TIMEOUT_MS")]
+    header_read_timeout_ms: Option<u64>,
+    /// A TOML file with any of: listen, data, fsync, token, max_payload_bytes,
+    /// header_read_timeout_ms.
     #[arg(long, env = "MAILROOM_CONFIG")]
     config: Option<PathBuf>,
 }
@@ -45,6 +50,7 @@ pub async fn run(args: Args, token: Option<String>) -> anyhow::Result<()> {
         fsync: args.fsync,
         token,
         max_payload_bytes: args.max_payload_bytes,
+        header_read_timeout_ms: args.header_read_timeout_ms,
     };
     let config = Config::resolve(flags, file)?;
     tracing::info!(?config, "starting");

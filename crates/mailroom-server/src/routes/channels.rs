@@ -23,7 +23,7 @@ use mailroom::broadcast::Subscription;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::body::{bytes_rejection, JsonBody};
+use crate::body::{JsonBody, RawBody};
 use crate::channels::{Channel, Created};
 use crate::error::{ApiError, ErrorBody};
 use crate::metrics::Metrics;
@@ -195,10 +195,10 @@ pub async fn channel_info_route(
 pub async fn publish_channel(
     State(state): State<AppState>,
     Path(channel): Path<String>,
-    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+    body: Result<RawBody, ApiError>,
 ) -> Result<Json<ChannelDelivery>, ApiError> {
     check_name("channel", &channel)?;
-    let payload = body.map_err(bytes_rejection)?;
+    let RawBody(payload) = body?;
     let handle = state.channels.get(&channel)?;
     let delivery = handle.broker.publish(payload)?;
     let labels = Metrics::channel(&channel);
@@ -265,13 +265,7 @@ pub async fn subscribe_ws(
     // Name and channel first: a 404 says more than "not a WebSocket request".
     check_name("channel", &channel)?;
     state.channels.get(&channel)?;
-    let upgrade = upgrade.map_err(|rejection| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "not_websocket",
-            rejection.body_text(),
-        )
-    })?;
+    let upgrade = upgrade.map_err(|rejection| ApiError::not_websocket(&rejection))?;
     let subscription = subscribe(&state, &channel)?;
     // Subscribers only listen; anything they send is ignored, so it may as well be small.
     let upgrade = upgrade

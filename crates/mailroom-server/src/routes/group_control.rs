@@ -16,8 +16,10 @@ use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::body::parse;
-use crate::error::{ApiError, ErrorBody};
-use crate::routes::groups::{check_names, group_info_body, DeliveryRef, GroupInfoBody};
+use crate::error::{shown, ApiError, ErrorBody};
+use crate::routes::arguments::check_consumer;
+use crate::routes::deliveries::DeliveryRef;
+use crate::routes::groups::{check_names, group_info_body, GroupInfoBody};
 use crate::state::AppState;
 
 /// A group's retry backoff: `{"kind": "fixed", "delay_ms": d}` or
@@ -270,22 +272,30 @@ pub struct PollRequest {
 }
 
 /// The consumer of a poll, from `?consumer=` or a `{"consumer": ...}` body (an empty
-/// body is none).
+/// body is none), checked as `poll/batch` checks its own.
 ///
 /// # Errors
-/// 400 for a malformed body, or a consumer given both ways that differs.
+/// 400 for a malformed body, a consumer given both ways that differs, or one of the
+/// wrong length ([`check_consumer`]).
 pub fn poll_consumer(query: PollRequest, body: &Bytes) -> Result<Option<String>, ApiError> {
     let from_body = if body.iter().all(u8::is_ascii_whitespace) {
         None
     } else {
         parse::<PollRequest>(body)?.consumer
     };
-    match (query.consumer, from_body) {
-        (Some(a), Some(b)) if a != b => Err(ApiError::invalid_argument(
-            "consumer given in both the query and the body, differently",
-        )),
-        (a, b) => Ok(a.or(b)),
-    }
+    let consumer = match (query.consumer, from_body) {
+        (Some(a), Some(b)) if a != b => {
+            return Err(ApiError::invalid_argument(format!(
+                "consumer must be given once or the same both ways, got {:?} in the query \
+                 and {:?} in the body",
+                shown(&a),
+                shown(&b)
+            )))
+        }
+        (a, b) => a.or(b),
+    };
+    check_consumer(consumer.as_deref())?;
+    Ok(consumer)
 }
 
 /// The answer to a touch.
@@ -316,13 +326,11 @@ pub async fn touch(
 ) -> Result<Json<Touched>, ApiError> {
     check_names(&topic, &group)?;
     let id = delivery.id();
-    let woken = topic.clone();
     state
         .blocking(move |store| store.topic(&topic)?.touch(&group, id))
         .await?;
-    // A touch frees nothing by itself, but waiters re-polling is cheap and keeps the
-    // rule simple: every settled group transition wakes the topic's long polls.
-    state.long_polls.wake(&woken);
+    // No wake-up: a touch frees nothing and only moves a lease deadline later, so every
+    // waiting long poll is armed no later than it needs (see `crate::long_poll`).
     Ok(Json(Touched {
         outcome: "touched".to_owned(),
     }))
@@ -354,20 +362,16 @@ impl OffsetRange {
         } else {
             parse::<OffsetRange>(body)?
         };
-        if let Some(offset) = [range.from, range.to]
-            .into_iter()
-            .flatten()
-            .find(|&offset| offset > RANGE_OFFSET_MAX)
-        {
-            return Err(ApiError::invalid_argument(format!(
-                "offset {offset} is above the largest range offset {RANGE_OFFSET_MAX}"
-            )));
+        for (field, offset) in [("from", range.from), ("to", range.to)] {
+            if let Some(offset) = offset.filter(|&offset| offset > RANGE_OFFSET_MAX) {
+                return Err(ApiError::out_of_range(field, 0..=RANGE_OFFSET_MAX, offset));
+            }
         }
         let from = range.from.unwrap_or(0);
         let to = range.to.unwrap_or(u64::MAX);
         if from > to {
             return Err(ApiError::invalid_argument(format!(
-                "from ({from}) is above to ({to})"
+                "from must not be above to, got {from} and {to}"
             )));
         }
         Ok(from..to)

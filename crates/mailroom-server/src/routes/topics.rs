@@ -13,7 +13,7 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::body::{bytes_rejection, JsonBody};
+use crate::body::{JsonBody, RawBody};
 use crate::error::{ApiError, ErrorBody};
 use crate::metrics::TopicLabels;
 use crate::names::check_name;
@@ -86,7 +86,7 @@ pub struct Published {
 
 /// One message of a batch: a UTF-8 string, or `{"base64": "..."}` for arbitrary bytes.
 #[derive(Debug, Deserialize, ToSchema)]
-#[serde(untagged)]
+#[serde(untagged, expecting = "expected a string or {\"base64\": \"...\"}")]
 pub enum BatchMessage {
     /// The message is this text.
     Text(String),
@@ -254,10 +254,10 @@ pub async fn topic_info(
 pub async fn publish(
     State(state): State<AppState>,
     Path(topic): Path<String>,
-    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+    body: Result<RawBody, ApiError>,
 ) -> Result<Response, ApiError> {
     check_name("topic", &topic)?;
-    let payload = body.map_err(bytes_rejection)?;
+    let RawBody(payload) = body?;
     let offset = state
         .durable(|store| store.topic(&topic)?.publish_deferred(payload))
         .await?;
@@ -299,9 +299,12 @@ pub async fn publish_batch(
 fn decode_batch(request: BatchRequest, payload_bytes_max: u64) -> Result<Vec<Bytes>, ApiError> {
     let count = request.messages.len();
     if count == 0 || count > BATCH_MESSAGES_MAX {
-        return Err(ApiError::invalid_argument(format!(
-            "a batch carries 1..={BATCH_MESSAGES_MAX} messages, got {count}"
-        )));
+        return Err(ApiError::count_out_of_range(
+            "messages",
+            "messages",
+            1..=BATCH_MESSAGES_MAX,
+            count,
+        ));
     }
     let mut payloads = Vec::with_capacity(count);
     for (index, message) in request.messages.into_iter().enumerate() {
@@ -312,15 +315,21 @@ fn decode_batch(request: BatchRequest, payload_bytes_max: u64) -> Result<Vec<Byt
                     .decode(base64)
                     .map(Bytes::from)
                     .map_err(|error| {
-                        ApiError::invalid_argument(format!("message {index}: bad base64: {error}"))
+                        // The decoder's text ends with a full stop; this sentence goes on.
+                        let error = error.to_string();
+                        let error = error.trim_end_matches('.');
+                        ApiError::invalid_argument(format!(
+                            "messages[{index}].base64 is not standard base64: {error}"
+                        ))
                     })?
             }
         };
         if payload.len() as u64 > payload_bytes_max {
-            return Err(ApiError::payload_too_large(format!(
-                "message {index} is {} bytes; the limit is {payload_bytes_max}",
-                payload.len()
-            )));
+            return Err(ApiError::payload_over_limit(
+                &format!("messages[{index}]"),
+                payload.len(),
+                payload_bytes_max,
+            ));
         }
         payloads.push(payload);
     }
