@@ -7,6 +7,8 @@
 #   BENCH_PROFILE=smoke bench/peers.sh   # tiny counts (what bench/smoke.sh runs)
 #   BENCH_SYSTEMS="redis nats" bench/peers.sh   # a subset of systems
 #   BENCH_WORKLOADS=parallel bench/peers.sh     # a subset of workload sets: log live parallel
+#   BENCH_WORKLOADS=pipelined bench/peers.sh    # only the pipelined publish rows (also in log)
+#   PIPELINE_WINDOW=64 bench/peers.sh           # their window per publisher (default 256; empty: skip)
 #   WINDOWS="1 16" bench/peers.sh               # the parallel workload's windows (default 1 16 256)
 #   TASKS_WINDOW= bench/peers.sh                # skip mailroom's old-shape parallel run (default W 16)
 #   ACK_NEXT_WINDOWS= bench/peers.sh            # skip the one-round-trip parallel runs (default 16 256)
@@ -38,6 +40,10 @@
 #        consume/retry/fanout: every system in rounds of up to the prefetch (256, and a
 #                 prefetch-1 consume): mailroom poll_batch + ack_batch/nack_batch, Redis
 #                 XREADGROUP COUNT + one XACK, NATS fetch, RabbitMQ basic.qos
+#        pipelined publish (with log, or alone as BENCH_WORKLOADS=pipelined): 1 and 16
+#                 publishers, each keeping PIPELINE_WINDOW (256) messages sent and unconfirmed
+#                 on its one connection: mailroom's publish stream, Redis pipelined XADD,
+#                 JetStream async publish, RabbitMQ publisher confirms
 #        memory : live fan-out (no persistence anywhere): mailroom channels over WebSocket,
 #                 Redis pub/sub, NATS core
 #   4. writes the markdown table (machine line and command on top).
@@ -63,6 +69,7 @@ WORKLOADS="${BENCH_WORKLOADS:-log live parallel}"
 WINDOWS="${WINDOWS:-1 16 256}"
 TASKS_WINDOW="${TASKS_WINDOW-16}"   # mailroom's old W-consumers shape at this W; empty: skip
 ACK_NEXT_WINDOWS="${ACK_NEXT_WINDOWS-16 256}"   # ack with the next poll / pipelined XACK; empty: skip
+PIPELINE_WINDOW="${PIPELINE_WINDOW-256}"   # pipelined publish rows' window; empty: skip
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 BUILD="${BENCH_BUILD:-release}"   # smoke uses debug: CI has just built it for the tests
 case "$BUILD" in release) BUILD_FLAG=--release ;; debug) BUILD_FLAG= ;; *) echo "BENCH_BUILD: release|debug" >&2; exit 64 ;; esac
@@ -253,6 +260,15 @@ log_workloads() { # system address pid durability detail pub pub_many consume
   bench "$s" "$a" "$p" "$d" "$t" consume --payload-bytes 1024 --count "$consume" --prefetch 1
 }
 
+pipelined_workload() { # system address pid durability detail count
+  local size
+  { runs log || runs pipelined; } && [ -n "$PIPELINE_WINDOW" ] || return 0
+  for size in $SIZES; do
+    bench "$1" "$2" "$3" "$4" "$5" publish --payload-bytes "$size" --count "$6" --publish-mode pipelined --window "$PIPELINE_WINDOW"
+    bench "$1" "$2" "$3" "$4" "$5" publish --payload-bytes "$size" --count "$6" --publishers 16 --publish-mode pipelined --window "$PIPELINE_WINDOW"
+  done
+}
+
 parallel_workload() { # system address pid durability detail count
   local window
   runs parallel || return 0
@@ -309,34 +325,40 @@ T0=$SECONDS
 log "row strict"
 if [ -n "$MAILROOM_BIN" ] && start_mailroom always; then
   log_workloads mailroom "$MAILROOM_ADDR" "$MAILROOM_PID" strict "--fsync always" "$PUB_STRICT" "$PUB_MANY_STRICT" "$CONSUME_STRICT"
+  pipelined_workload mailroom "$MAILROOM_ADDR" "$MAILROOM_PID" strict "--fsync always" "$PUB_MANY_STRICT"
   parallel_workload mailroom "$MAILROOM_ADDR" "$MAILROOM_PID" strict "--fsync always" "$CONSUME_STRICT"
 fi
 stop_all
 if wants redis && start_redis always; then
   log_workloads redis "127.0.0.1:$REDIS_PORT" "$REDIS_PID" strict "appendfsync always" "$PUB_STRICT" "$PUB_MANY_STRICT" "$CONSUME_STRICT"
+  pipelined_workload redis "127.0.0.1:$REDIS_PORT" "$REDIS_PID" strict "appendfsync always" "$PUB_MANY_STRICT"
   parallel_workload redis "127.0.0.1:$REDIS_PORT" "$REDIS_PID" strict "appendfsync always" "$CONSUME_STRICT"
 fi
 stop_all
 if wants rabbitmq && start_rabbitmq; then
   log_workloads rabbitmq "127.0.0.1:$RABBIT_PORT" "$RABBIT_PID" strict "quorum queue, fsync before confirm" "$PUB_STRICT" "$PUB_MANY_STRICT" "$CONSUME_STRICT"
+  pipelined_workload rabbitmq "127.0.0.1:$RABBIT_PORT" "$RABBIT_PID" strict "quorum queue, fsync before confirm" "$PUB_MANY_STRICT"
 fi
 stop_all
 
 log "row relaxed"
 if [ -n "$MAILROOM_BIN" ] && start_mailroom interval:1000; then
   log_workloads mailroom "$MAILROOM_ADDR" "$MAILROOM_PID" relaxed "--fsync interval:1000" "$PUB_RELAXED" "$PUB_MANY_RELAXED" "$CONSUME_RELAXED"
+  pipelined_workload mailroom "$MAILROOM_ADDR" "$MAILROOM_PID" relaxed "--fsync interval:1000" "$PUB_MANY_RELAXED"
   parallel_workload mailroom "$MAILROOM_ADDR" "$MAILROOM_PID" relaxed "--fsync interval:1000" "$CONSUME_RELAXED"
   live_workload mailroom "$MAILROOM_ADDR" "$MAILROOM_PID"
 fi
 stop_all
 if wants redis && start_redis everysec; then
   log_workloads redis "127.0.0.1:$REDIS_PORT" "$REDIS_PID" relaxed "appendfsync everysec" "$PUB_RELAXED" "$PUB_MANY_RELAXED" "$CONSUME_RELAXED"
+  pipelined_workload redis "127.0.0.1:$REDIS_PORT" "$REDIS_PID" relaxed "appendfsync everysec" "$PUB_MANY_RELAXED"
   parallel_workload redis "127.0.0.1:$REDIS_PORT" "$REDIS_PID" relaxed "appendfsync everysec" "$CONSUME_RELAXED"
   live_workload redis "127.0.0.1:$REDIS_PORT" "$REDIS_PID"
 fi
 stop_all
 if wants nats && start_nats; then
   log_workloads nats "127.0.0.1:$NATS_PORT" "$NATS_PID" relaxed "JetStream file store, default sync" "$PUB_RELAXED" "$PUB_MANY_RELAXED" "$CONSUME_RELAXED"
+  pipelined_workload nats "127.0.0.1:$NATS_PORT" "$NATS_PID" relaxed "JetStream file store, default sync" "$PUB_MANY_RELAXED"
   live_workload nats "127.0.0.1:$NATS_PORT" "$NATS_PID"
 fi
 stop_all

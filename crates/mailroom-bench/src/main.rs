@@ -76,6 +76,16 @@ enum RedisShape {
     Pipelined,
 }
 
+/// How the publish workload's publishers wait for confirmations.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+enum PublishMode {
+    /// One call (of --batch messages) at a time, each waiting for its confirmation.
+    Calls,
+    /// Up to --window messages sent and unconfirmed per connection (mailroom's publish
+    /// stream, Redis pipelined XADD, JetStream async publish, RabbitMQ publisher confirms).
+    Pipelined,
+}
+
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
 enum Workload {
     /// 1: publish, one or many publishers, single or batched calls.
@@ -121,6 +131,10 @@ struct RunArgs {
     /// Messages per publish call (publish workload).
     #[arg(long, default_value_t = 1)]
     batch: usize,
+    /// How publishers wait for confirmations (publish workload); `pipelined` keeps
+    /// --window messages in flight per publisher.
+    #[arg(long, value_enum, default_value_t = PublishMode::Calls)]
+    publish_mode: PublishMode,
     /// Consumer groups (fanout workload).
     #[arg(long, default_value_t = 4)]
     groups: usize,
@@ -132,7 +146,8 @@ struct RunArgs {
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=4096))]
     prefetch: u64,
     /// Deliveries in flight at once in one group (parallel workload): mailroom's
-    /// `max_in_flight` with that many consumers, Redis's `XREADGROUP COUNT`.
+    /// `max_in_flight` with that many consumers, Redis's `XREADGROUP COUNT`. Messages
+    /// in flight per publisher (publish workload, `--publish-mode pipelined`).
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=i64::from(WINDOW_MAX)))]
     window: u32,
     /// How mailroom keeps the window in flight (parallel workload).
@@ -166,6 +181,10 @@ impl RunArgs {
             format!("{} B", self.payload_bytes)
         };
         match self.workload {
+            Workload::Publish if self.publish_mode == PublishMode::Pipelined => format!(
+                "{size}, {} pub, pipelined W {}",
+                self.publishers, self.window
+            ),
             Workload::Publish if self.batch > 1 => {
                 format!("{size}, {} pub, batch {}", self.publishers, self.batch)
             }
@@ -199,6 +218,9 @@ impl RunArgs {
 
     fn latency_kind(&self) -> &'static str {
         match self.workload {
+            Workload::Publish if self.publish_mode == PublishMode::Pipelined => {
+                "sent until its confirmation was taken (window full or end), per message"
+            }
             Workload::Publish => "publish call until confirmed, per message",
             Workload::Consume | Workload::Retry | Workload::Fanout => {
                 "asking for a delivery's batch until the ack/nack calls settling it returned"
@@ -381,6 +403,8 @@ async fn dispatch_log<S: LogSystem>(system: &S, args: &RunArgs, tag: &str) -> Re
                 payload_bytes: args.payload_bytes,
                 publishers: args.publishers,
                 batch: args.batch,
+                window: (args.publish_mode == PublishMode::Pipelined)
+                    .then(|| usize::try_from(args.window).unwrap_or(1)),
             };
             publish::run(system, &topic, params, probe(args)).await
         }

@@ -6,7 +6,7 @@
 //! of the failures, so a round of up to P deliveries costs at most three requests. With
 //! P = 1 that is the old shape: one poll and one ack per message. Every item of a batch ack
 //! or nack must succeed; an item error fails the run. Publishing in batches uses the batch
-//! endpoint.
+//! endpoint; pipelined publishing uses the publish stream (`Client::publish_stream`).
 //!
 //! The `parallel` workload (issue 7) has two shapes: [`MailroomShape::Batch`], ONE consumer
 //! doing `poll_batch(max = W)` → one `ack_batch`, like the Redis side; and the older
@@ -18,9 +18,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
 use bytes::Bytes;
+use hdrhistogram::Histogram;
 use mailroom_client::{
-    BatchItemError, BatchPoll, Client, Delivery, DeliveryId, GroupOptions, NackOptions,
-    NackOutcome, SubscribeOptions, Subscription,
+    BatchItemError, BatchPoll, Client, Confirmation, Delivery, DeliveryId, GroupOptions,
+    NackOptions, NackOutcome, SubscribeOptions, Subscription,
 };
 
 use super::{
@@ -28,6 +29,7 @@ use super::{
     TopicSpec,
 };
 use crate::workload::parallel::{WindowSystem, WindowWorker};
+use crate::workload::publish::SendTimes;
 
 /// How long a consumer keeps polling an empty group before it reports nothing left.
 pub const IDLE_WAIT: Duration = Duration::from_secs(5);
@@ -232,6 +234,54 @@ impl LogPublisher for MailroomPublisher {
         }
         Ok(())
     }
+
+    /// The publish stream (`/v1/topics/{topic}/publish/ws`): frames fed without waiting
+    /// while fewer than `window` are unconfirmed, then the oldest confirmation taken.
+    async fn publish_pipelined(
+        &mut self,
+        payloads: Vec<Bytes>,
+        window: usize,
+        latency: &mut Histogram<u64>,
+    ) -> Result<()> {
+        let mut stream = self
+            .client
+            .publish_stream_with_window(&self.topic, window)
+            .await?;
+        let mut times = SendTimes::default();
+        for payload in payloads {
+            while times.outstanding() >= window {
+                let confirmation = stream
+                    .confirmed()
+                    .await?
+                    .context("a message is outstanding")?;
+                take_confirmation(&confirmation, &mut times, latency)?;
+            }
+            stream.feed(payload).await?;
+            times.sent();
+        }
+        for confirmation in stream.flush().await? {
+            take_confirmation(&confirmation, &mut times, latency)?;
+        }
+        stream.close().await?;
+        Ok(())
+    }
+}
+
+/// Records a publish-stream confirmation; a refusal fails the run.
+fn take_confirmation(
+    confirmation: &Confirmation,
+    times: &mut SendTimes,
+    latency: &mut Histogram<u64>,
+) -> Result<()> {
+    if let Err(refusal) = &confirmation.outcome {
+        anyhow::bail!(
+            "messages {:?} refused: {} {}",
+            confirmation.seqs(),
+            refusal.code,
+            refusal.message
+        );
+    }
+    times.confirmed(usize::try_from(confirmation.count)?, latency)
 }
 
 impl LogConsumer for MailroomConsumer {

@@ -14,6 +14,7 @@ use std::future::Future;
 
 use anyhow::Result;
 use bytes::Bytes;
+use hdrhistogram::Histogram;
 
 pub mod mailroom;
 pub mod nats;
@@ -100,6 +101,19 @@ pub trait LogPublisher: Send + 'static {
     /// Publishes `payloads` (one call: one request, pipeline or batch) and returns once the
     /// system confirmed every one at its configured durability.
     fn publish(&mut self, payloads: &[Bytes]) -> impl Future<Output = Result<()>> + Send;
+
+    /// Publishes `payloads` in order over this one connection, keeping up to `window`
+    /// messages sent and not yet confirmed (mailroom's publish stream, Redis pipelined
+    /// `XADD`, JetStream async publish, RabbitMQ publisher confirms). Whenever `window`
+    /// are outstanding it waits for the oldest confirmation, and records each message's
+    /// latency (sent until its confirmation was taken) in `latency`. Returns once every
+    /// message is confirmed at the system's configured durability.
+    fn publish_pipelined(
+        &mut self,
+        payloads: Vec<Bytes>,
+        window: usize,
+        latency: &mut Histogram<u64>,
+    ) -> impl Future<Output = Result<()>> + Send;
 }
 
 /// Consumes one group.

@@ -26,6 +26,7 @@ use async_nats::jetstream::stream::{Config as StreamConfig, StorageType};
 use async_nats::jetstream::{self, AckKind, Context, Message};
 use bytes::Bytes;
 use futures_util::StreamExt as _;
+use hdrhistogram::Histogram;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::{TcpSocket, TcpStream};
 
@@ -33,6 +34,7 @@ use super::{
     FailOutcome, LiveSubscriber, LiveSystem, LogConsumer, LogPublisher, LogSystem, Received,
     TopicSpec,
 };
+use crate::workload::publish::SendTimes;
 
 /// Unacked messages a consumer may hold; well above the pull batch.
 pub const ACK_PENDING_MAX: i64 = 10_000;
@@ -108,6 +110,42 @@ impl LogPublisher for NatsPublisher {
         }
         Ok(())
     }
+
+    /// JetStream async publish: up to `window` publishes awaiting their acks.
+    async fn publish_pipelined(
+        &mut self,
+        payloads: Vec<Bytes>,
+        window: usize,
+        latency: &mut Histogram<u64>,
+    ) -> Result<()> {
+        let mut acks = VecDeque::with_capacity(window);
+        let mut times = SendTimes::default();
+        for payload in payloads {
+            while acks.len() >= window {
+                take_ack(acks.pop_front(), &mut times, latency).await?;
+            }
+            acks.push_back(
+                self.jetstream
+                    .publish(self.subject.clone(), payload)
+                    .await?,
+            );
+            times.sent();
+        }
+        while !acks.is_empty() {
+            take_ack(acks.pop_front(), &mut times, latency).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Awaits the oldest outstanding JetStream ack and records it.
+async fn take_ack(
+    ack: Option<jetstream::context::PublishAckFuture>,
+    times: &mut SendTimes,
+    latency: &mut Histogram<u64>,
+) -> Result<()> {
+    ack.context("an ack is outstanding")?.await?;
+    times.confirmed(1, latency)
 }
 
 /// Reads one durable pull consumer, a fetch of up to `prefetch` messages per round.

@@ -8,11 +8,13 @@
 //! after the write is fsynced. Consumers use `basic.qos` prefetch; acks are AMQP's usual
 //! unconfirmed `basic.ack`, rejections `basic.nack` with requeue.
 
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
 use bytes::Bytes;
 use futures_util::StreamExt as _;
+use hdrhistogram::Histogram;
 use lapin::message::Delivery;
 use lapin::options::{
     BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicPublishOptions, BasicQosOptions,
@@ -23,6 +25,7 @@ use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
 
 use super::{FailOutcome, LogConsumer, LogPublisher, LogSystem, Received, TopicSpec};
+use crate::workload::publish::SendTimes;
 
 /// How long a consumer waits on an empty queue before it reports nothing left.
 pub const IDLE_WAIT: Duration = Duration::from_secs(5);
@@ -128,6 +131,52 @@ impl LogPublisher for RabbitPublisher {
         }
         Ok(())
     }
+
+    /// Publisher confirms: up to `window` persistent publishes awaiting their confirm.
+    async fn publish_pipelined(
+        &mut self,
+        payloads: Vec<Bytes>,
+        window: usize,
+        latency: &mut Histogram<u64>,
+    ) -> Result<()> {
+        let mut confirms = VecDeque::with_capacity(window);
+        let mut times = SendTimes::default();
+        for payload in payloads {
+            while confirms.len() >= window {
+                take_confirm(confirms.pop_front(), &mut times, latency).await?;
+            }
+            let confirm = self
+                .channel
+                .basic_publish(
+                    ShortString::from(self.exchange.as_str()),
+                    ShortString::from(""),
+                    BasicPublishOptions::default(),
+                    &payload,
+                    BasicProperties::default().with_delivery_mode(PERSISTENT),
+                )
+                .await?;
+            confirms.push_back(confirm);
+            times.sent();
+        }
+        while !confirms.is_empty() {
+            take_confirm(confirms.pop_front(), &mut times, latency).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Awaits the oldest outstanding publisher confirm; a nack fails the run.
+async fn take_confirm(
+    confirm: Option<lapin::PublisherConfirm>,
+    times: &mut SendTimes,
+    latency: &mut Histogram<u64>,
+) -> Result<()> {
+    let confirmation = confirm.context("a confirm is outstanding")?.await?;
+    anyhow::ensure!(
+        confirmation.is_ack(),
+        "publish was not confirmed: {confirmation:?}"
+    );
+    times.confirmed(1, latency)
 }
 
 /// Consumes one group's queue.

@@ -1,13 +1,17 @@
 //! Workload 1: publish `count` messages, from one publisher or several, one message per
-//! call or in batches (pipelines), each call waiting for the system's confirmation.
+//! call or in batches (pipelines), each call waiting for the system's confirmation; or
+//! pipelined: each publisher keeps a window of messages sent and not yet confirmed on its
+//! one connection (see [`LogPublisher::publish_pipelined`]).
 //!
 //! Correctness: every call must be confirmed, and afterwards the topic must hold exactly
 //! `count` messages (a lost or duplicated publish changes that number).
 
+use std::collections::VecDeque;
 use std::time::Instant;
 
 use anyhow::{Context as _, Result};
 use bytes::Bytes;
+use hdrhistogram::Histogram;
 
 use super::{probe_finish, probe_start, Measured};
 use crate::ledger::Verdict;
@@ -25,8 +29,45 @@ pub struct PublishParams {
     pub payload_bytes: usize,
     /// Concurrent publishers, each on its own connection.
     pub publishers: usize,
-    /// Messages per publish call (1 = unbatched).
+    /// Messages per publish call (1 = unbatched); ignored when pipelined.
     pub batch: usize,
+    /// Pipelined: messages each publisher keeps sent and unconfirmed; `None`: one call
+    /// at a time.
+    pub window: Option<usize>,
+}
+
+/// The send times of a pipelined publisher's unconfirmed messages, oldest first.
+#[derive(Debug, Default)]
+pub struct SendTimes(VecDeque<Instant>);
+
+impl SendTimes {
+    /// Notes that one more message was sent now.
+    pub fn sent(&mut self) {
+        self.0.push_back(Instant::now());
+    }
+
+    /// Messages sent and not yet confirmed.
+    pub fn outstanding(&self) -> usize {
+        self.0.len()
+    }
+
+    /// The `count` oldest messages were confirmed now: records their latencies.
+    ///
+    /// # Errors
+    /// When more messages are confirmed than are outstanding.
+    pub fn confirmed(&mut self, count: usize, latency: &mut Histogram<u64>) -> Result<()> {
+        anyhow::ensure!(
+            count <= self.0.len(),
+            "{count} confirmations for {} outstanding messages",
+            self.0.len()
+        );
+        let now = Instant::now();
+        for sent in self.0.drain(..count) {
+            let micros = u64::try_from((now - sent).as_micros()).unwrap_or(u64::MAX);
+            record_us(latency, micros);
+        }
+        Ok(())
+    }
 }
 
 /// Runs the publish workload on a fresh topic.
@@ -40,8 +81,8 @@ pub async fn run<S: LogSystem>(
     probe: Option<Probe>,
 ) -> Result<Measured> {
     anyhow::ensure!(
-        params.publishers > 0 && params.batch > 0,
-        "publishers and batch must be > 0"
+        params.publishers > 0 && params.batch > 0 && params.window != Some(0),
+        "publishers, batch and window must be > 0"
     );
     system.prepare(topic).await?;
     let mut publishers = Vec::with_capacity(params.publishers);
@@ -86,9 +127,19 @@ async fn publish_share<P: LogPublisher>(
     mut publisher: P,
     index: u64,
     params: PublishParams,
-) -> Result<hdrhistogram::Histogram<u64>> {
+) -> Result<Histogram<u64>> {
     let mut latency = latency_histogram();
     let step = params.publishers as u64;
+    if let Some(window) = params.window {
+        let payloads = (index..params.count)
+            .step_by(step as usize)
+            .map(|seq| payload::encode(seq, params.payload_bytes))
+            .collect();
+        publisher
+            .publish_pipelined(payloads, window, &mut latency)
+            .await?;
+        return Ok(latency);
+    }
     let mut seqs = (index..params.count).step_by(step as usize).peekable();
     let mut batch: Vec<Bytes> = Vec::with_capacity(params.batch);
     while seqs.peek().is_some() {
@@ -106,4 +157,25 @@ async fn publish_share<P: LogPublisher>(
         }
     }
     Ok(latency)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves a confirmation records one latency per message it covers, oldest first,
+    // and that confirming more messages than are outstanding is an error, not a panic.
+    #[test]
+    fn send_times_record_one_latency_per_confirmed_message() {
+        let mut times = SendTimes::default();
+        let mut latency = latency_histogram();
+        for _ in 0..3 {
+            times.sent();
+        }
+        times.confirmed(2, &mut latency).unwrap();
+        assert_eq!((times.outstanding(), latency.len()), (1, 2));
+        assert!(times.confirmed(2, &mut latency).is_err());
+        times.confirmed(1, &mut latency).unwrap();
+        assert_eq!((times.outstanding(), latency.len()), (0, 3));
+    }
 }
