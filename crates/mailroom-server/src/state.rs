@@ -110,8 +110,7 @@ impl AppState {
 
 #[cfg(test)]
 mod tests {
-    use std::io;
-    use std::path::{Path, PathBuf};
+    use std::path::Path;
 
     use axum::body::Body;
     use axum::http::{Request, StatusCode};
@@ -119,119 +118,21 @@ mod tests {
     use futures_util::FutureExt as _;
     use http_body_util::BodyExt as _;
     use mailroom::group::DeliveryId;
-    use mailroom_store::storage::{SimStorage, Storage, StorageFile};
-    use parking_lot::{Condvar, Mutex};
+    use mailroom_store::storage::{SimStorage, SyncGate, Watched};
     use serde_json::{json, Value};
     use tower::ServiceExt as _;
 
     use super::*;
     use crate::metrics::{Metrics, TopicLabels};
 
-    /// Holds every `fdatasync` back while closed, so a test can catch a handler that
-    /// awaits durability, however the sync thread happens to be scheduled.
-    #[derive(Debug, Default)]
-    struct Gate {
-        closed: Mutex<bool>,
-        opened: Condvar,
-    }
-
-    /// Keeps the [`Gate`] closed until dropped (also when a failed assertion unwinds, so
-    /// the store's sync thread is let go and the test fails instead of hanging).
-    struct Held<'a>(&'a Gate);
-
-    impl Gate {
-        fn hold(&self) -> Held<'_> {
-            *self.closed.lock() = true;
-            Held(self)
-        }
-
-        fn pass(&self) {
-            let mut closed = self.closed.lock();
-            while *closed {
-                self.opened.wait(&mut closed);
-            }
-        }
-    }
-
-    impl Drop for Held<'_> {
-        fn drop(&mut self) {
-            *self.0.closed.lock() = false;
-            self.0.opened.notify_all();
-        }
-    }
-
-    /// [`SimStorage`] whose files' syncs wait at a [`Gate`].
-    #[derive(Debug)]
-    struct GatedStorage {
-        sim: SimStorage,
-        gate: Arc<Gate>,
-    }
-
-    #[derive(Debug)]
-    struct GatedFile {
-        file: Box<dyn StorageFile>,
-        gate: Arc<Gate>,
-    }
-
-    impl StorageFile for GatedFile {
-        fn read_at(&self, buf: &mut [u8], position: u64) -> io::Result<()> {
-            self.file.read_at(buf, position)
-        }
-        fn write_at(&self, data: &[u8], position: u64) -> io::Result<()> {
-            self.file.write_at(data, position)
-        }
-        fn sync(&self) -> io::Result<()> {
-            self.gate.pass();
-            self.file.sync()
-        }
-        fn set_len(&self, len: u64) -> io::Result<()> {
-            self.file.set_len(len)
-        }
-        fn len(&self) -> io::Result<u64> {
-            self.file.len()
-        }
-    }
-
-    impl Storage for GatedStorage {
-        fn open(&self, path: &Path, create: bool) -> io::Result<Box<dyn StorageFile>> {
-            let file = self.sim.open(path, create)?;
-            let gate = Arc::clone(&self.gate);
-            Ok(Box::new(GatedFile { file, gate }))
-        }
-        fn create_dir_all(&self, path: &Path) -> io::Result<()> {
-            self.sim.create_dir_all(path)
-        }
-        fn list_dir(&self, path: &Path) -> io::Result<Vec<PathBuf>> {
-            self.sim.list_dir(path)
-        }
-        fn exists(&self, path: &Path) -> io::Result<bool> {
-            self.sim.exists(path)
-        }
-        fn remove_file(&self, path: &Path) -> io::Result<()> {
-            self.sim.remove_file(path)
-        }
-        fn remove_dir_all(&self, path: &Path) -> io::Result<()> {
-            self.sim.remove_dir_all(path)
-        }
-        fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-            self.sim.rename(from, to)
-        }
-        fn sync_dir(&self, path: &Path) -> io::Result<()> {
-            self.sim.sync_dir(path)
-        }
-    }
-
     /// The router over a store under `--fsync always` whose syncs wait at `gate`, with
     /// topic `t` and group `g` (three attempts, one delivery in flight at a time).
-    fn strict_app(gate: &Arc<Gate>) -> (AppState, Router) {
+    fn strict_app(gate: &Arc<SyncGate>) -> (AppState, Router) {
         let config = Config {
             fsync: FsyncPolicy::Always,
             ..Config::default()
         };
-        let storage = GatedStorage {
-            sim: SimStorage::new(),
-            gate: Arc::clone(gate),
-        };
+        let storage = Watched::new(Arc::new(SimStorage::new()), Arc::clone(gate));
         let options = crate::server::store_options(&config);
         let store = Store::open_with(Arc::new(storage), Path::new("/data"), options).unwrap();
         store.create_topic("t").unwrap();
@@ -246,7 +147,7 @@ mod tests {
 
     /// Polls a request's handler once with every sync held back, checks that it is
     /// waiting (for durability), and drops it, as axum does when the client goes away.
-    fn drop_mid_await(app: &Router, gate: &Gate, request: Request<Body>) {
+    fn drop_mid_await(app: &Router, gate: &SyncGate, request: Request<Body>) {
         let uri = request.uri().clone();
         let _held = gate.hold();
         let mut handler = Box::pin(app.clone().oneshot(request));
@@ -269,7 +170,7 @@ mod tests {
     // offset, the dropped poll's delivery is still the consumer's, the dropped ack settled.
     #[tokio::test]
     async fn handlers_dropped_mid_await_leave_the_server_working() {
-        let gate = Arc::new(Gate::default());
+        let gate = Arc::new(SyncGate::default());
         let (state, app) = strict_app(&gate);
         let topic = state.store.topic("t").unwrap();
         let group = Metrics::group("t", "g");

@@ -3,8 +3,7 @@
 //! while earlier ones wait for durability, stops reading at exactly
 //! `PUBLISH_STREAM_IN_FLIGHT_MAX` unconfirmed frames, and confirms nothing before the sync.
 
-use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -17,108 +16,14 @@ use mailroom_server::config::FsyncPolicy;
 use mailroom_server::routes::publish_stream::{serve_publish_stream, PUBLISH_STREAM_IN_FLIGHT_MAX};
 use mailroom_server::state::AppState;
 use mailroom_server::Config;
-use mailroom_store::storage::{SimStorage, Storage, StorageFile};
+use mailroom_store::storage::{SimStorage, SyncGate, Watched};
 use mailroom_store::Store;
-use parking_lot::{Condvar, Mutex};
 use tokio::sync::mpsc;
 
 /// How long a test waits for a condition that must come true.
 const CONDITION_WAIT_MS_MAX: u64 = 10_000;
 /// How long the bound test watches for reads beyond the bound (which must not happen).
 const BOUND_WATCH_MS: u64 = 300;
-
-/// Holds every `fdatasync` back while closed.
-#[derive(Debug, Default)]
-struct Gate {
-    closed: Mutex<bool>,
-    opened: Condvar,
-}
-
-/// Keeps the [`Gate`] closed until dropped (also when an assertion unwinds, so the
-/// store's sync thread is let go and the test fails instead of hanging).
-struct Held<'a>(&'a Gate);
-
-impl Gate {
-    fn hold(&self) -> Held<'_> {
-        *self.closed.lock() = true;
-        Held(self)
-    }
-
-    fn pass(&self) {
-        let mut closed = self.closed.lock();
-        while *closed {
-            self.opened.wait(&mut closed);
-        }
-    }
-}
-
-impl Drop for Held<'_> {
-    fn drop(&mut self) {
-        *self.0.closed.lock() = false;
-        self.0.opened.notify_all();
-    }
-}
-
-/// [`SimStorage`] whose files' syncs wait at a [`Gate`].
-#[derive(Debug)]
-struct GatedStorage {
-    sim: SimStorage,
-    gate: Arc<Gate>,
-}
-
-#[derive(Debug)]
-struct GatedFile {
-    file: Box<dyn StorageFile>,
-    gate: Arc<Gate>,
-}
-
-impl StorageFile for GatedFile {
-    fn read_at(&self, buf: &mut [u8], position: u64) -> io::Result<()> {
-        self.file.read_at(buf, position)
-    }
-    fn write_at(&self, data: &[u8], position: u64) -> io::Result<()> {
-        self.file.write_at(data, position)
-    }
-    fn sync(&self) -> io::Result<()> {
-        self.gate.pass();
-        self.file.sync()
-    }
-    fn set_len(&self, len: u64) -> io::Result<()> {
-        self.file.set_len(len)
-    }
-    fn len(&self) -> io::Result<u64> {
-        self.file.len()
-    }
-}
-
-impl Storage for GatedStorage {
-    fn open(&self, path: &Path, create: bool) -> io::Result<Box<dyn StorageFile>> {
-        let file = self.sim.open(path, create)?;
-        let gate = Arc::clone(&self.gate);
-        Ok(Box::new(GatedFile { file, gate }))
-    }
-    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
-        self.sim.create_dir_all(path)
-    }
-    fn list_dir(&self, path: &Path) -> io::Result<Vec<PathBuf>> {
-        self.sim.list_dir(path)
-    }
-    fn exists(&self, path: &Path) -> io::Result<bool> {
-        self.sim.exists(path)
-    }
-    fn remove_file(&self, path: &Path) -> io::Result<()> {
-        self.sim.remove_file(path)
-    }
-    fn remove_dir_all(&self, path: &Path) -> io::Result<()> {
-        self.sim.remove_dir_all(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        self.sim.rename(from, to)
-    }
-    fn sync_dir(&self, path: &Path) -> io::Result<()> {
-        self.sim.sync_dir(path)
-    }
-}
 
 /// The server's end of an in-memory WebSocket: frames the test queued come in, frames
 /// the server sends go out to the test.
@@ -203,15 +108,12 @@ impl Client {
 
 /// A stream to topic `t` of a store under `--fsync always` whose syncs wait at `gate`,
 /// served on a task; the socket's queue holds `capacity` frames.
-fn gated_stream(gate: &Arc<Gate>, capacity: usize) -> Client {
+fn gated_stream(gate: &Arc<SyncGate>, capacity: usize) -> Client {
     let config = Config {
         fsync: FsyncPolicy::Always,
         ..Config::default()
     };
-    let storage = GatedStorage {
-        sim: SimStorage::new(),
-        gate: Arc::clone(gate),
-    };
+    let storage = Watched::new(Arc::new(SimStorage::new()), Arc::clone(gate));
     let options = mailroom_server::server::store_options(&config);
     let store = Store::open_with(Arc::new(storage), Path::new("/data"), options).unwrap();
     store.create_topic("t").unwrap();
@@ -228,7 +130,7 @@ fn gated_stream(gate: &Arc<Gate>, capacity: usize) -> Client {
 // confirmation before the sync, and confirms both, in order, as separate batches after it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn frames_are_read_while_earlier_ones_await_durability() {
-    let gate = Arc::new(Gate::default());
+    let gate = Arc::new(SyncGate::default());
     let mut client = gated_stream(&gate, 2);
     let held = gate.hold();
     client.send(Bytes::from_static(b"a"));
@@ -249,7 +151,7 @@ async fn frames_are_read_while_earlier_ones_await_durability() {
 // unread), then reads, publishes and confirms everything, in order, once syncs pass.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reading_stops_at_the_in_flight_bound() {
-    let gate = Arc::new(Gate::default());
+    let gate = Arc::new(SyncGate::default());
     let beyond = 50;
     let total = PUBLISH_STREAM_IN_FLIGHT_MAX + beyond;
     let mut client = gated_stream(&gate, total);

@@ -2,7 +2,6 @@
 //! longer keep every later groups-log segment, and stay readable (payload, attempts,
 //! reason) through reopens, power cuts at every step, redrives and purges.
 
-use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -10,7 +9,7 @@ use bytes::Bytes;
 use mailroom::group::{NackKind, NackOptions};
 use mailroom::topic::{Nack, StartPosition};
 use mailroom_store::log::{LogOptions, SyncPolicy};
-use mailroom_store::storage::{SimStorage, Storage, StorageFile};
+use mailroom_store::storage::{Op, SimStorage, Storage, Watched, Watcher};
 use mailroom_store::{DurableTopic, Store, StoreOptions};
 use parking_lot::Mutex;
 
@@ -217,7 +216,7 @@ fn purge_lets_the_copies_go() {
     assert!(topic.dead_letters("g").unwrap().is_empty());
 }
 
-/// A storage that records the power-cut image of the file system after every change,
+/// Records the power-cut image of the file system after every change,
 /// once armed.
 #[derive(Debug, Clone)]
 struct Recorder {
@@ -237,65 +236,13 @@ impl Recorder {
             }
         }
     }
-
-    fn after<T>(&self, result: io::Result<T>) -> io::Result<T> {
-        self.snap();
-        result
-    }
 }
 
-#[derive(Debug)]
-struct RecordedFile {
-    file: Box<dyn StorageFile>,
-    recorder: Recorder,
-}
-
-impl StorageFile for RecordedFile {
-    fn read_at(&self, buf: &mut [u8], position: u64) -> io::Result<()> {
-        self.file.read_at(buf, position)
-    }
-    fn write_at(&self, data: &[u8], position: u64) -> io::Result<()> {
-        self.recorder.after(self.file.write_at(data, position))
-    }
-    fn sync(&self) -> io::Result<()> {
-        self.recorder.after(self.file.sync())
-    }
-    fn set_len(&self, len: u64) -> io::Result<()> {
-        self.recorder.after(self.file.set_len(len))
-    }
-    fn len(&self) -> io::Result<u64> {
-        self.file.len()
-    }
-}
-
-impl Storage for Recorder {
-    fn open(&self, path: &Path, create: bool) -> io::Result<Box<dyn StorageFile>> {
-        let file = self.after(self.sim.open(path, create))?;
-        Ok(Box::new(RecordedFile {
-            file,
-            recorder: self.clone(),
-        }))
-    }
-    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
-        self.after(self.sim.create_dir_all(path))
-    }
-    fn list_dir(&self, path: &Path) -> io::Result<Vec<PathBuf>> {
-        self.sim.list_dir(path)
-    }
-    fn exists(&self, path: &Path) -> io::Result<bool> {
-        self.sim.exists(path)
-    }
-    fn remove_file(&self, path: &Path) -> io::Result<()> {
-        self.after(self.sim.remove_file(path))
-    }
-    fn remove_dir_all(&self, path: &Path) -> io::Result<()> {
-        self.after(self.sim.remove_dir_all(path))
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        self.after(self.sim.rename(from, to))
-    }
-    fn sync_dir(&self, path: &Path) -> io::Result<()> {
-        self.after(self.sim.sync_dir(path))
+impl Watcher for Recorder {
+    fn after(&self, op: Op<'_>) {
+        if op.changes_disk() {
+            self.snap();
+        }
     }
 }
 
@@ -317,7 +264,8 @@ fn power_cut_at_every_step(sync: SyncPolicy) {
     };
     // No automatic checkpoint: the one below is the first, and finds many segments.
     let options = options_with(u64::MAX, sync);
-    let (store, expected) = populated(Arc::new(recorder.clone()), &options, 8);
+    let storage = Watched::new(Arc::new(sim.clone()), Arc::new(recorder.clone()));
+    let (store, expected) = populated(Arc::new(storage), &options, 8);
     let topic = store.topic("t").unwrap();
     traffic(&topic, 300);
     // Under a relaxed policy the dead letters themselves are durable only now.

@@ -4,7 +4,6 @@
 //! are refused; and a page reads only its own payloads.
 
 use std::collections::BTreeMap;
-use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -13,7 +12,7 @@ use bytes::Bytes;
 use mailroom::group::{DeliveryId, GroupConfig, NackKind, NackOptions};
 use mailroom::topic::{DeadLetterInfo, StartPosition};
 use mailroom_store::log::{LogOptions, SyncPolicy};
-use mailroom_store::storage::{SimStorage, Storage, StorageFile};
+use mailroom_store::storage::{Op, SimStorage, Storage, Watched, Watcher};
 use mailroom_store::{
     DeadLetterPage, DurableTopic, Store, StoreError, StoreOptions, DEAD_LETTERS_PAGE_MAX,
 };
@@ -348,70 +347,20 @@ fn bad_page_sizes_are_refused() {
     ));
 }
 
-/// A storage that counts the bytes read from files under `dir`.
-#[derive(Debug, Clone)]
-struct CountingReads {
-    sim: SimStorage,
-    dir: PathBuf,
-    bytes_read: Arc<AtomicU64>,
-}
-
+/// Counts the bytes read from files under `dir`.
 #[derive(Debug)]
-struct CountedFile {
-    file: Box<dyn StorageFile>,
-    bytes_read: Option<Arc<AtomicU64>>,
+struct CountingReads {
+    dir: PathBuf,
+    bytes_read: AtomicU64,
 }
 
-impl StorageFile for CountedFile {
-    fn read_at(&self, buf: &mut [u8], position: u64) -> io::Result<()> {
-        if let Some(bytes_read) = &self.bytes_read {
-            bytes_read.fetch_add(buf.len() as u64, Ordering::Relaxed);
+impl Watcher for CountingReads {
+    fn after(&self, op: Op<'_>) {
+        if let Op::Read { path, bytes } = op {
+            if path.starts_with(&self.dir) {
+                self.bytes_read.fetch_add(bytes as u64, Ordering::Relaxed);
+            }
         }
-        self.file.read_at(buf, position)
-    }
-    fn write_at(&self, data: &[u8], position: u64) -> io::Result<()> {
-        self.file.write_at(data, position)
-    }
-    fn sync(&self) -> io::Result<()> {
-        self.file.sync()
-    }
-    fn set_len(&self, len: u64) -> io::Result<()> {
-        self.file.set_len(len)
-    }
-    fn len(&self) -> io::Result<u64> {
-        self.file.len()
-    }
-}
-
-impl Storage for CountingReads {
-    fn open(&self, path: &Path, create: bool) -> io::Result<Box<dyn StorageFile>> {
-        let file = self.sim.open(path, create)?;
-        let counted = path.starts_with(&self.dir);
-        Ok(Box::new(CountedFile {
-            file,
-            bytes_read: counted.then(|| Arc::clone(&self.bytes_read)),
-        }))
-    }
-    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
-        self.sim.create_dir_all(path)
-    }
-    fn list_dir(&self, path: &Path) -> io::Result<Vec<PathBuf>> {
-        self.sim.list_dir(path)
-    }
-    fn exists(&self, path: &Path) -> io::Result<bool> {
-        self.sim.exists(path)
-    }
-    fn remove_file(&self, path: &Path) -> io::Result<()> {
-        self.sim.remove_file(path)
-    }
-    fn remove_dir_all(&self, path: &Path) -> io::Result<()> {
-        self.sim.remove_dir_all(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        self.sim.rename(from, to)
-    }
-    fn sync_dir(&self, path: &Path) -> io::Result<()> {
-        self.sim.sync_dir(path)
     }
 }
 
@@ -421,16 +370,16 @@ impl Storage for CountingReads {
 fn a_page_reads_only_its_own_payloads() {
     const LETTERS: usize = 200;
     const PAYLOAD_BYTES: usize = 2048;
-    let counting = CountingReads {
-        sim: SimStorage::new(),
+    let counting = Arc::new(CountingReads {
         dir: Path::new(DIR).join("topics/t/groups"),
-        bytes_read: Arc::new(AtomicU64::new(0)),
-    };
+        bytes_read: AtomicU64::new(0),
+    });
+    let storage = Watched::new(Arc::new(SimStorage::new()), Arc::clone(&counting));
     let options = StoreOptions {
         checkpoint_every: u64::MAX,
         ..StoreOptions::default()
     };
-    let store = created(Arc::new(counting.clone()), &options);
+    let store = created(Arc::new(storage), &options);
     let topic = store.topic("t").unwrap();
     for chunk in 0..LETTERS / 50 {
         let payloads: Vec<Bytes> = (0..50)

@@ -31,7 +31,6 @@
 //!   to back (see `paired_ratios`).
 
 use std::fs::OpenOptions;
-use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,7 +42,7 @@ mod pipelined;
 use futures::executor::LocalPool;
 use futures::task::LocalSpawnExt;
 use mailroom_store::log::{Log, LogOptions, SyncPolicy};
-use mailroom_store::storage::{FsStorage, Storage, StorageFile};
+use mailroom_store::storage::{FsStorage, Op, Watched, Watcher};
 use pipelined::Pipelined;
 
 const RAW_CHUNKS: [usize; 6] = [1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20];
@@ -90,65 +89,15 @@ const QUICK_CONFIGS: [Config; 4] = [
     pipelined(true, 16),
 ];
 
-/// `FsStorage` that counts file syncs.
+/// Counts file syncs.
 #[derive(Debug, Default)]
-struct Counting {
-    syncs: Arc<AtomicU64>,
-}
+struct Syncs(AtomicU64);
 
-#[derive(Debug)]
-struct CountingFile {
-    inner: Box<dyn StorageFile>,
-    syncs: Arc<AtomicU64>,
-}
-
-impl StorageFile for CountingFile {
-    fn read_at(&self, buf: &mut [u8], position: u64) -> io::Result<()> {
-        self.inner.read_at(buf, position)
-    }
-    fn write_at(&self, data: &[u8], position: u64) -> io::Result<()> {
-        self.inner.write_at(data, position)
-    }
-    fn sync(&self) -> io::Result<()> {
-        self.syncs.fetch_add(1, Ordering::Relaxed);
-        self.inner.sync()
-    }
-    fn set_len(&self, len: u64) -> io::Result<()> {
-        self.inner.set_len(len)
-    }
-    fn len(&self) -> io::Result<u64> {
-        self.inner.len()
-    }
-}
-
-impl Storage for Counting {
-    fn open(&self, path: &Path, create: bool) -> io::Result<Box<dyn StorageFile>> {
-        let inner = FsStorage.open(path, create)?;
-        Ok(Box::new(CountingFile {
-            inner,
-            syncs: Arc::clone(&self.syncs),
-        }))
-    }
-    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
-        FsStorage.create_dir_all(path)
-    }
-    fn list_dir(&self, path: &Path) -> io::Result<Vec<PathBuf>> {
-        FsStorage.list_dir(path)
-    }
-    fn exists(&self, path: &Path) -> io::Result<bool> {
-        FsStorage.exists(path)
-    }
-    fn remove_file(&self, path: &Path) -> io::Result<()> {
-        FsStorage.remove_file(path)
-    }
-    fn remove_dir_all(&self, path: &Path) -> io::Result<()> {
-        FsStorage.remove_dir_all(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        FsStorage.rename(from, to)
-    }
-    fn sync_dir(&self, path: &Path) -> io::Result<()> {
-        FsStorage.sync_dir(path)
+impl Watcher for Syncs {
+    fn after(&self, op: Op<'_>) {
+        if let Op::Sync(_) = op {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -209,8 +158,9 @@ fn raw_parallel_sample(dir: &Path, threads: usize, chunk: usize, time: Duration)
 fn log_sample(dir: &Path, config: Config, time: Duration) -> (f64, f64) {
     let (payload_bytes, publishers, batch) = config;
     let log_dir = dir.join(format!("log-{payload_bytes}-{publishers:?}-{batch}"));
-    let storage = Arc::new(Counting::default());
-    let syncs = Arc::clone(&storage.syncs);
+    let counter = Arc::new(Syncs::default());
+    let storage = Arc::new(Watched::new(Arc::new(FsStorage), Arc::clone(&counter)));
+    let syncs = &counter.0;
     if let Publishers::Pipelined(pipelined) = publishers {
         let (store, topic) = pipelined::open(storage, &log_dir);
         let syncs_before = syncs.load(Ordering::Relaxed);

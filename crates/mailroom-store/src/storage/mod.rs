@@ -9,9 +9,11 @@ use std::path::{Path, PathBuf};
 
 mod fs;
 mod sim;
+mod watched;
 
 pub use fs::FsStorage;
 pub use sim::SimStorage;
+pub use watched::{HeldGate, Op, SyncGate, Watched, Watcher};
 
 /// A file opened through a [`Storage`].
 ///
