@@ -56,18 +56,16 @@
 //! `scripts/crashloop.sh` runs a long one.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{ChildStdout, Command, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use mailroom_store::clock::{Clock, ManualClock};
 use mailroom_store::log::{LogOptions, SyncPolicy};
 use mailroom_store::{DurableTopic, Store, StoreOptions};
 
+/// Running and killing the child, shared by the kill -9 loops.
+mod crashloop_support;
 /// The child's lines, parsed into timed facts.
 #[path = "store_crashloop_beyond/lines.rs"]
 mod lines;
@@ -78,6 +76,7 @@ mod model;
 #[path = "store_crashloop_beyond/probe.rs"]
 mod probe;
 
+use crashloop_support::{copy_dir, env_u64, run_child_until_killed};
 use lines::Cycle;
 use model::{allowed, Phase, Rules, Slot, FRESH};
 use probe::{observe, owners, Observed, Owners, Seen};
@@ -92,9 +91,6 @@ const DOWNTIME_TICKS_MAX: u64 = 4;
 const PUBLISH_BATCH_MAX: u64 = 4;
 /// The most lines a child prints before it is killed.
 const LINES_BEFORE_KILL_MAX: u64 = 400;
-/// How long the child may print nothing before it counts as stalled (its clock alone
-/// prints a line every few milliseconds).
-const CHILD_SILENCE_MAX: Duration = Duration::from_secs(30);
 /// A long run starts over on a new directory this often (the groups log grows while old
 /// dead letters pin it, and every check copies all of it).
 const EPOCH_CYCLES: u64 = 200;
@@ -164,13 +160,6 @@ fn options(clock: Arc<dyn Clock>) -> StoreOptions {
     }
 }
 
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 /// Runs the child from `start_ms` until it has printed `lines_before_kill` lines, SIGKILLs
 /// it, and returns every complete line it printed, parsed.
 fn run_child(
@@ -180,78 +169,18 @@ fn run_child(
     lines_before_kill: u64,
     model: &mut Model,
 ) -> Result<Cycle, String> {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mailroom-store-crashloop"))
-        .args(["beyond", &dir.display().to_string()])
-        .args([seed.to_string(), start_ms.to_string()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn the child");
-    let lines = complete_lines(child.stdout.take().expect("piped stdout"));
+    let args = [
+        "beyond".to_owned(),
+        dir.display().to_string(),
+        seed.to_string(),
+        start_ms.to_string(),
+    ];
     let mut cycle = Cycle {
         kill_ms: start_ms,
         ..Cycle::default()
     };
-    let (mut seen, mut killed) = (0, false);
-    loop {
-        let line = match lines.recv_timeout(CHILD_SILENCE_MAX) {
-            Ok(line) => Ok(line),
-            Err(RecvTimeoutError::Disconnected) => break,
-            Err(RecvTimeoutError::Timeout) => Err(format!(
-                "the child printed nothing for {CHILD_SILENCE_MAX:?}"
-            )),
-        };
-        if let Err(error) = line.and_then(|line| cycle.take(&line, model)) {
-            child.kill().expect("kill the child");
-            child.wait().expect("reap the child");
-            return Err(error);
-        }
-        seen += 1;
-        if seen == lines_before_kill && !killed {
-            // SIGKILL; lines already in the pipe are still confirmed and read below.
-            child.kill().expect("kill the child");
-            killed = true;
-        }
-    }
-    let status = child.wait().expect("reap the child");
-    if !killed {
-        return Err(format!(
-            "the child exited by itself ({status}) after {seen} lines"
-        ));
-    }
+    run_child_until_killed(&args, lines_before_kill, |line| cycle.take(line, model))?;
     Ok(cycle)
-}
-
-/// The child's complete lines, from a reader thread (so the parent can notice a child
-/// that stalls); the channel closes at the end of the output.
-fn complete_lines(out: ChildStdout) -> Receiver<String> {
-    let (sender, lines) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut out = BufReader::new(out);
-        let mut line = String::new();
-        while out.read_line(&mut line).expect("read the child's output") > 0 {
-            if let Some(complete) = line.strip_suffix('\n') {
-                if sender.send(complete.to_owned()).is_err() {
-                    return;
-                }
-            }
-            line.clear();
-        }
-    });
-    lines
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("create the copy");
-    for entry in std::fs::read_dir(from).expect("list the store") {
-        let entry = entry.expect("a directory entry");
-        let target = to.join(entry.file_name());
-        if entry.file_type().expect("a file type").is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy a file");
-        }
-    }
 }
 
 /// Checks the messages against the confirmed publishes and adopts the unconfirmed tail.

@@ -21,7 +21,7 @@
 //! flight with its attempt and its consumer unless its owner settled it, attempts never
 //! go back, and a message is dead-lettered once. The child restarts on the same directory
 //! each cycle and learns the state from the store: each consumer's batch poll hands back
-//! its own deliveries first. A child that prints nothing for `CHILD_SILENCE_MAX` (say,
+//! its own deliveries first. A child that prints nothing for `crashloop_support::CHILD_SILENCE_MAX` (say,
 //! because deliveries lost their owner and nobody can settle them) fails the test.
 //!
 //! # How the state is read
@@ -50,21 +50,20 @@
 
 use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{ChildStdout, Command, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::time::Duration;
 
 use bytes::Bytes;
 use mailroom::group::{DeliveryId, NackKind, NackOptions};
 use mailroom_store::log::{LogOptions, SyncPolicy};
 use mailroom_store::{DurableTopic, Store, StoreOptions};
 
+/// Running and killing the child, shared by the kill -9 loops.
+mod crashloop_support;
 /// The per-message model: states, facts and what they allow.
 #[path = "store_crashloop_parallel/model.rs"]
 mod model;
 
+use crashloop_support::{copy_dir, env_u64, run_child_until_killed};
 use model::{allowed, slot, Fact, Outcome, Phase, Slot, ACKED, FRESH};
 
 /// The groups (name, `max_attempts`, `max_in_flight`), as the child creates them.
@@ -73,9 +72,6 @@ const GROUPS: [(&str, u32, u32); 2] = [("gw", 3, 8), ("gs", 2, 1)];
 const CONSUMERS: [&[&str]; 2] = [&["c0", "c1", "c2", "s0"], &["-"]];
 /// The most messages in one publish batch of the child.
 const PUBLISH_BATCH_MAX: u64 = 5;
-/// How long the child may print nothing before it counts as stalled (a lost delivery
-/// owner, say, would leave its consumers with nothing to do).
-const CHILD_SILENCE_MAX: Duration = Duration::from_secs(30);
 /// A long run starts over on a new directory this often. The oldest dead letter pins
 /// the groups log behind it (docs/storage.md, compaction), so it grows by about a segment
 /// a cycle, and every check copies and reopens all of it.
@@ -166,87 +162,17 @@ fn options(sync: SyncPolicy) -> StoreOptions {
     }
 }
 
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 /// Runs the child until it has printed `lines_before_kill` lines, SIGKILLs it, and
 /// returns every complete line it printed (a line cut by the kill is no confirmation).
 fn run_child(dir: &Path, seed: u64, lines_before_kill: u64) -> Result<Cycle, String> {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mailroom-store-crashloop"))
-        .arg("parallel")
-        .arg(dir)
-        .arg(seed.to_string())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn the child");
-    let lines = complete_lines(child.stdout.take().expect("piped stdout"));
+    let args = [
+        "parallel".to_owned(),
+        dir.display().to_string(),
+        seed.to_string(),
+    ];
     let mut cycle = Cycle::default();
-    let (mut seen, mut killed) = (0, false);
-    loop {
-        let line = match lines.recv_timeout(CHILD_SILENCE_MAX) {
-            Ok(line) => Ok(line),
-            Err(RecvTimeoutError::Disconnected) => break,
-            Err(RecvTimeoutError::Timeout) => Err(format!(
-                "the child printed nothing for {CHILD_SILENCE_MAX:?}"
-            )),
-        };
-        if let Err(error) = line.and_then(|line| cycle.take(&line)) {
-            child.kill().expect("kill the child");
-            child.wait().expect("reap the child");
-            return Err(error);
-        }
-        seen += 1;
-        if seen == lines_before_kill && !killed {
-            // SIGKILL; lines already in the pipe are still confirmed and read below.
-            child.kill().expect("kill the child");
-            killed = true;
-        }
-    }
-    let status = child.wait().expect("reap the child");
-    if !killed {
-        return Err(format!(
-            "the child exited by itself ({status}) after {seen} lines"
-        ));
-    }
+    run_child_until_killed(&args, lines_before_kill, |line| cycle.take(line))?;
     Ok(cycle)
-}
-
-/// The child's complete lines, from a reader thread (so the parent can notice a child
-/// that stalls); the channel closes at the end of the output. A line cut short by the
-/// kill is dropped: it is no confirmation.
-fn complete_lines(out: ChildStdout) -> Receiver<String> {
-    let (sender, lines) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut out = BufReader::new(out);
-        let mut line = String::new();
-        while out.read_line(&mut line).expect("read the child's output") > 0 {
-            if let Some(complete) = line.strip_suffix('\n') {
-                if sender.send(complete.to_owned()).is_err() {
-                    return;
-                }
-            }
-            line.clear();
-        }
-    });
-    lines
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("create the copy");
-    for entry in std::fs::read_dir(from).expect("list the store") {
-        let entry = entry.expect("a directory entry");
-        let target = to.join(entry.file_name());
-        if entry.file_type().expect("a file type").is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy a file");
-        }
-    }
 }
 
 /// Checks the messages against the confirmed publishes and adopts the unconfirmed tail.

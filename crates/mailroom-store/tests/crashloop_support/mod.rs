@@ -1,0 +1,102 @@
+//! What the kill -9 loops share: running the crash-loop child until it has printed a
+//! number of lines and SIGKILLing it, reading only its complete lines, copying a killed
+//! store's directory, and the loops' environment knobs.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{ChildStdout, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::Duration;
+
+/// How long a child may print nothing before it counts as stalled (say, deliveries that
+/// lost their owner leave its consumers with nothing to do).
+pub const CHILD_SILENCE_MAX: Duration = Duration::from_secs(30);
+
+/// The environment variable `name` as a number, or `default`.
+pub fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Runs the crash-loop child with `args`, hands each complete line it prints to `take`
+/// (a line cut short by the kill is no confirmation, so it is dropped), and SIGKILLs it
+/// once it has printed `lines_before_kill` lines; lines already in the pipe by then are
+/// still handed over. Fails if `take` refuses a line, the child prints nothing for
+/// [`CHILD_SILENCE_MAX`], or it exits before the kill.
+pub fn run_child_until_killed(
+    args: &[String],
+    lines_before_kill: u64,
+    mut take: impl FnMut(&str) -> Result<(), String>,
+) -> Result<(), String> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mailroom-store-crashloop"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn the child");
+    let lines = complete_lines(child.stdout.take().expect("piped stdout"));
+    let (mut seen, mut killed) = (0, false);
+    loop {
+        let line = match lines.recv_timeout(CHILD_SILENCE_MAX) {
+            Ok(line) => Ok(line),
+            Err(RecvTimeoutError::Disconnected) => break,
+            Err(RecvTimeoutError::Timeout) => Err(format!(
+                "the child printed nothing for {CHILD_SILENCE_MAX:?}"
+            )),
+        };
+        if let Err(error) = line.and_then(|line| take(&line)) {
+            child.kill().expect("kill the child");
+            child.wait().expect("reap the child");
+            return Err(error);
+        }
+        seen += 1;
+        if seen == lines_before_kill && !killed {
+            // SIGKILL; lines already in the pipe are still confirmed and read below.
+            child.kill().expect("kill the child");
+            killed = true;
+        }
+    }
+    let status = child.wait().expect("reap the child");
+    if !killed {
+        return Err(format!(
+            "the child exited by itself ({status}) after {seen} lines"
+        ));
+    }
+    Ok(())
+}
+
+/// The child's complete lines, from a reader thread (so the parent can notice a child
+/// that stalls); the channel closes at the end of the output.
+fn complete_lines(out: ChildStdout) -> Receiver<String> {
+    let (sender, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut out = BufReader::new(out);
+        let mut line = String::new();
+        while out.read_line(&mut line).expect("read the child's output") > 0 {
+            if let Some(complete) = line.strip_suffix('\n') {
+                if sender.send(complete.to_owned()).is_err() {
+                    return;
+                }
+            }
+            line.clear();
+        }
+    });
+    lines
+}
+
+/// Copies the directory tree `from` to `to` (a killed store, so that probing the copy
+/// leaves the original for the next child to recover).
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("create the copy");
+    for entry in std::fs::read_dir(from).expect("list the store") {
+        let entry = entry.expect("a directory entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("a file type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy a file");
+        }
+    }
+}
