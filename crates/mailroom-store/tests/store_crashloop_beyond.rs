@@ -62,7 +62,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use mailroom_store::clock::{Clock, ManualClock};
 use mailroom_store::log::{LogOptions, SyncPolicy};
-use mailroom_store::{DurableTopic, Store, StoreOptions};
+use mailroom_store::{Store, StoreOptions};
 
 /// Running and killing the child, shared by the kill -9 loops.
 mod crashloop_support;
@@ -76,7 +76,7 @@ mod model;
 #[path = "store_crashloop_beyond/probe.rs"]
 mod probe;
 
-use crashloop_support::{copy_dir, env_u64, run_child_until_killed};
+use crashloop_support::{check_messages, copy_dir, env_u64, run_child_until_killed};
 use lines::Cycle;
 use model::{allowed, Phase, Rules, Slot, FRESH};
 use probe::{observe, owners, Observed, Owners, Seen};
@@ -183,44 +183,6 @@ fn run_child(
     Ok(cycle)
 }
 
-/// Checks the messages against the confirmed publishes and adopts the unconfirmed tail.
-fn check_messages(topic: &DurableTopic, model: &mut Model, cycle: &Cycle) -> Result<(), String> {
-    let before = model.messages.len() as u64;
-    let confirmed_end = before + cycle.published.len() as u64;
-    let expected: Vec<u64> = (before..confirmed_end).collect();
-    if !cycle.published.keys().copied().eq(expected) {
-        return Err(format!(
-            "confirmed offsets {:?} after {before}",
-            cycle.published.keys()
-        ));
-    }
-    let len = topic.len();
-    if len < confirmed_end || len - confirmed_end > PUBLISH_BATCH_MAX {
-        return Err(format!("log has {len}, {confirmed_end} confirmed"));
-    }
-    for offset in before..len {
-        let found = topic.read(offset).map_err(|e| e.to_string())?;
-        let found = found.ok_or(format!("message {offset} below the end {len} is missing"))?;
-        match cycle.published.get(&offset) {
-            Some(expected) if *expected != found => {
-                return Err(format!(
-                    "message {offset}: {found:?}, confirmed {expected:?}"
-                ))
-            }
-            _ => model.messages.push(found),
-        }
-    }
-    for (offset, expected) in model.messages.iter().enumerate() {
-        let found = topic.read(offset as u64).map_err(|e| e.to_string())?;
-        if found.as_ref() != Some(expected) {
-            return Err(format!(
-                "message {offset}: {found:?}, expected {expected:?}"
-            ));
-        }
-    }
-    Ok(())
-}
-
 /// Whether the probe's sight of a message fits the allowed state `state`.
 fn fits(state: &Slot, seen: &Seen, kill_ms: u64, observed: &Observed) -> bool {
     let Some(first_ms) = seen.first_ms else {
@@ -318,7 +280,12 @@ fn check(dir: &Path, model: &mut Model, cycle: &Cycle) -> Result<(), String> {
     let store =
         Store::open(copy.path(), options(clock.clone())).map_err(|e| format!("reopen: {e}"))?;
     let topic = store.topic("t").map_err(|e| format!("the topic: {e}"))?;
-    check_messages(&topic, model, cycle)?;
+    check_messages(
+        &topic,
+        &mut model.messages,
+        &cycle.published,
+        PUBLISH_BATCH_MAX,
+    )?;
     // A second copy for finding owners, since that makes deliveries of its own.
     let copy_for_owners = tempfile::tempdir().expect("a scratch directory");
     copy_dir(dir, copy_for_owners.path());

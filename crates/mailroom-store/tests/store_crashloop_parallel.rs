@@ -63,7 +63,7 @@ mod crashloop_support;
 #[path = "store_crashloop_parallel/model.rs"]
 mod model;
 
-use crashloop_support::{copy_dir, env_u64, run_child_until_killed};
+use crashloop_support::{check_messages, copy_dir, env_u64, run_child_until_killed};
 use model::{allowed, slot, Fact, Outcome, Phase, Slot, ACKED, FRESH};
 
 /// The groups (name, `max_attempts`, `max_in_flight`), as the child creates them.
@@ -173,54 +173,6 @@ fn run_child(dir: &Path, seed: u64, lines_before_kill: u64) -> Result<Cycle, Str
     let mut cycle = Cycle::default();
     run_child_until_killed(&args, lines_before_kill, |line| cycle.take(line))?;
     Ok(cycle)
-}
-
-/// Checks the messages against the confirmed publishes and adopts the unconfirmed tail.
-fn check_messages(topic: &DurableTopic, model: &mut Model, cycle: &Cycle) -> Result<(), String> {
-    let before = model.messages.len() as u64;
-    let confirmed_end = before + cycle.published.len() as u64;
-    if let Some((offset, _)) = cycle.published.iter().find(|(&offset, _)| offset < before) {
-        return Err(format!(
-            "offset {offset} published again ({before} existed)"
-        ));
-    }
-    // One publisher: its confirmed offsets are contiguous, its one unconfirmed call after.
-    if cycle
-        .published
-        .keys()
-        .last()
-        .is_some_and(|&last| last + 1 != confirmed_end)
-    {
-        return Err(format!(
-            "publish offsets have a gap: {:?}",
-            cycle.published.keys()
-        ));
-    }
-    let len = topic.len();
-    if len < confirmed_end || len - confirmed_end > PUBLISH_BATCH_MAX {
-        return Err(format!("log has {len}, {confirmed_end} confirmed"));
-    }
-    for offset in before..len {
-        let found = topic.read(offset).map_err(|e| e.to_string())?;
-        let found = found.ok_or(format!("message {offset} below the end {len} is missing"))?;
-        match cycle.published.get(&offset) {
-            Some(expected) if *expected != found => {
-                return Err(format!(
-                    "message {offset}: {found:?}, confirmed {expected:?}"
-                ))
-            }
-            _ => model.messages.push(found),
-        }
-    }
-    for (offset, expected) in model.messages.iter().enumerate() {
-        let found = topic.read(offset as u64).map_err(|e| e.to_string())?;
-        if found.as_ref() != Some(expected) {
-            return Err(format!(
-                "message {offset}: {found:?}, expected {expected:?}"
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// The state of every message in `group` of the (copied) store, found by probing it to
@@ -438,7 +390,12 @@ fn check(dir: &Path, model: &mut Model, cycle: &Cycle) -> Result<(), String> {
     let store =
         Store::open(copy.path(), options(SyncPolicy::Never)).map_err(|e| format!("reopen: {e}"))?;
     let topic = store.topic("t").map_err(|e| format!("the topic: {e}"))?;
-    check_messages(&topic, model, cycle)?;
+    check_messages(
+        &topic,
+        &mut model.messages,
+        &cycle.published,
+        PUBLISH_BATCH_MAX,
+    )?;
     for (g, group) in GROUPS.into_iter().enumerate() {
         let (observed, owners) = observe(&topic, group, CONSUMERS[g], &model.messages)?;
         check_group(g, (&observed, &owners), model, cycle)?;

@@ -2,11 +2,15 @@
 //! number of lines and SIGKILLing it, reading only its complete lines, copying a killed
 //! store's directory, and the loops' environment knobs.
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{ChildStdout, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::Duration;
+
+use bytes::Bytes;
+use mailroom_store::DurableTopic;
 
 /// How long a child may print nothing before it counts as stalled (say, deliveries that
 /// lost their owner leave its consumers with nothing to do).
@@ -99,4 +103,49 @@ pub fn copy_dir(from: &Path, to: &Path) {
             std::fs::copy(entry.path(), &target).expect("copy a file");
         }
     }
+}
+
+/// Checks a killed store's messages: the ones known from earlier cycles (`known`, from
+/// offset 0) are unchanged, the publishes this cycle confirmed (`published`) follow them
+/// with no gap and hold their bytes, and at most `unconfirmed_max` more (the one
+/// unconfirmed publish call) may follow; adopts everything found into `known`.
+pub fn check_messages(
+    topic: &DurableTopic,
+    known: &mut Vec<Bytes>,
+    published: &BTreeMap<u64, Bytes>,
+    unconfirmed_max: u64,
+) -> Result<(), String> {
+    let before = known.len() as u64;
+    let confirmed_end = before + published.len() as u64;
+    if !published.keys().copied().eq(before..confirmed_end) {
+        return Err(format!(
+            "confirmed offsets {:?} after {before}",
+            published.keys()
+        ));
+    }
+    let len = topic.len();
+    if len < confirmed_end || len - confirmed_end > unconfirmed_max {
+        return Err(format!("log has {len}, {confirmed_end} confirmed"));
+    }
+    for offset in before..len {
+        let found = topic.read(offset).map_err(|e| e.to_string())?;
+        let found = found.ok_or(format!("message {offset} below the end {len} is missing"))?;
+        match published.get(&offset) {
+            Some(expected) if *expected != found => {
+                return Err(format!(
+                    "message {offset}: {found:?}, confirmed {expected:?}"
+                ))
+            }
+            _ => known.push(found),
+        }
+    }
+    for (offset, expected) in known.iter().enumerate() {
+        let found = topic.read(offset as u64).map_err(|e| e.to_string())?;
+        if found.as_ref() != Some(expected) {
+            return Err(format!(
+                "message {offset}: {found:?}, expected {expected:?}"
+            ));
+        }
+    }
+    Ok(())
 }
