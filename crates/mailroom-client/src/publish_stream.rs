@@ -8,13 +8,11 @@ use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt as _, StreamExt as _};
 use serde::Deserialize;
 use tokio::net::TcpStream;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
-use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 
-use crate::subscription::{api_error_from_handshake, open_socket};
+use crate::subscription::open_websocket;
 use crate::{Client, ClientError, SubscribeOptions};
 
 /// The window [`Client::publish_stream`] uses: messages in flight at once.
@@ -391,32 +389,9 @@ impl PublishStream {
 
 /// The WebSocket handshake with `/v1/topics/{topic}/publish/ws`.
 async fn connect(client: &Client, topic: &str) -> Result<Socket, ClientError> {
-    let mut url = client.url(&["v1", "topics", topic, "publish", "ws"])?;
-    let host = url
-        .host_str()
-        .ok_or_else(|| ClientError::InvalidUrl(url.to_string()))?
-        .to_owned();
-    let port = url.port_or_known_default().unwrap_or(80);
-    url.set_scheme("ws")
-        .map_err(|()| ClientError::InvalidUrl(url.to_string()))?;
-    let mut request = url.as_str().into_client_request()?;
-    if let Some(token) = client.token() {
-        let value = HeaderValue::from_str(&format!("Bearer {token}"))
-            .map_err(|e| ClientError::InvalidUrl(format!("token is not a header value: {e}")))?;
-        request.headers_mut().insert("authorization", value);
-    }
-    let socket = open_socket(&host, port, SubscribeOptions::default()).await?;
-    socket
-        .set_nodelay(true)
-        .map_err(tokio_tungstenite::tungstenite::Error::Io)?;
-    let config = WebSocketConfig::default();
-    match tokio_tungstenite::client_async_with_config(request, socket, Some(config)).await {
-        Ok((socket, _response)) => Ok(socket),
-        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
-            Err(api_error_from_handshake(&response))
-        }
-        Err(error) => Err(error.into()),
-    }
+    let path = ["v1", "topics", topic, "publish", "ws"];
+    let options = SubscribeOptions::default();
+    open_websocket(client, &path, options, WebSocketConfig::default()).await
 }
 
 #[cfg(test)]

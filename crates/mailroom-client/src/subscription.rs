@@ -72,7 +72,22 @@ pub(crate) async fn connect(
     channel: &str,
     options: SubscribeOptions,
 ) -> Result<Subscription, ClientError> {
-    let mut url = client.url(&["v1", "channels", channel, "ws"])?;
+    let config = WebSocketConfig::default().read_buffer_size(READ_BUFFER_BYTES);
+    let path = ["v1", "channels", channel, "ws"];
+    let stream = open_websocket(client, &path, options, config).await?;
+    Ok(Subscription { stream })
+}
+
+/// The WebSocket handshake with the server's `path`, with the client's token, on a socket
+/// with `options` and `TCP_NODELAY` (small frames go out at once); an HTTP answer instead
+/// of the upgrade becomes the API error it carries.
+pub(crate) async fn open_websocket(
+    client: &Client,
+    path: &[&str],
+    options: SubscribeOptions,
+    config: WebSocketConfig,
+) -> Result<WebSocketStream<TcpStream>, ClientError> {
+    let mut url = client.url(path)?;
     let host = url
         .host_str()
         .ok_or_else(|| ClientError::InvalidUrl(url.to_string()))?
@@ -88,10 +103,12 @@ pub(crate) async fn connect(
         request.headers_mut().insert("authorization", value);
     }
 
-    let stream = open_socket(&host, port, options).await?;
-    let config = WebSocketConfig::default().read_buffer_size(READ_BUFFER_BYTES);
-    match tokio_tungstenite::client_async_with_config(request, stream, Some(config)).await {
-        Ok((stream, _response)) => Ok(Subscription { stream }),
+    let socket = open_socket(&host, port, options).await?;
+    socket
+        .set_nodelay(true)
+        .map_err(tokio_tungstenite::tungstenite::Error::Io)?;
+    match tokio_tungstenite::client_async_with_config(request, socket, Some(config)).await {
+        Ok((stream, _response)) => Ok(stream),
         Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
             Err(api_error_from_handshake(&response))
         }
@@ -99,7 +116,7 @@ pub(crate) async fn connect(
     }
 }
 
-pub(crate) async fn open_socket(
+async fn open_socket(
     host: &str,
     port: u16,
     options: SubscribeOptions,
@@ -131,7 +148,7 @@ pub(crate) async fn open_socket(
 }
 
 /// A refused handshake carries the server's JSON error body, like any other call.
-pub(crate) fn api_error_from_handshake(
+fn api_error_from_handshake(
     response: &tokio_tungstenite::tungstenite::http::Response<Option<Vec<u8>>>,
 ) -> ClientError {
     #[derive(serde::Deserialize)]
