@@ -158,11 +158,7 @@ impl ApiError {
         allowed: RangeInclusive<usize>,
         got: usize,
     ) -> ApiError {
-        let (low, high) = allowed.into_inner();
-        let allowed = match low {
-            0 => format!("at most {high}"),
-            _ => format!("{low}..={high}"),
-        };
+        let allowed = range_words(allowed);
         ApiError::invalid_argument(format!("{field} must be {allowed} bytes long, got {got}"))
     }
 
@@ -180,12 +176,16 @@ impl ApiError {
         allowed: RangeInclusive<usize>,
         got: usize,
     ) -> ApiError {
-        let (low, high) = allowed.into_inner();
-        let allowed = match low {
-            0 => format!("at most {high}"),
-            _ => format!("{low}..={high}"),
-        };
+        let allowed = range_words(allowed);
         ApiError::invalid_argument(format!("{field} must list {allowed} {items}, got {got}"))
+    }
+}
+
+/// `"at most N"` for a range from 0, else `"LOW..=HIGH"`.
+fn range_words(allowed: RangeInclusive<usize>) -> String {
+    match allowed.into_inner() {
+        (0, high) => format!("at most {high}"),
+        (low, high) => format!("{low}..={high}"),
     }
 }
 
