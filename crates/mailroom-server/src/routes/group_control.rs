@@ -268,6 +268,8 @@ pub struct PollRequest {
     /// The consumer's identity (1 to 128 bytes). A consumer owns at most one delivery,
     /// and its repeated poll returns that delivery; absent is the anonymous consumer.
     #[serde(default)]
+    #[schema(min_length = 1, max_length = 128)]
+    #[param(min_length = 1, max_length = 128)]
     pub consumer: Option<String>,
 }
 
