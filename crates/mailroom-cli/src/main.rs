@@ -2,12 +2,16 @@
 //!
 //! Every command except `serve` is a client of a running server (`--server`, default
 //! `http://127.0.0.1:7070`). `--json` prints one JSON document per result for scripts.
+//! `--timeout` bounds how long any request waits for the server.
 
 mod api;
 mod commands;
 mod names;
 mod output;
 mod report;
+mod timeout;
+
+use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
@@ -33,6 +37,17 @@ struct Cli {
     /// Print JSON instead of text.
     #[arg(long, global = true)]
     json: bool,
+    /// Seconds a request may wait for the server's answer (connecting: at most 5 of
+    /// them); a long poll's wait is added.
+    #[arg(
+        long,
+        global = true,
+        env = "MAILROOM_TIMEOUT",
+        value_name = "SECONDS",
+        default_value = "30",
+        value_parser = timeout::seconds
+    )]
+    timeout: Duration,
     #[command(subcommand)]
     command: Command,
 }
@@ -90,8 +105,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         return commands::serve::run(args, cli.token).await;
     }
     init_logging("warn");
-    let mut client =
-        Client::new(&cli.server).with_context(|| format!("--server {:?}", cli.server))?;
+    let mut client = Client::with_timeouts(&cli.server, timeout::timeouts(cli.timeout))
+        .with_context(|| format!("--server {:?}", cli.server))?;
     if let Some(token) = cli.token {
         check_token(&token)?;
         client = client.with_token(token);

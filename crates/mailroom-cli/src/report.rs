@@ -1,8 +1,8 @@
 //! How a failed command reads on stderr: `mailroom: ` and one line saying what went
 //! wrong, with a hint where the usual fix is known (no server at that address, a token
-//! refused, something other than mailroom answering).
+//! refused, something other than mailroom answering, a server that does not answer).
 
-use mailroom_client::ClientError;
+use mailroom_client::{ClientError, TimeoutLimit};
 
 /// The line printed (after `mailroom: `) when a command fails.
 ///
@@ -57,6 +57,17 @@ fn hint(error: &anyhow::Error, server: &str) -> Option<String> {
         )),
         ClientError::WebSocket(_) if refused => Some(format!(
             "is a mailroom server running at {server}? set --server or MAILROOM_URL"
+        )),
+        ClientError::Timeout {
+            limit: TimeoutLimit::Connect,
+            ..
+        } => Some(format!(
+            "is {server} reachable? set --server or MAILROOM_URL; \
+             a slow network may need a longer --timeout or MAILROOM_TIMEOUT"
+        )),
+        ClientError::Timeout { .. } => Some(format!(
+            "is {server} a mailroom server, and not overloaded? \
+             a slow server may need a longer --timeout or MAILROOM_TIMEOUT"
         )),
         ClientError::Api { status: 401, .. } => {
             Some("pass the server's token with --token or MAILROOM_TOKEN".to_owned())
@@ -128,6 +139,30 @@ mod tests {
         assert_eq!(
             one_line(&api(404, "unknown_topic", "unknown topic \"t\""), "u"),
             "server said 404 unknown_topic: unknown topic \"t\""
+        );
+    }
+
+    // Proves each timeout names the limit and its length, and points at the server
+    // address and the --timeout flag.
+    #[test]
+    fn timeouts_get_their_hints() {
+        let timeout = |limit, ms| {
+            anyhow::Error::new(ClientError::Timeout {
+                limit,
+                after: std::time::Duration::from_millis(ms),
+            })
+        };
+        let connect = one_line(&timeout(TimeoutLimit::Connect, 5_000), "http://x");
+        assert_eq!(
+            connect,
+            "connecting timed out after 5000 ms (is http://x reachable? set --server or \
+             MAILROOM_URL; a slow network may need a longer --timeout or MAILROOM_TIMEOUT)"
+        );
+        let request = one_line(&timeout(TimeoutLimit::Request, 200), "http://x");
+        assert_eq!(
+            request,
+            "request timed out after 200 ms (is http://x a mailroom server, and not \
+             overloaded? a slow server may need a longer --timeout or MAILROOM_TIMEOUT)"
         );
     }
 }

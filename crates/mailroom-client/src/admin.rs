@@ -38,7 +38,8 @@ impl Client {
     /// # Errors
     /// `unknown_topic` (404), `invalid_name` (400), or a transport error.
     pub async fn delete_topic(&self, topic: &str) -> Result<(), ClientError> {
-        Self::send(self.request(Method::DELETE, &["v1", "topics", topic])?).await?;
+        self.send(self.request(Method::DELETE, &["v1", "topics", topic])?)
+            .await?;
         Ok(())
     }
 
@@ -55,7 +56,7 @@ impl Client {
     /// `unknown_topic` or `unknown_group` (404), or a transport error.
     pub async fn delete_group(&self, topic: &str, group: &str) -> Result<(), ClientError> {
         let segments = ["v1", "topics", topic, "groups", group];
-        Self::send(self.request(Method::DELETE, &segments)?).await?;
+        self.send(self.request(Method::DELETE, &segments)?).await?;
         Ok(())
     }
 
@@ -89,7 +90,7 @@ impl Client {
         let request = self
             .request(Method::GET, &segments)?
             .query(&[("from", from.to_string()), ("limit", limit.to_string())]);
-        let page: WirePage = Self::json(request).await?;
+        let page: WirePage = self.json(request).await?;
         let dead_letters = page
             .dead_letters
             .into_iter()

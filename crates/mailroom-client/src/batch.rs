@@ -26,7 +26,8 @@ pub struct BatchPoll<'a> {
     /// The most deliveries to return, 1 to 65,536.
     pub max: u32,
     /// How long the server may hold the request for a first delivery, in milliseconds
-    /// (0 to 30,000); 0 answers at once.
+    /// (0 to 30,000); 0 answers at once. The call's time limit is this wait plus the
+    /// client's request limit ([`Timeouts::request`](crate::Timeouts::request)).
     pub wait_ms: u64,
     /// Deliveries to ack (at most 65,536, in order) before polling, in the same request
     /// and the same store transaction; empty acks nothing. Their results come back from
@@ -184,7 +185,9 @@ impl Client {
         }
         let path = Self::group_path(topic, group, &["poll", "batch"]);
         let call = self.request(Method::POST, &path)?.json(&body);
-        let polled: Polled = Self::json(call).await?;
+        // The server may hold the request `wait_ms` before it starts answering.
+        let limit = self.timeouts().long_poll(request.wait_ms);
+        let polled: Polled = Self::decode(&self.send_within(call, limit).await?)?;
         let acked = match (request.ack.is_empty(), polled.acked) {
             (true, _) => Vec::new(),
             (false, Some(items)) => match_results(request.ack, items)?
@@ -242,7 +245,7 @@ impl Client {
         let body = json!({ "deliveries": deliveries });
         let path = Self::group_path(topic, group, &["ack", "batch"]);
         let call = self.request(Method::POST, &path)?.json(&body);
-        let answer: Results<AckOutcome> = Self::json(call).await?;
+        let answer: Results<AckOutcome> = self.json(call).await?;
         let results = match_results(deliveries, answer.results)?;
         Ok(results
             .into_iter()
@@ -283,7 +286,7 @@ impl Client {
         }
         let path = Self::group_path(topic, group, &["nack", "batch"]);
         let call = self.request(Method::POST, &path)?.json(&body);
-        let answer: Results<NackOutcome> = Self::json(call).await?;
+        let answer: Results<NackOutcome> = self.json(call).await?;
         match_results(deliveries, answer.results)
     }
 }

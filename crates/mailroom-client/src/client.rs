@@ -2,13 +2,14 @@
 
 use base64::Engine as _;
 use bytes::Bytes;
-use reqwest::{Method, RequestBuilder, Response, StatusCode};
-use serde::de::DeserializeOwned;
+use reqwest::{Method, RequestBuilder, StatusCode};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use url::Url;
 
+use crate::exchange::Answer;
 use crate::subscription::{self, SubscribeOptions, Subscription};
+use crate::timeouts::Timeouts;
 use crate::types::WireDelivery;
 use crate::{
     ChannelDelivery, ChannelInfo, ClientError, Delivery, DeliveryId, GroupInfo, NackOutcome,
@@ -18,7 +19,8 @@ use crate::{
 /// A handle to one mailroom server. Cheap to clone; clones share a connection pool.
 ///
 /// Every method maps to one HTTP call. Errors the server reports come back as
-/// [`ClientError::Api`] with the server's stable code.
+/// [`ClientError::Api`] with the server's stable code. Every call is bounded by the
+/// client's [`Timeouts`] ([`Client::with_timeouts`] sets them).
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), mailroom_client::ClientError> {
@@ -37,31 +39,54 @@ pub struct Client {
     http: reqwest::Client,
     base: Url,
     token: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct ErrorBody {
-    error: String,
-    message: String,
+    timeouts: Timeouts,
 }
 
 impl Client {
-    /// A client for the server at `base_url` (for example `http://127.0.0.1:7070`).
+    /// A client for the server at `base_url` (for example `http://127.0.0.1:7070`), with
+    /// the default [`Timeouts`].
     ///
     /// # Errors
     /// [`ClientError::InvalidUrl`] if `base_url` is not an absolute `http://` URL.
     pub fn new(base_url: &str) -> Result<Client, ClientError> {
+        Client::with_timeouts(base_url, Timeouts::default())
+    }
+
+    /// A client for the server at `base_url` with explicit time limits.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use mailroom_client::{Client, Timeouts};
+    /// let quick = Timeouts { connect: Duration::from_millis(500), request: Duration::from_secs(2) };
+    /// let client = Client::with_timeouts("http://127.0.0.1:7070", quick)?.with_token("secret");
+    /// assert_eq!(client.timeouts().request, Duration::from_secs(2));
+    /// # Ok::<(), mailroom_client::ClientError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`ClientError::InvalidUrl`] if `base_url` is not an absolute `http://` URL;
+    /// [`ClientError::Http`] if the HTTP client cannot be set up.
+    pub fn with_timeouts(base_url: &str, timeouts: Timeouts) -> Result<Client, ClientError> {
         let base = Url::parse(base_url).map_err(|e| ClientError::InvalidUrl(e.to_string()))?;
         if base.scheme() != "http" || base.cannot_be_a_base() {
             return Err(ClientError::InvalidUrl(format!(
                 "{base_url}: expected an http:// URL"
             )));
         }
+        let http = reqwest::Client::builder()
+            .connect_timeout(timeouts.connect)
+            .build()?;
         Ok(Client {
-            http: reqwest::Client::new(),
+            http,
             base,
             token: None,
+            timeouts,
         })
+    }
+
+    /// The client's time limits.
+    pub fn timeouts(&self) -> Timeouts {
+        self.timeouts
     }
 
     /// The same client, sending `Authorization: Bearer <token>` on every call.
@@ -101,42 +126,12 @@ impl Client {
         Ok(request)
     }
 
-    /// Sends the request and turns an error status into [`ClientError::Api`].
-    pub(crate) async fn send(request: RequestBuilder) -> Result<Response, ClientError> {
-        let response = request.send().await?;
-        let status = response.status();
-        if status.is_success() {
-            return Ok(response);
-        }
-        let body = response.bytes().await?;
-        let (code, message) = match serde_json::from_slice::<ErrorBody>(&body) {
-            Ok(parsed) => (parsed.error, parsed.message),
-            Err(_) => (
-                format!("http_{}", status.as_u16()),
-                String::from_utf8_lossy(&body).into_owned(),
-            ),
-        };
-        Err(ClientError::Api {
-            status: status.as_u16(),
-            code,
-            message,
-        })
-    }
-
-    pub(crate) async fn json<T: DeserializeOwned>(
-        request: RequestBuilder,
-    ) -> Result<T, ClientError> {
-        let response = Self::send(request).await?;
-        let body = response.bytes().await?;
-        serde_json::from_slice(&body).map_err(|e| ClientError::UnexpectedResponse(e.to_string()))
-    }
-
     /// Checks that the server is up (`GET /healthz`).
     ///
     /// # Errors
     /// Any transport error, or an error status.
     pub async fn health(&self) -> Result<(), ClientError> {
-        Self::send(self.http.get(self.url(&["healthz"])?)).await?;
+        self.send(self.http.get(self.url(&["healthz"])?)).await?;
         Ok(())
     }
 
@@ -145,8 +140,10 @@ impl Client {
     /// # Errors
     /// `invalid_name` (400), `unauthorized` (401), or a transport error.
     pub async fn create_topic(&self, topic: &str) -> Result<bool, ClientError> {
-        let response = Self::send(self.request(Method::PUT, &["v1", "topics", topic])?).await?;
-        Ok(response.status() == StatusCode::CREATED)
+        let answer = self
+            .send(self.request(Method::PUT, &["v1", "topics", topic])?)
+            .await?;
+        Ok(answer.status == StatusCode::CREATED)
     }
 
     /// Lists every topic with its offsets and group names.
@@ -158,7 +155,9 @@ impl Client {
         struct Topics {
             topics: Vec<TopicSummary>,
         }
-        let topics: Topics = Self::json(self.request(Method::GET, &["v1", "topics"])?).await?;
+        let topics: Topics = self
+            .json(self.request(Method::GET, &["v1", "topics"])?)
+            .await?;
         Ok(topics.topics)
     }
 
@@ -167,7 +166,8 @@ impl Client {
     /// # Errors
     /// `unknown_topic` (404), or a transport error.
     pub async fn topic_info(&self, topic: &str) -> Result<TopicInfo, ClientError> {
-        Self::json(self.request(Method::GET, &["v1", "topics", topic])?).await
+        self.json(self.request(Method::GET, &["v1", "topics", topic])?)
+            .await
     }
 
     /// Publishes one message and returns its offset.
@@ -187,7 +187,7 @@ impl Client {
             .request(Method::POST, &["v1", "topics", topic, "messages"])?
             .header("content-type", "application/octet-stream")
             .body(payload.into());
-        let published: Published = Self::json(request).await?;
+        let published: Published = self.json(request).await?;
         Ok(published.offset)
     }
 
@@ -218,7 +218,7 @@ impl Client {
         let request = self
             .request(Method::POST, &["v1", "topics", topic, "messages", "batch"])?
             .json(&json!({ "messages": messages }));
-        let published: Published = Self::json(request).await?;
+        let published: Published = self.json(request).await?;
         Ok(published.offsets)
     }
 
@@ -244,7 +244,7 @@ impl Client {
         let request = self
             .request(Method::PUT, &["v1", "topics", topic, "groups", group])?
             .json(&body);
-        Self::send(request).await?;
+        self.send(request).await?;
         Ok(())
     }
 
@@ -253,7 +253,8 @@ impl Client {
     /// # Errors
     /// `unknown_topic` or `unknown_group` (404), or a transport error.
     pub async fn group_info(&self, topic: &str, group: &str) -> Result<GroupInfo, ClientError> {
-        Self::json(self.request(Method::GET, &["v1", "topics", topic, "groups", group])?).await
+        self.json(self.request(Method::GET, &["v1", "topics", topic, "groups", group])?)
+            .await
     }
 
     /// Polls a group: the delivery in flight, a new attempt at the next message, or
@@ -266,20 +267,16 @@ impl Client {
             Method::POST,
             &["v1", "topics", topic, "groups", group, "poll"],
         )?;
-        Self::delivery_from(Self::send(request).await?).await
+        Self::delivery_from(&self.send(request).await?)
     }
 
     /// Decodes a poll's answer: 204 is nothing waiting, 200 a delivery. Both poll forms
     /// (anonymous and as a consumer) answer alike.
-    pub(crate) async fn delivery_from(
-        response: reqwest::Response,
-    ) -> Result<Option<Delivery>, ClientError> {
-        if response.status() == StatusCode::NO_CONTENT {
+    pub(crate) fn delivery_from(answer: &Answer) -> Result<Option<Delivery>, ClientError> {
+        if answer.status == StatusCode::NO_CONTENT {
             return Ok(None);
         }
-        let body = response.bytes().await?;
-        let wire: WireDelivery = serde_json::from_slice(&body)
-            .map_err(|e| ClientError::UnexpectedResponse(e.to_string()))?;
+        let wire: WireDelivery = Self::decode(answer)?;
         Ok(Some(Delivery {
             offset: wire.offset,
             attempt: wire.attempt,
@@ -304,7 +301,7 @@ impl Client {
                 &["v1", "topics", topic, "groups", group, "ack"],
             )?
             .json(&delivery);
-        Self::send(request).await?;
+        self.send(request).await?;
         Ok(())
     }
 
@@ -329,7 +326,7 @@ impl Client {
                 &["v1", "topics", topic, "groups", group, "nack"],
             )?
             .json(&delivery);
-        let nacked: Nacked = Self::json(request).await?;
+        let nacked: Nacked = self.json(request).await?;
         Ok(nacked.outcome)
     }
 
@@ -350,8 +347,8 @@ impl Client {
         let request = self
             .request(Method::PUT, &["v1", "channels", channel])?
             .json(&body);
-        let response = Self::send(request).await?;
-        Ok(response.status() == StatusCode::CREATED)
+        let answer = self.send(request).await?;
+        Ok(answer.status == StatusCode::CREATED)
     }
 
     /// Every live channel with its counters.
@@ -363,8 +360,9 @@ impl Client {
         struct Channels {
             channels: Vec<ChannelInfo>,
         }
-        let channels: Channels =
-            Self::json(self.request(Method::GET, &["v1", "channels"])?).await?;
+        let channels: Channels = self
+            .json(self.request(Method::GET, &["v1", "channels"])?)
+            .await?;
         Ok(channels.channels)
     }
 
@@ -381,7 +379,7 @@ impl Client {
             .request(Method::POST, &["v1", "channels", channel, "messages"])?
             .header("content-type", "application/octet-stream")
             .body(payload.into());
-        Self::json(request).await
+        self.json(request).await
     }
 
     /// Closes a live channel: subscribers get what is queued, then their streams end.
@@ -389,7 +387,8 @@ impl Client {
     /// # Errors
     /// `unknown_channel` (404), or a transport error.
     pub async fn close_channel(&self, channel: &str) -> Result<(), ClientError> {
-        Self::send(self.request(Method::DELETE, &["v1", "channels", channel])?).await?;
+        self.send(self.request(Method::DELETE, &["v1", "channels", channel])?)
+            .await?;
         Ok(())
     }
 
@@ -419,8 +418,8 @@ impl Client {
     /// # Errors
     /// Any transport error, or an error status.
     pub async fn metrics(&self) -> Result<String, ClientError> {
-        let response = Self::send(self.http.get(self.url(&["metrics"])?)).await?;
-        Ok(response.text().await?)
+        let answer = self.send(self.http.get(self.url(&["metrics"])?)).await?;
+        Ok(String::from_utf8_lossy(&answer.body).into_owned())
     }
 }
 

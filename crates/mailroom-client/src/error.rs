@@ -1,5 +1,7 @@
 //! The client's error type.
 
+use std::time::Duration;
+
 /// Why a client call failed.
 ///
 /// [`ClientError::Api`] carries the server's stable error code (`"unknown_topic"`,
@@ -21,7 +23,16 @@ pub enum ClientError {
     /// The base URL or a name could not be turned into a request URL.
     #[error("invalid url: {0}")]
     InvalidUrl(String),
-    /// The HTTP request failed: connection refused, reset, timed out, ...
+    /// A time limit of the client's [`Timeouts`](crate::Timeouts) ran out: the server
+    /// did not accept the connection, or did not answer, in time.
+    #[error("{limit} timed out after {} ms", after.as_millis())]
+    Timeout {
+        /// Which limit ran out.
+        limit: TimeoutLimit,
+        /// How long it was (for a long poll, the wait plus the request limit).
+        after: Duration,
+    },
+    /// The HTTP request failed: connection refused, reset, ...
     #[error("http: {0}")]
     Http(#[from] reqwest::Error),
     /// The WebSocket handshake or stream failed.
@@ -44,6 +55,24 @@ pub enum ClientError {
     UnexpectedResponse(String),
 }
 
+/// Which of the client's [`Timeouts`](crate::Timeouts) ran out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TimeoutLimit {
+    /// Opening the TCP connection (name lookup included).
+    Connect,
+    /// Waiting for the answer to a request, or for a WebSocket handshake's upgrade.
+    Request,
+}
+
+impl std::fmt::Display for TimeoutLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TimeoutLimit::Connect => "connecting",
+            TimeoutLimit::Request => "request",
+        })
+    }
+}
+
 impl ClientError {
     /// The server's stable error code, if the server answered with one.
     ///
@@ -58,6 +87,19 @@ impl ClientError {
             ClientError::Api { code, .. } => Some(code),
             _ => None,
         }
+    }
+
+    /// Whether a time limit ran out ([`ClientError::Timeout`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use mailroom_client::{ClientError, TimeoutLimit};
+    /// let error = ClientError::Timeout { limit: TimeoutLimit::Request, after: Duration::from_millis(200) };
+    /// assert!(error.is_timeout());
+    /// assert_eq!(error.to_string(), "request timed out after 200 ms");
+    /// ```
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, ClientError::Timeout { .. })
     }
 
     /// The HTTP status of an API error.

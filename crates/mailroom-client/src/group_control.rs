@@ -180,7 +180,7 @@ impl Client {
         let request = self
             .request(Method::PUT, &Self::group_path(topic, group, &[]))?
             .json(&options.body());
-        Self::send(request).await?;
+        self.send(request).await?;
         Ok(())
     }
 
@@ -190,7 +190,7 @@ impl Client {
     /// `unknown_topic` or `unknown_group` (404), or a transport error.
     pub async fn group_detail(&self, topic: &str, group: &str) -> Result<GroupDetail, ClientError> {
         let request = self.request(Method::GET, &Self::group_path(topic, group, &[]))?;
-        Self::json(request).await
+        self.json(request).await
     }
 
     /// Polls as `consumer`: its own delivery in flight (same attempt), or a new one.
@@ -207,7 +207,7 @@ impl Client {
         let request = self
             .request(Method::POST, &Self::group_path(topic, group, &["poll"]))?
             .json(&json!({ "consumer": consumer }));
-        Self::delivery_from(Self::send(request).await?).await
+        Self::delivery_from(&self.send(request).await?)
     }
 
     /// Nacks, releases or rejects the exact delivery, with an optional delay and reason.
@@ -236,7 +236,7 @@ impl Client {
         let request = self
             .request(Method::POST, &Self::group_path(topic, group, &["nack"]))?
             .json(&body);
-        let nacked: Nacked = Self::json(request).await?;
+        let nacked: Nacked = self.json(request).await?;
         Ok(nacked.outcome)
     }
 
@@ -253,7 +253,7 @@ impl Client {
         let request = self
             .request(Method::POST, &Self::group_path(topic, group, &["touch"]))?
             .json(&delivery);
-        Self::send(request).await?;
+        self.send(request).await?;
         Ok(())
     }
 
@@ -299,7 +299,7 @@ impl Client {
         };
         let path = Self::group_path(topic, group, &["dead-letters", action]);
         let request = self.request(Method::POST, &path)?.json(&body);
-        let taken: Taken = Self::json(request).await?;
+        let taken: Taken = self.json(request).await?;
         Ok(taken.count)
     }
 }

@@ -13,6 +13,10 @@
 //! error code, so a caller can tell `not_owned` (someone else's delivery) from
 //! `unknown_group` without parsing messages.
 //!
+//! Every call is bounded in time ([`Timeouts`]: 5 s to connect and 30 s per request by
+//! default, a long poll's wait added on top); a server that never answers makes the
+//! call fail with [`ClientError::Timeout`], which names the limit that ran out.
+//!
 //! The client speaks plain `http://` only; put a TLS-terminating proxy in front of the
 //! server if the network is not trusted.
 //!
@@ -31,15 +35,17 @@ mod admin;
 mod batch;
 mod client;
 mod error;
+mod exchange;
 mod group_control;
 mod publish_stream;
 mod subscription;
+mod timeouts;
 mod types;
 
 pub use admin::{DeadLetterPage, DEAD_LETTERS_PAGE_MAX};
 pub use batch::{BatchItemError, BatchPoll};
 pub use client::Client;
-pub use error::ClientError;
+pub use error::{ClientError, TimeoutLimit};
 pub use group_control::{
     Backoff, DeadLetterNote, GroupCounters, GroupDetail, GroupOptions, NackKind, NackOptions,
 };
@@ -47,6 +53,7 @@ pub use publish_stream::{
     Confirmation, PublishStream, Refusal, PUBLISH_WINDOW_DEFAULT, PUBLISH_WINDOW_MAX,
 };
 pub use subscription::{SubscribeOptions, Subscription};
+pub use timeouts::{Timeouts, CONNECT_TIMEOUT_DEFAULT, REQUEST_TIMEOUT_DEFAULT};
 pub use types::{
     ChannelDelivery, ChannelInfo, DeadLetter, Delivery, DeliveryId, GroupInfo, NackOutcome,
     StartPosition, TopicInfo, TopicSummary,

@@ -9,7 +9,8 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 
-use crate::{Client, ClientError};
+use crate::timeouts::within;
+use crate::{Client, ClientError, TimeoutLimit};
 
 /// The most bytes one read from the socket takes.
 ///
@@ -80,7 +81,8 @@ pub(crate) async fn connect(
 
 /// The WebSocket handshake with the server's `path`, with the client's token, on a socket
 /// with `options` and `TCP_NODELAY` (small frames go out at once); an HTTP answer instead
-/// of the upgrade becomes the API error it carries.
+/// of the upgrade becomes the API error it carries. Connecting gets the client's connect
+/// limit and the handshake its request limit; the open stream is not timed.
 pub(crate) async fn open_websocket(
     client: &Client,
     path: &[&str],
@@ -103,11 +105,18 @@ pub(crate) async fn open_websocket(
         request.headers_mut().insert("authorization", value);
     }
 
-    let socket = open_socket(&host, port, options).await?;
+    let timeouts = client.timeouts();
+    let connecting = open_socket(&host, port, options);
+    let socket = within(TimeoutLimit::Connect, timeouts.connect, connecting).await?;
     socket
         .set_nodelay(true)
         .map_err(tokio_tungstenite::tungstenite::Error::Io)?;
-    match tokio_tungstenite::client_async_with_config(request, socket, Some(config)).await {
+    // The handshake's own error is judged below, so only the time limit fails here.
+    let handshake = async {
+        let upgrade = tokio_tungstenite::client_async_with_config(request, socket, Some(config));
+        Ok::<_, ClientError>(upgrade.await)
+    };
+    match within(TimeoutLimit::Request, timeouts.request, handshake).await? {
         Ok((stream, _response)) => Ok(stream),
         Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
             Err(api_error_from_handshake(&response))
