@@ -138,6 +138,19 @@ type Socket = WebSocketStream<TcpStream>;
 /// followed by the server's close: messages sent after it were not published, and waiting
 /// for them fails with [`ClientError::StreamClosed`].
 ///
+/// # Server shutdown
+///
+/// A server shutting down stops reading, confirms every message it read, then closes
+/// with code 1001 and the reason `shutting_down`. The messages still in flight after that
+/// (`unconfirmed` in the error) were not published: republishing them makes no
+/// duplicates.
+///
+/// Once the server closed, every confirmation that arrived before its close is still
+/// handed out: [`confirmed`](Self::confirmed) returns them in order and fails with
+/// [`ClientError::StreamClosed`] only after the last one. [`send`](Self::send),
+/// [`feed`](Self::feed) and [`flush`](Self::flush) fail at once, leaving the
+/// confirmations not yet taken to [`confirmed`](Self::confirmed).
+///
 /// Closing (or dropping) the stream with messages in flight gives up their
 /// confirmations; they may or may not have been published. [`flush`](Self::flush)
 /// first to know.
@@ -276,7 +289,8 @@ impl PublishStream {
     /// taken yet, in seq order.
     ///
     /// # Errors
-    /// As for [`confirmed`](Self::confirmed).
+    /// As for [`confirmed`](Self::confirmed). On an error the confirmations that did
+    /// arrive are not lost: [`confirmed`](Self::confirmed) hands them out.
     pub async fn flush(&mut self) -> Result<Vec<Confirmation>, ClientError> {
         self.write_out().await?;
         while self.in_flight() > 0 {
@@ -310,6 +324,8 @@ impl PublishStream {
     /// Writes out everything fed, reading confirmations meanwhile (see `feed`).
     async fn write_out(&mut self) -> Result<(), ClientError> {
         while !self.flushed {
+            // Once the server closed, writing fails (`SendAfterClosing`): say why instead.
+            self.check_open()?;
             tokio::select! {
                 written = self.sink.flush() => {
                     written?;

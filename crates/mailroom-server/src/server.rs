@@ -16,7 +16,8 @@ use crate::listener::{CappedListener, CONNECTIONS_MAX};
 use crate::state::AppState;
 
 /// How long shutdown waits for in-flight requests and open streams (a subscriber that
-/// stopped reading, say) before it abandons them. The store is synced either way.
+/// stopped reading, say, or a publish stream still owing confirmations) before it
+/// abandons them. The store is synced either way.
 pub const SHUTDOWN_GRACE_MS_MAX: u64 = 10_000;
 
 /// Why the server could not start or stopped with an error.
@@ -120,8 +121,10 @@ impl Server {
 
     /// Serves the API ([`router`]) until `shutdown` completes, then: stops accepting,
     /// closes every live channel (streams end once drained), answers every waiting long
-    /// poll, waits up to [`SHUTDOWN_GRACE_MS_MAX`] for in-flight requests (then drops the
-    /// connections still open), and syncs the store.
+    /// poll, tells every publish stream to stop reading, confirm what it wrote and close
+    /// with 1001 (Going Away), waits up to [`SHUTDOWN_GRACE_MS_MAX`] for in-flight
+    /// requests and those publish streams (then drops what is still open), and syncs the
+    /// store.
     ///
     /// Every connection has the config's `header_read_timeout_ms` to deliver each
     /// request's head, and a handler's panic is answered with 500 `internal`
@@ -169,30 +172,46 @@ impl Server {
         };
         let channels = state.channels.clone();
         let long_polls = state.long_polls.clone();
+        let publish_streams = state.publish_streams.clone();
         let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
         let signal = async move {
             shutdown.await;
             tracing::info!(
-                "shutting down: no new connections; closing live channels and long polls"
+                "shutting down: no new connections; closing live channels, long polls \
+                 and publish streams"
             );
             channels.close_all();
             long_polls.close();
+            publish_streams.stop();
             let _ = stopping_tx.send(());
         };
         let listener = CappedListener::new(listener, CONNECTIONS_MAX);
         let serving = serve_connections(listener, app, options, signal);
-        let mut task = tokio::spawn(serving);
+        let task = tokio::spawn(serving);
+        let abort = task.abort_handle();
         let grace = async move {
             if stopping_rx.await.is_err() {
                 std::future::pending::<()>().await;
             }
             tokio::time::sleep(Duration::from_millis(SHUTDOWN_GRACE_MS_MAX)).await;
         };
+        // Upgraded publish streams run outside the connections the task waits for, and
+        // owe confirmations of what they wrote: the final sync comes after them.
+        let publish_streams = state.publish_streams.clone();
+        let drained = async move {
+            task.await
+                .map_err(|join| ServerError::Serve(join.to_string()))?;
+            publish_streams.finished().await;
+            Ok::<(), ServerError>(())
+        };
         tokio::select! {
-            joined = &mut task => joined.map_err(|join| ServerError::Serve(join.to_string()))?,
+            drained = drained => drained?,
             () = grace => {
-                tracing::warn!("shutdown grace period over; abandoning open connections");
-                task.abort();
+                tracing::warn!(
+                    streams = state.publish_streams.running(),
+                    "shutdown grace period over; abandoning open connections and streams"
+                );
+                abort.abort();
             }
         }
         let store = state.store.clone();

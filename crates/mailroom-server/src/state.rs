@@ -1,9 +1,10 @@
 //! What every handler shares: the store, the live channels, the long-poll wake-ups, the
-//! metrics and the settings.
+//! running publish streams, the metrics and the settings.
 
 use std::sync::Arc;
 
 use mailroom_store::{Deferred, Store, StoreError};
+use tokio::sync::watch;
 
 use crate::channels::Channels;
 use crate::config::{Config, FsyncPolicy};
@@ -24,6 +25,8 @@ pub struct AppState {
     pub config: Arc<Config>,
     /// Wake-ups and the waiting count of long polls.
     pub long_polls: Arc<LongPolls>,
+    /// The running publish streams, told to finish on shutdown.
+    pub publish_streams: Arc<PublishStreams>,
     /// Whether [`AppState::blocking`] runs its calls on the async worker itself rather
     /// than the blocking pool.
     store_calls_inline: bool,
@@ -39,6 +42,7 @@ impl AppState {
             store_calls_inline: config.fsync != FsyncPolicy::Always,
             config: Arc::new(config),
             long_polls: Arc::new(LongPolls::default()),
+            publish_streams: Arc::new(PublishStreams::default()),
         }
     }
 
@@ -108,6 +112,88 @@ impl AppState {
     }
 }
 
+/// The running publish streams (`routes::publish_stream`), so that shutdown can tell
+/// them to finish and wait until they have: an upgraded WebSocket is no longer an HTTP
+/// connection, so the connection loop's graceful shutdown does not wait for it.
+///
+/// Each stream holds a [`PublishStreamTicket`] while it runs; [`stop`](Self::stop) tells
+/// every holder, present and future, to finish, and [`finished`](Self::finished)
+/// completes once no ticket is left.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// use mailroom_server::state::PublishStreams;
+///
+/// let streams = PublishStreams::default();
+/// let mut ticket = streams.ticket();
+/// let stream = tokio::spawn(async move {
+///     ticket.stopping().await;
+///     // ... send the confirmations owed and a close frame, then drop the ticket.
+/// });
+/// streams.stop();
+/// streams.finished().await;
+/// assert_eq!(streams.running(), 0);
+/// stream.await.unwrap();
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct PublishStreams {
+    /// `true` once the server stops; every ticket holds a receiver, so the receiver
+    /// count is the number of running streams.
+    stop: watch::Sender<bool>,
+}
+
+impl Default for PublishStreams {
+    fn default() -> PublishStreams {
+        PublishStreams {
+            stop: watch::Sender::new(false),
+        }
+    }
+}
+
+impl PublishStreams {
+    /// A ticket for a stream about to run; it counts as running until the ticket drops.
+    pub fn ticket(&self) -> PublishStreamTicket {
+        PublishStreamTicket {
+            stop: self.stop.subscribe(),
+        }
+    }
+
+    /// Tells every stream, running or yet to start, to finish.
+    pub fn stop(&self) {
+        self.stop.send_replace(true);
+    }
+
+    /// Completes once no stream is running (at once if none is).
+    pub async fn finished(&self) {
+        self.stop.closed().await;
+    }
+
+    /// How many streams are running.
+    pub fn running(&self) -> usize {
+        self.stop.receiver_count()
+    }
+}
+
+/// A running publish stream's place in [`PublishStreams`]: held for as long as the
+/// stream runs.
+#[derive(Debug)]
+pub struct PublishStreamTicket {
+    stop: watch::Receiver<bool>,
+}
+
+impl PublishStreamTicket {
+    /// Completes once the server stops (at once if it already has).
+    pub async fn stopping(&mut self) {
+        // The sender lives in the state the stream also holds, so it is not dropped
+        // first; were it, no stop could come any more.
+        if self.stop.wait_for(|stopped| *stopped).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
@@ -162,6 +248,33 @@ mod tests {
         let status = response.status();
         let body = response.into_body().collect().await.unwrap().to_bytes();
         (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+    }
+
+    // Proves the publish-stream tracker: `finished` waits for every ticket, running and
+    // stopped alike, and `stopping` completes for tickets taken before and after `stop`.
+    #[tokio::test]
+    async fn publish_streams_are_stopped_and_awaited() {
+        let streams = PublishStreams::default();
+        assert!(streams.finished().now_or_never().is_some(), "none running");
+        let mut before = streams.ticket();
+        let second = streams.ticket();
+        assert_eq!(streams.running(), 2);
+        assert!(
+            before.stopping().now_or_never().is_none(),
+            "not stopped yet"
+        );
+        streams.stop();
+        before.stopping().await;
+        let mut after = streams.ticket();
+        after.stopping().await;
+        drop((before, after));
+        assert!(
+            streams.finished().now_or_never().is_none(),
+            "one still runs"
+        );
+        drop(second);
+        streams.finished().await;
+        assert_eq!(streams.running(), 0);
     }
 
     // Proves that a handler dropped while it awaits durability (the client went away) did

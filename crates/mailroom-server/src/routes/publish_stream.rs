@@ -47,6 +47,22 @@
 //! closes the connection gets no further confirmations: to know the fate of every
 //! message, wait for all of them before closing. Messages whose confirmation was lost
 //! that way were still published (as when an HTTP response is lost on the way).
+//!
+//! After its close frame the server reads (and discards) what the client still sends,
+//! for up to [`PUBLISH_STREAM_CLOSE_WAIT_MS_MAX`], until the client's close frame: were it
+//! to drop the socket with unread frames in it, the kernel would reset the connection, and
+//! a reset may destroy the confirmations and close frame not yet read by the client.
+//!
+//! # Shutdown
+//!
+//! When the server shuts down (SIGTERM, Ctrl-C) every publish stream stops reading frames
+//! at once, waits for the batches it already wrote, sends their confirmations, then a
+//! close frame with code 1001 (Going Away) and the reason `shutting_down`. The server waits
+//! for every stream to get that far (within its shutdown grace,
+//! [`SHUTDOWN_GRACE_MS_MAX`](crate::server::SHUTDOWN_GRACE_MS_MAX)) before its final store
+//! sync and exit. So every frame the server read is confirmed, and frames without a
+//! confirmation before the 1001 close were not published: a client can republish exactly
+//! those (to a restarted server) without duplicates.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -64,7 +80,7 @@ use utoipa::ToSchema;
 use crate::error::{ApiError, ErrorBody};
 use crate::metrics::TopicLabels;
 use crate::names::check_name;
-use crate::state::AppState;
+use crate::state::{AppState, PublishStreamTicket};
 
 /// The most frames one connection may have read but not yet confirmed; beyond it the
 /// server stops reading the socket.
@@ -78,6 +94,11 @@ pub const PUBLISH_STREAM_BATCH_BYTES_MAX: usize = 1 << 20;
 pub const OVERSIZE_FRAME_SLACK_BYTES: usize = 64 << 10;
 /// The most bytes one read from a publisher's socket takes.
 pub const PUBLISH_STREAM_READ_BUFFER_BYTES: usize = 64 << 10;
+/// How long, after its close frame, the server keeps reading (and discarding) what the
+/// client sends while it waits for the client's close frame.
+pub const PUBLISH_STREAM_CLOSE_WAIT_MS_MAX: u64 = 2_000;
+/// The close reason of a stream ended by the server's shutdown (close code 1001).
+pub const SHUTDOWN_CLOSE_REASON: &str = "shutting_down";
 
 // A batch holds at most the in-flight bound of records and under the batch bytes plus
 // one frame (the frame that crosses the mark), so the store never refuses one for its size.
@@ -237,12 +258,15 @@ struct Publisher {
     batch: Batch,
     /// Set once the stream must end: the close frame to send after the answers owed.
     ending: Option<CloseFrame>,
+    /// Counts this stream as running until it ends, and tells it when the server stops.
+    ticket: PublishStreamTicket,
 }
 
 impl Publisher {
     fn new(state: AppState, topic: String, handle: DurableTopic) -> Publisher {
         let payload_bytes_max =
             usize::try_from(state.config.payload_bytes_max).unwrap_or(usize::MAX);
+        let ticket = state.publish_streams.ticket();
         Publisher {
             state,
             labels: TopicLabels { topic },
@@ -253,11 +277,13 @@ impl Publisher {
             pending: FuturesOrdered::new(),
             batch: Batch::default(),
             ending: None,
+            ticket,
         }
     }
 
     /// Reads frames into batches and sends confirmations as batches become durable,
-    /// until the client goes away or the stream ends on an error.
+    /// until the client goes away or the stream ends on an error or the server's
+    /// shutdown.
     async fn run<S>(mut self, mut socket: S)
     where
         S: Stream<Item = Result<Message, axum::Error>> + Sink<Message, Error = axum::Error> + Unpin,
@@ -265,7 +291,7 @@ impl Publisher {
         loop {
             let reading = self.ending.is_none();
             if !reading && self.pending.is_empty() {
-                let _ = socket.send(Message::Close(self.ending.take())).await;
+                close(&mut socket, self.ending.take()).await;
                 return;
             }
             let room = self.unconfirmed < PUBLISH_STREAM_IN_FLIGHT_MAX;
@@ -281,6 +307,11 @@ impl Publisher {
                     if self.take_frames(&mut socket, Incoming::from_read(read)).is_err() {
                         return;
                     }
+                }
+                // The batch is always empty here (each read hands its frames to the
+                // store), so stopping leaves nothing read and unwritten.
+                () = self.ticket.stopping(), if reading => {
+                    self.end(close_code::AWAY, SHUTDOWN_CLOSE_REASON);
                 }
             }
         }
@@ -425,6 +456,26 @@ impl Publisher {
             });
         }
     }
+}
+
+/// Sends the close frame, then reads and discards what the client still sends until its
+/// own close frame, the end of the connection, or [`PUBLISH_STREAM_CLOSE_WAIT_MS_MAX`].
+async fn close<S>(socket: &mut S, frame: Option<CloseFrame>)
+where
+    S: Stream<Item = Result<Message, axum::Error>> + Sink<Message, Error = axum::Error> + Unpin,
+{
+    if socket.send(Message::Close(frame)).await.is_err() {
+        return;
+    }
+    let drain = async {
+        while let Some(Ok(read)) = socket.next().await {
+            if matches!(read, Message::Close(_)) {
+                break;
+            }
+        }
+    };
+    let wait = std::time::Duration::from_millis(PUBLISH_STREAM_CLOSE_WAIT_MS_MAX);
+    let _ = tokio::time::timeout(wait, drain).await;
 }
 
 /// The error codes that end the stream: the topic is gone or the store failed, so every
