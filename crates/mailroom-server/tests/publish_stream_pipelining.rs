@@ -3,62 +3,24 @@
 //! while earlier ones wait for durability, stops reading at exactly
 //! `PUBLISH_STREAM_IN_FLIGHT_MAX` unconfirmed frames, and confirms nothing before the sync.
 
-use std::path::Path;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::extract::ws::Message;
 use bytes::Bytes;
-use futures_util::{Sink, Stream};
-use mailroom_server::config::FsyncPolicy;
 use mailroom_server::routes::publish_stream::{serve_publish_stream, PUBLISH_STREAM_IN_FLIGHT_MAX};
-use mailroom_server::state::AppState;
-use mailroom_server::Config;
-use mailroom_store::storage::{SimStorage, SyncGate, Watched};
-use mailroom_store::Store;
+use mailroom_store::storage::SyncGate;
 use tokio::sync::mpsc;
+
+/// The in-memory socket and the gated server state.
+mod memory_stream;
+
+use memory_stream::{gated_state, MemorySocket};
 
 /// How long a test waits for a condition that must come true.
 const CONDITION_WAIT_MS_MAX: u64 = 10_000;
 /// How long the bound test watches for reads beyond the bound (which must not happen).
 const BOUND_WATCH_MS: u64 = 300;
-
-/// The server's end of an in-memory WebSocket: frames the test queued come in, frames
-/// the server sends go out to the test.
-struct MemorySocket {
-    incoming: mpsc::Receiver<Result<Message, axum::Error>>,
-    outgoing: mpsc::UnboundedSender<Message>,
-}
-
-impl Stream for MemorySocket {
-    type Item = Result<Message, axum::Error>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.incoming.poll_recv(cx)
-    }
-}
-
-impl Sink<Message> for MemorySocket {
-    type Error = axum::Error;
-
-    fn poll_ready(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Result<(), axum::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn start_send(self: Pin<&mut Self>, message: Message) -> Result<(), axum::Error> {
-        self.outgoing.send(message).map_err(axum::Error::new)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Result<(), axum::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn poll_close(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Result<(), axum::Error>> {
-        Poll::Ready(Ok(()))
-    }
-}
 
 /// The test's end of the socket.
 struct Client {
@@ -109,18 +71,10 @@ impl Client {
 /// A stream to topic `t` of a store under `--fsync always` whose syncs wait at `gate`,
 /// served on a task; the socket's queue holds `capacity` frames.
 fn gated_stream(gate: &Arc<SyncGate>, capacity: usize) -> Client {
-    let config = Config {
-        fsync: FsyncPolicy::Always,
-        ..Config::default()
-    };
-    let storage = Watched::new(Arc::new(SimStorage::new()), Arc::clone(gate));
-    let options = mailroom_server::server::store_options(&config);
-    let store = Store::open_with(Arc::new(storage), Path::new("/data"), options).unwrap();
-    store.create_topic("t").unwrap();
     let (frames, incoming) = mpsc::channel(capacity);
     let (outgoing, answers) = mpsc::unbounded_channel();
     let socket = MemorySocket { incoming, outgoing };
-    let state = AppState::new(store, config);
+    let state = gated_state(gate);
     tokio::spawn(async move { serve_publish_stream(state, "t".into(), socket).await });
     Client { frames, answers }
 }

@@ -4,22 +4,19 @@
 //! meanwhile, and once the sync passes it confirms every frame it read, then closes with
 //! 1001; the store holds exactly the confirmed frames.
 
-use std::path::Path;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::extract::ws::{close_code, Message};
 use bytes::Bytes;
-use futures_util::{Sink, Stream};
-use mailroom_server::config::FsyncPolicy;
 use mailroom_server::routes::publish_stream::{serve_publish_stream, SHUTDOWN_CLOSE_REASON};
-use mailroom_server::state::AppState;
-use mailroom_server::Config;
-use mailroom_store::storage::{SimStorage, SyncGate, Watched};
-use mailroom_store::Store;
+use mailroom_store::storage::SyncGate;
 use tokio::sync::mpsc;
+
+/// The in-memory socket and the gated server state.
+mod memory_stream;
+
+use memory_stream::{gated_state, MemorySocket};
 
 /// How long a test waits for a condition that must come true.
 const CONDITION_WAIT_MS_MAX: u64 = 10_000;
@@ -29,54 +26,6 @@ const EARLY_WATCH_MS: u64 = 300;
 const FRAMES_BEFORE_STOP: u64 = 3;
 /// Frames sent after the stop.
 const FRAMES_AFTER_STOP: u64 = 2;
-
-/// The server's end of an in-memory WebSocket: frames the test queued come in, frames
-/// the server sends go out to the test.
-struct MemorySocket {
-    incoming: mpsc::Receiver<Result<Message, axum::Error>>,
-    outgoing: mpsc::UnboundedSender<Message>,
-}
-
-impl Stream for MemorySocket {
-    type Item = Result<Message, axum::Error>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.incoming.poll_recv(cx)
-    }
-}
-
-impl Sink<Message> for MemorySocket {
-    type Error = axum::Error;
-
-    fn poll_ready(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Result<(), axum::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn start_send(self: Pin<&mut Self>, message: Message) -> Result<(), axum::Error> {
-        self.outgoing.send(message).map_err(axum::Error::new)
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Result<(), axum::Error>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn poll_close(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Result<(), axum::Error>> {
-        Poll::Ready(Ok(()))
-    }
-}
-
-/// State over a store under `--fsync always` whose syncs wait at `gate`, with topic `t`.
-fn gated_state(gate: &Arc<SyncGate>) -> AppState {
-    let config = Config {
-        fsync: FsyncPolicy::Always,
-        ..Config::default()
-    };
-    let storage = Watched::new(Arc::new(SimStorage::new()), Arc::clone(gate));
-    let options = mailroom_server::server::store_options(&config);
-    let store = Store::open_with(Arc::new(storage), Path::new("/data"), options).unwrap();
-    store.create_topic("t").unwrap();
-    AppState::new(store, config)
-}
 
 /// Waits until the frames queued on `frames` have all been read.
 async fn until_read(frames: &mpsc::Sender<Result<Message, axum::Error>>) {
