@@ -183,6 +183,30 @@ fn step(
     Ok(Some(format!("N {group} {offset} {attempt} {outcome}")))
 }
 
+/// Prints one call's confirmation lines in one write. A closed pipe means the parent is
+/// gone: stop quietly.
+fn confirm(lines: &str) {
+    if lines.is_empty() {
+        return;
+    }
+    let mut out = std::io::stdout().lock();
+    if out
+        .write_all(lines.as_bytes())
+        .and_then(|()| out.flush())
+        .is_err()
+    {
+        std::process::exit(0);
+    }
+}
+
+/// Ends the whole process on a thread's error: status 2, which the parent reports.
+fn exit_on_error(mode: &str, result: Result<(), String>) {
+    if let Err(error) = result {
+        eprintln!("crashloop child ({mode}): {error}");
+        std::process::exit(2);
+    }
+}
+
 /// The parallel child: on topic `t`, one publisher (single and batch publishes), batch
 /// consumers and a single-delivery consumer on group `gw` (`max_in_flight` 8), and a seed
 /// consumer on group `gs` (`max_in_flight` 1), all at once. Each thread prints a line for
@@ -199,7 +223,6 @@ fn step(
 /// A thread's lines of one call go out in one write. No lease, backoff or delay is used,
 /// so nothing changes without a call (the parent's check relies on that).
 mod parallel {
-    use std::io::Write;
     use std::time::Duration;
 
     use bytes::Bytes;
@@ -207,7 +230,7 @@ mod parallel {
     use mailroom::topic::{Nack, StartPosition, TopicError};
     use mailroom_store::{DurableTopic, Store, StoreError};
 
-    use super::{options, Rng};
+    use super::{confirm, options, Rng};
 
     /// The wide group: name, `max_attempts`, `max_in_flight`.
     const WIDE: (&str, u32, u32) = ("gw", 3, 8);
@@ -261,28 +284,9 @@ mod parallel {
         )
     }
 
-    /// Ends the whole process on a thread's error: status 2, which the parent reports.
+    /// Ends the whole process on a thread's error (see `exit_on_error`).
     fn guard(result: Result<(), String>) {
-        if let Err(error) = result {
-            eprintln!("crashloop child (parallel): {error}");
-            std::process::exit(2);
-        }
-    }
-
-    /// Prints one call's confirmation lines in one write. A closed pipe means the parent
-    /// is gone: stop quietly.
-    fn confirm(lines: &str) {
-        if lines.is_empty() {
-            return;
-        }
-        let mut out = std::io::stdout().lock();
-        if out
-            .write_all(lines.as_bytes())
-            .and_then(|()| out.flush())
-            .is_err()
-        {
-            std::process::exit(0);
-        }
+        super::exit_on_error("parallel", result);
     }
 
     fn idle() {

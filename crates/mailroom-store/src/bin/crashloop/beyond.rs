@@ -34,7 +34,6 @@
 //! A thread prints a call's lines before it starts its next call, so at the kill each
 //! thread has at most one call whose lines are missing.
 
-use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -45,7 +44,7 @@ use mailroom_store::clock::{Clock, ManualClock};
 use mailroom_store::{DurableTopic, Store, StoreError, StoreOptions};
 use parking_lot::RwLock;
 
-use super::{options, Rng};
+use super::{confirm, options, Rng};
 
 /// Store milliseconds per clock tick.
 const STEP_MS: u64 = 10;
@@ -176,27 +175,9 @@ fn thread_rng(seed: u64, thread: u64) -> Rng {
     Rng((seed ^ thread.wrapping_mul(0xa076_1d64_78bd_642f)).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
 }
 
-/// Ends the whole process on a thread's error: status 2, which the parent reports.
+/// Ends the whole process on a thread's error (see `exit_on_error`).
 fn guard(result: Result<(), String>) {
-    if let Err(error) = result {
-        eprintln!("crashloop child (beyond): {error}");
-        std::process::exit(2);
-    }
-}
-
-/// Prints one call's lines in one write. A closed pipe means the parent is gone: stop.
-fn confirm(lines: &str) {
-    if lines.is_empty() {
-        return;
-    }
-    let mut out = std::io::stdout().lock();
-    if out
-        .write_all(lines.as_bytes())
-        .and_then(|()| out.flush())
-        .is_err()
-    {
-        std::process::exit(0);
-    }
+    super::exit_on_error("beyond", result);
 }
 
 fn ticker(world: &World) -> Result<(), String> {
