@@ -24,7 +24,9 @@
 //! - `LOG_BENCH_QUICK=1` runs only the rows issue 4's targets need (raw 1 KiB for the
 //!   syncs/s, 64 KiB, 256 KiB and 1 MiB; 1 KiB × 1 and × 64 threads, 1 KiB × 64 tasks, 64
 //!   pipelined threads), for quick A/B comparisons; `LOG_BENCH_QUICK=2` runs only the async
-//!   row (for profiling).
+//!   row (for profiling); `LOG_BENCH_QUICK=3` only the sync-policy A/B (`relaxed.rs`:
+//!   1 KiB × 1 thread and × 64 pipelined threads under Always, Interval(1 s) and Never,
+//!   with the process's CPU per record).
 //! - Paired ratios (`LOG_BENCH_PAIRS`, default 8, samples of `LOG_BENCH_PAIR_MS`, default
 //!   250): the lone appender against raw 1 KiB syncs, 64 async tasks against raw 64 KiB
 //!   and 256 KiB, and 64 pipelined publishers against raw 1 MiB, each pair measured back
@@ -33,16 +35,15 @@
 use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 mod pipelined;
+mod relaxed;
 
 use futures::executor::LocalPool;
 use futures::task::LocalSpawnExt;
-use mailroom_store::log::{Log, LogOptions, SyncPolicy};
-use mailroom_store::storage::{FsStorage, Op, Watched, Watcher};
+use mailroom_store::log::{Log, SyncPolicy};
 use pipelined::Pipelined;
 
 const RAW_CHUNKS: [usize; 6] = [1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20];
@@ -89,17 +90,8 @@ const QUICK_CONFIGS: [Config; 4] = [
     pipelined(true, 16),
 ];
 
-/// Counts file syncs.
-#[derive(Debug, Default)]
-struct Syncs(AtomicU64);
-
-impl Watcher for Syncs {
-    fn after(&self, op: Op<'_>) {
-        if let Op::Sync(_) = op {
-            self.0.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-}
+/// `LOG_BENCH_QUICK=3`: the rows run under every sync policy (`relaxed.rs`).
+const RELAXED_CONFIGS: [Config; 2] = [(1024, Publishers::Threads(1), 1), pipelined(true, 16)];
 
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -154,46 +146,15 @@ fn raw_parallel_sample(dir: &Path, threads: usize, chunk: usize, time: Duration)
 }
 
 /// (records per second, syncs per second) of the publishers appending `batch` records of
-/// `payload_bytes` per call for `time`.
+/// `payload_bytes` per call for `time`, under `SyncPolicy::Always`.
 fn log_sample(dir: &Path, config: Config, time: Duration) -> (f64, f64) {
-    let (payload_bytes, publishers, batch) = config;
-    let log_dir = dir.join(format!("log-{payload_bytes}-{publishers:?}-{batch}"));
-    let counter = Arc::new(Syncs::default());
-    let storage = Arc::new(Watched::new(Arc::new(FsStorage), Arc::clone(&counter)));
-    let syncs = &counter.0;
-    if let Publishers::Pipelined(pipelined) = publishers {
-        let (store, topic) = pipelined::open(storage, &log_dir);
-        let syncs_before = syncs.load(Ordering::Relaxed);
-        let start = Instant::now();
-        let confirmed = pipelined::run(&topic, pipelined, payload_bytes, time);
-        let elapsed = start.elapsed().as_secs_f64();
-        let synced = syncs.load(Ordering::Relaxed) - syncs_before;
-        drop((topic, store));
-        std::fs::remove_dir_all(&log_dir).unwrap();
-        return (confirmed as f64 / elapsed, synced as f64 / elapsed);
-    }
-    let options = LogOptions {
-        sync: SyncPolicy::Always,
-        ..LogOptions::default()
-    };
-    let log = Arc::new(Log::open(storage, &log_dir, options).unwrap());
-    let syncs_before = syncs.load(Ordering::Relaxed);
-    let start = Instant::now();
-    let appended = match publishers {
-        Publishers::Threads(threads) => run_threads(&log, config, threads, time),
-        Publishers::Tasks(tasks) => run_tasks(&log, payload_bytes, tasks, time),
-        Publishers::Pipelined(_) => unreachable!("pipelined publishers go through a store"),
-    };
-    let elapsed = start.elapsed().as_secs_f64();
-    let synced = syncs.load(Ordering::Relaxed) - syncs_before;
-    drop(log);
-    std::fs::remove_dir_all(&log_dir).unwrap();
-    (appended as f64 / elapsed, synced as f64 / elapsed)
+    let sample = relaxed::log_sample_with(dir, config, SyncPolicy::Always, time);
+    (sample.records_per_s, sample.syncs_per_s)
 }
 
 /// `tasks` tasks on one current-thread executor, each writing one record and awaiting
 /// its durability in a loop for `time`; returns the records appended.
-fn run_tasks(log: &Arc<Log>, payload_bytes: usize, tasks: usize, time: Duration) -> u64 {
+pub(crate) fn run_tasks(log: &Arc<Log>, payload_bytes: usize, tasks: usize, time: Duration) -> u64 {
     let mut pool = LocalPool::new();
     let start = Instant::now();
     let handles: Vec<_> = (0..tasks)
@@ -218,13 +179,13 @@ fn run_tasks(log: &Arc<Log>, payload_bytes: usize, tasks: usize, time: Duration)
 }
 
 /// `appenders` threads calling `Log::append` in a loop for `time`; returns the records
-/// appended.
-fn run_threads(
+/// appended and every call's duration in µs, sorted.
+pub(crate) fn run_threads(
     log: &Arc<Log>,
     (payload_bytes, _, batch): Config,
     appenders: usize,
     time: Duration,
-) -> u64 {
+) -> (u64, Vec<u32>) {
     let barrier = Arc::new(Barrier::new(appenders + 1));
     let handles: Vec<_> = (0..appenders)
         .map(|_| {
@@ -236,16 +197,28 @@ fn run_threads(
                 barrier.wait();
                 let start = Instant::now();
                 let mut appended = 0u64;
-                while start.elapsed() < time {
+                let mut calls_us = Vec::new();
+                let mut now = start;
+                while now - start < time {
                     log.append(&payloads, 0).unwrap();
                     appended += batch as u64;
+                    let before = now;
+                    now = Instant::now();
+                    calls_us.push((now - before).as_micros().min(u32::MAX.into()) as u32);
                 }
-                appended
+                (appended, calls_us)
             })
         })
         .collect();
     barrier.wait();
-    handles.into_iter().map(|h| h.join().unwrap()).sum()
+    let (mut appended, mut calls_us) = (0, Vec::new());
+    for handle in handles {
+        let (n, calls) = handle.join().unwrap();
+        appended += n;
+        calls_us.extend(calls);
+    }
+    calls_us.sort_unstable();
+    (appended, calls_us)
 }
 
 /// Ratios measured pair by pair: a raw sample and a log sample right after it, many times
@@ -324,6 +297,12 @@ fn main() {
 
     // Raw and log samples alternate, run after run, so a noisy neighbour hits both alike.
     let quick = env_or("LOG_BENCH_QUICK", 0);
+    if quick == 3 || smoke {
+        relaxed::compare_policies(dir.path(), &RELAXED_CONFIGS, runs, time);
+        if quick == 3 {
+            return;
+        }
+    }
     let (raw_chunks, parallel_chunks, configs): (&[usize], &[usize], Vec<Config>) = if quick == 2 {
         (&QUICK_RAW_CHUNKS[..1], &[], vec![ASYNC])
     } else if quick != 0 {

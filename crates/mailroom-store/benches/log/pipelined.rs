@@ -27,11 +27,11 @@ pub struct Pipelined {
     pub window: usize,
 }
 
-/// A fresh store in `dir` under `SyncPolicy::Always`, and its one topic.
-pub fn open(storage: Arc<dyn Storage>, dir: &Path) -> (Store, DurableTopic) {
+/// A fresh store in `dir` under `sync`, and its one topic.
+pub fn open(storage: Arc<dyn Storage>, dir: &Path, sync: SyncPolicy) -> (Store, DurableTopic) {
     let options = StoreOptions {
         log: LogOptions {
-            sync: SyncPolicy::Always,
+            sync,
             ..LogOptions::default()
         },
         ..StoreOptions::default()

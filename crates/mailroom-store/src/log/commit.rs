@@ -426,37 +426,3 @@ pub(crate) fn spawn_syncer(shared: &Arc<Shared>) -> std::io::Result<std::thread:
         .spawn(move || run_syncer(thread_shared))
         .inspect_err(|_| shared.commit.state.lock().syncer = Syncer::Absent)
 }
-
-/// The background thread of [`SyncPolicy::Interval`].
-#[derive(Debug, Default)]
-pub(crate) struct Flusher {
-    stop: Mutex<bool>,
-    wake: Condvar,
-}
-
-impl Flusher {
-    /// Asks the thread to do a last sync and exit.
-    pub fn stop(&self) {
-        *self.stop.lock() = true;
-        self.wake.notify_all();
-    }
-}
-
-/// Syncs whatever was written every `interval` until stopped, then once more.
-pub(crate) fn run_flusher(shared: Arc<Shared>, interval: Duration) {
-    let mut stopped = shared.flusher.stop.lock();
-    loop {
-        if !*stopped {
-            // A timed wait is the point here: the policy is "sync every interval".
-            let _ = shared.flusher.wake.wait_for(&mut stopped, interval);
-        }
-        let stopping = *stopped;
-        parking_lot::MutexGuard::unlocked(&mut stopped, || {
-            // Errors are logged by fail_stop; later appends report them.
-            let _ = shared.sync_written();
-        });
-        if stopping {
-            return;
-        }
-    }
-}

@@ -51,6 +51,7 @@
 
 mod commit;
 mod durable;
+mod flusher;
 mod index;
 mod lookup;
 mod options;
@@ -72,7 +73,8 @@ pub use self::lookup::Record;
 pub use self::options::{LogOptions, SyncPolicy, RECORD_BYTES_LIMIT, SEGMENT_BYTES_LIMIT};
 pub use self::retention::SegmentInfo;
 
-use self::commit::{Flusher, GroupCommit};
+use self::commit::GroupCommit;
+use self::flusher::Flusher;
 use self::recovery::io_error;
 use self::segment::Segment;
 use self::writer::Writer;
@@ -90,7 +92,7 @@ pub const APPEND_BYTES_MAX: u64 = 256 << 20;
 #[derive(Debug)]
 pub struct Log {
     shared: Arc<Shared>,
-    /// The sync thread (Always) or the flusher (Interval); stopped on drop.
+    /// The sync thread (Always) or the flusher (the relaxed policies); stopped on drop.
     background: Option<JoinHandle<()>>,
 }
 
@@ -151,7 +153,7 @@ impl Log {
                 .last()
                 .expect("recover returns at least one segment"),
         );
-        let writer = Writer::new(active);
+        let writer = Writer::new(active, &options);
         let end = writer.next_offset;
         let sync = options.sync;
         let shared = Arc::new(Shared {
@@ -168,18 +170,15 @@ impl Log {
             flusher: Flusher::default(),
         });
         let background = match sync {
-            SyncPolicy::Interval(interval) => {
-                let shared = Arc::clone(&shared);
-                let spawned = std::thread::Builder::new()
-                    .name("mailroom-log-flush".into())
-                    .spawn(move || commit::run_flusher(shared, interval));
-                Some(spawned.map_err(io_error("spawn flush thread", dir))?)
-            }
             SyncPolicy::Always => {
-                Some(commit::spawn_syncer(&shared).map_err(io_error("spawn sync thread", dir))?)
+                commit::spawn_syncer(&shared).map_err(io_error("spawn sync thread", dir))?
             }
-            SyncPolicy::Never => None,
+            SyncPolicy::Interval(interval) => flusher::spawn_flusher(&shared, Some(interval))
+                .map_err(io_error("spawn flush thread", dir))?,
+            SyncPolicy::Never => flusher::spawn_flusher(&shared, None)
+                .map_err(io_error("spawn flush thread", dir))?,
         };
+        let background = Some(background);
         Ok(Log { shared, background })
     }
 

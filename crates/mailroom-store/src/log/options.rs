@@ -20,15 +20,19 @@ pub enum SyncPolicy {
     /// appenders: group commit).
     #[default]
     Always,
-    /// A background thread syncs every interval (and once more when the log is dropped).
-    /// Appends return once written to the OS. A power cut can lose the records appended
-    /// in roughly the last interval (plus the time one sync takes); a process crash
-    /// loses nothing, since written data is in the OS page cache. Whatever is lost is a
-    /// suffix: the log stays gap-free.
+    /// A background thread syncs every interval, each time another eighth of a segment
+    /// (at least 1 MiB) has been written (so that a roll, which syncs the whole segment
+    /// with writers held, finds little left to sync), and once more when the log is
+    /// dropped. Appends return once written to the OS. A power cut can lose the records
+    /// appended in roughly the last interval (plus the time one sync takes); a process
+    /// crash loses nothing, since written data is in the OS page cache. Whatever is lost
+    /// is a suffix: the log stays gap-free.
     Interval(Duration),
-    /// The log syncs only on [`Log::sync`] and when it rolls to a new segment. A power
-    /// cut can lose every record appended since the last of those (a suffix of the log);
-    /// a process crash loses nothing.
+    /// The log syncs only on [`Log::sync`], when it rolls to a new segment, and on a
+    /// background thread each time another eighth of a segment (at least 1 MiB) has been
+    /// written (so that a roll, which syncs the whole segment with writers held, finds
+    /// little left to sync). A power cut can lose every record appended since the last of
+    /// those (a suffix of the log); a process crash loses nothing.
     ///
     /// [`Log::sync`]: super::Log::sync
     Never,

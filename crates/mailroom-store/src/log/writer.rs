@@ -5,9 +5,10 @@ use std::ops::Range;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use super::flusher::{WRITEBACK_PARTS, WRITEBACK_STEP_BYTES_MIN};
 use super::recovery::{self, io_error, note_record};
 use super::segment::Segment;
-use super::{index, Shared, SyncPolicy, APPEND_BYTES_MAX, APPEND_RECORDS_MAX};
+use super::{index, LogOptions, Shared, SyncPolicy, APPEND_BYTES_MAX, APPEND_RECORDS_MAX};
 use crate::record::{self, Decoded, RecordRef};
 use crate::StoreError;
 
@@ -15,6 +16,12 @@ use crate::StoreError;
 /// once this many bytes wait (callers that write without waiting would otherwise grow
 /// the buffer without bound).
 const PENDING_BYTES_MAX: usize = 1 << 20;
+/// Index entries go to the index file in batches of up to this many (one `pwrite`), not
+/// one by one (a `pwrite` per 4 KiB of records). Reads use the in-memory index; the file
+/// only speeds up recovery, which rebuilds the entries a crash lost by scanning the
+/// active segment from the last entry on disk: at most this many index intervals (256 KiB
+/// by default) more. Every sync round writes them too.
+const INDEX_PENDING_ENTRIES_MAX: usize = 64;
 
 /// What only the writer touches (behind `Shared::writer`).
 #[derive(Debug)]
@@ -31,18 +38,53 @@ pub(crate) struct Writer {
     /// write call, not 64). Nobody reads them before then: under Always readers see only
     /// durable records. Other policies write at once, since readers see records at once.
     pending: Vec<u8>,
+    /// Under the relaxed policies: once the active segment reaches this many bytes, the
+    /// writer asks the background thread for a writeback sync (see `flusher.rs`).
+    writeback_at_bytes: u64,
+    /// Index entries of the active segment not yet written to its index file.
+    index_pending: IndexPending,
+}
+
+/// Encoded index entries waiting to be written, consecutive from entry `first_entry`.
+#[derive(Debug, Default)]
+struct IndexPending {
+    bytes: Vec<u8>,
+    first_entry: usize,
+    entries: usize,
+}
+
+impl IndexPending {
+    /// Adds entry number `number` (always the one after the last added).
+    fn push(&mut self, number: usize, entry: index::IndexEntry) {
+        if self.entries == 0 {
+            self.first_entry = number;
+        }
+        debug_assert_eq!(number, self.first_entry + self.entries);
+        self.bytes.extend_from_slice(&index::encode_entry(entry));
+        self.entries += 1;
+    }
 }
 
 impl Writer {
-    pub fn new(active: Arc<Segment>) -> Writer {
-        let next_offset = active.meta.lock().end_offset;
+    pub fn new(active: Arc<Segment>, options: &LogOptions) -> Writer {
+        let (next_offset, bytes) = {
+            let meta = active.meta.lock();
+            (meta.end_offset, meta.bytes)
+        };
         Writer {
             active,
             next_offset,
             encode_buf: Vec::new(),
             pending: Vec::new(),
+            writeback_at_bytes: bytes + writeback_step_bytes(options),
+            index_pending: IndexPending::default(),
         }
     }
+}
+
+/// How many bytes go into a segment between two writeback requests.
+fn writeback_step_bytes(options: &LogOptions) -> u64 {
+    (options.segment_bytes_max / WRITEBACK_PARTS).max(WRITEBACK_STEP_BYTES_MIN)
 }
 
 impl Shared {
@@ -99,6 +141,7 @@ impl Shared {
             active,
             encode_buf,
             pending,
+            index_pending,
             ..
         } = &mut *writer;
         let buf = if buffered { pending } else { encode_buf };
@@ -120,9 +163,18 @@ impl Shared {
                 .inspect_err(|error| self.fail_stop(error))?;
         }
         let unflushed = if buffered { batch.len() as u64 } else { 0 };
-        self.index_batch(active, payloads, first, timestamp_ms, position, unflushed)
-            .inspect_err(|error| self.fail_stop(error))?;
-        if writer.pending.len() >= PENDING_BYTES_MAX {
+        let batch_at = (position, unflushed);
+        self.index_batch(
+            active,
+            payloads,
+            first,
+            timestamp_ms,
+            batch_at,
+            index_pending,
+        );
+        if writer.pending.len() >= PENDING_BYTES_MAX
+            || writer.index_pending.entries >= INDEX_PENDING_ENTRIES_MAX
+        {
             self.flush_pending(&mut writer)?;
         }
         writer.next_offset = first + payloads.len() as u64;
@@ -132,23 +184,29 @@ impl Shared {
             self.visible_end
                 .store(writer.next_offset, Ordering::Release);
         }
+        // After `written_end`, so the writeback sync covers this batch too.
+        let written_bytes = position + batch_bytes;
+        if !buffered && written_bytes >= writer.writeback_at_bytes {
+            writer.writeback_at_bytes = written_bytes + writeback_step_bytes(&self.options);
+            self.flusher.request_writeback();
+        }
         Ok(first..writer.next_offset)
     }
 
-    /// Updates the segment's metadata for the just-written batch and writes its index
-    /// entries. Works from the payloads (their encoded sizes are known), rather than
-    /// decoding the batch again: that cost a second CRC per record on the hot path. Debug
-    /// builds still check that the batch decodes to exactly these records.
-    #[allow(clippy::too_many_arguments)] // one call site; a struct would only rename them
+    /// Updates the segment's metadata for the just-written batch (at `position`, of which
+    /// `unflushed_bytes` are still in the write buffer) and queues its index entries in
+    /// `index_pending`. Works from the payloads (their encoded sizes are known), rather
+    /// than decoding the batch again: that cost a second CRC per record on the hot path.
+    /// Debug builds still check that the batch decodes to exactly these records.
     fn index_batch(
         &self,
         segment: &Segment,
         payloads: &[&[u8]],
         first: u64,
         timestamp_ms: u64,
-        position: u64,
-        unflushed_bytes: u64,
-    ) -> Result<(), StoreError> {
+        (position, unflushed_bytes): (u64, u64),
+        index_pending: &mut IndexPending,
+    ) {
         let mut meta = segment.meta.lock();
         // Under the same lock as `bytes`, so a reader never sees buffered bytes as in the file.
         meta.unflushed_bytes += unflushed_bytes;
@@ -170,38 +228,51 @@ impl Shared {
                 at,
                 self.options.index_interval_bytes,
             ) {
-                let slot = index::entry_position(meta.entries.len() - 1);
-                segment
-                    .index_file
-                    .write_at(&index::encode_entry(entry), slot)
-                    .map_err(io_error("write", &segment.index_path))?;
+                index_pending.push(meta.entries.len() - 1, entry);
             }
             at += record::encoded_bytes(payload.len()) as u64;
         }
+    }
+
+    /// Writes the queued index entries (see `Writer::index_pending`) to the active
+    /// segment's index file. A failure makes the log fail-stop.
+    fn flush_index(&self, writer: &mut Writer) -> Result<(), StoreError> {
+        let pending = &mut writer.index_pending;
+        if pending.entries == 0 {
+            return Ok(());
+        }
+        let segment = &writer.active;
+        segment
+            .index_file
+            .write_at(&pending.bytes, index::entry_position(pending.first_entry))
+            .map_err(io_error("write", &segment.index_path))
+            .inspect_err(|error| self.fail_stop(error))?;
+        pending.bytes.clear();
+        pending.entries = 0;
         Ok(())
     }
 
-    /// Writes the buffered records (see `Writer::pending`) to the active segment. A
-    /// failure makes the log fail-stop.
+    /// Writes the buffered records (see `Writer::pending`), then the queued index entries
+    /// (after their records, as `docs/storage.md` says), to the active segment. A failure
+    /// makes the log fail-stop.
     pub(crate) fn flush_pending(&self, writer: &mut Writer) -> Result<(), StoreError> {
-        if writer.pending.is_empty() {
-            return Ok(());
+        if !writer.pending.is_empty() {
+            let active = &writer.active;
+            let position = {
+                let meta = active.meta.lock();
+                debug_assert_eq!(meta.unflushed_bytes, writer.pending.len() as u64);
+                meta.bytes - meta.unflushed_bytes
+            };
+            active
+                .file
+                .write_at(&writer.pending, position)
+                .map_err(io_error("write", &active.path))
+                .inspect_err(|error| self.fail_stop(error))?;
+            active.meta.lock().unflushed_bytes = 0;
+            writer.pending.clear();
+            writer.pending.shrink_to(PENDING_BYTES_MAX);
         }
-        let active = &writer.active;
-        let position = {
-            let meta = active.meta.lock();
-            debug_assert_eq!(meta.unflushed_bytes, writer.pending.len() as u64);
-            meta.bytes - meta.unflushed_bytes
-        };
-        active
-            .file
-            .write_at(&writer.pending, position)
-            .map_err(io_error("write", &active.path))
-            .inspect_err(|error| self.fail_stop(error))?;
-        active.meta.lock().unflushed_bytes = 0;
-        writer.pending.clear();
-        writer.pending.shrink_to(PENDING_BYTES_MAX);
-        Ok(())
+        self.flush_index(writer)
     }
 
     /// Checks that `batch` decodes to exactly `payloads` at offsets from `first`.
@@ -233,6 +304,7 @@ impl Shared {
         let new = recovery::create_segment(self.storage.as_ref(), &self.dir, writer.next_offset)?;
         self.segments.write().push(Arc::clone(&new));
         writer.active = new;
+        writer.writeback_at_bytes = writeback_step_bytes(&self.options);
         tracing::debug!(base_offset = writer.next_offset, "rolled to a new segment");
         Ok(())
     }
