@@ -1,0 +1,204 @@
+//! Pipelined publishing: one WebSocket carries many messages, each confirmed once it is
+//! durable, with up to [`PUBLISH_STREAM_IN_FLIGHT_MAX`] of them unconfirmed at a time.
+//!
+//! `GET /v1/topics/{topic}/publish/ws` upgrades to a WebSocket (404 `unknown_topic`
+//! before the upgrade if the topic does not exist).
+//!
+//! # Frames
+//!
+//! Client to server: every binary or text frame is one message's payload. Frames are
+//! numbered from 0 on this connection: that number is the frame's `seq`.
+//!
+//! Server to client: text frames, each one JSON confirmation covering the `count` frames
+//! from `seq` on, sent in `seq` order with no gap:
+//!
+//! ```text
+//! {"seq": 0, "count": 3, "offset": 17}      frames 0, 1, 2 got offsets 17, 18, 19
+//! {"seq": 3, "count": 1, "error": {"code": "payload_too_large", "message": "..."}}
+//! ```
+//!
+//! # Batching and durability
+//!
+//! Whatever frames are already readable from the socket go to the store as one batch
+//! (one write, one `fdatasync` under `--fsync always`), and the batch gets one
+//! confirmation. A confirmation is sent only once its messages are durable under the
+//! server's sync policy, exactly when the HTTP publish would answer. Several batches may
+//! wait for durability at once: the server keeps reading frames (and writing the next
+//! batches) while earlier ones wait, so a disk sync is shared by everything that arrived
+//! meanwhile, on this connection and any other.
+//!
+//! # Back-pressure
+//!
+//! With [`PUBLISH_STREAM_IN_FLIGHT_MAX`] frames read but not yet confirmed, the server
+//! stops reading the socket until a confirmation goes out: the client's writes then
+//! block on TCP flow control. The server never holds more than one batch's payloads
+//! (at most [`PUBLISH_STREAM_BATCH_BYTES_MAX`] plus one frame); once written, a batch is
+//! only a pending answer. A client must read confirmations while it writes frames;
+//! one that does not may stall its own connection, never the server.
+//!
+//! # Errors and closing
+//!
+//! A frame larger than `--max-payload-bytes` gets its own `payload_too_large` entry and
+//! the stream goes on; a frame larger than that plus [`OVERSIZE_FRAME_SLACK_BYTES`]
+//! breaks the connection. A store that stopped accepting writes (`store_failed`), a
+//! storage fault, or the topic's deletion (`unknown_topic`) ends the stream: the server
+//! stops reading, sends the error entry (and the answers of batches written before it),
+//! then a close frame with code 1011 and the error code as its reason. A client that
+//! closes the connection gets no further confirmations: to know the fate of every
+//! message, wait for all of them before closing. Messages whose confirmation was lost
+//! that way were still published (as when an HTTP response is lost on the way).
+//!
+//! After its close frame the server reads (and discards) what the client still sends,
+//! for up to [`PUBLISH_STREAM_CLOSE_WAIT_MS_MAX`], until the client's close frame: were it
+//! to drop the socket with unread frames in it, the kernel would reset the connection, and
+//! a reset may destroy the confirmations and close frame not yet read by the client.
+//!
+//! # Shutdown
+//!
+//! When the server shuts down (SIGTERM, Ctrl-C) every publish stream stops reading frames
+//! at once, waits for the batches it already wrote, sends their confirmations, then a
+//! close frame with code 1001 (Going Away) and the reason `shutting_down`. The server waits
+//! for every stream to get that far (within its shutdown grace,
+//! [`SHUTDOWN_GRACE_MS_MAX`](crate::server::SHUTDOWN_GRACE_MS_MAX)) before its final store
+//! sync and exit. So every frame the server read is confirmed, and frames without a
+//! confirmation before the 1001 close were not published: a client can republish exactly
+//! those (to a restarted server) without duplicates.
+
+use axum::extract::ws::{Message, WebSocketUpgrade};
+use axum::extract::{Path, State};
+use axum::response::Response;
+use futures_util::{Sink, Stream};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::error::{ApiError, ErrorBody};
+use crate::names::check_name;
+use crate::state::AppState;
+
+mod publisher;
+
+use publisher::Publisher;
+
+/// The most frames one connection may have read but not yet confirmed; beyond it the
+/// server stops reading the socket.
+pub const PUBLISH_STREAM_IN_FLIGHT_MAX: usize = 4_096;
+/// Once a batch holds this many payload bytes it goes to the store, and the next frames
+/// start another batch.
+pub const PUBLISH_STREAM_BATCH_BYTES_MAX: usize = 1 << 20;
+/// How far beyond `--max-payload-bytes` a frame may go and still get its own error entry
+/// with the stream going on; a larger frame breaks the connection (the WebSocket layer
+/// refuses to buffer it).
+pub const OVERSIZE_FRAME_SLACK_BYTES: usize = 64 << 10;
+/// The most bytes one read from a publisher's socket takes.
+pub const PUBLISH_STREAM_READ_BUFFER_BYTES: usize = 64 << 10;
+/// How long, after its close frame, the server keeps reading (and discarding) what the
+/// client sends while it waits for the client's close frame.
+pub const PUBLISH_STREAM_CLOSE_WAIT_MS_MAX: u64 = 2_000;
+/// The close reason of a stream ended by the server's shutdown (close code 1001).
+pub const SHUTDOWN_CLOSE_REASON: &str = "shutting_down";
+
+// A batch holds at most the in-flight bound of records and under the batch bytes plus
+// one frame (the frame that crosses the mark), so the store never refuses one for its size.
+const _: () = assert!(PUBLISH_STREAM_IN_FLIGHT_MAX <= mailroom_store::log::APPEND_RECORDS_MAX);
+const _: () = assert!(
+    PUBLISH_STREAM_BATCH_BYTES_MAX as u64 + crate::config::PAYLOAD_BYTES_MAX_LIMIT
+        <= mailroom_store::log::APPEND_BYTES_MAX
+);
+
+/// One confirmation frame: the fate of frames `seq .. seq + count`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct StreamConfirmation {
+    /// The first frame covered (frames are numbered from 0 on the connection).
+    pub seq: u64,
+    /// How many consecutive frames are covered.
+    pub count: u64,
+    /// On success: the offset of frame `seq`; frame `seq + i` got `offset + i`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
+    /// On failure: why none of the covered frames was published.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<StreamError>,
+}
+
+/// Why frames were not published: the code and message an HTTP publish would give.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct StreamError {
+    /// The stable error code (`payload_too_large`, `unknown_topic`, `store_failed`, ...).
+    pub code: String,
+    /// A human-readable explanation.
+    pub message: String,
+}
+
+impl StreamConfirmation {
+    fn new(seq: u64, count: usize, outcome: Result<u64, ApiError>) -> StreamConfirmation {
+        let count = count as u64;
+        match outcome {
+            Ok(offset) => StreamConfirmation {
+                seq,
+                count,
+                offset: Some(offset),
+                error: None,
+            },
+            Err(error) => StreamConfirmation {
+                seq,
+                count,
+                offset: None,
+                error: Some(StreamError {
+                    code: error.code.to_owned(),
+                    message: error.message,
+                }),
+            },
+        }
+    }
+}
+
+/// Publishes over a WebSocket: one binary or text frame per message, many in flight,
+/// answered in order by `StreamConfirmation` text frames, each once its batch is durable.
+#[utoipa::path(get, path = "/v1/topics/{topic}/publish/ws", tag = "topics",
+    params(("topic" = crate::names::Name, Path, description = "Topic name")),
+    responses(
+        (status = 101, description = "Switching to WebSocket: send one frame per message; \
+            the server answers with StreamConfirmation text frames in order"),
+        (status = 400, description = "Invalid name or not a WebSocket handshake", body = ErrorBody),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 404, description = "Unknown topic", body = ErrorBody),
+    ))]
+pub async fn publish_stream(
+    State(state): State<AppState>,
+    Path(topic): Path<String>,
+    upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+) -> Result<Response, ApiError> {
+    // Name and topic first: a 404 says more than "not a WebSocket request".
+    check_name("topic", &topic)?;
+    let handle = state.store.topic(&topic)?;
+    let upgrade = upgrade.map_err(|rejection| ApiError::not_websocket(&rejection))?;
+    let publisher = Publisher::new(state, topic, handle);
+    let frame_bytes_max = publisher
+        .payload_bytes_max
+        .saturating_add(OVERSIZE_FRAME_SLACK_BYTES);
+    let upgrade = upgrade
+        .max_message_size(frame_bytes_max)
+        .max_frame_size(frame_bytes_max)
+        .read_buffer_size(PUBLISH_STREAM_READ_BUFFER_BYTES);
+    Ok(upgrade.on_upgrade(move |socket| publisher.run(socket)))
+}
+
+/// Runs a publish stream to `topic` over `socket` until the client goes away or the
+/// stream ends: what the route does after the upgrade, over any socket of WebSocket
+/// messages (the tests drive it with an in-memory one).
+///
+/// # Errors
+/// `unknown_topic` (or `invalid_name`) before anything is read.
+pub async fn serve_publish_stream<S>(
+    state: AppState,
+    topic: String,
+    socket: S,
+) -> Result<(), ApiError>
+where
+    S: Stream<Item = Result<Message, axum::Error>> + Sink<Message, Error = axum::Error> + Unpin,
+{
+    check_name("topic", &topic)?;
+    let handle = state.store.topic(&topic)?;
+    Publisher::new(state, topic, handle).run(socket).await;
+    Ok(())
+}
