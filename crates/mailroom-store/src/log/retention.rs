@@ -80,11 +80,14 @@ impl Log {
                 }
                 Arc::clone(&segments[0])
             };
+            // Out of the list before the file goes: a reader that then fails to read the
+            // file already sees `start()` past it, and knows the records moved or went
+            // (rather than seeing a retained offset that cannot be read: corruption).
+            shared.segments.write().remove(0);
             shared
                 .storage
                 .remove_file(&oldest.path)
                 .map_err(io_error("remove", &oldest.path))?;
-            shared.segments.write().remove(0);
             deleted += 1;
             let index_path = &oldest.index_path;
             shared
