@@ -15,10 +15,10 @@
 //! Arguments are checked before the group is looked up, like the in-memory topic does.
 
 use bytes::Bytes;
-use mailroom::group::{DeliveryId, NackOptions, NotOwned, CONSUMER_BYTES_MAX};
-use mailroom::topic::{Delivery, Nack, BATCH_DELIVERIES_MAX};
+use mailroom::group::{DeliveryId, NackOptions, NotOwned};
+use mailroom::topic::{check_batch_len, check_batch_poll, Delivery, Nack};
 
-use crate::topic_extended::{check_config, invalid};
+use crate::topic_extended::check_config;
 use crate::{Deferred, DurableTopic, StoreError};
 
 impl DurableTopic {
@@ -109,7 +109,7 @@ impl DurableTopic {
         max: usize,
     ) -> Result<Deferred<Vec<Delivery<Bytes>>>, StoreError> {
         let _live = self.live()?;
-        check_poll(consumer, max)?;
+        check_batch_poll(consumer, max)?;
         let staged = self
             .inner
             .groups
@@ -170,7 +170,7 @@ impl DurableTopic {
         group: &str,
         deliveries: &[DeliveryId],
     ) -> Result<Deferred<Vec<Result<(), NotOwned>>>, StoreError> {
-        check_len(deliveries)?;
+        check_batch_len(deliveries)?;
         let settled = self.settle_deferred(group, deliveries, None)?;
         Ok(settled
             .and_then(|results| Ok(results.into_iter().map(|result| result.map(drop)).collect())))
@@ -230,7 +230,7 @@ impl DurableTopic {
         deliveries: &[DeliveryId],
         options: &NackOptions,
     ) -> Result<Deferred<Vec<Result<Nack, NotOwned>>>, StoreError> {
-        check_len(deliveries)?;
+        check_batch_len(deliveries)?;
         options.check().map_err(check_config)?;
         self.settle_deferred(group, deliveries, Some(options))
     }
@@ -297,8 +297,8 @@ impl DurableTopic {
         max: usize,
     ) -> Result<Deferred<AckedThenPolled>, StoreError> {
         let _live = self.live()?;
-        check_len(acks)?;
-        check_poll(consumer, max)?;
+        check_batch_len(acks)?;
+        check_batch_poll(consumer, max)?;
         let staged = self.inner.groups.ack_then_poll_batch(
             &self.inner.messages,
             group,
@@ -313,51 +313,3 @@ impl DurableTopic {
 /// What [`DurableTopic::ack_then_poll_batch`] answers: one result per ack (in order),
 /// then the deliveries polled.
 pub type AckedThenPolled = (Vec<Result<(), NotOwned>>, Vec<Delivery<Bytes>>);
-
-/// Refuses a batch poll's `max` outside `1..=BATCH_DELIVERIES_MAX` and a consumer name
-/// `poll_as` would refuse.
-fn check_poll(consumer: Option<&str>, max: usize) -> Result<(), StoreError> {
-    if max == 0 || max > BATCH_DELIVERIES_MAX {
-        return Err(invalid("a batch poll's max must be 1 to 65536"));
-    }
-    if consumer.is_some_and(|name| name.is_empty() || name.len() > CONSUMER_BYTES_MAX) {
-        return Err(invalid("a consumer must be 1 to 128 bytes long"));
-    }
-    Ok(())
-}
-
-/// Refuses an ack or nack batch naming more than `BATCH_DELIVERIES_MAX` deliveries.
-fn check_len(deliveries: &[DeliveryId]) -> Result<(), StoreError> {
-    if deliveries.len() > BATCH_DELIVERIES_MAX {
-        return Err(invalid("a batch may name at most 65536 deliveries"));
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    // Proves the batch and consumer messages state the limits' actual numbers rather
-    // than the constants' names.
-    #[test]
-    fn limit_messages_spell_out_the_numbers() {
-        let id = DeliveryId {
-            offset: 0,
-            attempt: 1,
-        };
-        let cases = [
-            (check_poll(None, 0), BATCH_DELIVERIES_MAX),
-            (check_poll(Some(""), 1), CONSUMER_BYTES_MAX),
-            (
-                check_len(&vec![id; BATCH_DELIVERIES_MAX + 1]),
-                BATCH_DELIVERIES_MAX,
-            ),
-        ];
-        for (result, limit) in cases {
-            let message = result.unwrap_err().to_string();
-            assert!(message.contains(&limit.to_string()), "{message}");
-            assert!(!message.contains("_MAX"), "{message}");
-        }
-    }
-}

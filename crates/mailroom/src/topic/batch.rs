@@ -65,7 +65,7 @@ impl<M: Clone> Topic<M> {
         consumer: Option<&str>,
         max: usize,
     ) -> Result<Vec<Delivery<M>>, TopicError> {
-        check_poll(consumer, max)?;
+        check_batch_poll(consumer, max)?;
         let now_ms = self.time.now_ms();
         self.groups.with(group, |group| {
             group.poll_batch(&self.log, now_ms, consumer, max)
@@ -103,7 +103,7 @@ impl<M: Clone> Topic<M> {
         group: &str,
         deliveries: &[DeliveryId],
     ) -> Result<Vec<Result<(), NotOwned>>, TopicError> {
-        check_len(deliveries)?;
+        check_batch_len(deliveries)?;
         let now_ms = self.time.now_ms();
         self.groups
             .with(group, |group| group.ack_batch(deliveries, now_ms))
@@ -142,7 +142,7 @@ impl<M: Clone> Topic<M> {
         deliveries: &[DeliveryId],
         options: &NackOptions,
     ) -> Result<Vec<Result<Nack, NotOwned>>, TopicError> {
-        check_len(deliveries)?;
+        check_batch_len(deliveries)?;
         check_nack(options, &self.time)?;
         let now_ms = self.time.now_ms();
         self.groups
@@ -187,8 +187,8 @@ impl<M: Clone> Topic<M> {
         consumer: Option<&str>,
         max: usize,
     ) -> Result<AckedThenPolled<M>, TopicError> {
-        check_len(acks)?;
-        check_poll(consumer, max)?;
+        check_batch_len(acks)?;
+        check_batch_poll(consumer, max)?;
         let now_ms = self.time.now_ms();
         self.groups.with(group, |group| {
             group.ack_then_poll_batch(&self.log, now_ms, acks, consumer, max)
@@ -223,7 +223,7 @@ impl<M: Clone> GroupHandle<M> {
         consumer: Option<&str>,
         max: usize,
     ) -> Result<Vec<Delivery<M>>, TopicError> {
-        check_poll(consumer, max)?;
+        check_batch_poll(consumer, max)?;
         self.group
             .poll_batch(&self.log, self.time.now_ms(), consumer, max)
     }
@@ -255,7 +255,7 @@ impl<M: Clone> GroupHandle<M> {
         &self,
         deliveries: &[DeliveryId],
     ) -> Result<Vec<Result<(), NotOwned>>, TopicError> {
-        check_len(deliveries)?;
+        check_batch_len(deliveries)?;
         self.group.ack_batch(deliveries, self.time.now_ms())
     }
 
@@ -285,7 +285,7 @@ impl<M: Clone> GroupHandle<M> {
         deliveries: &[DeliveryId],
         options: &NackOptions,
     ) -> Result<Vec<Result<Nack, NotOwned>>, TopicError> {
-        check_len(deliveries)?;
+        check_batch_len(deliveries)?;
         check_nack(options, &self.time)?;
         self.group
             .nack_batch(deliveries, options, self.time.now_ms())
@@ -318,16 +318,29 @@ impl<M: Clone> GroupHandle<M> {
         consumer: Option<&str>,
         max: usize,
     ) -> Result<AckedThenPolled<M>, TopicError> {
-        check_len(acks)?;
-        check_poll(consumer, max)?;
+        check_batch_len(acks)?;
+        check_batch_poll(consumer, max)?;
         self.group
             .ack_then_poll_batch(&self.log, self.time.now_ms(), acks, consumer, max)
     }
 }
 
 /// Checks a batch poll's arguments: `max` in `1..=BATCH_DELIVERIES_MAX` and a consumer
-/// name as [`Topic::poll_as`] takes it.
-fn check_poll(consumer: Option<&str>, max: usize) -> Result<(), TopicError> {
+/// name as [`Topic::poll_as`] takes it. Every home of a topic (this one, the durable
+/// store) checks batches with this one rule.
+///
+/// # Errors
+/// [`TopicError::InvalidArgument`], with the limit in numbers.
+///
+/// # Example
+///
+/// ```
+/// use mailroom::topic::check_batch_poll;
+/// assert!(check_batch_poll(Some("w1"), 64).is_ok());
+/// assert!(check_batch_poll(None, 0).is_err());
+/// assert!(check_batch_poll(Some(""), 1).is_err());
+/// ```
+pub fn check_batch_poll(consumer: Option<&str>, max: usize) -> Result<(), TopicError> {
     if max == 0 || max > BATCH_DELIVERIES_MAX {
         return Err(TopicError::InvalidArgument {
             reason: "a batch poll's max must be 1 to 65536",
@@ -336,8 +349,21 @@ fn check_poll(consumer: Option<&str>, max: usize) -> Result<(), TopicError> {
     consumer.map_or(Ok(()), check_consumer)
 }
 
-/// Checks that an ack or nack batch names at most `BATCH_DELIVERIES_MAX` deliveries.
-fn check_len(deliveries: &[DeliveryId]) -> Result<(), TopicError> {
+/// Checks that an ack or nack batch names at most `BATCH_DELIVERIES_MAX` deliveries (the
+/// one rule for every home of a topic).
+///
+/// # Errors
+/// [`TopicError::InvalidArgument`], with the limit in numbers.
+///
+/// # Example
+///
+/// ```
+/// use mailroom::topic::{check_batch_len, DeliveryId, BATCH_DELIVERIES_MAX};
+/// let id = DeliveryId { offset: 0, attempt: 1 };
+/// assert!(check_batch_len(&[id; 3]).is_ok());
+/// assert!(check_batch_len(&vec![id; BATCH_DELIVERIES_MAX + 1]).is_err());
+/// ```
+pub fn check_batch_len(deliveries: &[DeliveryId]) -> Result<(), TopicError> {
     if deliveries.len() > BATCH_DELIVERIES_MAX {
         return Err(TopicError::InvalidArgument {
             reason: "a batch may name at most 65536 deliveries",
@@ -361,9 +387,9 @@ mod tests {
             attempt: 1,
         };
         let cases = [
-            (check_poll(None, 0), BATCH_DELIVERIES_MAX),
+            (check_batch_poll(None, 0), BATCH_DELIVERIES_MAX),
             (
-                check_len(&vec![id; BATCH_DELIVERIES_MAX + 1]),
+                check_batch_len(&vec![id; BATCH_DELIVERIES_MAX + 1]),
                 BATCH_DELIVERIES_MAX,
             ),
             (check_consumer(""), CONSUMER_BYTES_MAX),

@@ -192,6 +192,7 @@ mod time;
 mod types;
 
 pub use crate::group::DeliveryId;
+pub use batch::{check_batch_len, check_batch_poll};
 pub use handle::GroupHandle;
 pub use retained::Topic;
 pub use types::{DeadLetter, DeadLetterInfo, Delivery, GroupInfo, Nack, StartPosition, TopicError};
