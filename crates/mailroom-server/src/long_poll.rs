@@ -138,6 +138,17 @@ pub struct TopicWaiter<'a> {
 }
 
 impl TopicWaiter<'_> {
+    /// This waiter's topic entry in `topics`, unless the topic was forgotten (deleted)
+    /// since, and perhaps polled again under a new notifier.
+    fn own_entry<'m>(
+        &self,
+        topics: &'m mut HashMap<String, TopicWaiters>,
+    ) -> Option<&'m mut TopicWaiters> {
+        topics
+            .get_mut(&self.topic)
+            .filter(|waiters| Arc::ptr_eq(&waiters.notify, &self.notify))
+    }
+
     /// The topic's next wake-up: create and `enable` it before each poll.
     pub fn notified(&self) -> Notified<'_> {
         self.notify.notified()
@@ -150,10 +161,7 @@ impl TopicWaiter<'_> {
         let mut topics = self.polls.topics.lock();
         // A forgotten topic (deleted meanwhile) has no arms to keep: its waiters are
         // woken and end.
-        let Some(waiters) = topics
-            .get_mut(&self.topic)
-            .filter(|waiters| Arc::ptr_eq(&waiters.notify, &self.notify))
-        else {
+        let Some(waiters) = self.own_entry(&mut topics) else {
             return;
         };
         let arms = waiters.groups.entry(self.group.clone()).or_default();
@@ -169,10 +177,7 @@ impl TopicWaiter<'_> {
 impl Drop for TopicWaiter<'_> {
     fn drop(&mut self) {
         let mut topics = self.polls.topics.lock();
-        let Some(waiters) = topics
-            .get_mut(&self.topic)
-            .filter(|waiters| Arc::ptr_eq(&waiters.notify, &self.notify))
-        else {
+        let Some(waiters) = self.own_entry(&mut topics) else {
             return;
         };
         if let Some(armed) = self.armed.lock().take() {
