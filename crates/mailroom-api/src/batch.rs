@@ -1,6 +1,12 @@
 //! A group's deliveries in batches: `poll/batch` (optionally a long poll, optionally
 //! acking first), `ack/batch` and `nack/batch`. Each item of an ack or nack batch
 //! succeeds or fails alone, with exactly one of `outcome` and `error`.
+//!
+//! ```
+//! use mailroom_api::{batch::BatchItemError, ErrorCode};
+//! let error = BatchItemError { code: ErrorCode::NotOwned, message: "gone".into() };
+//! assert_eq!(error.to_string(), "not_owned: gone");
+//! ```
 
 use serde::{Deserialize, Serialize};
 
@@ -88,12 +94,6 @@ pub struct NackBatchRequest {
 }
 
 /// Why one item of a batch failed, while the others may have worked.
-///
-/// ```
-/// use mailroom_api::{batch::BatchItemError, ErrorCode};
-/// let error = BatchItemError { code: ErrorCode::NotOwned, message: "gone".into() };
-/// assert_eq!(error.to_string(), "not_owned: gone");
-/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, thiserror::Error)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = ItemErrorBody))]
 #[error("{code}: {message}")]

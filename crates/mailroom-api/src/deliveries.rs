@@ -81,7 +81,7 @@ pub struct Nacked {
 #[serde(rename_all = "snake_case")]
 pub enum NackKind {
     /// A failure (the default): retried, or dead-lettered once failures reach
-    /// `max_attempts` ([`CreateGroup::max_attempts`](crate::groups::CreateGroup)).
+    /// `max_attempts` (the `max_attempts` of `CreateGroup`, which defines it).
     #[default]
     Nack,
     /// Handed back without counting as a failure; never dead-letters.

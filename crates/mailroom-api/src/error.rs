@@ -4,6 +4,12 @@
 //! is never renamed or reused for another condition; a new condition gets a new code. A
 //! code this crate does not know (from a newer server) decodes as [`ErrorCode::Other`],
 //! so an old client still reads the error instead of failing to decode it.
+//!
+//! ```
+//! use mailroom_api::{ErrorBody, ErrorCode};
+//! let body: ErrorBody = serde_json::from_str(r#"{"error":"not_owned","message":"gone"}"#).unwrap();
+//! assert_eq!(body.error, ErrorCode::NotOwned);
+//! ```
 
 use std::fmt;
 
@@ -132,6 +138,18 @@ impl PartialEq<&str> for ErrorCode {
     }
 }
 
+impl PartialEq<ErrorCode> for str {
+    fn eq(&self, other: &ErrorCode) -> bool {
+        self == other.as_str()
+    }
+}
+
+impl PartialEq<ErrorCode> for &str {
+    fn eq(&self, other: &ErrorCode) -> bool {
+        *self == other.as_str()
+    }
+}
+
 impl Serialize for ErrorCode {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(self.as_str())
@@ -146,12 +164,6 @@ impl<'de> Deserialize<'de> for ErrorCode {
 }
 
 /// The body of every error response.
-///
-/// ```
-/// use mailroom_api::{ErrorBody, ErrorCode};
-/// let body: ErrorBody = serde_json::from_str(r#"{"error":"not_owned","message":"gone"}"#).unwrap();
-/// assert_eq!(body.error, ErrorCode::NotOwned);
-/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErrorBody {

@@ -4,6 +4,22 @@
 //!
 //! A group's `max_attempts` bounds the *failures* of each message, and is defined once,
 //! on [`CreateGroup::max_attempts`]; every other mention refers to it.
+//!
+//! # Example
+//!
+//! ```
+//! use mailroom_api::groups::{CreateGroup, Start, StartName};
+//! let body = CreateGroup {
+//!     max_attempts: 3,
+//!     start: Some(Start::Named(StartName::Latest)),
+//!     lease_ms: None,
+//!     backoff: None,
+//!     max_in_flight: None,
+//! };
+//! let json = serde_json::to_string(&body).unwrap();
+//! assert_eq!(json, r#"{"max_attempts":3,"start":"latest"}"#);
+//! assert_eq!(serde_json::to_string(&Start::Offset(7)).unwrap(), "7");
+//! ```
 
 use serde::{Deserialize, Serialize};
 
@@ -49,12 +65,6 @@ pub struct CreateGroup {
 }
 
 /// Where a new group starts.
-///
-/// ```
-/// use mailroom_api::groups::{Start, StartName};
-/// assert_eq!(serde_json::to_string(&Start::Named(StartName::Latest)).unwrap(), r#""latest""#);
-/// assert_eq!(serde_json::to_string(&Start::Offset(7)).unwrap(), "7");
-/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(
@@ -89,8 +99,8 @@ pub struct GroupCreated {
     pub group: String,
 }
 
-/// A group's state, as `GET .../groups/{group}` returns it (within [`GroupDetail`]) and
-/// `GET /v1/topics/{topic}` lists it.
+/// A group's state in short, as `GET /v1/topics/{topic}` lists it (`GET
+/// .../groups/{group}` adds its settings and counters).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = GroupInfoBody))]
 pub struct GroupInfo {
@@ -102,7 +112,8 @@ pub struct GroupInfo {
     pub attempt: u32,
     /// The delivery in flight, or null.
     pub in_flight: Option<DeliveryId>,
-    /// Failures allowed per message (see [`CreateGroup::max_attempts`]).
+    /// Failures allowed per message, as set at creation (the `max_attempts` of
+    /// `CreateGroup`, which defines it).
     pub max_attempts: u32,
     /// Messages published but not finished by this group.
     pub lag: u64,
@@ -176,9 +187,8 @@ pub struct DeadLetterNote {
     pub at_ms: u64,
 }
 
-/// A group's full state, as `GET .../groups/{group}` returns it: the [`GroupInfo`]
-/// fields plus the settings, counters, every delivery in flight and the dead letters'
-/// reasons.
+/// A group's full state, as `GET .../groups/{group}` returns it: the short view's fields
+/// plus the settings, counters, every delivery in flight and the dead letters' reasons.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = GroupDetailBody))]
 pub struct GroupDetail {

@@ -8,7 +8,6 @@ use crate::ErrorCode;
 /// One confirmation frame: the fate of frames `seq .. seq + count`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(deny_unknown_fields)]
 pub struct StreamConfirmation {
     /// The first frame covered (frames are numbered from 0 on the connection).
     pub seq: u64,

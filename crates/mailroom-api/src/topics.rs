@@ -1,4 +1,14 @@
 //! Topics: create, list, describe, delete, publish one message, publish a batch.
+//!
+//! A batch message is a string, or `{"base64": ...}` for bytes that are not UTF-8:
+//!
+//! ```
+//! use mailroom_api::topics::{Base64Message, BatchMessage};
+//! let text = BatchMessage::Text("hi".into());
+//! assert_eq!(serde_json::to_string(&text).unwrap(), r#""hi""#);
+//! let bytes = BatchMessage::Binary(Base64Message { base64: "/wA=".into() });
+//! assert_eq!(serde_json::to_string(&bytes).unwrap(), r#"{"base64":"/wA="}"#);
+//! ```
 
 use serde::{Deserialize, Serialize};
 
@@ -69,14 +79,6 @@ pub struct Published {
 }
 
 /// One message of a batch: a UTF-8 string, or `{"base64": "..."}` for arbitrary bytes.
-///
-/// ```
-/// use mailroom_api::topics::{Base64Message, BatchMessage};
-/// let text = BatchMessage::Text("hi".into());
-/// assert_eq!(serde_json::to_string(&text).unwrap(), r#""hi""#);
-/// let bytes = BatchMessage::Binary(Base64Message { base64: "/wA=".into() });
-/// assert_eq!(serde_json::to_string(&bytes).unwrap(), r#"{"base64":"/wA="}"#);
-/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(untagged, expecting = "expected a string or {\"base64\": \"...\"}")]

@@ -150,7 +150,7 @@ mod tests {
         ];
         for (api, message) in cases {
             assert_eq!(
-                (api.code, api.message.as_str()),
+                (api.code.as_str(), api.message.as_str()),
                 ("invalid_argument", message)
             );
         }
