@@ -32,11 +32,11 @@ pub struct ChannelInfo {
     /// The channel's name.
     pub name: String,
     /// The most subscribers at once.
-    pub max_subscribers: usize,
+    pub max_subscribers: u64,
     /// The most messages buffered per subscriber.
-    pub mailbox_capacity: usize,
+    pub mailbox_capacity: u64,
     /// Subscribers connected now.
-    pub subscribers: usize,
+    pub subscribers: u64,
     /// Messages published.
     pub published: u64,
     /// Deliveries into mailboxes.
@@ -58,9 +58,9 @@ pub struct ChannelList {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ChannelDelivery {
     /// Subscribers whose mailbox took the message.
-    pub delivered: usize,
+    pub delivered: u64,
     /// Subscribers whose mailbox was full: the message was dropped for them.
-    pub dropped: usize,
+    pub dropped: u64,
 }
 
 /// The answer to a channel deletion.

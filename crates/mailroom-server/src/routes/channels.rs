@@ -47,9 +47,10 @@ fn channel_info(channel: &Channel) -> ChannelInfo {
     let stats = channel.stats();
     ChannelInfo {
         name: channel.name.clone(),
-        max_subscribers: channel.broker.max_subscribers(),
-        mailbox_capacity: channel.broker.mailbox_capacity(),
-        subscribers: stats.subscribers,
+        // Counts in memory: a usize always fits the wire's u64.
+        max_subscribers: channel.broker.max_subscribers() as u64,
+        mailbox_capacity: channel.broker.mailbox_capacity() as u64,
+        subscribers: stats.subscribers as u64,
         published: stats.published,
         delivered: stats.delivered,
         dropped: stats.dropped,
@@ -153,8 +154,8 @@ pub async fn publish_channel(
         .get_or_create(&labels)
         .inc_by(delivery.dropped as u64);
     Ok(Json(ChannelDelivery {
-        delivered: delivery.delivered,
-        dropped: delivery.dropped,
+        delivered: delivery.delivered as u64,
+        dropped: delivery.dropped as u64,
     }))
 }
 
