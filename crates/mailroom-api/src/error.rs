@@ -163,6 +163,26 @@ impl<'de> Deserialize<'de> for ErrorCode {
     }
 }
 
+/// The most characters of a client's text an error message echoes back.
+pub const SHOWN_CHARS_MAX: usize = 128;
+
+/// A client's text as an error message shows it: at most [`SHOWN_CHARS_MAX`] characters,
+/// with `…` where it was cut, so an error never echoes an unbounded input.
+///
+/// ```
+/// use mailroom_api::error::{shown, SHOWN_CHARS_MAX};
+/// assert_eq!(shown("abc"), "abc");
+/// assert_eq!(shown(&"x".repeat(500)).chars().count(), SHOWN_CHARS_MAX + 1);
+/// ```
+pub fn shown(text: &str) -> String {
+    let mut chars = text.chars();
+    let mut out: String = chars.by_ref().take(SHOWN_CHARS_MAX).collect();
+    if chars.next().is_some() {
+        out.push('…');
+    }
+    out
+}
+
 /// The body of every error response.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]

@@ -51,4 +51,4 @@ pub mod topics;
 pub mod whole;
 
 pub use error::{ErrorBody, ErrorCode};
-pub use names::{check_name, NameError, NameKind, NAME_BYTES_MAX};
+pub use names::{check_name, InvalidName, NameError, NameKind, NAME_BYTES_MAX};

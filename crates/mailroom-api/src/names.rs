@@ -69,6 +69,51 @@ impl NameError {
     }
 }
 
+/// A name refused by the rule, with what it names: the `invalid_name` error of the
+/// server and the client's refusal before sending, in one wording.
+///
+/// ```
+/// use mailroom_api::names::{check, NameKind};
+/// let error = check(NameKind::Group, "a/b").unwrap_err();
+/// assert_eq!(
+///     error.to_string(),
+///     "group name \"a/b\" is invalid (characters outside [A-Za-z0-9._-]); a name is \
+///      1..=128 characters of [A-Za-z0-9._-], not . or .."
+/// );
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, thiserror::Error)]
+#[error("{}", refusal(.kind, .name, *.reason))]
+pub struct InvalidName {
+    /// What the name names.
+    pub kind: NameKind,
+    /// The name given.
+    pub name: String,
+    /// What is wrong with it.
+    pub reason: NameError,
+}
+
+/// The message for a `kind` name (`"topic"`, say) refused for `reason`; it echoes a
+/// bounded part of the name ([`shown`](crate::error::shown)).
+pub fn refusal(kind: impl std::fmt::Display, name: &str, reason: NameError) -> String {
+    let shown = crate::error::shown(name);
+    format!(
+        "{kind} name {shown:?} is invalid ({reason}); a name is 1..={NAME_BYTES_MAX} \
+         characters of [A-Za-z0-9._-], not . or .."
+    )
+}
+
+/// Checks a `kind` name against the rule.
+///
+/// # Errors
+/// The [`InvalidName`] saying what is wrong.
+pub fn check(kind: NameKind, name: &str) -> Result<(), InvalidName> {
+    check_name(name).map_err(|reason| InvalidName {
+        kind,
+        name: name.to_owned(),
+        reason,
+    })
+}
+
 /// Checks a name against the rule.
 ///
 /// ```

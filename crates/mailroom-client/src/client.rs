@@ -461,15 +461,15 @@ mod tests {
     // sent: the listener behind the client never sees a connection.
     #[tokio::test]
     async fn bad_names_fail_before_any_request() {
-        use crate::{NameError, NameKind, StartPosition};
+        use crate::{InvalidName, NameError, NameKind, StartPosition};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let client = Client::new(&format!("http://{}", listener.local_addr().unwrap())).unwrap();
         let refused = |result: Result<(), ClientError>, kind, reason| match result {
-            Err(ClientError::InvalidName {
+            Err(ClientError::InvalidName(InvalidName {
                 kind: got_kind,
                 reason: got_reason,
                 ..
-            }) => assert_eq!((got_kind, got_reason), (kind, reason)),
+            })) => assert_eq!((got_kind, got_reason), (kind, reason)),
             other => panic!("expected an invalid {kind} name, got {other:?}"),
         };
         let id = DeliveryId {

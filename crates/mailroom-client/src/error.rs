@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use mailroom_api::{ErrorCode, NameError, NameKind};
+use mailroom_api::{ErrorCode, InvalidName, NameKind};
 
 /// Why a client call failed.
 ///
@@ -28,16 +28,9 @@ pub enum ClientError {
     #[error("invalid url: {0}")]
     InvalidUrl(String),
     /// A topic, group or channel name breaks the [name rule](mailroom_api::names); no
-    /// request was sent.
-    #[error("invalid {kind} name {name:?}: {reason}")]
-    InvalidName {
-        /// What the name names.
-        kind: NameKind,
-        /// The name given.
-        name: String,
-        /// What is wrong with it.
-        reason: NameError,
-    },
+    /// request was sent. It reads as the server's `invalid_name` message would.
+    #[error(transparent)]
+    InvalidName(#[from] InvalidName),
     /// A time limit of the client's [`Timeouts`](crate::Timeouts) ran out: the server
     /// did not accept the connection, or did not answer, in time.
     #[error("{limit} timed out after {} ms", after.as_millis())]
@@ -129,11 +122,7 @@ impl ClientError {
 
     /// Checks `name` against the name rule before it goes into a request.
     pub(crate) fn check_name(kind: NameKind, name: &str) -> Result<(), ClientError> {
-        mailroom_api::check_name(name).map_err(|reason| ClientError::InvalidName {
-            kind,
-            name: name.to_owned(),
-            reason,
-        })
+        Ok(mailroom_api::names::check(kind, name)?)
     }
 
     /// Whether a time limit ran out ([`ClientError::Timeout`]).

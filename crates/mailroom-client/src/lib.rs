@@ -66,4 +66,4 @@ pub use mailroom_api::deliveries::{DeliveryId, NackKind, NackOutcome};
 pub use mailroom_api::groups::{Backoff, DeadLetterNote, GroupCounters, GroupDetail, GroupInfo};
 pub use mailroom_api::publish_stream::StreamError as Refusal;
 pub use mailroom_api::topics::{TopicInfo, TopicSummary};
-pub use mailroom_api::{ErrorCode, NameError, NameKind};
+pub use mailroom_api::{ErrorCode, InvalidName, NameError, NameKind};

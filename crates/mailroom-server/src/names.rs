@@ -47,16 +47,8 @@ impl ToSchema for Name {}
 /// A 400 `invalid_name` [`ApiError`] saying what is wrong.
 pub fn check_name(kind: &str, name: &str) -> Result<(), ApiError> {
     mailroom_api::check_name(name).map_err(|reason| {
-        // The name came from outside: echo a bounded part of it.
-        let shown = crate::error::shown(name);
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            ErrorCode::InvalidName,
-            format!(
-                "{kind} name {shown:?} is invalid ({reason}); a name is 1..={NAME_BYTES_MAX} \
-                 characters of [A-Za-z0-9._-], not . or .."
-            ),
-        )
+        let message = mailroom_api::names::refusal(kind, name, reason);
+        ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::InvalidName, message)
     })
 }
 
