@@ -63,11 +63,7 @@ impl Client {
         group: &str,
         delivery: DeliveryId,
     ) -> Result<(), ClientError> {
-        let request = self
-            .request(Method::POST, &Self::group_path(topic, group, &["ack"])?)?
-            .json(&delivery);
-        self.send(request).await?;
-        Ok(())
+        self.settle(topic, group, "ack", delivery).await
     }
 
     /// Gives up on the group's in-flight delivery: a retry, or a dead letter after the
@@ -136,8 +132,20 @@ impl Client {
         group: &str,
         delivery: DeliveryId,
     ) -> Result<(), ClientError> {
+        self.settle(topic, group, "touch", delivery).await
+    }
+
+    /// Posts `delivery` to the group's `verb` (`ack`, `touch`), whose answer says nothing
+    /// beyond success.
+    async fn settle(
+        &self,
+        topic: &str,
+        group: &str,
+        verb: &str,
+        delivery: DeliveryId,
+    ) -> Result<(), ClientError> {
         let request = self
-            .request(Method::POST, &Self::group_path(topic, group, &["touch"])?)?
+            .request(Method::POST, &Self::group_path(topic, group, &[verb])?)?
             .json(&delivery);
         self.send(request).await?;
         Ok(())

@@ -2,7 +2,7 @@
 //! this file holds what the verbs share: the arguments that name a group or a range of
 //! its dead letters, and the text that describes a group.
 
-use mailroom_client::{GroupDetail, GroupInfo};
+use mailroom_client::{DeliveryId, GroupDetail, GroupInfo};
 
 use crate::api::Api;
 use crate::output::Output;
@@ -35,7 +35,7 @@ pub enum GroupCommand {
     /// Nack, release or reject one delivery.
     Nack(nack::Args),
     /// Extend the lease of one delivery.
-    Touch(touch::Args),
+    Touch(DeliveryArgs),
     /// Put dead letters back for delivery to this group only.
     Redrive(RangeArgs),
     /// Delete dead letters.
@@ -61,21 +61,37 @@ pub async fn run(api: &impl Api, command: GroupCommand, output: Output) -> anyho
 pub struct GroupArgs {
     /// The topic.
     #[arg(value_parser = crate::names::topic)]
-    topic: String,
+    pub topic: String,
     /// The group.
     #[arg(value_parser = crate::names::group)]
-    group: String,
+    pub group: String,
+}
+
+/// One delivery of a group: its offset and attempt.
+#[derive(Debug, clap::Args)]
+pub struct DeliveryArgs {
+    #[command(flatten)]
+    at: GroupArgs,
+    /// The delivery's offset.
+    offset: u64,
+    /// The delivery's attempt.
+    attempt: u32,
+}
+
+impl DeliveryArgs {
+    fn id(&self) -> DeliveryId {
+        DeliveryId {
+            offset: self.offset,
+            attempt: self.attempt,
+        }
+    }
 }
 
 /// A group and an optional half-open offset range.
 #[derive(Debug, clap::Args)]
 pub struct RangeArgs {
-    /// The topic.
-    #[arg(value_parser = crate::names::topic)]
-    topic: String,
-    /// The group.
-    #[arg(value_parser = crate::names::group)]
-    group: String,
+    #[command(flatten)]
+    at: GroupArgs,
     /// The lowest offset included (default 0).
     #[arg(long, value_parser = clap::value_parser!(u64).range(..=RANGE_OFFSET_MAX))]
     from: Option<u64>,
@@ -162,8 +178,10 @@ mod tests {
     fn open_ranges_end_at_the_largest_accepted_offset() {
         let range = |from, to| {
             RangeArgs {
-                topic: "t".into(),
-                group: "g".into(),
+                at: GroupArgs {
+                    topic: "t".into(),
+                    group: "g".into(),
+                },
                 from,
                 to,
             }

@@ -1,24 +1,17 @@
 //! `mailroom group nack`: nack, release or reject one delivery.
 
-use mailroom_client::{DeliveryId, NackKind, NackOptions};
+use mailroom_client::{NackKind, NackOptions};
 use serde_json::json;
 
 use crate::api::Api;
+use crate::commands::group::DeliveryArgs;
 use crate::output::Output;
 
 /// Flags of `group nack`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The topic.
-    #[arg(value_parser = crate::names::topic)]
-    topic: String,
-    /// The group.
-    #[arg(value_parser = crate::names::group)]
-    group: String,
-    /// The delivery's offset.
-    offset: u64,
-    /// The delivery's attempt.
-    attempt: u32,
+    #[command(flatten)]
+    delivery: DeliveryArgs,
     /// nack (a failure), release (not a failure) or reject (dead-letter now).
     #[arg(long, default_value = "nack", value_parser = parse_kind)]
     kind: NackKind,
@@ -37,13 +30,9 @@ pub async fn run(api: &impl Api, args: Args, output: Output) -> anyhow::Result<(
         delay_ms: args.delay_ms,
         reason: args.reason,
     };
-    let id = DeliveryId {
-        offset: args.offset,
-        attempt: args.attempt,
-    };
-    let outcome = api
-        .nack_with(&args.topic, &args.group, id, &options)
-        .await?;
+    let DeliveryArgs { at, .. } = &args.delivery;
+    let id = args.delivery.id();
+    let outcome = api.nack_with(&at.topic, &at.group, id, &options).await?;
     output.emit(json!({ "outcome": outcome }), || format!("{outcome:?}"));
     Ok(())
 }
@@ -61,6 +50,7 @@ pub fn parse_kind(text: &str) -> Result<NackKind, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::commands::group::GroupArgs;
     use crate::fake::Fake;
 
     // Proves every nack kind parses, and junk is refused.
@@ -77,10 +67,14 @@ mod tests {
     async fn nack_sends_the_delivery_and_its_options() {
         let fake = Fake::default();
         let args = Args {
-            topic: "t".into(),
-            group: "g".into(),
-            offset: 7,
-            attempt: 2,
+            delivery: DeliveryArgs {
+                at: GroupArgs {
+                    topic: "t".into(),
+                    group: "g".into(),
+                },
+                offset: 7,
+                attempt: 2,
+            },
             kind: NackKind::Reject,
             delay_ms: Some(50),
             reason: Some("bad input".into()),

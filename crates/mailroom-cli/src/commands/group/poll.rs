@@ -4,17 +4,14 @@ use mailroom_client::{BatchPoll, Delivery};
 use serde_json::json;
 
 use crate::api::Api;
+use crate::commands::group::GroupArgs;
 use crate::output::{merged, payload_fields, payload_text, Output};
 
 /// Flags of `group poll`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The topic.
-    #[arg(value_parser = crate::names::topic)]
-    topic: String,
-    /// The group.
-    #[arg(value_parser = crate::names::group)]
-    group: String,
+    #[command(flatten)]
+    at: GroupArgs,
     /// The consumer identity; a repeated poll gives it back its own deliveries.
     #[arg(long)]
     consumer: Option<String>,
@@ -27,8 +24,7 @@ pub struct Args {
 /// Polls once, or once in a batch with `--max`, and prints what came.
 pub async fn run(api: &impl Api, args: Args, output: Output) -> anyhow::Result<()> {
     let Args {
-        topic,
-        group,
+        at: GroupArgs { topic, group },
         consumer,
         max,
     } = args;
@@ -83,8 +79,10 @@ mod tests {
 
     fn args(consumer: Option<&str>, max: Option<u32>) -> Args {
         Args {
-            topic: "t".into(),
-            group: "g".into(),
+            at: GroupArgs {
+                topic: "t".into(),
+                group: "g".into(),
+            },
             consumer: consumer.map(str::to_owned),
             max,
         }

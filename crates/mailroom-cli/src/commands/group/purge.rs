@@ -8,7 +8,9 @@ use crate::output::Output;
 
 /// Purges the dead letters in the range (all without one) and prints how many.
 pub async fn run(api: &impl Api, args: RangeArgs, output: Output) -> anyhow::Result<()> {
-    let count = api.purge(&args.topic, &args.group, args.range()).await?;
+    let count = api
+        .purge(&args.at.topic, &args.at.group, args.range())
+        .await?;
     output.emit(json!({ "count": count }), || format!("purged {count}"));
     Ok(())
 }
@@ -16,7 +18,7 @@ pub async fn run(api: &impl Api, args: RangeArgs, output: Output) -> anyhow::Res
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commands::group::RANGE_OFFSET_MAX;
+    use crate::commands::group::{GroupArgs, RANGE_OFFSET_MAX};
     use crate::fake::Fake;
 
     // Proves purge sends the range, an open end as the largest accepted offset.
@@ -24,8 +26,10 @@ mod tests {
     async fn purge_sends_the_range() {
         let fake = Fake::default();
         let args = RangeArgs {
-            topic: "t".into(),
-            group: "g".into(),
+            at: GroupArgs {
+                topic: "t".into(),
+                group: "g".into(),
+            },
             from: Some(4),
             to: None,
         };

@@ -8,7 +8,9 @@ use crate::output::Output;
 
 /// Redrives the dead letters in the range (all without one) and prints how many.
 pub async fn run(api: &impl Api, args: RangeArgs, output: Output) -> anyhow::Result<()> {
-    let count = api.redrive(&args.topic, &args.group, args.range()).await?;
+    let count = api
+        .redrive(&args.at.topic, &args.at.group, args.range())
+        .await?;
     output.emit(json!({ "count": count }), || format!("redrove {count}"));
     Ok(())
 }
@@ -16,6 +18,7 @@ pub async fn run(api: &impl Api, args: RangeArgs, output: Output) -> anyhow::Res
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::commands::group::GroupArgs;
     use crate::fake::Fake;
 
     // Proves redrive sends no range without flags, and a half-open one with them.
@@ -23,8 +26,10 @@ mod tests {
     async fn redrive_sends_the_range() {
         let fake = Fake::default();
         let range = |from, to| RangeArgs {
-            topic: "t".into(),
-            group: "g".into(),
+            at: GroupArgs {
+                topic: "t".into(),
+                group: "g".into(),
+            },
             from,
             to,
         };

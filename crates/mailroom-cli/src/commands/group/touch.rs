@@ -1,33 +1,14 @@
 //! `mailroom group touch`: extend the lease of one delivery.
 
-use mailroom_client::DeliveryId;
 use serde_json::json;
 
 use crate::api::Api;
+use crate::commands::group::DeliveryArgs;
 use crate::output::Output;
 
-/// Flags of `group touch`.
-#[derive(Debug, clap::Args)]
-pub struct Args {
-    /// The topic.
-    #[arg(value_parser = crate::names::topic)]
-    topic: String,
-    /// The group.
-    #[arg(value_parser = crate::names::group)]
-    group: String,
-    /// The delivery's offset.
-    offset: u64,
-    /// The delivery's attempt.
-    attempt: u32,
-}
-
 /// Extends the delivery's lease.
-pub async fn run(api: &impl Api, args: Args, output: Output) -> anyhow::Result<()> {
-    let id = DeliveryId {
-        offset: args.offset,
-        attempt: args.attempt,
-    };
-    api.touch(&args.topic, &args.group, id).await?;
+pub async fn run(api: &impl Api, args: DeliveryArgs, output: Output) -> anyhow::Result<()> {
+    api.touch(&args.at.topic, &args.at.group, args.id()).await?;
     output.emit(json!({ "outcome": "touched" }), || "touched".into());
     Ok(())
 }
@@ -35,15 +16,18 @@ pub async fn run(api: &impl Api, args: Args, output: Output) -> anyhow::Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::commands::group::GroupArgs;
     use crate::fake::Fake;
 
     // Proves touch names the exact delivery, offset and attempt.
     #[tokio::test]
     async fn touch_names_the_delivery() {
         let fake = Fake::default();
-        let args = Args {
-            topic: "t".into(),
-            group: "g".into(),
+        let args = DeliveryArgs {
+            at: GroupArgs {
+                topic: "t".into(),
+                group: "g".into(),
+            },
             offset: 3,
             attempt: 9,
         };
