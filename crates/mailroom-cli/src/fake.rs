@@ -134,7 +134,12 @@ impl Api for Fake {
     }
     async fn list_topics(&self) -> Result<Vec<TopicSummary>, ClientError> {
         self.record("list_topics".into());
-        Ok(Vec::new())
+        Ok(vec![TopicSummary {
+            name: "t".into(),
+            start: 0,
+            end: 6,
+            groups: vec!["g".into()],
+        }])
     }
     async fn topic_info(&self, topic: &str) -> Result<TopicInfo, ClientError> {
         self.record(format!("topic_info {topic}"));

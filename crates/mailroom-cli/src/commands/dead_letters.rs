@@ -26,3 +26,21 @@ pub async fn run(api: &impl Api, args: Args, output: Output) -> anyhow::Result<(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake::Fake;
+
+    // Proves the listing reads the named group's dead letters.
+    #[tokio::test]
+    async fn lists_the_groups_dead_letters() {
+        let fake = Fake::default();
+        let args = Args {
+            topic: "t".into(),
+            group: "g".into(),
+        };
+        run(&fake, args, Output { json: true }).await.unwrap();
+        assert_eq!(fake.calls(), ["dead_letters t g"]);
+    }
+}
