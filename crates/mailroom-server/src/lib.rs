@@ -22,9 +22,11 @@
 //! Every error is JSON `{"error": "<stable code>", "message": "..."}`; see [`error`].
 //! When a token is configured every `/v1` call needs `Authorization: Bearer <token>`.
 //!
-//! Under `--fsync always` store calls wait for fsync, so handlers run them on the
-//! blocking pool; under the relaxed policies they run inline on the async workers
-//! ([`state::AppState::blocking`] says why).
+//! Handlers reach the topics and groups only through one trait, [`backend::Backend`];
+//! the embedded store implements it ([`backend::Embedded`]). Under `--fsync always` its
+//! store calls wait for fsync, so it runs them on the blocking pool; under the relaxed
+//! policies they run inline on the async workers ([`backend::Embedded::blocking`] says
+//! why).
 //!
 //! # Example
 //!
@@ -63,6 +65,7 @@
 //! ```
 
 pub mod app;
+pub mod backend;
 pub mod body;
 pub mod channels;
 pub mod config;

@@ -33,7 +33,7 @@
 //!
 //! A waiter still re-polls every [`LONG_POLL_RECHECK_MS`] (5 s) at least, for three
 //! things a wake-up cannot promise: a handler cancelled by its client between its store
-//! call and its wake (`AppState::durable`), the store's wall clock being stepped
+//! call and its wake (`backend::Embedded::durable`), the store's wall clock being stepped
 //! forward (timers run on the monotonic clock, so due times would then come early by the
 //! store's reckoning), and a group deleted and re-created with a different lease while
 //! its waiters still hold the old length.

@@ -92,9 +92,9 @@ pub async fn dead_letters(
     check_names(&topic, &group)?;
     let limit = page.limit()?;
     let from = page.from.unwrap_or(0);
-    // The store reads only this page's payloads, in offset order.
     let page = state
-        .blocking(move |store| store.topic(&topic)?.dead_letter_page(&group, from, limit))
+        .backend
+        .dead_letter_page(&topic, &group, from, limit)
         .await?;
     let dead_letters = page
         .letters

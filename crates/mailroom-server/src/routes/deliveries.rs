@@ -2,7 +2,7 @@
 //!
 //! Every transition goes through the store, which runs the one group state machine
 //! (`mailroom::group`) and makes the event durable before the response is sent (the hot
-//! calls through [`AppState::durable`], awaited without blocking a worker).
+//! calls awaited without blocking a worker; see [`crate::backend`]).
 
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
@@ -124,19 +124,12 @@ async fn poll_delivery(
 ) -> Result<Option<mailroom::topic::Delivery<Bytes>>, ApiError> {
     check_names(&topic, &group)?;
     let labels = Metrics::group(&topic, &group);
-    let polled_at = tokio::time::Instant::now();
     let delivery = state
-        .durable(|store| {
-            let topic = store.topic(&topic)?;
-            match &consumer {
-                None => topic.poll_deferred(&group),
-                Some(consumer) => topic.poll_as_deferred(&group, consumer),
-            }
-        })
+        .backend
+        .poll(&topic, &group, consumer.as_deref())
         .await?;
     if delivery.is_some() {
         state.metrics.deliveries.get_or_create(&labels).inc();
-        state.long_polls.leased(&topic, &group, polled_at);
     }
     Ok(delivery)
 }
@@ -224,10 +217,7 @@ pub async fn ack(
     check_names(&topic, &group)?;
     let labels = Metrics::group(&topic, &group);
     let id = delivery.id();
-    state
-        .durable(|store| store.topic(&topic)?.ack_deferred(&group, id))
-        .await?;
-    state.long_polls.wake(&labels.topic);
+    state.backend.ack(&topic, &group, id).await?;
     state.metrics.acks.get_or_create(&labels).inc();
     Ok(Json(Acked {
         outcome: "acked".to_owned(),
@@ -258,10 +248,7 @@ pub async fn nack(
     let (id, options) = request.split();
     check_nack_options(&options)?;
     let released = options.kind == mailroom::group::NackKind::Release;
-    let nack = state
-        .durable(|store| store.topic(&topic)?.nack_with_deferred(&group, id, options))
-        .await?;
-    state.long_polls.wake(&labels.topic);
+    let nack = state.backend.nack(&topic, &group, id, options).await?;
     let outcome = match nack {
         Nack::Retry if released => NackOutcome::Released,
         Nack::Retry => NackOutcome::Retry,

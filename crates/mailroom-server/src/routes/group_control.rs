@@ -11,10 +11,10 @@ use axum::extract::{Path, State};
 use axum::Json;
 use mailroom::group::{Backoff, DeliveryId, GroupConfig, GroupCounters, NackKind, NackOptions};
 use mailroom::topic::DeadLetterInfo;
-use mailroom_store::{DurableTopic, StoreError};
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
+use crate::backend::GroupDetail;
 use crate::body::parse;
 use crate::error::{shown, ApiError, ErrorBody};
 use crate::routes::arguments::check_consumer;
@@ -166,25 +166,23 @@ pub async fn group_detail(
     topic: String,
     group: String,
 ) -> Result<GroupDetailBody, ApiError> {
-    state
-        .blocking(move |store| {
-            let topic = store.topic(&topic)?;
-            let info = topic.group_info(&group)?;
-            let config = topic.group_config(&group)?;
-            let counters = topic.group_counters(&group)?;
-            let in_flight = topic.in_flight(&group)?;
-            let letters = topic.dead_letter_info(&group)?;
-            Ok(GroupDetailBody {
-                info: group_info_body(info),
-                lease_ms: config.lease_ms,
-                backoff: config.backoff.map(BackoffBody::from),
-                max_in_flight: config.max_in_flight,
-                counters: counters.into(),
-                deliveries: in_flight.into_iter().map(delivery_ref).collect(),
-                dead_letter_notes: letters.iter().map(DeadLetterNoteBody::from).collect(),
-            })
-        })
-        .await
+    let detail = state.backend.group_detail(&topic, &group).await?;
+    let GroupDetail {
+        info,
+        config,
+        counters,
+        in_flight,
+        dead_letters,
+    } = detail;
+    Ok(GroupDetailBody {
+        info: group_info_body(info),
+        lease_ms: config.lease_ms,
+        backoff: config.backoff.map(BackoffBody::from),
+        max_in_flight: config.max_in_flight,
+        counters: counters.into(),
+        deliveries: in_flight.into_iter().map(delivery_ref).collect(),
+        dead_letter_notes: dead_letters.iter().map(DeadLetterNoteBody::from).collect(),
+    })
 }
 
 fn delivery_ref(id: DeliveryId) -> DeliveryRef {
@@ -327,12 +325,7 @@ pub async fn touch(
     crate::body::JsonBody(delivery): crate::body::JsonBody<DeliveryRef>,
 ) -> Result<Json<Touched>, ApiError> {
     check_names(&topic, &group)?;
-    let id = delivery.id();
-    state
-        .blocking(move |store| store.topic(&topic)?.touch(&group, id))
-        .await?;
-    // No wake-up: a touch frees nothing and only moves a lease deadline later, so every
-    // waiting long poll is armed no later than it needs (see `crate::long_poll`).
+    state.backend.touch(&topic, &group, delivery.id()).await?;
     Ok(Json(Touched {
         outcome: "touched".to_owned(),
     }))
@@ -406,7 +399,7 @@ pub async fn redrive(
     Path((topic, group)): Path<(String, String)>,
     body: Bytes,
 ) -> Result<Json<DeadLettersTaken>, ApiError> {
-    take_dead_letters(state, topic, group, &body, DurableTopic::redrive).await
+    take_dead_letters(state, topic, group, &body, Take::Redrive).await
 }
 
 /// Deletes this group's dead letters (all, or those with offsets in `[from, to)`).
@@ -427,28 +420,33 @@ pub async fn purge(
     Path((topic, group)): Path<(String, String)>,
     body: Bytes,
 ) -> Result<Json<DeadLettersTaken>, ApiError> {
-    take_dead_letters(state, topic, group, &body, DurableTopic::purge).await
+    take_dead_letters(state, topic, group, &body, Take::Purge).await
 }
 
-/// Redrive and purge differ only in what the store does with the chosen dead letters.
+/// What a redrive or purge does with the dead letters it chose.
+#[derive(Debug, Clone, Copy)]
+enum Take {
+    /// Puts them back for delivery.
+    Redrive,
+    /// Deletes them.
+    Purge,
+}
+
+/// Redrive and purge differ only in what the backend does with the chosen dead letters.
 async fn take_dead_letters(
     state: AppState,
     topic: String,
     group: String,
     body: &Bytes,
-    take: fn(&DurableTopic, &str, Range<u64>) -> Result<u64, StoreError>,
+    take: Take,
 ) -> Result<Json<DeadLettersTaken>, ApiError> {
     check_names(&topic, &group)?;
     let range = OffsetRange::parse(body)?;
-    let woken = topic.clone();
-    let count = state
-        .blocking(move |store| take(&store.topic(&topic)?, &group, range))
-        .await?;
-    // A redrive makes dead letters ready again; a purge frees nothing, but one rule for
-    // both is simpler than a flag and a needless re-poll is cheap.
-    if count > 0 {
-        state.long_polls.wake(&woken);
-    }
+    let backend = &state.backend;
+    let count = match take {
+        Take::Redrive => backend.redrive(&topic, &group, range).await?,
+        Take::Purge => backend.purge(&topic, &group, range).await?,
+    };
     Ok(Json(DeadLettersTaken { count }))
 }
 

@@ -8,14 +8,14 @@
 //!
 //! Every transition goes through the store, which runs the one group state machine
 //! (`mailroom::group`) and makes the event durable before the response is sent (the hot
-//! calls through [`AppState::durable`], awaited without blocking a worker).
+//! calls awaited without blocking a worker; see [`crate::backend`]).
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use mailroom::group::GroupConfig;
 use mailroom::topic::{GroupInfo, StartPosition};
-use mailroom_store::{DurableTopic, StoreError};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -180,36 +180,13 @@ pub async fn create_group(
         request.lease_ms,
         request.backoff,
         request.max_in_flight,
-    );
+    )
+    .unwrap_or_else(|| GroupConfig::new(request.max_attempts));
     state
-        .blocking(move |store| {
-            let topic = store.topic(&topic)?;
-            check_start(&topic, start)?;
-            match config {
-                None => topic.create_group_at(&group, request.max_attempts, start),
-                Some(config) => topic.create_group_with(&group, start, config),
-            }
-        })
+        .backend
+        .create_group(&topic, &group, start, config)
         .await?;
     Ok((StatusCode::CREATED, Json(body)).into_response())
-}
-
-/// Refuses a start offset outside the retained log with the log's bounds in the message.
-/// The store checks again under its lock (retention may move the start meanwhile), in
-/// fewer words.
-fn check_start(topic: &DurableTopic, start: StartPosition) -> Result<(), StoreError> {
-    let StartPosition::Offset(offset) = start else {
-        return Ok(());
-    };
-    let (first, end) = (topic.start(), topic.len());
-    if offset < first || offset > end {
-        return Err(StoreError::InvalidArgument {
-            reason: format!(
-                "start must be an offset in the retained log, {first}..={end}, got {offset}"
-            ),
-        });
-    }
-    Ok(())
 }
 
 /// Describes one group.
@@ -246,12 +223,8 @@ pub async fn delete_group(
     Path((topic, group)): Path<(String, String)>,
 ) -> Result<Json<GroupDeleted>, ApiError> {
     check_names(&topic, &group)?;
-    let (name, group_name) = (topic.clone(), group.clone());
-    state
-        .blocking(move |store| store.topic(&name)?.delete_group(&group_name))
-        .await?;
-    // Its long polls re-poll, find the group gone and answer 404 `unknown_group`.
-    state.long_polls.wake(&topic);
+    // The backend wakes the group's long polls, which then answer 404 `unknown_group`.
+    state.backend.delete_group(&topic, &group).await?;
     state.metrics.forget_group(&topic, &group);
     Ok(Json(GroupDeleted {
         topic,

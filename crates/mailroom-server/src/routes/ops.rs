@@ -48,30 +48,16 @@ pub async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse,
 /// every group, the waiting long polls and the subscribers of every channel), and catches the per-group event
 /// counters up with the store.
 async fn refresh_gauges(state: &AppState) -> Result<(), ApiError> {
-    let lags = state
-        .blocking(|store| {
-            let mut lags = Vec::new();
-            for name in store.topics() {
-                let Ok(topic) = store.topic(&name) else {
-                    continue;
-                };
-                for group in topic.groups() {
-                    let Ok(info) = topic.group_info(&group) else {
-                        continue;
-                    };
-                    let counters = topic.group_counters(&group).unwrap_or_default();
-                    lags.push((Metrics::group(&name, &group), info.lag, counters));
-                }
-            }
-            Ok(lags)
-        })
-        .await?;
+    let gauges = state.backend.group_gauges().await?;
     // Rebuilt from scratch so deleted groups and channels stop being reported.
     state.metrics.lag.clear();
-    for (labels, lag, counters) in lags {
-        let lag = i64::try_from(lag).unwrap_or(i64::MAX);
+    for gauge in gauges {
+        let labels = Metrics::group(&gauge.topic, &gauge.group);
+        let lag = i64::try_from(gauge.lag).unwrap_or(i64::MAX);
         state.metrics.lag.get_or_create(&labels).set(lag);
-        state.metrics.catch_up_group_counters(&labels, counters);
+        state
+            .metrics
+            .catch_up_group_counters(&labels, gauge.counters);
     }
     let waiting = state.long_polls.waiting();
     let waiting = i64::try_from(waiting).unwrap_or(i64::MAX);

@@ -133,10 +133,7 @@ pub async fn create_topic(
     Path(topic): Path<String>,
 ) -> Result<Response, ApiError> {
     check_name("topic", &topic)?;
-    let name = topic.clone();
-    let created = state
-        .blocking(move |store| store.create_topic(&name))
-        .await?;
+    let created = state.backend.create_topic(&topic).await?;
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -159,15 +156,8 @@ pub async fn delete_topic(
     Path(topic): Path<String>,
 ) -> Result<Json<TopicDeleted>, ApiError> {
     check_name("topic", &topic)?;
-    let name = topic.clone();
-    let groups = state
-        .blocking(move |store| {
-            let groups = store.topic(&name)?.groups();
-            store.delete_topic(&name)?;
-            Ok(groups)
-        })
-        .await?;
-    state.long_polls.forget(&topic);
+    // The backend ends the topic's long polls too.
+    let groups = state.backend.delete_topic(&topic).await?;
     state.metrics.forget_topic(&topic, &groups);
     Ok(Json(TopicDeleted {
         topic,
@@ -182,23 +172,16 @@ pub async fn delete_topic(
         (status = 401, description = "Missing or wrong token", body = ErrorBody),
     ))]
 pub async fn list_topics(State(state): State<AppState>) -> Result<Json<TopicList>, ApiError> {
-    let topics = state
-        .blocking(|store| {
-            let mut topics = Vec::new();
-            for name in store.topics() {
-                // A topic deleted between the listing and this lookup is simply skipped.
-                if let Ok(topic) = store.topic(&name) {
-                    topics.push(TopicSummary {
-                        start: topic.start(),
-                        end: topic.len(),
-                        groups: topic.groups(),
-                        name,
-                    });
-                }
-            }
-            Ok(topics)
+    let topics = state.backend.list_topics().await?;
+    let topics = topics
+        .into_iter()
+        .map(|topic| TopicSummary {
+            name: topic.name,
+            start: topic.start,
+            end: topic.end,
+            groups: topic.groups,
         })
-        .await?;
+        .collect();
     Ok(Json(TopicList { topics }))
 }
 
@@ -216,27 +199,13 @@ pub async fn topic_info(
     Path(topic): Path<String>,
 ) -> Result<Json<TopicInfo>, ApiError> {
     check_name("topic", &topic)?;
-    let info = state
-        .blocking(move |store| {
-            let handle = store.topic(&topic)?;
-            let mut groups = Vec::new();
-            for group in handle.groups() {
-                match handle.group_info(&group) {
-                    Ok(info) => groups.push(group_info_body(info)),
-                    // Deleted since the listing: not an error for the caller.
-                    Err(mailroom_store::StoreError::Topic(_)) => {}
-                    Err(other) => return Err(other),
-                }
-            }
-            Ok(TopicInfo {
-                name: topic,
-                start: handle.start(),
-                end: handle.len(),
-                groups,
-            })
-        })
-        .await?;
-    Ok(Json(info))
+    let topic = state.backend.topic_state(&topic).await?;
+    Ok(Json(TopicInfo {
+        name: topic.name,
+        start: topic.start,
+        end: topic.end,
+        groups: topic.groups.into_iter().map(group_info_body).collect(),
+    }))
 }
 
 /// Publishes the raw request body as one message.
@@ -258,10 +227,7 @@ pub async fn publish(
 ) -> Result<Response, ApiError> {
     check_name("topic", &topic)?;
     let RawBody(payload) = body?;
-    let offset = state
-        .durable(|store| store.topic(&topic)?.publish_deferred(payload))
-        .await?;
-    state.long_polls.wake(&topic);
+    let offset = state.backend.publish(&topic, payload).await?;
     let labels = TopicLabels { topic };
     state.metrics.publishes.get_or_create(&labels).inc();
     Ok((StatusCode::CREATED, Json(Published { offset })).into_response())
@@ -286,10 +252,7 @@ pub async fn publish_batch(
     check_name("topic", &topic)?;
     let payloads = decode_batch(request, state.config.payload_bytes_max)?;
     let count = payloads.len() as u64;
-    let range = state
-        .durable(|store| store.topic(&topic)?.publish_batch_deferred(&payloads))
-        .await?;
-    state.long_polls.wake(&topic);
+    let range = state.backend.publish_batch(&topic, &payloads).await?;
     let labels = TopicLabels { topic };
     state.metrics.publishes.get_or_create(&labels).inc_by(count);
     let offsets = range.collect();

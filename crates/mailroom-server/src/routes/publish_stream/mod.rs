@@ -170,7 +170,7 @@ pub async fn publish_stream(
 ) -> Result<Response, ApiError> {
     // Name and topic first: a 404 says more than "not a WebSocket request".
     check_name("topic", &topic)?;
-    let handle = state.store.topic(&topic)?;
+    let handle = state.backend.publisher(&topic)?;
     let upgrade = upgrade.map_err(|rejection| ApiError::not_websocket(&rejection))?;
     let publisher = Publisher::new(state, topic, handle);
     let frame_bytes_max = publisher
@@ -198,7 +198,7 @@ where
     S: Stream<Item = Result<Message, axum::Error>> + Sink<Message, Error = axum::Error> + Unpin,
 {
     check_name("topic", &topic)?;
-    let handle = state.store.topic(&topic)?;
+    let handle = state.backend.publisher(&topic)?;
     Publisher::new(state, topic, handle).run(socket).await;
     Ok(())
 }
