@@ -76,6 +76,7 @@ pub mod long_poll;
 pub mod metrics;
 pub mod names;
 pub mod openapi;
+pub mod paths;
 pub mod routes;
 pub mod server;
 pub mod state;

@@ -14,7 +14,7 @@
 //! The bodies and their checks are in [`crate::routes::batch_bodies`]; the waiting of a
 //! long poll (`wait_ms` > 0) in [`crate::routes::batch_long_poll`].
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::Json;
 use mailroom::group::{DeliveryId, NackKind, NackOptions, NotOwned};
 use mailroom::topic::Nack;
@@ -22,6 +22,7 @@ use mailroom::topic::Nack;
 use crate::body::JsonBody;
 use crate::error::{ApiError, ErrorBody};
 use crate::metrics::{GroupLabels, Metrics, NackLabels};
+use crate::paths::GroupPath;
 use crate::routes::arguments::check_nack_options;
 use crate::routes::batch_bodies::{
     ack_ids, delivery_ids, AckBatchRequest, AckItemBody, AckOutcome, AckResults, ItemErrorBody,
@@ -29,7 +30,6 @@ use crate::routes::batch_bodies::{
 };
 use crate::routes::batch_long_poll::{long_poll, poll_once};
 use crate::routes::deliveries::{delivery_body, NackOutcome};
-use crate::routes::groups::check_names;
 use crate::state::AppState;
 
 /// Polls a group for up to `max` deliveries, waiting up to `wait_ms` for at least one;
@@ -50,10 +50,9 @@ use crate::state::AppState;
     ))]
 pub async fn poll_batch(
     State(state): State<AppState>,
-    Path((topic, group)): Path<(String, String)>,
+    GroupPath { topic, group }: GroupPath,
     JsonBody(request): JsonBody<PollBatchRequest>,
 ) -> Result<Json<PolledBatch>, ApiError> {
-    check_names(&topic, &group)?;
     let (max, wait) = request.limits()?;
     let acks = request.ack.as_deref().map(ack_ids).transpose()?;
     let consumer = request.consumer.as_deref();
@@ -121,10 +120,9 @@ fn ack_items(
     ))]
 pub async fn ack_batch(
     State(state): State<AppState>,
-    Path((topic, group)): Path<(String, String)>,
+    GroupPath { topic, group }: GroupPath,
     JsonBody(request): JsonBody<AckBatchRequest>,
 ) -> Result<Json<AckResults>, ApiError> {
-    check_names(&topic, &group)?;
     let ids = delivery_ids(&request.deliveries)?;
     let labels = Metrics::group(&topic, &group);
     let outcomes = state.backend.ack_batch(&topic, &group, &ids).await?;
@@ -148,10 +146,9 @@ pub async fn ack_batch(
     ))]
 pub async fn nack_batch(
     State(state): State<AppState>,
-    Path((topic, group)): Path<(String, String)>,
+    GroupPath { topic, group }: GroupPath,
     JsonBody(request): JsonBody<NackBatchRequest>,
 ) -> Result<Json<NackResults>, ApiError> {
-    check_names(&topic, &group)?;
     let ids = delivery_ids(&request.deliveries)?;
     let options = NackOptions {
         kind: NackKind::from(request.kind),

@@ -1,15 +1,15 @@
 //! A group's dead letters, listed by page in offset order. (Redrive and purge are in
 //! [`crate::routes::group_control`].)
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
 use crate::body::QueryParams;
 use crate::error::{ApiError, ErrorBody};
+use crate::paths::GroupPath;
 use crate::routes::deliveries::encode_payload;
-use crate::routes::groups::check_names;
 use crate::state::AppState;
 
 /// One dead letter. Exactly one of `payload` and `payload_base64`.
@@ -86,10 +86,9 @@ pub struct DeadLetters {
     ))]
 pub async fn dead_letters(
     State(state): State<AppState>,
-    Path((topic, group)): Path<(String, String)>,
+    GroupPath { topic, group }: GroupPath,
     QueryParams(page): QueryParams<DeadLetterPage>,
 ) -> Result<Json<DeadLetters>, ApiError> {
-    check_names(&topic, &group)?;
     let limit = page.limit()?;
     let from = page.from.unwrap_or(0);
     let page = state

@@ -4,7 +4,7 @@
 //! (`mailroom::group`) and makes the event durable before the response is sent (the hot
 //! calls awaited without blocking a worker; see [`crate::backend`]).
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -18,9 +18,9 @@ use utoipa::ToSchema;
 use crate::body::{JsonBody, QueryParams};
 use crate::error::{ApiError, ErrorBody};
 use crate::metrics::{Metrics, NackLabels};
+use crate::paths::GroupPath;
 use crate::routes::arguments::check_nack_options;
 use crate::routes::group_control::{poll_consumer, NackRequest, PollRequest};
-use crate::routes::groups::check_names;
 use crate::state::AppState;
 
 /// The header carrying the offset on a raw poll.
@@ -122,7 +122,6 @@ async fn poll_delivery(
     group: String,
     consumer: Option<String>,
 ) -> Result<Option<mailroom::topic::Delivery<Bytes>>, ApiError> {
-    check_names(&topic, &group)?;
     let labels = Metrics::group(&topic, &group);
     let delivery = state
         .backend
@@ -149,7 +148,7 @@ async fn poll_delivery(
     ))]
 pub async fn poll(
     State(state): State<AppState>,
-    Path((topic, group)): Path<(String, String)>,
+    GroupPath { topic, group }: GroupPath,
     QueryParams(query): QueryParams<PollRequest>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
@@ -178,7 +177,7 @@ pub async fn poll(
     ))]
 pub async fn poll_raw(
     State(state): State<AppState>,
-    Path((topic, group)): Path<(String, String)>,
+    GroupPath { topic, group }: GroupPath,
     QueryParams(query): QueryParams<PollRequest>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
@@ -211,10 +210,9 @@ pub async fn poll_raw(
     ))]
 pub async fn ack(
     State(state): State<AppState>,
-    Path((topic, group)): Path<(String, String)>,
+    GroupPath { topic, group }: GroupPath,
     JsonBody(delivery): JsonBody<DeliveryRef>,
 ) -> Result<Json<Acked>, ApiError> {
-    check_names(&topic, &group)?;
     let labels = Metrics::group(&topic, &group);
     let id = delivery.id();
     state.backend.ack(&topic, &group, id).await?;
@@ -240,10 +238,9 @@ pub async fn ack(
     ))]
 pub async fn nack(
     State(state): State<AppState>,
-    Path((topic, group)): Path<(String, String)>,
+    GroupPath { topic, group }: GroupPath,
     JsonBody(request): JsonBody<NackRequest>,
 ) -> Result<Json<Nacked>, ApiError> {
-    check_names(&topic, &group)?;
     let labels = Metrics::group(&topic, &group);
     let (id, options) = request.split();
     check_nack_options(&options)?;

@@ -7,7 +7,7 @@
 use std::ops::Range;
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::Json;
 use mailroom::group::{Backoff, DeliveryId, GroupConfig, GroupCounters, NackKind, NackOptions};
 use mailroom::topic::DeadLetterInfo;
@@ -17,9 +17,10 @@ use utoipa::{IntoParams, ToSchema};
 use crate::backend::GroupDetail;
 use crate::body::parse;
 use crate::error::{shown, ApiError, ErrorBody};
+use crate::paths::GroupPath;
 use crate::routes::arguments::check_consumer;
 use crate::routes::deliveries::DeliveryRef;
-use crate::routes::groups::{check_names, group_info_body, GroupInfoBody};
+use crate::routes::groups::{group_info_body, GroupInfoBody};
 use crate::state::AppState;
 
 /// A group's retry backoff: `{"kind": "fixed", "delay_ms": d}` or
@@ -321,10 +322,9 @@ pub struct Touched {
     ))]
 pub async fn touch(
     State(state): State<AppState>,
-    Path((topic, group)): Path<(String, String)>,
+    GroupPath { topic, group }: GroupPath,
     crate::body::JsonBody(delivery): crate::body::JsonBody<DeliveryRef>,
 ) -> Result<Json<Touched>, ApiError> {
-    check_names(&topic, &group)?;
     state.backend.touch(&topic, &group, delivery.id()).await?;
     Ok(Json(Touched {
         outcome: "touched".to_owned(),
@@ -396,7 +396,7 @@ pub struct DeadLettersTaken {
     ))]
 pub async fn redrive(
     State(state): State<AppState>,
-    Path((topic, group)): Path<(String, String)>,
+    GroupPath { topic, group }: GroupPath,
     body: Bytes,
 ) -> Result<Json<DeadLettersTaken>, ApiError> {
     take_dead_letters(state, topic, group, &body, Take::Redrive).await
@@ -417,7 +417,7 @@ pub async fn redrive(
     ))]
 pub async fn purge(
     State(state): State<AppState>,
-    Path((topic, group)): Path<(String, String)>,
+    GroupPath { topic, group }: GroupPath,
     body: Bytes,
 ) -> Result<Json<DeadLettersTaken>, ApiError> {
     take_dead_letters(state, topic, group, &body, Take::Purge).await
@@ -440,7 +440,6 @@ async fn take_dead_letters(
     body: &Bytes,
     take: Take,
 ) -> Result<Json<DeadLettersTaken>, ApiError> {
-    check_names(&topic, &group)?;
     let range = OffsetRange::parse(body)?;
     let backend = &state.backend;
     let count = match take {

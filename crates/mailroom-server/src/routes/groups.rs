@@ -1,5 +1,5 @@
 //! Consumer groups: create, describe and delete, and what the other group routes share
-//! (name checks, the JSON form of a group's state).
+//! (the JSON form of a group's state).
 //!
 //! A group's deliveries (poll, ack, nack) are in [`crate::routes::deliveries`], their
 //! batch forms in [`crate::routes::batch`], its dead letters in
@@ -10,7 +10,7 @@
 //! (`mailroom::group`) and makes the event durable before the response is sent (the hot
 //! calls awaited without blocking a worker; see [`crate::backend`]).
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -21,7 +21,7 @@ use utoipa::ToSchema;
 
 use crate::body::JsonBody;
 use crate::error::{ApiError, ErrorBody};
-use crate::names::check_name;
+use crate::paths::GroupPath;
 use crate::routes::arguments::check_group_settings;
 use crate::routes::deliveries::DeliveryRef;
 use crate::routes::group_control::{group_config, group_detail, BackoffBody, GroupDetailBody};
@@ -134,11 +134,6 @@ pub fn group_info_body(info: GroupInfo) -> GroupInfoBody {
     }
 }
 
-pub(super) fn check_names(topic: &str, group: &str) -> Result<(), ApiError> {
-    check_name("topic", topic)?;
-    check_name("group", group)
-}
-
 /// Creates a consumer group on a topic.
 #[utoipa::path(put, path = "/v1/topics/{topic}/groups/{group}", tag = "groups",
     params(("topic" = crate::names::Name, Path, description = "Topic name"),
@@ -154,10 +149,9 @@ pub(super) fn check_names(topic: &str, group: &str) -> Result<(), ApiError> {
     ))]
 pub async fn create_group(
     State(state): State<AppState>,
-    Path((topic, group)): Path<(String, String)>,
+    GroupPath { topic, group }: GroupPath,
     JsonBody(request): JsonBody<CreateGroup>,
 ) -> Result<Response, ApiError> {
-    check_names(&topic, &group)?;
     if request.max_attempts == 0 || request.max_attempts > MAX_ATTEMPTS_LIMIT {
         return Err(ApiError::out_of_range(
             "max_attempts",
@@ -202,9 +196,8 @@ pub async fn create_group(
     ))]
 pub async fn group_info(
     State(state): State<AppState>,
-    Path((topic, group)): Path<(String, String)>,
+    GroupPath { topic, group }: GroupPath,
 ) -> Result<Json<GroupDetailBody>, ApiError> {
-    check_names(&topic, &group)?;
     Ok(Json(group_detail(&state, topic, group).await?))
 }
 
@@ -220,9 +213,8 @@ pub async fn group_info(
     ))]
 pub async fn delete_group(
     State(state): State<AppState>,
-    Path((topic, group)): Path<(String, String)>,
+    GroupPath { topic, group }: GroupPath,
 ) -> Result<Json<GroupDeleted>, ApiError> {
-    check_names(&topic, &group)?;
     // The backend wakes the group's long polls, which then answer 404 `unknown_group`.
     state.backend.delete_group(&topic, &group).await?;
     state.metrics.forget_group(&topic, &group);

@@ -5,7 +5,7 @@
 //! end with that 404, and its notifier and metric series are dropped.
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -16,7 +16,7 @@ use utoipa::ToSchema;
 use crate::body::{JsonBody, RawBody};
 use crate::error::{ApiError, ErrorBody};
 use crate::metrics::TopicLabels;
-use crate::names::check_name;
+use crate::paths::TopicPath;
 use crate::routes::groups::{group_info_body, GroupInfoBody};
 use crate::state::AppState;
 
@@ -130,9 +130,8 @@ pub struct BatchPublished {
     ))]
 pub async fn create_topic(
     State(state): State<AppState>,
-    Path(topic): Path<String>,
+    TopicPath { topic }: TopicPath,
 ) -> Result<Response, ApiError> {
-    check_name("topic", &topic)?;
     let created = state.backend.create_topic(&topic).await?;
     let status = if created {
         StatusCode::CREATED
@@ -153,9 +152,8 @@ pub async fn create_topic(
     ))]
 pub async fn delete_topic(
     State(state): State<AppState>,
-    Path(topic): Path<String>,
+    TopicPath { topic }: TopicPath,
 ) -> Result<Json<TopicDeleted>, ApiError> {
-    check_name("topic", &topic)?;
     // The backend ends the topic's long polls too.
     let groups = state.backend.delete_topic(&topic).await?;
     state.metrics.forget_topic(&topic, &groups);
@@ -196,9 +194,8 @@ pub async fn list_topics(State(state): State<AppState>) -> Result<Json<TopicList
     ))]
 pub async fn topic_info(
     State(state): State<AppState>,
-    Path(topic): Path<String>,
+    TopicPath { topic }: TopicPath,
 ) -> Result<Json<TopicInfo>, ApiError> {
-    check_name("topic", &topic)?;
     let topic = state.backend.topic_state(&topic).await?;
     Ok(Json(TopicInfo {
         name: topic.name,
@@ -222,10 +219,9 @@ pub async fn topic_info(
     ))]
 pub async fn publish(
     State(state): State<AppState>,
-    Path(topic): Path<String>,
+    TopicPath { topic }: TopicPath,
     body: Result<RawBody, ApiError>,
 ) -> Result<Response, ApiError> {
-    check_name("topic", &topic)?;
     let RawBody(payload) = body?;
     let offset = state.backend.publish(&topic, payload).await?;
     let labels = TopicLabels { topic };
@@ -246,10 +242,9 @@ pub async fn publish(
     ))]
 pub async fn publish_batch(
     State(state): State<AppState>,
-    Path(topic): Path<String>,
+    TopicPath { topic }: TopicPath,
     JsonBody(request): JsonBody<BatchRequest>,
 ) -> Result<Response, ApiError> {
-    check_name("topic", &topic)?;
     let payloads = decode_batch(request, state.config.payload_bytes_max)?;
     let count = payloads.len() as u64;
     let range = state.backend.publish_batch(&topic, &payloads).await?;

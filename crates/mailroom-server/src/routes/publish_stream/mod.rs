@@ -65,7 +65,7 @@
 //! those (to a restarted server) without duplicates.
 
 use axum::extract::ws::{Message, WebSocketUpgrade};
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::response::Response;
 use futures_util::{Sink, Stream};
 use serde::Serialize;
@@ -73,6 +73,7 @@ use utoipa::ToSchema;
 
 use crate::error::{ApiError, ErrorBody};
 use crate::names::check_name;
+use crate::paths::TopicPath;
 use crate::state::AppState;
 
 mod publisher;
@@ -165,11 +166,10 @@ impl StreamConfirmation {
     ))]
 pub async fn publish_stream(
     State(state): State<AppState>,
-    Path(topic): Path<String>,
+    TopicPath { topic }: TopicPath,
     upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
-    // Name and topic first: a 404 says more than "not a WebSocket request".
-    check_name("topic", &topic)?;
+    // The topic first: a 404 says more than "not a WebSocket request".
     let handle = state.backend.publisher(&topic)?;
     let upgrade = upgrade.map_err(|rejection| ApiError::not_websocket(&rejection))?;
     let publisher = Publisher::new(state, topic, handle);
