@@ -18,6 +18,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use mailroom::group::{DeliveryId, GroupConfig, NackOptions, NotOwned};
 use mailroom::topic::{Delivery, Nack, StartPosition};
+use mailroom_store::log::{APPEND_BYTES_MAX, APPEND_RECORDS_MAX};
 use mailroom_store::{AckedThenPolled, DeadLetterPage, Deferred, DurableTopic, Store, StoreError};
 use tokio::time::Instant;
 
@@ -25,7 +26,9 @@ use super::{
     Backend, BackendError, Durable, GroupDetail, GroupGauges, TopicOffsets, TopicPublisher,
     TopicState,
 };
+use crate::config::PAYLOAD_BYTES_MAX_LIMIT;
 use crate::long_poll::LongPolls;
+use crate::routes::publish_stream::{PUBLISH_STREAM_BATCH_BYTES_MAX, PUBLISH_STREAM_IN_FLIGHT_MAX};
 
 mod reads;
 
@@ -151,6 +154,13 @@ impl Embedded {
         }
     }
 }
+
+// A publish stream's batch holds at most its in-flight bound of records and under its
+// batch bytes plus one frame (the frame that crosses the mark), so the store never
+// refuses one for its size.
+const _: () = assert!(PUBLISH_STREAM_IN_FLIGHT_MAX <= APPEND_RECORDS_MAX);
+const _: () =
+    assert!(PUBLISH_STREAM_BATCH_BYTES_MAX as u64 + PAYLOAD_BYTES_MAX_LIMIT <= APPEND_BYTES_MAX);
 
 /// A publish stream's hold on its topic: the store's handle, opened once.
 #[derive(Debug)]

@@ -98,14 +98,6 @@ pub const PUBLISH_STREAM_CLOSE_WAIT_MS_MAX: u64 = 2_000;
 /// The close reason of a stream ended by the server's shutdown (close code 1001).
 pub const SHUTDOWN_CLOSE_REASON: &str = "shutting_down";
 
-// A batch holds at most the in-flight bound of records and under the batch bytes plus
-// one frame (the frame that crosses the mark), so the store never refuses one for its size.
-const _: () = assert!(PUBLISH_STREAM_IN_FLIGHT_MAX <= mailroom_store::log::APPEND_RECORDS_MAX);
-const _: () = assert!(
-    PUBLISH_STREAM_BATCH_BYTES_MAX as u64 + crate::config::PAYLOAD_BYTES_MAX_LIMIT
-        <= mailroom_store::log::APPEND_BYTES_MAX
-);
-
 /// One confirmation frame: the fate of frames `seq .. seq + count`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
 pub struct StreamConfirmation {
