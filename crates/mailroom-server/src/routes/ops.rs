@@ -6,11 +6,10 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::Json;
 use serde::Serialize;
-use utoipa::{OpenApi as _, ToSchema};
+use utoipa::ToSchema;
 
 use crate::error::ApiError;
 use crate::metrics::Metrics;
-use crate::openapi::ApiDoc;
 use crate::state::AppState;
 
 /// The answer to `GET /healthz`.
@@ -77,6 +76,6 @@ async fn refresh_gauges(state: &AppState) -> Result<(), ApiError> {
 /// The OpenAPI 3.1 document of this API.
 #[utoipa::path(get, path = "/openapi.json", tag = "operations",
     responses((status = 200, description = "The OpenAPI document", content_type = "application/json", body = Object)))]
-pub async fn openapi() -> Json<utoipa::openapi::OpenApi> {
-    Json(ApiDoc::openapi())
+pub async fn openapi() -> Json<&'static utoipa::openapi::OpenApi> {
+    Json(crate::openapi::document())
 }
