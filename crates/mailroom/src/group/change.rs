@@ -137,6 +137,40 @@ impl Change {
     }
 }
 
+/// What a nack did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Nack {
+    /// Attempts remain (or it was a release): ownership was released and the message will
+    /// be delivered again, as attempt + 1.
+    Retry,
+    /// That was the final attempt: the message is in the group's dead-letter queue and
+    /// the cursor moved past it.
+    DeadLettered,
+}
+
+impl Change {
+    /// What this change, applied as the answer to a nack (of any kind), did: every home
+    /// answers a nack with this.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use mailroom::group::{Change, DeliveryId, GroupEvent, Nack};
+    ///
+    /// let id = DeliveryId { offset: 0, attempt: 1 };
+    /// assert_eq!(Change::from(GroupEvent::Retried(id)).nack_outcome(), Nack::Retry);
+    /// assert_eq!(Change::from(GroupEvent::DeadLettered(id)).nack_outcome(), Nack::DeadLettered);
+    /// ```
+    #[inline]
+    pub fn nack_outcome(&self) -> Nack {
+        if self.dead_letters() {
+            Nack::DeadLettered
+        } else {
+            Nack::Retry
+        }
+    }
+}
+
 impl From<GroupEvent> for Change {
     fn from(event: GroupEvent) -> Change {
         let failed = |id, retry_at_ms| Change::Failed {

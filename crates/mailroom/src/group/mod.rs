@@ -156,18 +156,24 @@
 //! ```
 
 mod apply;
+mod argument;
+mod batch;
 mod change;
 mod config;
 mod due;
+mod info;
 mod snapshot;
 mod state;
 mod types;
 
-pub use change::{Change, Failure, LEASE_EXPIRED_REASON};
+pub use argument::{check_consumer, ArgumentError};
+pub use batch::{plan_batch, BatchEnd, BatchHome, BatchPoll, Offer};
+pub use change::{Change, Failure, Nack, LEASE_EXPIRED_REASON};
 pub use config::{
     Backoff, GroupConfig, NackKind, NackOptions, CONSUMER_BYTES_MAX, DELAY_MS_MAX, LEASE_MS_MAX,
     MAX_IN_FLIGHT_MAX, REASON_BYTES_MAX,
 };
+pub use info::GroupInfo;
 pub use snapshot::GroupSnapshot;
 pub use state::GroupState;
 pub use types::{DeadLetterNote, GroupCounters, NewDelivery, PollStep, Slot, SlotPhase};
@@ -282,7 +288,7 @@ pub enum GroupError {
     /// A snapshot's fields contradict each other.
     InvalidSnapshot(&'static str),
     /// A setting is out of range (see [`GroupConfig::check`], [`NackOptions::check`]).
-    InvalidConfig(&'static str),
+    InvalidConfig(ArgumentError),
     /// The change does not follow from the current state (see
     /// [`GroupState::apply_change`]).
     InvalidChange {

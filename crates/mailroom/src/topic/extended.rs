@@ -11,9 +11,7 @@ use super::registry::Registry;
 use super::time::TopicTime;
 use super::{DeadLetterInfo, Delivery, DeliveryId, Nack, StartPosition, Topic, TopicError};
 use crate::clock::Clock;
-use crate::group::{
-    GroupConfig, GroupCounters, GroupError, GroupState, NackOptions, CONSUMER_BYTES_MAX,
-};
+use crate::group::{ArgumentError, GroupConfig, GroupCounters, GroupState, NackOptions};
 
 impl<M: Clone> Topic<M> {
     /// An empty topic whose groups read time from `clock`: the one way to use leases,
@@ -84,18 +82,21 @@ impl<M: Clone> Topic<M> {
             StartPosition::Earliest => 0,
             StartPosition::Latest => log_end,
             StartPosition::Offset(offset) if offset <= log_end => offset,
-            StartPosition::Offset(_) => {
-                return Err(TopicError::InvalidArgument {
-                    reason: "the start offset is past the end of the log",
-                })
+            StartPosition::Offset(offset) => {
+                return Err(TopicError::InvalidArgument(ArgumentError::OutOfRange {
+                    field: "start",
+                    min: 0,
+                    max: log_end,
+                    got: offset,
+                }))
             }
         };
         if config.uses_time() && !self.time.is_set() {
-            return Err(TopicError::InvalidArgument {
+            return Err(TopicError::InvalidArgument(ArgumentError::Unsupported {
                 reason: "leases and backoff need a topic with a clock (Topic::with_clock)",
-            });
+            }));
         }
-        let machine = GroupState::with_config(config, position).map_err(invalid)?;
+        let machine = GroupState::with_config(config, position)?;
         create(&self.groups, group, machine)
     }
 
@@ -354,53 +355,26 @@ impl<M: Clone> Topic<M> {
     /// ```
     pub fn in_flight(&self, group: &str) -> Result<Vec<DeliveryId>, TopicError> {
         let now_ms = self.time.now_ms();
-        self.groups
-            .with(group, |group| group.read(now_ms, in_flight))
-    }
-}
-
-pub(super) fn in_flight(machine: &GroupState) -> Vec<DeliveryId> {
-    machine
-        .slots()
-        .filter(|slot| matches!(slot.phase, crate::group::SlotPhase::InFlight { .. }))
-        .map(|slot| DeliveryId {
-            offset: slot.offset,
-            attempt: slot.attempt,
+        self.groups.with(group, |group| {
+            group.read(now_ms, GroupState::deliveries_in_flight)
         })
-        .collect()
+    }
 }
 
 fn create(registry: &Registry, name: &str, machine: GroupState) -> Result<(), TopicError> {
     registry.create(name, machine).map(drop)
 }
 
-fn invalid(error: GroupError) -> TopicError {
-    TopicError::InvalidArgument {
-        reason: match error {
-            GroupError::ZeroMaxAttempts => "max_attempts must be at least 1",
-            GroupError::InvalidConfig(reason) | GroupError::InvalidSnapshot(reason) => reason,
-            GroupError::InvalidTransition { .. } | GroupError::InvalidChange { .. } => {
-                "invalid group settings"
-            }
-        },
-    }
-}
-
 pub(super) fn check_consumer(consumer: &str) -> Result<(), TopicError> {
-    if consumer.is_empty() || consumer.len() > CONSUMER_BYTES_MAX {
-        return Err(TopicError::InvalidArgument {
-            reason: "a consumer must be 1 to 128 bytes long",
-        });
-    }
-    Ok(())
+    Ok(crate::group::check_consumer(consumer)?)
 }
 
 pub(super) fn check_nack(options: &NackOptions, time: &TopicTime) -> Result<(), TopicError> {
-    options.check().map_err(invalid)?;
+    options.check()?;
     if options.delay_ms.is_some_and(|delay| delay > 0) && !time.is_set() {
-        return Err(TopicError::InvalidArgument {
+        return Err(TopicError::InvalidArgument(ArgumentError::Unsupported {
             reason: "a delay needs a topic with a clock (Topic::with_clock)",
-        });
+        }));
     }
     Ok(())
 }
