@@ -7,22 +7,25 @@ use std::ops::Range;
 use std::time::Duration;
 
 use bytes::Bytes;
-use mailroom::group::{DeliveryId, GroupConfig, GroupCounters, GroupError, NackOptions};
-use mailroom::topic::{DeadLetterInfo, Delivery, Nack, StartPosition, TopicError};
+use mailroom::group::{ArgumentError, DeliveryId, GroupConfig, GroupCounters, NackOptions};
+use mailroom::topic::{
+    DeadLetterInfo, Delivery, Nack, StartPosition, TopicError, GROUP_NAME_BYTES_MAX,
+};
 
-use crate::groups::{in_flight, GroupSet};
+use crate::groups::GroupSet;
 use crate::{Deferred, DurableTopic, StoreError};
 
-pub(crate) fn invalid(reason: &'static str) -> StoreError {
-    StoreError::Topic(TopicError::InvalidArgument { reason })
-}
-
-pub(crate) fn check_config(error: GroupError) -> StoreError {
-    invalid(match error {
-        GroupError::ZeroMaxAttempts => "max_attempts must be at least 1",
-        GroupError::InvalidConfig(reason) => reason,
-        _ => "invalid group settings",
-    })
+/// The library's refusal of an empty group name (its rule comes before the store's own
+/// stricter name rule, as in the in-memory topic).
+pub(crate) fn empty_group_name() -> StoreError {
+    StoreError::Topic(TopicError::InvalidArgument(
+        ArgumentError::LengthOutOfRange {
+            field: "group",
+            min: 1,
+            max: GROUP_NAME_BYTES_MAX,
+            got: 0,
+        },
+    ))
 }
 
 impl DurableTopic {
@@ -62,9 +65,9 @@ impl DurableTopic {
     ) -> Result<(), StoreError> {
         let _live = self.live()?;
         if group.is_empty() {
-            return Err(invalid("empty group name"));
+            return Err(empty_group_name());
         }
-        config.check().map_err(check_config)?;
+        config.check().map_err(TopicError::from)?;
         self.inner
             .groups
             .create(&self.inner.messages, group, config, start)
@@ -150,7 +153,7 @@ impl DurableTopic {
         delivery: DeliveryId,
         options: NackOptions,
     ) -> Result<Deferred<Nack>, StoreError> {
-        options.check().map_err(check_config)?;
+        options.check().map_err(TopicError::from)?;
         let settled = self.settle_deferred(group, &[delivery], Some(&options))?;
         Ok(settled.and_then(|mut results| {
             let result = results.pop().expect("one result per delivery");
@@ -316,6 +319,8 @@ impl DurableTopic {
         let _live = self.live()?;
         self.inner
             .groups
-            .read(&self.inner.messages, group, |entry| in_flight(&entry.state))
+            .read(&self.inner.messages, group, |entry| {
+                entry.state.deliveries_in_flight()
+            })
     }
 }

@@ -21,7 +21,6 @@ pub mod record;
 mod replay;
 mod set;
 
-pub use delivery::in_flight;
 pub(crate) use pending::Staged;
 pub use set::GroupSet;
 

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use mailroom::group::{GroupConfig, GroupError, GroupState};
+use mailroom::group::{ArgumentError, GroupConfig, GroupError, GroupState};
 use mailroom::topic::{StartPosition, TopicError, GROUPS_MAX};
 use parking_lot::{Mutex, MutexGuard, RwLock};
 
@@ -236,12 +236,12 @@ impl GroupSet {
         let max_attempts = config.max_attempts;
         // The in-memory topic's rules come first, with its errors; then the store's own
         // stricter name rule.
-        let invalid = |reason| StoreError::Topic(TopicError::InvalidArgument { reason });
+        let invalid = |error| StoreError::Topic(TopicError::InvalidArgument(error));
         if name.is_empty() {
-            return Err(invalid("empty group name"));
+            return Err(crate::topic_extended::empty_group_name());
         }
         if max_attempts == 0 {
-            return Err(invalid("max_attempts must be at least 1"));
+            return Err(TopicError::from(GroupError::ZeroMaxAttempts).into());
         }
         validate_name(name)?;
         let mut changes = self.changes.lock();
@@ -253,11 +253,11 @@ impl GroupSet {
                 }));
             }
             // The same cap, checked in the same order, as the in-memory topic.
-            const _: () = assert!(GROUPS_MAX == 65_536, "the message below names the cap");
             if registry.len() >= GROUPS_MAX {
-                return Err(invalid(
-                    "the topic already has 65536 groups, the most it may have",
-                ));
+                return Err(invalid(ArgumentError::Full {
+                    items: "groups",
+                    max: GROUPS_MAX as u64,
+                }));
             }
         }
         // Holding `changes` keeps retention from moving the log's start meanwhile.
@@ -266,17 +266,17 @@ impl GroupSet {
             StartPosition::Latest => messages.end(),
             StartPosition::Offset(offset) => {
                 if offset < messages.start() || offset > messages.end() {
-                    return Err(invalid("start offset outside the retained log"));
+                    return Err(invalid(ArgumentError::OutOfRange {
+                        field: "start",
+                        min: messages.start(),
+                        max: messages.end(),
+                        got: offset,
+                    }));
                 }
                 offset
             }
         };
-        let state = GroupState::with_config(config, position).map_err(|error| {
-            invalid(match error {
-                GroupError::InvalidConfig(reason) => reason,
-                _ => "invalid group settings",
-            })
-        })?;
+        let state = GroupState::with_config(config, position).map_err(TopicError::from)?;
         let id = changes.next_group_id;
         self.append(&GroupRecord::Created {
             id,
