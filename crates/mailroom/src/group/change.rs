@@ -1,4 +1,4 @@
-//! [`Change`]: the full vocabulary of group transitions, of which the seed's
+//! [`Change`]: the full vocabulary of group transitions, of which the basic
 //! [`GroupEvent`] is the subset without time, consumers or reasons.
 
 use std::ops::Range;
@@ -111,9 +111,9 @@ impl Change {
         )
     }
 
-    /// The seed event this change is, if it carries nothing the seed cannot say (no
+    /// The basic event this change is, if it carries nothing a basic event cannot say (no
     /// consumer, lease, reason, time or delay, and a plain nack).
-    pub fn seed_event(&self) -> Option<GroupEvent> {
+    pub fn basic_event(&self) -> Option<GroupEvent> {
         match self {
             Change::Delivered {
                 id,

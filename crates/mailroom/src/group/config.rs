@@ -1,5 +1,5 @@
-//! A group's settings beyond the seed: leases, backoff and parallel deliveries, and the
-//! options of a nack. All are optional; unset, a group follows the seed rules exactly.
+//! A group's settings: leases, backoff and parallel deliveries, and the options of a
+//! nack. All are optional; unset, a group follows the basic rules exactly.
 
 use super::{ArgumentError, GroupError};
 
@@ -79,7 +79,7 @@ impl Backoff {
     }
 }
 
-/// A group's settings. [`GroupConfig::new`] gives the seed's rules; the other fields
+/// A group's settings. [`GroupConfig::new`] gives the basic rules; the other fields
 /// are optional extensions.
 ///
 /// # Example
@@ -97,19 +97,19 @@ impl Backoff {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct GroupConfig {
     /// How many failures (nacks and expired leases) a message may have before it is
-    /// dead-lettered. Without releases, this is the seed's "total deliveries allowed".
+    /// dead-lettered. Without releases, this is the basic rules' "total deliveries allowed".
     pub max_attempts: u32,
     /// How long a delivery stays owned without an ack, nack or touch, in milliseconds.
-    /// `None`: for ever (the seed).
+    /// `None`: for ever (the basic rules).
     pub lease_ms: Option<u64>,
-    /// The delay before a failed message is delivered again. `None`: at once (the seed).
+    /// The delay before a failed message is delivered again. `None`: at once (the basic rules).
     pub backoff: Option<Backoff>,
-    /// How many deliveries may be in flight at once (W). 1 is the seed.
+    /// How many deliveries may be in flight at once (W). 1 is the basic rules.
     pub max_in_flight: u32,
 }
 
 impl GroupConfig {
-    /// The seed's rules with `max_attempts`: no lease, no backoff, one delivery in flight.
+    /// The basic rules with `max_attempts`: no lease, no backoff, one delivery in flight.
     pub fn new(max_attempts: u32) -> Self {
         GroupConfig {
             max_attempts,
@@ -171,7 +171,7 @@ impl GroupConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum NackKind {
     /// It failed: counts against `max_attempts`, then the group's backoff applies. The
-    /// final one dead-letters. The seed's `nack`.
+    /// final one dead-letters. The basic `nack`.
     #[default]
     Nack,
     /// Handed back unprocessed (say, the consumer is shutting down): not a failure, no

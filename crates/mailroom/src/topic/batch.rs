@@ -24,7 +24,7 @@
 //! Arguments are checked before the group is looked up.
 
 use super::consumer_group::AckedThenPolled;
-use super::extended::{check_consumer, check_nack};
+use super::deliveries::{check_consumer, check_nack};
 use super::{Delivery, DeliveryId, GroupHandle, Nack, Topic, TopicError, BATCH_DELIVERIES_MAX};
 use crate::group::{ArgumentError, NackOptions, NotOwned};
 
@@ -383,7 +383,7 @@ pub fn check_batch_len(deliveries: &[DeliveryId]) -> Result<(), TopicError> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::extended::check_consumer;
+    use super::super::deliveries::check_consumer;
     use super::*;
     use crate::group::CONSUMER_BYTES_MAX;
 

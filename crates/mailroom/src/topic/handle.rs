@@ -1,12 +1,12 @@
-//! [`GroupHandle`]: one group of a topic, without the name lookup, with the seed's
-//! operations and those beyond it.
+//! [`GroupHandle`]: one group of a topic, without the name lookup, with every
+//! operation a group has.
 
 use std::fmt;
 use std::ops::Range;
 use std::sync::Arc;
 
 use super::consumer_group::ConsumerGroup;
-use super::extended::{check_consumer, check_nack};
+use super::deliveries::{check_consumer, check_nack};
 use super::log::Log;
 use super::time::TopicTime;
 use super::{DeadLetter, DeadLetterInfo, Delivery, DeliveryId, GroupInfo, Nack, TopicError};
