@@ -16,8 +16,8 @@ use mailroom::group::{DeliveryId, NackOptions, NotOwned};
 use mailroom::topic::{GroupInfo, Nack, TopicError};
 
 use super::pending::{Pending, Staged, UNWRITTEN_FROM};
-use super::record::GroupRecord;
 use super::set::{GroupSet, GroupSlot};
+use super::transition::GroupTransition;
 use super::{dead_letter_payload, GroupEntry};
 use crate::log::Log;
 use crate::StoreError;
@@ -48,7 +48,7 @@ impl GroupSet {
         }
         self.log
             .read(record)?
-            .and_then(|stored| GroupRecord::decode(&stored.payload).ok())
+            .and_then(|stored| GroupTransition::decode(&stored.payload).ok())
             .and_then(|record| dead_letter_payload(record, offset))
             .ok_or_else(|| StoreError::Corrupt {
                 path: self.log_dir.clone(),

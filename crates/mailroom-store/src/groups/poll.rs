@@ -9,7 +9,7 @@
 //! owned delivery, else a new one.
 //!
 //! Retention with `keep_unconsumed` off can delete messages a group has not finished.
-//! The group then skips to the oldest retained message (a `Moved` record, which also
+//! The group then skips to the oldest retained message (a `Moved` transition, which also
 //! drops deliveries of deleted messages), and a poll that finds its message deleted under
 //! it starts over.
 
@@ -20,8 +20,8 @@ use mailroom::group::{
 use mailroom::topic::Delivery;
 
 use super::pending::{Pending, Staged};
-use super::record::GroupRecord;
 use super::set::{GroupSet, GroupSlot};
+use super::transition::GroupTransition;
 use super::GroupEntry;
 use crate::log::Log;
 use crate::StoreError;
@@ -107,7 +107,7 @@ impl GroupSet {
             if entry.state.position() < start {
                 // Retention (with keep_unconsumed off) deleted messages this group
                 // had not finished: it skips to the oldest one kept.
-                let moved = GroupRecord::Moved {
+                let moved = GroupTransition::Moved {
                     id: batch.slot.id,
                     position: start,
                 };
@@ -226,8 +226,8 @@ impl BatchHome for StagedBatch<'_> {
     fn deliver(&mut self, new: NewDelivery) -> Result<Offer, StoreError> {
         self.offer(new.id, |home| {
             let change = new.change(home.batch.consumer);
-            let record = GroupRecord::event(home.batch.slot.id, change, Bytes::new());
-            home.set.stage(home.entry, home.pending, record);
+            let transition = GroupTransition::event(home.batch.slot.id, change, Bytes::new());
+            home.set.stage(home.entry, home.pending, transition);
         })
     }
 }

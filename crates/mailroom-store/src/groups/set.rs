@@ -20,8 +20,8 @@ use parking_lot::{Mutex, MutexGuard, RwLock};
 
 use super::checkpoint::{self, Checkpoint, GroupCheckpoint};
 use super::compaction;
-use super::record::GroupRecord;
 use super::replay::{self, Recovered};
+use super::transition::GroupTransition;
 use super::{GroupEntry, GroupId};
 use crate::clock::Clock;
 use crate::log::{Log, SyncPolicy, RECORD_BYTES_LIMIT};
@@ -200,11 +200,11 @@ impl GroupSet {
             .fetch_add(records as u64, Ordering::Relaxed);
     }
 
-    /// Appends a registry record (create, delete) to the groups log and waits until it is
+    /// Appends a registry transition (create, delete) to the groups log and waits until it is
     /// durable; returns its offset.
-    fn append(&self, record: &GroupRecord) -> Result<u64, StoreError> {
+    fn append(&self, transition: &GroupTransition) -> Result<u64, StoreError> {
         self.check_writable()?;
-        let bytes = record.encode();
+        let bytes = transition.encode();
         match self.log.append(&[&bytes], self.clock.now_ms()) {
             Ok(offsets) => {
                 self.note_records(1);
@@ -238,7 +238,7 @@ impl GroupSet {
         // stricter name rule.
         let invalid = |error| StoreError::Topic(TopicError::InvalidArgument(error));
         if name.is_empty() {
-            return Err(crate::topic_extended::empty_group_name());
+            return Err(crate::topic::empty_group_name());
         }
         if max_attempts == 0 {
             return Err(TopicError::from(GroupError::ZeroMaxAttempts).into());
@@ -278,7 +278,7 @@ impl GroupSet {
         };
         let state = GroupState::with_config(config, position).map_err(TopicError::from)?;
         let id = changes.next_group_id;
-        self.append(&GroupRecord::Created {
+        self.append(&GroupTransition::Created {
             id,
             name: name.to_owned(),
             max_attempts,
@@ -307,7 +307,7 @@ impl GroupSet {
         let slot = self.slot(name)?;
         // Waits for a transition in progress; none can start after `deleted` is set.
         let mut entry = self.lock_live(&slot)?;
-        self.append(&GroupRecord::Deleted { id: slot.id })?;
+        self.append(&GroupTransition::Deleted { id: slot.id })?;
         entry.deleted = true;
         self.registry.write().remove(name);
         Ok(())
