@@ -2,11 +2,13 @@
 //! every delivery a batch makes is planned, applied and staged under the group's lock,
 //! written with one log write, and answered after one wait for durability.
 //!
-//! A batch follows the rules of `mailroom::topic::Topic::poll_batch`: due expiries first,
-//! then the consumer's own deliveries in flight (redriven first, then by offset), then
-//! new ones until `max` or the group has nothing more (idle, full or waiting). A single
-//! poll is a batch of one, which is exactly the library's poll: the consumer's first
-//! owned delivery, else a new one.
+//! A batch is planned by `mailroom::group::plan_batch`, the planner the in-memory
+//! `mailroom::topic::Topic::poll_batch` calls too (here each step is staged for the
+//! transaction's write as it is applied): due expiries first, then the consumer's own
+//! deliveries in flight (redriven first, then by offset), then new ones until `max` or
+//! the group has nothing more (idle, full or waiting). A single poll is a batch of one,
+//! which is exactly the library's poll: the consumer's first owned delivery, else a new
+//! one.
 //!
 //! Retention with `keep_unconsumed` off can delete messages a group has not finished.
 //! The group then skips to the oldest retained message (a `Moved` transition, which also
