@@ -96,8 +96,11 @@ impl Backoff {
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct GroupConfig {
-    /// How many failures (nacks and expired leases) a message may have before it is
-    /// dead-lettered. Without releases, this is the basic rules' "total deliveries allowed".
+    /// How many failures (nacks and expired leases) a message may have: the failure that
+    /// reaches it dead-letters the message. A release is not a failure and a redrive
+    /// starts the count again, so without releases and redrives a message is delivered at
+    /// most `max_attempts` times. (The wire format says the same, on
+    /// `mailroom_api::groups::CreateGroup::max_attempts`.)
     pub max_attempts: u32,
     /// How long a delivery stays owned without an ack, nack or touch, in milliseconds.
     /// `None`: for ever (the basic rules).

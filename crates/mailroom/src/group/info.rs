@@ -14,7 +14,8 @@ pub struct GroupInfo {
     pub attempt: u32,
     /// The delivery in flight, if any.
     pub in_flight: Option<DeliveryId>,
-    /// The total number of deliveries allowed for one message.
+    /// The failures allowed for one message
+    /// ([`GroupConfig::max_attempts`](crate::group::GroupConfig::max_attempts)).
     pub max_attempts: u32,
     /// Messages published but not yet finished by this group.
     pub lag: u64,

@@ -10,7 +10,9 @@ use crate::group::{ArgumentError, GroupConfig, GroupCounters, GroupState};
 
 impl<M: Clone> Topic<M> {
     /// Creates a group that starts at the beginning of the log (offset 0) and allows
-    /// `max_attempts` deliveries of each message in total.
+    /// `max_attempts` failures of each message
+    /// ([`GroupConfig::max_attempts`](crate::group::GroupConfig::max_attempts)): without
+    /// releases and redrives, at most `max_attempts` deliveries of each message.
     ///
     /// # Errors
     ///

@@ -9,7 +9,9 @@
 //! # Delivery and ownership
 //!
 //! - A new group starts at offset 0, unless created with a [`StartPosition`].
-//!   `max_attempts` is the total number of deliveries allowed for one message.
+//!   `max_attempts` bounds the *failures* of one message
+//!   ([`GroupConfig::max_attempts`](crate::group::GroupConfig::max_attempts) defines it):
+//!   without releases and redrives a message is delivered at most `max_attempts` times.
 //! - [`poll`](Topic::poll) at the end of the log returns `None` and changes nothing. While
 //!   a delivery is in flight, it returns that same delivery, same attempt: repeating a
 //!   poll is not a new attempt. Otherwise it creates the next attempt (the first is 1) at
@@ -25,7 +27,8 @@
 //! - A `nack` with attempts left only releases ownership and returns [`Nack::Retry`]. The
 //!   cursor stays; the next poll is attempt + 1. Between that nack and the next poll
 //!   nothing is in flight, so an ack then fails.
-//! - The final `nack` (attempt == `max_attempts`) appends the message to *this group's*
+//! - The final `nack` (the failure that reaches `max_attempts`: attempt == `max_attempts`
+//!   when nothing was released or redriven) appends the message to *this group's*
 //!   dead-letter queue once, moves the cursor on and returns [`Nack::DeadLettered`].
 //!   Repeating it is `NotOwned`: nothing is dead-lettered twice.
 //! - A topic made with [`Topic::new`] has no clock: no timeout, no automatic
