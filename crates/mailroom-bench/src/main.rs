@@ -138,7 +138,8 @@ struct RunArgs {
     /// Consumer groups (fanout workload).
     #[arg(long, default_value_t = 4)]
     groups: usize,
-    /// Deliveries allowed per message (retry workload).
+    /// Failures allowed per message, so deliveries when nothing is released (retry
+    /// workload).
     #[arg(long, default_value_t = 3)]
     max_attempts: u32,
     /// Deliveries a consumer may hold unsettled (Redis COUNT, NATS fetch batch, RabbitMQ

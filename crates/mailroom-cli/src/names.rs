@@ -1,17 +1,19 @@
 //! Names of topics, groups and channels, checked when the arguments are parsed.
 //!
-//! The rule is the server's own (`mailroom_server::names::check_name`), so the CLI
-//! refuses exactly what the server would. Checking first matters for more than an early
+//! The rule is the wire format's (`mailroom_api::names`), which the server and the
+//! client apply too, so the CLI refuses exactly what the server would, in its words. Checking first matters for more than an early
 //! answer: the client turns each name into one URL path segment, and `.`, `..` or an
 //! empty name would change the path the request goes to, so the server would answer a
 //! different request (a listing, a 404 for a route, a 405) instead of `invalid_name`.
+
+use mailroom_client::NameKind;
 
 /// A topic name, for clap's `value_parser`.
 ///
 /// # Errors
 /// What is wrong with the name, in the server's words.
 pub fn topic(text: &str) -> Result<String, String> {
-    checked("topic", text)
+    checked(NameKind::Topic, text)
 }
 
 /// A consumer group name, for clap's `value_parser`.
@@ -19,7 +21,7 @@ pub fn topic(text: &str) -> Result<String, String> {
 /// # Errors
 /// What is wrong with the name, in the server's words.
 pub fn group(text: &str) -> Result<String, String> {
-    checked("group", text)
+    checked(NameKind::Group, text)
 }
 
 /// A live channel name, for clap's `value_parser`.
@@ -27,13 +29,13 @@ pub fn group(text: &str) -> Result<String, String> {
 /// # Errors
 /// What is wrong with the name, in the server's words.
 pub fn channel(text: &str) -> Result<String, String> {
-    checked("channel", text)
+    checked(NameKind::Channel, text)
 }
 
-fn checked(kind: &str, text: &str) -> Result<String, String> {
-    mailroom_server::names::check_name(kind, text)
+fn checked(kind: NameKind, text: &str) -> Result<String, String> {
+    mailroom_client::api::names::check(kind, text)
         .map(|()| text.to_owned())
-        .map_err(|error| error.message)
+        .map_err(|error| error.to_string())
 }
 
 #[cfg(test)]

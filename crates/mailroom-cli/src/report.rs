@@ -73,7 +73,7 @@ fn hint(error: &anyhow::Error, server: &str) -> Option<String> {
             Some("pass the server's token with --token or MAILROOM_TOKEN".to_owned())
         }
         // Mailroom's errors carry a code; `http_<status>` means the body had none.
-        ClientError::Api { code, .. } if code.starts_with("http_") => {
+        ClientError::Api { code, .. } if code.as_str().starts_with("http_") => {
             Some(format!("is {server} a mailroom server?"))
         }
         _ => None,

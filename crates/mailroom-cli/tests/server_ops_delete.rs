@@ -19,7 +19,7 @@ const WOKEN_ANSWER_MS_MAX: u64 = 10_000;
 
 fn api_code(error: ClientError) -> (u16, String) {
     match error {
-        ClientError::Api { status, code, .. } => (status, code),
+        ClientError::Api { status, code, .. } => (status, code.to_string()),
         other => panic!("expected an API error, got {other}"),
     }
 }

@@ -46,7 +46,7 @@ fn by_seq(confirmations: &[Confirmation], sent: u64) -> Vec<Result<u64, String>>
         for seq in confirmation.seqs() {
             outcomes.push(match &confirmation.outcome {
                 Ok(_) => Ok(confirmation.offset_of(seq).unwrap()),
-                Err(refusal) => Err(refusal.code.clone()),
+                Err(refusal) => Err(refusal.code.to_string()),
             });
         }
     }

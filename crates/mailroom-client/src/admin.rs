@@ -1,14 +1,13 @@
 //! Removing things and reading long lists in pages: topic and group deletion, and the
 //! dead-letter queue one page at a time.
 
+use mailroom_api::dead_letters::{DeadLetterQuery, DeadLetters};
 use reqwest::Method;
-use serde::Deserialize;
 
-use crate::types::WireDeadLetter;
 use crate::{Client, ClientError, DeadLetter};
 
 /// The most dead letters the server puts in one page.
-pub const DEAD_LETTERS_PAGE_MAX: usize = 10_000;
+pub use mailroom_api::limits::DEAD_LETTERS_PAGE_MAX;
 
 /// One page of a group's dead letters, by ascending offset.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,12 +16,6 @@ pub struct DeadLetterPage {
     pub dead_letters: Vec<DeadLetter>,
     /// The `from` of the next page; `None` when this page is the last.
     pub next: Option<u64>,
-}
-
-#[derive(Deserialize)]
-struct WirePage {
-    dead_letters: Vec<WireDeadLetter>,
-    next: Option<u64>,
 }
 
 impl Client {
@@ -38,7 +31,7 @@ impl Client {
     /// # Errors
     /// `unknown_topic` (404), `invalid_name` (400), or a transport error.
     pub async fn delete_topic(&self, topic: &str) -> Result<(), ClientError> {
-        self.send(self.request(Method::DELETE, &["v1", "topics", topic])?)
+        self.send(self.request(Method::DELETE, &Self::topic_path(topic, &[])?)?)
             .await?;
         Ok(())
     }
@@ -55,8 +48,8 @@ impl Client {
     /// # Errors
     /// `unknown_topic` or `unknown_group` (404), or a transport error.
     pub async fn delete_group(&self, topic: &str, group: &str) -> Result<(), ClientError> {
-        let segments = ["v1", "topics", topic, "groups", group];
-        self.send(self.request(Method::DELETE, &segments)?).await?;
+        let path = Self::group_path(topic, group, &[])?;
+        self.send(self.request(Method::DELETE, &path)?).await?;
         Ok(())
     }
 
@@ -86,21 +79,17 @@ impl Client {
         from: u64,
         limit: usize,
     ) -> Result<DeadLetterPage, ClientError> {
-        let segments = ["v1", "topics", topic, "groups", group, "dead-letters"];
-        let request = self
-            .request(Method::GET, &segments)?
-            .query(&[("from", from.to_string()), ("limit", limit.to_string())]);
-        let page: WirePage = self.json(request).await?;
+        let path = Self::group_path(topic, group, &["dead-letters"])?;
+        let query = DeadLetterQuery {
+            from: Some(from),
+            limit: Some(limit),
+        };
+        let request = self.request(Method::GET, &path)?.query(&query);
+        let page: DeadLetters = self.json(request).await?;
         let dead_letters = page
             .dead_letters
             .into_iter()
-            .map(|wire| {
-                Ok(DeadLetter {
-                    offset: wire.offset,
-                    attempts: wire.attempts,
-                    payload: wire.payload.into_bytes()?,
-                })
-            })
+            .map(DeadLetter::try_from)
             .collect::<Result<_, ClientError>>()?;
         Ok(DeadLetterPage {
             dead_letters,

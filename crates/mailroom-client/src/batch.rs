@@ -3,12 +3,13 @@
 //! two per message, or one when it acks a batch with its next poll
 //! ([`Client::ack_then_poll_batch`]).
 
+use mailroom_api::batch::{
+    AckBatchRequest, AckItem, AckOutcome, AckResults, NackBatchRequest, NackItem, NackResults,
+    PollBatchRequest, PolledBatch,
+};
 use reqwest::Method;
-use serde::Deserialize;
-use serde_json::{json, Value};
 
-use crate::types::WireDelivery;
-use crate::{Client, ClientError, Delivery, DeliveryId, NackOptions, NackOutcome};
+use crate::{BatchItemError, Client, ClientError, Delivery, DeliveryId, NackOptions, NackOutcome};
 
 /// What to ask of [`Client::poll_batch`].
 ///
@@ -35,51 +36,42 @@ pub struct BatchPoll<'a> {
     pub ack: &'a [DeliveryId],
 }
 
-/// Why one item of a batch ack or nack failed, while the others may have worked.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize, thiserror::Error)]
-#[error("{code}: {message}")]
-pub struct BatchItemError {
-    /// The stable code the single call would have answered with (`not_owned`).
-    pub code: String,
-    /// A human-readable explanation.
-    pub message: String,
+/// One item of a batch answer, whichever kind of batch: `outcome` or `error`.
+trait BatchItem {
+    /// What a settlement that worked did.
+    type Outcome;
+    /// The delivery it answers for, and its `outcome` and `error`.
+    fn split(self) -> (DeliveryId, Option<Self::Outcome>, Option<BatchItemError>);
 }
 
-#[derive(Deserialize)]
-struct Polled {
-    deliveries: Vec<WireDelivery>,
-    #[serde(default)]
-    acked: Option<Vec<WireItem<AckOutcome>>>,
+impl BatchItem for AckItem {
+    type Outcome = AckOutcome;
+    fn split(self) -> (DeliveryId, Option<AckOutcome>, Option<BatchItemError>) {
+        let id = DeliveryId {
+            offset: self.offset,
+            attempt: self.attempt,
+        };
+        (id, self.outcome, self.error)
+    }
 }
 
-/// One item of a batch answer: `outcome` or `error`.
-#[derive(Deserialize)]
-struct WireItem<T> {
-    offset: u64,
-    attempt: u32,
-    #[serde(default = "Option::default")]
-    outcome: Option<T>,
-    #[serde(default)]
-    error: Option<BatchItemError>,
-}
-
-#[derive(Deserialize)]
-struct Results<T> {
-    results: Vec<WireItem<T>>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "snake_case")]
-enum AckOutcome {
-    Acked,
+impl BatchItem for NackItem {
+    type Outcome = NackOutcome;
+    fn split(self) -> (DeliveryId, Option<NackOutcome>, Option<BatchItemError>) {
+        let id = DeliveryId {
+            offset: self.offset,
+            attempt: self.attempt,
+        };
+        (id, self.outcome, self.error)
+    }
 }
 
 /// Pairs the answer's items with the requested deliveries, checking the server kept
 /// their count and order.
-fn match_results<T>(
+fn match_results<I: BatchItem>(
     requested: &[DeliveryId],
-    results: Vec<WireItem<T>>,
-) -> Result<Vec<Result<T, BatchItemError>>, ClientError> {
+    results: Vec<I>,
+) -> Result<Vec<Result<I::Outcome, BatchItemError>>, ClientError> {
     if results.len() != requested.len() {
         return Err(ClientError::UnexpectedResponse(format!(
             "{} results for {} deliveries",
@@ -91,13 +83,14 @@ fn match_results<T>(
         .iter()
         .zip(results)
         .map(|(id, item)| {
-            if (item.offset, item.attempt) != (id.offset, id.attempt) {
+            let (answered, outcome, error) = item.split();
+            if answered != *id {
                 return Err(ClientError::UnexpectedResponse(format!(
                     "result for offset {} attempt {} where {} {} was asked",
-                    item.offset, item.attempt, id.offset, id.attempt
+                    answered.offset, answered.attempt, id.offset, id.attempt
                 )));
             }
-            match (item.outcome, item.error) {
+            match (outcome, error) {
                 (Some(outcome), None) => Ok(Ok(outcome)),
                 (None, Some(error)) => Ok(Err(error)),
                 _ => Err(ClientError::UnexpectedResponse(
@@ -176,18 +169,17 @@ impl Client {
         group: &str,
         request: &BatchPoll<'_>,
     ) -> Result<(Vec<Result<(), BatchItemError>>, Vec<Delivery>), ClientError> {
-        let mut body = json!({ "max": request.max, "wait_ms": request.wait_ms });
-        if let Some(consumer) = request.consumer {
-            body["consumer"] = json!(consumer);
-        }
-        if !request.ack.is_empty() {
-            body["ack"] = json!(request.ack);
-        }
-        let path = Self::group_path(topic, group, &["poll", "batch"]);
+        let body = PollBatchRequest {
+            consumer: request.consumer.map(str::to_owned),
+            max: request.max,
+            wait_ms: Some(request.wait_ms),
+            ack: (!request.ack.is_empty()).then(|| request.ack.to_vec()),
+        };
+        let path = Self::group_path(topic, group, &["poll", "batch"])?;
         let call = self.request(Method::POST, &path)?.json(&body);
         // The server may hold the request `wait_ms` before it starts answering.
         let limit = self.timeouts().long_poll(request.wait_ms);
-        let polled: Polled = Self::decode(&self.send_within(call, limit).await?)?;
+        let polled: PolledBatch = Self::decode(&self.send_within(call, limit).await?)?;
         let acked = match (request.ack.is_empty(), polled.acked) {
             (true, _) => Vec::new(),
             (false, Some(items)) => match_results(request.ack, items)?
@@ -203,13 +195,7 @@ impl Client {
         let deliveries = polled
             .deliveries
             .into_iter()
-            .map(|wire| {
-                Ok(Delivery {
-                    offset: wire.offset,
-                    attempt: wire.attempt,
-                    payload: wire.payload.into_bytes()?,
-                })
-            })
+            .map(Delivery::try_from)
             .collect::<Result<Vec<_>, ClientError>>()?;
         Ok((acked, deliveries))
     }
@@ -242,10 +228,12 @@ impl Client {
         group: &str,
         deliveries: &[DeliveryId],
     ) -> Result<Vec<Result<(), BatchItemError>>, ClientError> {
-        let body = json!({ "deliveries": deliveries });
-        let path = Self::group_path(topic, group, &["ack", "batch"]);
+        let body = AckBatchRequest {
+            deliveries: deliveries.to_vec(),
+        };
+        let path = Self::group_path(topic, group, &["ack", "batch"])?;
         let call = self.request(Method::POST, &path)?.json(&body);
-        let answer: Results<AckOutcome> = self.json(call).await?;
+        let answer: AckResults = self.json(call).await?;
         let results = match_results(deliveries, answer.results)?;
         Ok(results
             .into_iter()
@@ -277,16 +265,15 @@ impl Client {
         deliveries: &[DeliveryId],
         options: &NackOptions,
     ) -> Result<Vec<Result<NackOutcome, BatchItemError>>, ClientError> {
-        let mut body = json!({ "deliveries": deliveries, "kind": options.kind });
-        if let Some(delay_ms) = options.delay_ms {
-            body["delay_ms"] = json!(delay_ms);
-        }
-        if let Some(reason) = &options.reason {
-            body["reason"] = Value::String(reason.clone());
-        }
-        let path = Self::group_path(topic, group, &["nack", "batch"]);
+        let body = NackBatchRequest {
+            deliveries: deliveries.to_vec(),
+            kind: options.kind,
+            delay_ms: options.delay_ms,
+            reason: options.reason.clone(),
+        };
+        let path = Self::group_path(topic, group, &["nack", "batch"])?;
         let call = self.request(Method::POST, &path)?.json(&body);
-        let answer: Results<NackOutcome> = self.json(call).await?;
+        let answer: NackResults = self.json(call).await?;
         match_results(deliveries, answer.results)
     }
 }
@@ -299,8 +286,14 @@ mod tests {
         DeliveryId { offset, attempt }
     }
 
-    fn items<T: serde::de::DeserializeOwned>(json: &str) -> Vec<WireItem<T>> {
-        serde_json::from_str::<Results<T>>(json)
+    fn nack_items(json: &str) -> Vec<NackItem> {
+        serde_json::from_str::<NackResults>(json)
+            .expect("valid answer")
+            .results
+    }
+
+    fn ack_items(json: &str) -> Vec<AckItem> {
+        serde_json::from_str::<AckResults>(json)
             .expect("valid answer")
             .results
     }
@@ -308,7 +301,7 @@ mod tests {
     // Proves an answer decodes item by item (outcome or error), in request order.
     #[test]
     fn results_pair_with_requests() {
-        let answer = items::<NackOutcome>(
+        let answer = nack_items(
             r#"{"results":[{"offset":1,"attempt":1,"outcome":"released"},
             {"offset":2,"attempt":3,"error":{"code":"not_owned","message":"gone"}}]}"#,
         );
@@ -322,12 +315,12 @@ mod tests {
     #[test]
     fn mismatched_answers_are_refused() {
         let one = r#"{"results":[{"offset":1,"attempt":1,"outcome":"acked"}]}"#;
-        assert!(match_results(&[id(1, 1), id(2, 1)], items::<AckOutcome>(one)).is_err());
-        assert!(match_results(&[id(1, 2)], items::<AckOutcome>(one)).is_err());
+        assert!(match_results(&[id(1, 1), id(2, 1)], ack_items(one)).is_err());
+        assert!(match_results(&[id(1, 2)], ack_items(one)).is_err());
         let neither = r#"{"results":[{"offset":1,"attempt":1}]}"#;
-        assert!(match_results(&[id(1, 1)], items::<AckOutcome>(neither)).is_err());
+        assert!(match_results(&[id(1, 1)], ack_items(neither)).is_err());
         let both = r#"{"results":[{"offset":1,"attempt":1,"outcome":"acked",
             "error":{"code":"not_owned","message":"x"}}]}"#;
-        assert!(match_results(&[id(1, 1)], items::<AckOutcome>(both)).is_err());
+        assert!(match_results(&[id(1, 1)], ack_items(both)).is_err());
     }
 }

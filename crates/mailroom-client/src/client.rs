@@ -2,15 +2,18 @@
 
 use base64::Engine as _;
 use bytes::Bytes;
+use mailroom_api::channels::{ChannelList, CreateChannel};
+use mailroom_api::deliveries::{DeliveryBody, Nacked};
+use mailroom_api::groups::CreateGroup;
+use mailroom_api::topics::TopicList;
+use mailroom_api::topics::{Base64Message, BatchMessage, BatchPublished, BatchRequest, Published};
+use mailroom_api::NameKind;
 use reqwest::{Method, RequestBuilder, StatusCode};
-use serde::Deserialize;
-use serde_json::{json, Value};
 use url::Url;
 
 use crate::exchange::Answer;
 use crate::subscription::{self, SubscribeOptions, Subscription};
 use crate::timeouts::Timeouts;
-use crate::types::WireDelivery;
 use crate::{
     ChannelDelivery, ChannelInfo, ClientError, Delivery, DeliveryId, GroupInfo, NackOutcome,
     StartPosition, TopicInfo, TopicSummary,
@@ -114,6 +117,41 @@ impl Client {
         Ok(url)
     }
 
+    /// The path `v1/topics/{topic}/{tail...}`, once `topic` passes the name rule.
+    pub(crate) fn topic_path<'a>(
+        topic: &'a str,
+        tail: &[&'a str],
+    ) -> Result<Vec<&'a str>, ClientError> {
+        ClientError::check_name(NameKind::Topic, topic)?;
+        let mut path = vec!["v1", "topics", topic];
+        path.extend_from_slice(tail);
+        Ok(path)
+    }
+
+    /// The path `v1/topics/{topic}/groups/{group}/{tail...}`, once both names pass the
+    /// name rule.
+    pub(crate) fn group_path<'a>(
+        topic: &'a str,
+        group: &'a str,
+        tail: &[&'a str],
+    ) -> Result<Vec<&'a str>, ClientError> {
+        ClientError::check_name(NameKind::Group, group)?;
+        let mut path = Self::topic_path(topic, &["groups", group])?;
+        path.extend_from_slice(tail);
+        Ok(path)
+    }
+
+    /// The path `v1/channels/{channel}/{tail...}`, once `channel` passes the name rule.
+    pub(crate) fn channel_path<'a>(
+        channel: &'a str,
+        tail: &[&'a str],
+    ) -> Result<Vec<&'a str>, ClientError> {
+        ClientError::check_name(NameKind::Channel, channel)?;
+        let mut path = vec!["v1", "channels", channel];
+        path.extend_from_slice(tail);
+        Ok(path)
+    }
+
     pub(crate) fn request(
         &self,
         method: Method,
@@ -141,7 +179,7 @@ impl Client {
     /// `invalid_name` (400), `unauthorized` (401), or a transport error.
     pub async fn create_topic(&self, topic: &str) -> Result<bool, ClientError> {
         let answer = self
-            .send(self.request(Method::PUT, &["v1", "topics", topic])?)
+            .send(self.request(Method::PUT, &Self::topic_path(topic, &[])?)?)
             .await?;
         Ok(answer.status == StatusCode::CREATED)
     }
@@ -151,11 +189,7 @@ impl Client {
     /// # Errors
     /// `unauthorized` (401), or a transport error.
     pub async fn list_topics(&self) -> Result<Vec<TopicSummary>, ClientError> {
-        #[derive(Deserialize)]
-        struct Topics {
-            topics: Vec<TopicSummary>,
-        }
-        let topics: Topics = self
+        let topics: TopicList = self
             .json(self.request(Method::GET, &["v1", "topics"])?)
             .await?;
         Ok(topics.topics)
@@ -166,7 +200,7 @@ impl Client {
     /// # Errors
     /// `unknown_topic` (404), or a transport error.
     pub async fn topic_info(&self, topic: &str) -> Result<TopicInfo, ClientError> {
-        self.json(self.request(Method::GET, &["v1", "topics", topic])?)
+        self.json(self.request(Method::GET, &Self::topic_path(topic, &[])?)?)
             .await
     }
 
@@ -179,12 +213,8 @@ impl Client {
         topic: &str,
         payload: impl Into<Bytes>,
     ) -> Result<u64, ClientError> {
-        #[derive(Deserialize)]
-        struct Published {
-            offset: u64,
-        }
         let request = self
-            .request(Method::POST, &["v1", "topics", topic, "messages"])?
+            .request(Method::POST, &Self::topic_path(topic, &["messages"])?)?
             .header("content-type", "application/octet-stream")
             .body(payload.into());
         let published: Published = self.json(request).await?;
@@ -202,23 +232,22 @@ impl Client {
         topic: &str,
         payloads: &[Bytes],
     ) -> Result<Vec<u64>, ClientError> {
-        #[derive(Deserialize)]
-        struct Published {
-            offsets: Vec<u64>,
-        }
-        let messages: Vec<Value> = payloads
+        let messages = payloads
             .iter()
             .map(|payload| match std::str::from_utf8(payload) {
-                Ok(text) => Value::String(text.to_owned()),
-                Err(_) => {
-                    json!({ "base64": base64::engine::general_purpose::STANDARD.encode(payload) })
-                }
+                Ok(text) => BatchMessage::Text(text.to_owned()),
+                Err(_) => BatchMessage::Binary(Base64Message {
+                    base64: base64::engine::general_purpose::STANDARD.encode(payload),
+                }),
             })
             .collect();
         let request = self
-            .request(Method::POST, &["v1", "topics", topic, "messages", "batch"])?
-            .json(&json!({ "messages": messages }));
-        let published: Published = self.json(request).await?;
+            .request(
+                Method::POST,
+                &Self::topic_path(topic, &["messages", "batch"])?,
+            )?
+            .json(&BatchRequest { messages });
+        let published: BatchPublished = self.json(request).await?;
         Ok(published.offsets)
     }
 
@@ -234,15 +263,15 @@ impl Client {
         max_attempts: u32,
         start: StartPosition,
     ) -> Result<(), ClientError> {
-        let body = match start {
-            StartPosition::Earliest => json!({ "max_attempts": max_attempts, "start": "earliest" }),
-            StartPosition::Latest => json!({ "max_attempts": max_attempts, "start": "latest" }),
-            StartPosition::Offset(offset) => {
-                json!({ "max_attempts": max_attempts, "start": offset })
-            }
+        let body = CreateGroup {
+            max_attempts,
+            start: Some(start.into()),
+            lease_ms: None,
+            backoff: None,
+            max_in_flight: None,
         };
         let request = self
-            .request(Method::PUT, &["v1", "topics", topic, "groups", group])?
+            .request(Method::PUT, &Self::group_path(topic, group, &[])?)?
             .json(&body);
         self.send(request).await?;
         Ok(())
@@ -253,7 +282,7 @@ impl Client {
     /// # Errors
     /// `unknown_topic` or `unknown_group` (404), or a transport error.
     pub async fn group_info(&self, topic: &str, group: &str) -> Result<GroupInfo, ClientError> {
-        self.json(self.request(Method::GET, &["v1", "topics", topic, "groups", group])?)
+        self.json(self.request(Method::GET, &Self::group_path(topic, group, &[])?)?)
             .await
     }
 
@@ -263,10 +292,7 @@ impl Client {
     /// # Errors
     /// `unknown_topic` or `unknown_group` (404), or a transport error.
     pub async fn poll(&self, topic: &str, group: &str) -> Result<Option<Delivery>, ClientError> {
-        let request = self.request(
-            Method::POST,
-            &["v1", "topics", topic, "groups", group, "poll"],
-        )?;
+        let request = self.request(Method::POST, &Self::group_path(topic, group, &["poll"])?)?;
         Self::delivery_from(&self.send(request).await?)
     }
 
@@ -276,12 +302,8 @@ impl Client {
         if answer.status == StatusCode::NO_CONTENT {
             return Ok(None);
         }
-        let wire: WireDelivery = Self::decode(answer)?;
-        Ok(Some(Delivery {
-            offset: wire.offset,
-            attempt: wire.attempt,
-            payload: wire.payload.into_bytes()?,
-        }))
+        let body: DeliveryBody = Self::decode(answer)?;
+        Delivery::try_from(body).map(Some)
     }
 
     /// Acknowledges the group's in-flight delivery, moving the group past it.
@@ -296,10 +318,7 @@ impl Client {
         delivery: DeliveryId,
     ) -> Result<(), ClientError> {
         let request = self
-            .request(
-                Method::POST,
-                &["v1", "topics", topic, "groups", group, "ack"],
-            )?
+            .request(Method::POST, &Self::group_path(topic, group, &["ack"])?)?
             .json(&delivery);
         self.send(request).await?;
         Ok(())
@@ -316,15 +335,8 @@ impl Client {
         group: &str,
         delivery: DeliveryId,
     ) -> Result<NackOutcome, ClientError> {
-        #[derive(Deserialize)]
-        struct Nacked {
-            outcome: NackOutcome,
-        }
         let request = self
-            .request(
-                Method::POST,
-                &["v1", "topics", topic, "groups", group, "nack"],
-            )?
+            .request(Method::POST, &Self::group_path(topic, group, &["nack"])?)?
             .json(&delivery);
         let nacked: Nacked = self.json(request).await?;
         Ok(nacked.outcome)
@@ -342,10 +354,13 @@ impl Client {
         max_subscribers: u64,
         mailbox_capacity: u64,
     ) -> Result<bool, ClientError> {
-        let body =
-            json!({ "max_subscribers": max_subscribers, "mailbox_capacity": mailbox_capacity });
+        // A value beyond `usize` is beyond every limit too; the server says which.
+        let body = CreateChannel {
+            max_subscribers: Some(usize::try_from(max_subscribers).unwrap_or(usize::MAX)),
+            mailbox_capacity: Some(usize::try_from(mailbox_capacity).unwrap_or(usize::MAX)),
+        };
         let request = self
-            .request(Method::PUT, &["v1", "channels", channel])?
+            .request(Method::PUT, &Self::channel_path(channel, &[])?)?
             .json(&body);
         let answer = self.send(request).await?;
         Ok(answer.status == StatusCode::CREATED)
@@ -356,11 +371,7 @@ impl Client {
     /// # Errors
     /// `unauthorized` (401), or a transport error.
     pub async fn list_channels(&self) -> Result<Vec<ChannelInfo>, ClientError> {
-        #[derive(Deserialize)]
-        struct Channels {
-            channels: Vec<ChannelInfo>,
-        }
-        let channels: Channels = self
+        let channels: ChannelList = self
             .json(self.request(Method::GET, &["v1", "channels"])?)
             .await?;
         Ok(channels.channels)
@@ -376,7 +387,7 @@ impl Client {
         payload: impl Into<Bytes>,
     ) -> Result<ChannelDelivery, ClientError> {
         let request = self
-            .request(Method::POST, &["v1", "channels", channel, "messages"])?
+            .request(Method::POST, &Self::channel_path(channel, &["messages"])?)?
             .header("content-type", "application/octet-stream")
             .body(payload.into());
         self.json(request).await
@@ -387,7 +398,7 @@ impl Client {
     /// # Errors
     /// `unknown_channel` (404), or a transport error.
     pub async fn close_channel(&self, channel: &str) -> Result<(), ClientError> {
-        self.send(self.request(Method::DELETE, &["v1", "channels", channel])?)
+        self.send(self.request(Method::DELETE, &Self::channel_path(channel, &[])?)?)
             .await?;
         Ok(())
     }
@@ -425,6 +436,8 @@ impl Client {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     // Proves names are percent-encoded into single path segments, so a hostile name can
@@ -442,5 +455,73 @@ mod tests {
         assert!(Client::new("https://example.invalid").is_err());
         assert!(Client::new("not a url").is_err());
         assert!(Client::new("http://127.0.0.1:1").is_ok());
+    }
+
+    // Proves a name that breaks the rule fails with a typed error before anything is
+    // sent: the listener behind the client never sees a connection.
+    #[tokio::test]
+    async fn bad_names_fail_before_any_request() {
+        use crate::{InvalidName, NameError, NameKind, StartPosition};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = Client::new(&format!("http://{}", listener.local_addr().unwrap())).unwrap();
+        let refused = |result: Result<(), ClientError>, kind, reason| match result {
+            Err(ClientError::InvalidName(InvalidName {
+                kind: got_kind,
+                reason: got_reason,
+                ..
+            })) => assert_eq!((got_kind, got_reason), (kind, reason)),
+            other => panic!("expected an invalid {kind} name, got {other:?}"),
+        };
+        let id = DeliveryId {
+            offset: 0,
+            attempt: 1,
+        };
+        refused(
+            client.create_topic("..").await.map(drop),
+            NameKind::Topic,
+            NameError::Reserved,
+        );
+        refused(
+            client.publish("a/b", "x").await.map(drop),
+            NameKind::Topic,
+            NameError::Characters,
+        );
+        refused(
+            client
+                .create_group("orders", "", 3, StartPosition::Earliest)
+                .await,
+            NameKind::Group,
+            NameError::Empty,
+        );
+        refused(
+            client.ack("orders", "a/b", id).await,
+            NameKind::Group,
+            NameError::Characters,
+        );
+        refused(
+            client.poll_as("..", "g", "w").await.map(drop),
+            NameKind::Topic,
+            NameError::Reserved,
+        );
+        refused(
+            client
+                .publish_channel(&"c".repeat(129), "x")
+                .await
+                .map(drop),
+            NameKind::Channel,
+            NameError::TooLong,
+        );
+        refused(
+            client.subscribe(".").await.map(drop),
+            NameKind::Channel,
+            NameError::Reserved,
+        );
+        refused(
+            client.publish_stream("a b").await.map(drop),
+            NameKind::Topic,
+            NameError::Characters,
+        );
+        let accepted = tokio::time::timeout(Duration::from_millis(50), listener.accept()).await;
+        assert!(accepted.is_err(), "a request was sent");
     }
 }

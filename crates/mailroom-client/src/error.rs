@@ -2,10 +2,13 @@
 
 use std::time::Duration;
 
+use mailroom_api::{ErrorCode, InvalidName, NameKind};
+
 /// Why a client call failed.
 ///
-/// [`ClientError::Api`] carries the server's stable error code (`"unknown_topic"`,
-/// `"not_owned"`, ...), which is what callers should match on; the other variants are
+/// [`ClientError::Api`] carries the server's stable [`ErrorCode`] (`unknown_topic`,
+/// `not_owned`, ...), which is what callers should match on; [`ClientError::InvalidName`]
+/// is a name the client refused before sending anything; the other variants are
 /// transport failures.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -15,14 +18,19 @@ pub enum ClientError {
     Api {
         /// The HTTP status code.
         status: u16,
-        /// The stable error code from the body (`"http_<status>"` if the body had none).
-        code: String,
+        /// The stable error code from the body ([`ErrorCode::Other`] `"http_<status>"` if
+        /// the body had none).
+        code: ErrorCode,
         /// The human-readable message from the body.
         message: String,
     },
-    /// The base URL or a name could not be turned into a request URL.
+    /// The base URL could not be turned into a request URL.
     #[error("invalid url: {0}")]
     InvalidUrl(String),
+    /// A topic, group or channel name breaks the [name rule](mailroom_api::names); no
+    /// request was sent. It reads as the server's `invalid_name` message would.
+    #[error(transparent)]
+    InvalidName(#[from] InvalidName),
     /// A time limit of the client's [`Timeouts`](crate::Timeouts) ran out: the server
     /// did not accept the connection, or did not answer, in time.
     #[error("{limit} timed out after {} ms", after.as_millis())]
@@ -74,19 +82,47 @@ impl std::fmt::Display for TimeoutLimit {
 }
 
 impl ClientError {
-    /// The server's stable error code, if the server answered with one.
+    /// The server's stable error code as text, if the server answered with one.
     ///
     /// ```
-    /// use mailroom_client::ClientError;
-    /// let error = ClientError::Api { status: 404, code: "unknown_topic".into(), message: "no".into() };
+    /// use mailroom_client::{ClientError, ErrorCode};
+    /// let error = ClientError::Api { status: 404, code: ErrorCode::UnknownTopic, message: "no".into() };
     /// assert_eq!(error.code(), Some("unknown_topic"));
+    /// assert_eq!(error.error_code(), Some(&ErrorCode::UnknownTopic));
     /// assert_eq!(error.status(), Some(404));
     /// ```
     pub fn code(&self) -> Option<&str> {
+        self.error_code().map(ErrorCode::as_str)
+    }
+
+    /// The server's stable error code, if the server answered with one.
+    pub fn error_code(&self) -> Option<&ErrorCode> {
         match self {
             ClientError::Api { code, .. } => Some(code),
             _ => None,
         }
+    }
+
+    /// The [`ClientError::Api`] of an error status, from its body when that is the
+    /// standard `{"error", "message"}` shape, else from the status and the raw text.
+    pub(crate) fn from_answer(status: u16, body: &[u8]) -> ClientError {
+        match serde_json::from_slice::<mailroom_api::ErrorBody>(body) {
+            Ok(parsed) => ClientError::Api {
+                status,
+                code: parsed.error,
+                message: parsed.message,
+            },
+            Err(_) => ClientError::Api {
+                status,
+                code: ErrorCode::Other(format!("http_{status}")),
+                message: String::from_utf8_lossy(body).into_owned(),
+            },
+        }
+    }
+
+    /// Checks `name` against the name rule before it goes into a request.
+    pub(crate) fn check_name(kind: NameKind, name: &str) -> Result<(), ClientError> {
+        Ok(mailroom_api::names::check(kind, name)?)
     }
 
     /// Whether a time limit ran out ([`ClientError::Timeout`]).

@@ -6,16 +6,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use reqwest::{RequestBuilder, StatusCode};
 use serde::de::DeserializeOwned;
-use serde::Deserialize;
 
 use crate::timeouts::within;
 use crate::{Client, ClientError, TimeoutLimit};
-
-#[derive(Deserialize)]
-struct ErrorBody {
-    error: String,
-    message: String,
-}
 
 /// A successful answer, read to its end within the request's time limit.
 pub(crate) struct Answer {
@@ -48,18 +41,7 @@ impl Client {
         if status.is_success() {
             return Ok(Answer { status, body });
         }
-        let (code, message) = match serde_json::from_slice::<ErrorBody>(&body) {
-            Ok(parsed) => (parsed.error, parsed.message),
-            Err(_) => (
-                format!("http_{}", status.as_u16()),
-                String::from_utf8_lossy(&body).into_owned(),
-            ),
-        };
-        Err(ClientError::Api {
-            status: status.as_u16(),
-            code,
-            message,
-        })
+        Err(ClientError::from_answer(status.as_u16(), &body))
     }
 
     /// reqwest enforces the connect limit inside its connection pool and reports it as

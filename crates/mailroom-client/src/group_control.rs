@@ -1,36 +1,23 @@
-//! Consumer groups beyond the seed: group settings, the detailed group view, nack kinds,
-//! lease extension, consumer identities, and dead-letter redrive and purge.
+//! Consumer groups: group settings, the detailed group view, nack kinds, lease
+//! extension, consumer identities, and dead-letter redrive and purge.
 
 use std::ops::Range;
 
+use mailroom_api::dead_letters::{DeadLettersTaken, OffsetRange};
+use mailroom_api::deliveries::{NackRequest, Nacked, PollRequest};
+use mailroom_api::groups::CreateGroup;
 use reqwest::Method;
-use serde::{Deserialize, Serialize};
-use serde_json::{json, Map, Value};
 
-use crate::{Client, ClientError, Delivery, DeliveryId, GroupInfo, NackOutcome, StartPosition};
+use crate::{
+    Backoff, Client, ClientError, Delivery, DeliveryId, GroupDetail, NackKind, NackOutcome,
+    StartPosition,
+};
 
-/// A group's retry backoff.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Backoff {
-    /// The same delay after every failure.
-    Fixed {
-        /// The delay, in milliseconds.
-        delay_ms: u64,
-    },
-    /// `min(cap_ms, base_ms · 2^(k−1))` after the k-th failure.
-    Exponential {
-        /// The delay after the first failure, in milliseconds.
-        base_ms: u64,
-        /// The longest delay, in milliseconds.
-        cap_ms: u64,
-    },
-}
-
-/// The settings of a new group. `GroupOptions::new(n)` is the seed's group.
+/// The settings of a new group. `GroupOptions::new(n)` sets `max_attempts` alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct GroupOptions {
-    /// Failures allowed per message before it is dead-lettered.
+    /// Failures allowed per message, as the wire format defines it
+    /// ([`CreateGroup::max_attempts`]).
     pub max_attempts: u32,
     /// Where the group starts.
     pub start: StartPosition,
@@ -54,39 +41,15 @@ impl GroupOptions {
         }
     }
 
-    fn body(&self) -> Value {
-        let mut body = Map::new();
-        body.insert("max_attempts".into(), json!(self.max_attempts));
-        let start = match self.start {
-            StartPosition::Earliest => json!("earliest"),
-            StartPosition::Latest => json!("latest"),
-            StartPosition::Offset(offset) => json!(offset),
-        };
-        body.insert("start".into(), start);
-        if let Some(lease_ms) = self.lease_ms {
-            body.insert("lease_ms".into(), json!(lease_ms));
+    fn body(&self) -> CreateGroup {
+        CreateGroup {
+            max_attempts: self.max_attempts,
+            start: Some(self.start.into()),
+            lease_ms: self.lease_ms,
+            backoff: self.backoff,
+            max_in_flight: self.max_in_flight,
         }
-        if let Some(backoff) = self.backoff {
-            body.insert("backoff".into(), json!(backoff));
-        }
-        if let Some(window) = self.max_in_flight {
-            body.insert("max_in_flight".into(), json!(window));
-        }
-        Value::Object(body)
     }
-}
-
-/// How a nack ends a delivery.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum NackKind {
-    /// A failure: retried, or dead-lettered once failures reach `max_attempts`.
-    #[default]
-    Nack,
-    /// Handed back without counting as a failure.
-    Release,
-    /// Dead-lettered at once.
-    Reject,
 }
 
 /// What to do with a delivery given up on.
@@ -100,72 +63,20 @@ pub struct NackOptions {
     pub reason: Option<String>,
 }
 
-/// A group's event counters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-pub struct GroupCounters {
-    /// Deliveries that were not a message's first.
-    pub redeliveries: u64,
-    /// Deliveries handed back with a release.
-    pub releases: u64,
-    /// Deliveries whose lease ran out.
-    pub expired_leases: u64,
-    /// Dead letters put back by redrive.
-    pub redrives: u64,
-    /// Dead letters deleted by purge.
-    pub purged: u64,
-}
-
-/// Why and when a message was dead-lettered.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct DeadLetterNote {
-    /// The message's offset.
-    pub offset: u64,
-    /// The attempt number of its last delivery.
-    pub attempts: u32,
-    /// The reason of the final failure, if any (`"lease expired"` for a lease).
-    pub reason: Option<String>,
-    /// When, in Unix milliseconds.
-    pub at_ms: u64,
-}
-
-/// A group's full state: the seed's fields, settings, counters, every delivery in
-/// flight and the dead letters' reasons.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GroupDetail {
-    /// The seed's fields.
-    #[serde(flatten)]
-    pub info: GroupInfo,
-    /// The lease of each delivery in milliseconds, if any.
-    pub lease_ms: Option<u64>,
-    /// The retry backoff, if any.
-    pub backoff: Option<Backoff>,
-    /// Deliveries allowed in flight at once (W).
-    pub max_in_flight: u32,
-    /// Event counters.
-    pub counters: GroupCounters,
-    /// Every delivery in flight, lowest offset first.
-    pub deliveries: Vec<DeliveryId>,
-    /// The dead letters' reasons and times, oldest first.
-    pub dead_letter_notes: Vec<DeadLetterNote>,
-}
-
-#[derive(Deserialize)]
-struct Taken {
-    count: u64,
-}
-
-#[derive(Deserialize)]
-struct Nacked {
-    outcome: NackOutcome,
+impl NackOptions {
+    /// The body of a nack of `delivery` with these options.
+    fn request(&self, delivery: DeliveryId) -> NackRequest {
+        NackRequest {
+            offset: delivery.offset,
+            attempt: delivery.attempt,
+            kind: self.kind,
+            delay_ms: self.delay_ms,
+            reason: self.reason.clone(),
+        }
+    }
 }
 
 impl Client {
-    pub(crate) fn group_path<'a>(topic: &'a str, group: &'a str, tail: &[&'a str]) -> Vec<&'a str> {
-        let mut path = vec!["v1", "topics", topic, "groups", group];
-        path.extend_from_slice(tail);
-        path
-    }
-
     /// Creates a group with `options` (lease, backoff, `max_in_flight`).
     ///
     /// # Errors
@@ -178,7 +89,7 @@ impl Client {
         options: &GroupOptions,
     ) -> Result<(), ClientError> {
         let request = self
-            .request(Method::PUT, &Self::group_path(topic, group, &[]))?
+            .request(Method::PUT, &Self::group_path(topic, group, &[])?)?
             .json(&options.body());
         self.send(request).await?;
         Ok(())
@@ -189,7 +100,7 @@ impl Client {
     /// # Errors
     /// `unknown_topic` or `unknown_group` (404), or a transport error.
     pub async fn group_detail(&self, topic: &str, group: &str) -> Result<GroupDetail, ClientError> {
-        let request = self.request(Method::GET, &Self::group_path(topic, group, &[]))?;
+        let request = self.request(Method::GET, &Self::group_path(topic, group, &[])?)?;
         self.json(request).await
     }
 
@@ -205,8 +116,10 @@ impl Client {
         consumer: &str,
     ) -> Result<Option<Delivery>, ClientError> {
         let request = self
-            .request(Method::POST, &Self::group_path(topic, group, &["poll"]))?
-            .json(&json!({ "consumer": consumer }));
+            .request(Method::POST, &Self::group_path(topic, group, &["poll"])?)?
+            .json(&PollRequest {
+                consumer: Some(consumer.to_owned()),
+            });
         Self::delivery_from(&self.send(request).await?)
     }
 
@@ -222,20 +135,9 @@ impl Client {
         delivery: DeliveryId,
         options: &NackOptions,
     ) -> Result<NackOutcome, ClientError> {
-        let mut body = json!({
-            "offset": delivery.offset,
-            "attempt": delivery.attempt,
-            "kind": options.kind,
-        });
-        if let Some(delay_ms) = options.delay_ms {
-            body["delay_ms"] = json!(delay_ms);
-        }
-        if let Some(reason) = &options.reason {
-            body["reason"] = json!(reason);
-        }
         let request = self
-            .request(Method::POST, &Self::group_path(topic, group, &["nack"]))?
-            .json(&body);
+            .request(Method::POST, &Self::group_path(topic, group, &["nack"])?)?
+            .json(&options.request(delivery));
         let nacked: Nacked = self.json(request).await?;
         Ok(nacked.outcome)
     }
@@ -251,7 +153,7 @@ impl Client {
         delivery: DeliveryId,
     ) -> Result<(), ClientError> {
         let request = self
-            .request(Method::POST, &Self::group_path(topic, group, &["touch"]))?
+            .request(Method::POST, &Self::group_path(topic, group, &["touch"])?)?
             .json(&delivery);
         self.send(request).await?;
         Ok(())
@@ -294,12 +196,15 @@ impl Client {
         offsets: Option<Range<u64>>,
     ) -> Result<u64, ClientError> {
         let body = match offsets {
-            Some(range) => json!({ "from": range.start, "to": range.end }),
-            None => json!({}),
+            Some(range) => OffsetRange {
+                from: Some(range.start),
+                to: Some(range.end),
+            },
+            None => OffsetRange::default(),
         };
-        let path = Self::group_path(topic, group, &["dead-letters", action]);
+        let path = Self::group_path(topic, group, &["dead-letters", action])?;
         let request = self.request(Method::POST, &path)?.json(&body);
-        let taken: Taken = self.json(request).await?;
+        let taken: DeadLettersTaken = self.json(request).await?;
         Ok(taken.count)
     }
 }
@@ -308,16 +213,18 @@ impl Client {
 mod tests {
     use super::*;
 
-    // Proves only the settings given are sent, so a plain group stays a seed group.
+    use serde_json::json;
+
+    // Proves only the settings given are sent, so a plain group has no other setting.
     #[test]
     fn group_options_send_only_what_is_set() {
-        let plain = GroupOptions::new(3).body();
+        let plain = serde_json::to_value(GroupOptions::new(3).body()).unwrap();
         assert_eq!(plain, json!({ "max_attempts": 3, "start": "earliest" }));
         let mut options = GroupOptions::new(2);
         options.lease_ms = Some(100);
         options.backoff = Some(Backoff::Fixed { delay_ms: 5 });
         options.max_in_flight = Some(4);
-        let body = options.body();
+        let body = serde_json::to_value(options.body()).unwrap();
         assert_eq!(body["backoff"], json!({ "kind": "fixed", "delay_ms": 5 }));
         assert_eq!(body["lease_ms"], json!(100));
         assert_eq!(body["max_in_flight"], json!(4));

@@ -10,8 +10,14 @@
 //! callers never see it.
 //!
 //! Errors the server reports arrive as [`ClientError::Api`] with the server's stable
-//! error code, so a caller can tell `not_owned` (someone else's delivery) from
-//! `unknown_group` without parsing messages.
+//! [`ErrorCode`], so a caller can tell `not_owned` (someone else's delivery) from
+//! `unknown_group` without parsing messages. Topic, group and channel names are checked
+//! against the [name rule](mailroom_api::names) before anything is sent: a name such as
+//! `..` or `a/b` fails with [`ClientError::InvalidName`] and no request is made.
+//!
+//! The request and response bodies are the wire format's own types ([`mailroom_api`],
+//! re-exported as [`api`]); the client adds only what the wire does not carry as such:
+//! payloads decoded to bytes ([`Delivery`], [`DeadLetter`]) and option structs.
 //!
 //! Every call is bounded in time ([`Timeouts`]: 5 s to connect and 30 s per request by
 //! default, a long poll's wait added on top); a server that never answers makes the
@@ -43,18 +49,21 @@ mod timeouts;
 mod types;
 
 pub use admin::{DeadLetterPage, DEAD_LETTERS_PAGE_MAX};
-pub use batch::{BatchItemError, BatchPoll};
+pub use batch::BatchPoll;
 pub use client::Client;
 pub use error::{ClientError, TimeoutLimit};
-pub use group_control::{
-    Backoff, DeadLetterNote, GroupCounters, GroupDetail, GroupOptions, NackKind, NackOptions,
-};
-pub use publish_stream::{
-    Confirmation, PublishStream, Refusal, PUBLISH_WINDOW_DEFAULT, PUBLISH_WINDOW_MAX,
-};
+pub use group_control::{GroupOptions, NackOptions};
+pub use publish_stream::{Confirmation, PublishStream, PUBLISH_WINDOW_DEFAULT, PUBLISH_WINDOW_MAX};
 pub use subscription::{SubscribeOptions, Subscription};
 pub use timeouts::{Timeouts, CONNECT_TIMEOUT_DEFAULT, REQUEST_TIMEOUT_DEFAULT};
-pub use types::{
-    ChannelDelivery, ChannelInfo, DeadLetter, Delivery, DeliveryId, GroupInfo, NackOutcome,
-    StartPosition, TopicInfo, TopicSummary,
-};
+pub use types::{DeadLetter, Delivery, StartPosition};
+
+/// The wire format this client speaks, for the bodies and limits not re-exported below.
+pub use mailroom_api as api;
+pub use mailroom_api::batch::BatchItemError;
+pub use mailroom_api::channels::{ChannelDelivery, ChannelInfo};
+pub use mailroom_api::deliveries::{DeliveryId, NackKind, NackOutcome};
+pub use mailroom_api::groups::{Backoff, DeadLetterNote, GroupCounters, GroupDetail, GroupInfo};
+pub use mailroom_api::publish_stream::StreamError as Refusal;
+pub use mailroom_api::topics::{TopicInfo, TopicSummary};
+pub use mailroom_api::{ErrorCode, InvalidName, NameError, NameKind};

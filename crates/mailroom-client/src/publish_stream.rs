@@ -6,20 +6,21 @@ use std::ops::Range;
 use bytes::Bytes;
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt as _, StreamExt as _};
-use serde::Deserialize;
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 
+use mailroom_api::publish_stream::StreamConfirmation;
+
 use crate::subscription::open_websocket;
-use crate::{Client, ClientError, SubscribeOptions};
+use crate::{Client, ClientError, Refusal, SubscribeOptions};
 
 /// The window [`Client::publish_stream`] uses: messages in flight at once.
 pub const PUBLISH_WINDOW_DEFAULT: usize = 256;
 /// The largest window: the server reads no further than this many unconfirmed messages
 /// per connection, so a larger window would only queue frames in the socket.
-pub const PUBLISH_WINDOW_MAX: usize = 4_096;
+pub const PUBLISH_WINDOW_MAX: usize = mailroom_api::limits::PUBLISH_STREAM_IN_FLIGHT_MAX;
 
 /// The server's answer for messages `seq .. seq + count` of a stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,32 +62,10 @@ impl Confirmation {
     }
 }
 
-/// Why the server did not publish some messages: the stable code and message an HTTP
-/// publish would have answered with.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct Refusal {
-    /// The stable error code (`payload_too_large`, `unknown_topic`, `store_failed`, ...).
-    pub code: String,
-    /// A human-readable explanation.
-    pub message: String,
-}
-
-/// A confirmation frame as the server sends it.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WireConfirmation {
-    seq: u64,
-    count: u64,
-    #[serde(default)]
-    offset: Option<u64>,
-    #[serde(default)]
-    error: Option<Refusal>,
-}
-
-impl TryFrom<WireConfirmation> for Confirmation {
+impl TryFrom<StreamConfirmation> for Confirmation {
     type Error = ClientError;
 
-    fn try_from(wire: WireConfirmation) -> Result<Confirmation, ClientError> {
+    fn try_from(wire: StreamConfirmation) -> Result<Confirmation, ClientError> {
         let outcome = match (wire.offset, wire.error) {
             (Some(offset), None) => Ok(offset),
             (None, Some(refusal)) => Err(refusal),
@@ -375,7 +354,7 @@ impl PublishStream {
                 return Ok(());
             }
         };
-        let wire: WireConfirmation = serde_json::from_str(text.as_str())
+        let wire: StreamConfirmation = serde_json::from_str(text.as_str())
             .map_err(|e| ClientError::UnexpectedResponse(format!("confirmation: {e}")))?;
         let confirmation = Confirmation::try_from(wire)?;
         let expected = self.received_through;
@@ -405,7 +384,7 @@ impl PublishStream {
 
 /// The WebSocket handshake with `/v1/topics/{topic}/publish/ws`.
 async fn connect(client: &Client, topic: &str) -> Result<Socket, ClientError> {
-    let path = ["v1", "topics", topic, "publish", "ws"];
+    let path = Client::topic_path(topic, &["publish", "ws"])?;
     let options = SubscribeOptions::default();
     open_websocket(client, &path, options, WebSocketConfig::default()).await
 }
@@ -415,7 +394,7 @@ mod tests {
     use super::*;
 
     fn parse(json: &str) -> Result<Confirmation, ClientError> {
-        let wire: WireConfirmation = serde_json::from_str(json).expect("well-formed JSON");
+        let wire: StreamConfirmation = serde_json::from_str(json).expect("well-formed JSON");
         Confirmation::try_from(wire)
     }
 

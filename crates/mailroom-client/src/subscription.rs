@@ -74,7 +74,7 @@ pub(crate) async fn connect(
     options: SubscribeOptions,
 ) -> Result<Subscription, ClientError> {
     let config = WebSocketConfig::default().read_buffer_size(READ_BUFFER_BYTES);
-    let path = ["v1", "channels", channel, "ws"];
+    let path = Client::channel_path(channel, &["ws"])?;
     let stream = open_websocket(client, &path, options, config).await?;
     Ok(Subscription { stream })
 }
@@ -160,23 +160,6 @@ async fn open_socket(
 fn api_error_from_handshake(
     response: &tokio_tungstenite::tungstenite::http::Response<Option<Vec<u8>>>,
 ) -> ClientError {
-    #[derive(serde::Deserialize)]
-    struct ErrorBody {
-        error: String,
-        message: String,
-    }
-    let status = response.status().as_u16();
     let body = response.body().as_deref().unwrap_or_default();
-    match serde_json::from_slice::<ErrorBody>(body) {
-        Ok(parsed) => ClientError::Api {
-            status,
-            code: parsed.error,
-            message: parsed.message,
-        },
-        Err(_) => ClientError::Api {
-            status,
-            code: format!("http_{status}"),
-            message: String::from_utf8_lossy(body).into_owned(),
-        },
-    }
+    ClientError::from_answer(response.status().as_u16(), body)
 }

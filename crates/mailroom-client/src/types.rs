@@ -1,19 +1,16 @@
-//! The values the client hands back, decoded from the server's JSON.
+//! The values the client hands back that are not wire bodies as they are: deliveries and
+//! dead letters with their payloads decoded to bytes, and where a new group starts.
+//!
+//! Every other value is the wire format's own type ([`mailroom_api`]), re-exported at
+//! the crate root.
 
 use base64::Engine as _;
 use bytes::Bytes;
-use serde::{Deserialize, Serialize};
+use mailroom_api::dead_letters::DeadLetterBody;
+use mailroom_api::deliveries::DeliveryBody;
+use mailroom_api::groups::{Start, StartName};
 
-use crate::ClientError;
-
-/// Names one delivery, to ack or nack it: the message's offset and which attempt it is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct DeliveryId {
-    /// The message's offset in the topic.
-    pub offset: u64,
-    /// Which delivery of the message to this group it is, starting at 1.
-    pub attempt: u32,
-}
+use crate::{ClientError, DeliveryId};
 
 /// One delivery handed out by a poll.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +33,18 @@ impl Delivery {
     }
 }
 
+impl TryFrom<DeliveryBody> for Delivery {
+    type Error = ClientError;
+
+    fn try_from(body: DeliveryBody) -> Result<Delivery, ClientError> {
+        Ok(Delivery {
+            offset: body.offset,
+            attempt: body.attempt,
+            payload: payload_bytes(body.payload, body.payload_base64)?,
+        })
+    }
+}
+
 /// A message a group gave up on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeadLetter {
@@ -47,17 +56,16 @@ pub struct DeadLetter {
     pub payload: Bytes,
 }
 
-/// What a nack did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum NackOutcome {
-    /// Attempts remain: the next poll delivers the same message again.
-    Retry,
-    /// A release: handed back without counting as a failure; it will be delivered again.
-    Released,
-    /// That was the final attempt (or a reject): the message is in the group's
-    /// dead-letter queue.
-    DeadLettered,
+impl TryFrom<DeadLetterBody> for DeadLetter {
+    type Error = ClientError;
+
+    fn try_from(body: DeadLetterBody) -> Result<DeadLetter, ClientError> {
+        Ok(DeadLetter {
+            offset: body.offset,
+            attempts: body.attempts,
+            payload: payload_bytes(body.payload, body.payload_base64)?,
+        })
+    }
 }
 
 /// Where a new group starts reading.
@@ -72,137 +80,62 @@ pub enum StartPosition {
     Offset(u64),
 }
 
-/// A snapshot of one consumer group.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GroupInfo {
-    /// The group's name.
-    pub name: String,
-    /// The offset of the next message the group has to finish.
-    pub position: u64,
-    /// Deliveries made so far of the message at `position`.
-    pub attempt: u32,
-    /// The delivery in flight, if any.
-    pub in_flight: Option<DeliveryId>,
-    /// The total number of deliveries allowed for one message.
-    pub max_attempts: u32,
-    /// Messages published but not yet finished by this group.
-    pub lag: u64,
-    /// How many messages this group has dead-lettered.
-    pub dead_letters: u64,
-}
-
-/// One topic in the list of topics.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TopicSummary {
-    /// The topic's name.
-    pub name: String,
-    /// The offset of the oldest retained message.
-    pub start: u64,
-    /// The offset the next message will get.
-    pub end: u64,
-    /// The names of its consumer groups.
-    pub groups: Vec<String>,
-}
-
-/// A topic with the state of each of its groups.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TopicInfo {
-    /// The topic's name.
-    pub name: String,
-    /// The offset of the oldest retained message.
-    pub start: u64,
-    /// The offset the next message will get.
-    pub end: u64,
-    /// Every group of the topic.
-    pub groups: Vec<GroupInfo>,
-}
-
-/// What a channel publish did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ChannelDelivery {
-    /// Subscribers whose mailbox took the message.
-    pub delivered: u64,
-    /// Subscribers whose mailbox was full, so the message was dropped for them.
-    pub dropped: u64,
-}
-
-/// A live channel's settings and counters.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ChannelInfo {
-    /// The channel's name.
-    pub name: String,
-    /// The most subscribers it admits at once.
-    pub max_subscribers: u64,
-    /// The most messages each subscriber's mailbox holds.
-    pub mailbox_capacity: u64,
-    /// Subscribers connected now.
-    pub subscribers: u64,
-    /// Messages published to it.
-    pub published: u64,
-    /// Deliveries into subscribers' mailboxes.
-    pub delivered: u64,
-    /// Deliveries dropped because a mailbox was full.
-    pub dropped: u64,
-}
-
-/// A payload as the server writes it: text when it is UTF-8, base64 otherwise.
-#[derive(Debug, Deserialize)]
-pub(crate) struct WirePayload {
-    #[serde(default)]
-    payload: Option<String>,
-    #[serde(default)]
-    payload_base64: Option<String>,
-}
-
-impl WirePayload {
-    pub(crate) fn into_bytes(self) -> Result<Bytes, ClientError> {
-        match (self.payload, self.payload_base64) {
-            (Some(text), None) => Ok(Bytes::from(text)),
-            (None, Some(encoded)) => base64::engine::general_purpose::STANDARD
-                .decode(encoded)
-                .map(Bytes::from)
-                .map_err(|error| ClientError::UnexpectedResponse(format!("bad base64: {error}"))),
-            _ => Err(ClientError::UnexpectedResponse(
-                "expected exactly one of payload and payload_base64".into(),
-            )),
+impl From<StartPosition> for Start {
+    fn from(start: StartPosition) -> Start {
+        match start {
+            StartPosition::Earliest => Start::Named(StartName::Earliest),
+            StartPosition::Latest => Start::Named(StartName::Latest),
+            StartPosition::Offset(offset) => Start::Offset(offset),
         }
     }
 }
 
-/// A poll answer on the wire.
-#[derive(Debug, Deserialize)]
-pub(crate) struct WireDelivery {
-    pub(crate) offset: u64,
-    pub(crate) attempt: u32,
-    #[serde(flatten)]
-    pub(crate) payload: WirePayload,
-}
-
-/// A dead letter on the wire.
-#[derive(Debug, Deserialize)]
-pub(crate) struct WireDeadLetter {
-    pub(crate) offset: u64,
-    pub(crate) attempts: u32,
-    #[serde(flatten)]
-    pub(crate) payload: WirePayload,
+/// A payload as the server writes it: text when it is UTF-8, base64 otherwise; exactly
+/// one of the two.
+fn payload_bytes(text: Option<String>, base64: Option<String>) -> Result<Bytes, ClientError> {
+    match (text, base64) {
+        (Some(text), None) => Ok(Bytes::from(text)),
+        (None, Some(encoded)) => base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .map(Bytes::from)
+            .map_err(|error| ClientError::UnexpectedResponse(format!("bad base64: {error}"))),
+        _ => Err(ClientError::UnexpectedResponse(
+            "expected exactly one of payload and payload_base64".into(),
+        )),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn decode(json: &str) -> Result<Delivery, ClientError> {
+        let body: DeliveryBody = serde_json::from_str(json).expect("a delivery body");
+        Delivery::try_from(body)
+    }
+
     // Proves both payload encodings decode to the original bytes and that a body with
     // both or neither is refused rather than guessed at.
     #[test]
     fn wire_payload_decodes_text_and_base64_and_refuses_ambiguity() {
-        let text: WirePayload = serde_json::from_str(r#"{"payload":"hi"}"#).unwrap();
-        assert_eq!(text.into_bytes().unwrap(), Bytes::from_static(b"hi"));
-        let binary: WirePayload = serde_json::from_str(r#"{"payload_base64":"/wA="}"#).unwrap();
-        assert_eq!(binary.into_bytes().unwrap(), Bytes::from_static(&[0xff, 0]));
-        let both: WirePayload =
-            serde_json::from_str(r#"{"payload":"a","payload_base64":"YQ=="}"#).unwrap();
-        assert!(both.into_bytes().is_err());
-        let neither: WirePayload = serde_json::from_str("{}").unwrap();
-        assert!(neither.into_bytes().is_err());
+        let text = decode(r#"{"offset":0,"attempt":1,"payload":"hi"}"#).unwrap();
+        assert_eq!(text.payload, Bytes::from_static(b"hi"));
+        let binary = decode(r#"{"offset":0,"attempt":1,"payload_base64":"/wA="}"#).unwrap();
+        assert_eq!(binary.payload, Bytes::from_static(&[0xff, 0]));
+        let both = r#"{"offset":0,"attempt":1,"payload":"a","payload_base64":"YQ=="}"#;
+        assert!(decode(both).is_err());
+        assert!(decode(r#"{"offset":0,"attempt":1}"#).is_err());
+    }
+
+    // Proves each start position goes on the wire as the server reads it.
+    #[test]
+    fn start_positions_encode_as_documented() {
+        for (start, json) in [
+            (StartPosition::Earliest, r#""earliest""#),
+            (StartPosition::Latest, r#""latest""#),
+            (StartPosition::Offset(7), "7"),
+        ] {
+            assert_eq!(serde_json::to_string(&Start::from(start)).unwrap(), json);
+        }
     }
 }

@@ -12,7 +12,7 @@ use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt as _};
 use utoipa_axum::routes;
 
 use crate::body::{body_limit, JSON_BODY_BYTES_MAX};
-use crate::error::{errors_as_json, ApiError};
+use crate::error::{errors_as_json, ApiError, ErrorCode};
 use crate::metrics::RequestLabels;
 use crate::routes::batch_bodies::BATCH_JSON_BODY_BYTES_MAX;
 use crate::routes::topics::BATCH_BODY_PAYLOADS_MAX;
@@ -109,7 +109,7 @@ pub(crate) fn routes(payload_bytes_max: u64) -> Routes {
 async fn not_found(request: Request) -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
-        "not_found",
+        ErrorCode::NotFound,
         format!("no route for {} {}", request.method(), request.uri().path()),
     )
 }
@@ -134,7 +134,7 @@ async fn require_token(State(state): State<AppState>, request: Request, next: Ne
 }
 
 fn unauthorized(message: &str) -> Response {
-    ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message).into_response()
+    ApiError::new(StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized, message).into_response()
 }
 
 /// Compares secrets in time independent of where they differ, so response timing does

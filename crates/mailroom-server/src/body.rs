@@ -17,10 +17,12 @@ use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::Extension;
 use serde::de::DeserializeOwned;
 
-use crate::error::{shown, ApiError};
+use crate::error::{shown, ApiError, ErrorCode};
 
-/// The largest JSON body accepted by the endpoints that take small JSON documents.
-pub const JSON_BODY_BYTES_MAX: usize = 64 << 10;
+pub use mailroom_api::limits::JSON_BODY_BYTES_MAX;
+/// The integer fields that also accept whole-number floats (they are part of the wire
+/// format, so they live with it).
+pub use mailroom_api::whole;
 
 /// A route's body limit, kept in the request's extensions so that a 413 can state it
 /// (the framework's own limit does not say what it is).
@@ -93,7 +95,7 @@ pub fn body_rejection(
     if rejection.status() != StatusCode::PAYLOAD_TOO_LARGE {
         return ApiError::new(
             StatusCode::BAD_REQUEST,
-            "bad_request",
+            ErrorCode::BadRequest,
             rejection.body_text(),
         );
     }
@@ -139,7 +141,7 @@ fn query_rejection(uri: &Uri, rejection: &QueryRejection) -> ApiError {
         Some(format!("query parameter {name}={}: {rest}", shown(value)))
     });
     let message = named.unwrap_or_else(|| format!("query string: {detail}"));
-    ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::BadRequest, message)
 }
 
 /// Parses JSON bytes, classifying the failure.
@@ -153,7 +155,7 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     if matches!(first, Some(b'[')) {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
-            "invalid_body",
+            ErrorCode::InvalidBody,
             "request body: expected a JSON object, got an array",
         ));
     }
@@ -172,59 +174,14 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
 fn body_error(error: &serde_json::Error, path: &str) -> ApiError {
     use serde_json::error::Category;
     let code = match error.classify() {
-        Category::Data => "invalid_body",
-        Category::Syntax | Category::Eof | Category::Io => "malformed_json",
+        Category::Data => ErrorCode::InvalidBody,
+        Category::Syntax | Category::Eof | Category::Io => ErrorCode::MalformedJson,
     };
     let message = match path {
         "." | "" => format!("request body: {error}"),
         path => format!("request body field {path}: {error}"),
     };
     ApiError::new(StatusCode::BAD_REQUEST, code, message)
-}
-
-/// Serde helpers for integer fields that also accept whole-number floats such as `3.0`:
-/// JSON Schema calls those integers, so clients generated from the OpenAPI document may
-/// send them. Fractions, negatives and out-of-range values are still refused.
-pub mod whole {
-    use serde::de::Deserializer;
-    use serde::Deserialize as _;
-
-    /// The largest float that converts to a `u64` without saturating.
-    const U64_LIMIT_F64: f64 = 18_446_744_073_709_551_616.0;
-
-    fn convert<E: serde::de::Error, T: TryFrom<u64>>(number: serde_json::Number) -> Result<T, E> {
-        let value = number.as_u64().or_else(|| {
-            number
-                .as_f64()
-                .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f < U64_LIMIT_F64)
-                .map(|f| f as u64)
-        });
-        let value = value
-            .ok_or_else(|| E::custom(format!("expected a non-negative integer, got {number}")))?;
-        T::try_from(value).map_err(|_| E::custom(format!("{value} is out of range")))
-    }
-
-    /// Deserializes a required integer field.
-    ///
-    /// # Errors
-    /// Anything but a non-negative whole number that fits `T`.
-    pub fn deserialize<'de, D: Deserializer<'de>, T: TryFrom<u64>>(d: D) -> Result<T, D::Error> {
-        convert(serde_json::Number::deserialize(d)?)
-    }
-
-    /// Deserializes an optional integer field (`null` or absent is `None`; pair it with
-    /// `#[serde(default)]`).
-    ///
-    /// # Errors
-    /// As for [`deserialize`].
-    pub fn deserialize_option<'de, D: Deserializer<'de>, T: TryFrom<u64>>(
-        d: D,
-    ) -> Result<Option<T>, D::Error> {
-        match Option::<serde_json::Number>::deserialize(d)? {
-            None => Ok(None),
-            Some(number) => convert::<D::Error, T>(number).map(Some),
-        }
-    }
 }
 
 #[cfg(test)]

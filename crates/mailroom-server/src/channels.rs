@@ -12,14 +12,12 @@ use bytes::Bytes;
 use mailroom::broadcast::{Broker, BrokerStats};
 use parking_lot::RwLock;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 
-/// The most live channels that can exist at once.
-pub const CHANNELS_MAX: usize = 10_000;
-/// The largest `max_subscribers` a channel may have.
-pub const CHANNEL_SUBSCRIBERS_MAX: usize = 10_000;
-/// The largest `mailbox_capacity` (messages per subscriber) a channel may have.
-pub const CHANNEL_MAILBOX_CAPACITY_MAX: usize = 65_536;
+// The channel limits are part of the wire format: clients see them in every refusal.
+pub use mailroom_api::limits::{
+    CHANNELS_MAX, CHANNEL_MAILBOX_CAPACITY_MAX, CHANNEL_SUBSCRIBERS_MAX,
+};
 
 /// One live channel.
 #[derive(Debug)]
@@ -80,7 +78,7 @@ impl Channels {
             }
             return Err(ApiError::new(
                 StatusCode::CONFLICT,
-                "channel_exists",
+                ErrorCode::ChannelExists,
                 format!(
                     "channel {name:?} exists with max_subscribers {} and mailbox_capacity {}",
                     broker.max_subscribers(),
@@ -91,7 +89,7 @@ impl Channels {
         if channels.len() >= CHANNELS_MAX {
             return Err(ApiError::new(
                 StatusCode::CONFLICT,
-                "channel_limit",
+                ErrorCode::ChannelLimit,
                 format!("{CHANNELS_MAX} channels exist already"),
             ));
         }

@@ -13,11 +13,10 @@ use serde::Deserialize;
 pub const LISTEN_DEFAULT: &str = "127.0.0.1:7070";
 /// The data directory unless told otherwise, relative to the working directory.
 pub const DATA_DIR_DEFAULT: &str = "mailroom-data";
-/// The largest message body accepted unless told otherwise: 1 MiB.
-pub const PAYLOAD_BYTES_MAX_DEFAULT: u64 = 1 << 20;
-/// The largest value `--max-payload-bytes` accepts: the store frames records with a
-/// 32-bit length, and one request must fit comfortably in memory.
-pub const PAYLOAD_BYTES_MAX_LIMIT: u64 = 64 << 20;
+// The largest message body accepted unless told otherwise (1 MiB), and the largest value
+// `--max-payload-bytes` accepts (the store frames records with a 32-bit length, and one
+// request must fit comfortably in memory): limits of the wire format.
+pub use mailroom_api::limits::{PAYLOAD_BYTES_MAX_DEFAULT, PAYLOAD_BYTES_MAX_LIMIT};
 /// The longest `interval:MS` fsync period accepted: one hour.
 pub const FSYNC_INTERVAL_MS_MAX: u64 = 3_600_000;
 /// How long a connection may take to deliver a request's head (request line and

@@ -336,7 +336,7 @@ mod tests {
         assert_eq!(polls.waiting(), LONG_POLLS_MAX);
         let refused = polls.admit().unwrap_err();
         assert_eq!(
-            (refused.status.as_u16(), refused.code),
+            (refused.status.as_u16(), refused.code.as_str()),
             (429, "too_many_long_polls")
         );
         drop(slots);

@@ -1,19 +1,19 @@
 //! Names of topics, groups and channels: 1 to [`NAME_BYTES_MAX`] characters of
 //! `[A-Za-z0-9._-]`, and not `.` or `..`.
 //!
-//! The server checks names before any store or registry call, with the store's own rule
-//! (`mailroom_store::validate_name`), so every resource, live channels included, refuses
-//! the same names with the same `invalid_name` error, and a name is always safe to use as
-//! a file name or a metric label.
+//! The server checks names before any store or registry call, with the wire format's rule
+//! ([`mailroom_api::names`], which the store also applies), so every resource, live
+//! channels included, refuses the same names with the same `invalid_name` error, and a
+//! name is always safe to use as a file name or a metric label.
 
 use axum::http::StatusCode;
 use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 use utoipa::openapi::RefOr;
 use utoipa::ToSchema;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 
-pub use mailroom_store::NAME_BYTES_MAX;
+pub use mailroom_api::NAME_BYTES_MAX;
 
 /// The OpenAPI schema of a name, for path parameters.
 #[derive(Debug)]
@@ -46,22 +46,9 @@ impl ToSchema for Name {}
 /// # Errors
 /// A 400 `invalid_name` [`ApiError`] saying what is wrong.
 pub fn check_name(kind: &str, name: &str) -> Result<(), ApiError> {
-    // One rule for every resource: the store's, which also guards its file names.
-    mailroom_store::validate_name(name).map_err(|error| {
-        let reason = match error {
-            mailroom_store::StoreError::InvalidName { reason, .. } => reason,
-            _ => "is invalid",
-        };
-        // The name came from outside: echo a bounded part of it.
-        let shown = crate::error::shown(name);
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_name",
-            format!(
-                "{kind} name {shown:?} is invalid ({reason}); a name is 1..={NAME_BYTES_MAX} \
-                 characters of [A-Za-z0-9._-], not . or .."
-            ),
-        )
+    mailroom_api::check_name(name).map_err(|reason| {
+        let message = mailroom_api::names::refusal(kind, name, reason);
+        ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::InvalidName, message)
     })
 }
 
@@ -80,7 +67,7 @@ mod tests {
             let error = check_name("t", bad).unwrap_err();
             assert_eq!(
                 (error.status.as_u16(), error.code),
-                (400, "invalid_name"),
+                (400, ErrorCode::InvalidName),
                 "{bad:?}"
             );
         }

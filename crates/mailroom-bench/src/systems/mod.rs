@@ -29,7 +29,8 @@ pub struct TopicSpec {
     pub name: String,
     /// The groups that read it; each gets its own cursor and dead-letter queue.
     pub groups: Vec<String>,
-    /// Deliveries allowed per message before it is dead-lettered.
+    /// Failures allowed per message before it is dead-lettered (mailroom's
+    /// `max_attempts`: without releases, the deliveries allowed).
     pub max_attempts: u32,
     /// How many deliveries a consumer may hold unsettled: Redis `XREADGROUP COUNT`, NATS
     /// fetch batch, RabbitMQ `basic.qos`, mailroom's `max_in_flight` and `poll_batch` max.

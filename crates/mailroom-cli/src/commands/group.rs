@@ -17,7 +17,8 @@ pub enum GroupCommand {
         /// The group's name.
         #[arg(value_parser = crate::names::group)]
         group: String,
-        /// Total deliveries allowed per message before it is dead-lettered.
+        /// Failures allowed per message (nacks, expired leases); the one that reaches it
+        /// dead-letters the message.
         #[arg(long, default_value_t = 3)]
         max_attempts: u32,
         /// Where to start: earliest, latest, or an offset.

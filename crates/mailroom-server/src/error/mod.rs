@@ -12,10 +12,10 @@ use axum::http::{header, HeaderValue, Request, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use mailroom::broadcast::BroadcastError;
+use mailroom::group::ArgumentError;
 use mailroom::topic::TopicError;
+pub use mailroom_api::{ErrorBody, ErrorCode};
 use mailroom_store::StoreError;
-use serde::Serialize;
-use utoipa::ToSchema;
 
 mod wording;
 
@@ -24,53 +24,53 @@ pub use wording::{shown, SHOWN_CHARS_MAX};
 /// The longest framework error body that is carried over into a JSON message.
 const REJECTION_BODY_BYTES_MAX: usize = 4096;
 
-/// The body of every error response.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, ToSchema)]
-pub struct ErrorBody {
-    /// A stable, machine-readable code such as `unknown_topic` or `not_owned`.
-    pub error: String,
-    /// A human-readable explanation.
-    pub message: String,
-}
-
 /// An error on its way to becoming a response: a status, a stable code and a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
     /// The HTTP status.
     pub status: StatusCode,
     /// The stable code.
-    pub code: &'static str,
+    pub code: ErrorCode,
     /// The explanation.
     pub message: String,
 }
 
 impl ApiError {
-    /// An error with any status and code.
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+    /// An error with any status and code. A `&str` code is read as [`ErrorCode::parse`]
+    /// reads it; new code passes an [`ErrorCode`].
+    pub fn new(
+        status: StatusCode,
+        code: impl Into<ErrorCode>,
+        message: impl Into<String>,
+    ) -> ApiError {
         ApiError {
             status,
-            code,
+            code: code.into(),
             message: message.into(),
         }
     }
 
     /// 400 `invalid_argument`.
     pub fn invalid_argument(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::BAD_REQUEST, "invalid_argument", message)
+        ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::InvalidArgument, message)
     }
 
     /// 404 `unknown_channel`.
     pub fn unknown_channel(channel: &str) -> ApiError {
         ApiError::new(
             StatusCode::NOT_FOUND,
-            "unknown_channel",
+            ErrorCode::UnknownChannel,
             format!("unknown channel {channel:?}"),
         )
     }
 
     /// 413 `payload_too_large`.
     pub fn payload_too_large(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", message)
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorCode::PayloadTooLarge,
+            message,
+        )
     }
 
     /// 413 `payload_too_large` for one message over the server's payload limit, in the
@@ -93,7 +93,7 @@ impl ApiError {
     pub fn not_websocket(rejection: &WebSocketUpgradeRejection) -> ApiError {
         ApiError::new(
             StatusCode::BAD_REQUEST,
-            "not_websocket",
+            ErrorCode::NotWebsocket,
             format!(
                 "this route takes only a WebSocket handshake: {}",
                 rejection.body_text()
@@ -103,7 +103,11 @@ impl ApiError {
 
     /// 500 `internal`: a server fault, such as a task that panicked.
     pub fn internal(message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorCode::Internal,
+            message,
+        )
     }
 }
 
@@ -112,7 +116,7 @@ impl ApiError {
     /// callers that have logged the fault in more detail already.
     fn unlogged_response(self) -> Response {
         let body = ErrorBody {
-            error: self.code.to_owned(),
+            error: self.code,
             message: self.message,
         };
         let mut response = (self.status, axum::Json(body)).into_response();
@@ -128,7 +132,7 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         if self.status.is_server_error() {
-            tracing::error!(code = self.code, message = %self.message, "request failed");
+            tracing::error!(code = self.code.as_str(), message = %self.message, "request failed");
         }
         self.unlogged_response()
     }
@@ -165,18 +169,55 @@ impl From<TopicError> for ApiError {
         match error {
             // The code says "invalid_argument" already; the Display's "invalid argument: "
             // prefix would say it twice.
-            TopicError::InvalidArgument { reason } => ApiError::invalid_argument(reason),
+            TopicError::InvalidArgument(argument) => argument.into(),
             TopicError::UnknownGroup { .. } => {
-                ApiError::new(StatusCode::NOT_FOUND, "unknown_group", message)
+                ApiError::new(StatusCode::NOT_FOUND, ErrorCode::UnknownGroup, message)
             }
             TopicError::GroupExists { .. } => {
-                ApiError::new(StatusCode::CONFLICT, "group_exists", message)
+                ApiError::new(StatusCode::CONFLICT, ErrorCode::GroupExists, message)
             }
             TopicError::NotOwned { .. } => {
-                ApiError::new(StatusCode::CONFLICT, "not_owned", message)
+                ApiError::new(StatusCode::CONFLICT, ErrorCode::NotOwned, message)
             }
             // A rule added to the library later is still a refused request, not a fault.
-            _ => ApiError::new(StatusCode::CONFLICT, "conflict", message),
+            _ => ApiError::new(StatusCode::CONFLICT, ErrorCode::Conflict, message),
+        }
+    }
+}
+
+impl From<ArgumentError> for ApiError {
+    /// The library's refusal of an argument in the server's wording. The library's field
+    /// names are the JSON fields' names (`consumer`, `lease_ms`, `backoff.cap_ms`, ...),
+    /// so its field, bound and value make the message.
+    fn from(error: ArgumentError) -> ApiError {
+        match error {
+            ArgumentError::OutOfRange {
+                field,
+                min,
+                max,
+                got,
+            } => ApiError::out_of_range(field, min..=max, got),
+            ArgumentError::LengthOutOfRange {
+                field,
+                min,
+                max,
+                got,
+            } => ApiError::length_out_of_range(field, min..=max, got),
+            ArgumentError::CountOutOfRange {
+                field,
+                items,
+                min,
+                max,
+                got,
+            } => ApiError::count_out_of_range(
+                field,
+                items,
+                usize::try_from(min).unwrap_or(usize::MAX)
+                    ..=usize::try_from(max).unwrap_or(usize::MAX),
+                usize::try_from(got).unwrap_or(usize::MAX),
+            ),
+            // The rest carry no range to word: the library's text is the message.
+            other => ApiError::invalid_argument(other.to_string()),
         }
     }
 }
@@ -187,16 +228,22 @@ impl From<StoreError> for ApiError {
         match error {
             StoreError::Topic(topic) => topic.into(),
             StoreError::UnknownTopic { .. } => {
-                ApiError::new(StatusCode::NOT_FOUND, "unknown_topic", message)
+                ApiError::new(StatusCode::NOT_FOUND, ErrorCode::UnknownTopic, message)
             }
             StoreError::InvalidName { .. } => {
-                ApiError::new(StatusCode::BAD_REQUEST, "invalid_name", message)
+                ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::InvalidName, message)
             }
             StoreError::InvalidArgument { reason } => ApiError::invalid_argument(reason),
-            StoreError::FailStopped { .. } => {
-                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store_failed", message)
-            }
-            _ => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "storage_error", message),
+            StoreError::FailStopped { .. } => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::StoreFailed,
+                message,
+            ),
+            _ => ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                ErrorCode::StorageError,
+                message,
+            ),
         }
     }
 }
@@ -206,13 +253,13 @@ impl From<BroadcastError> for ApiError {
         let message = error.to_string();
         match error {
             BroadcastError::SubscriberLimit { .. } => {
-                ApiError::new(StatusCode::CONFLICT, "subscriber_limit", message)
+                ApiError::new(StatusCode::CONFLICT, ErrorCode::SubscriberLimit, message)
             }
             // The library's "broker is closed" names its own type; to a client, the
             // channel was closed (deleted) while the request ran.
             BroadcastError::Closed => ApiError::new(
                 StatusCode::NOT_FOUND,
-                "unknown_channel",
+                ErrorCode::UnknownChannel,
                 "the channel was closed",
             ),
             _ => ApiError::invalid_argument(message),
@@ -221,17 +268,17 @@ impl From<BroadcastError> for ApiError {
 }
 
 /// The stable code for a framework rejection with this status and no code of its own.
-fn code_for_status(status: StatusCode) -> &'static str {
+fn code_for_status(status: StatusCode) -> ErrorCode {
     match status {
-        StatusCode::BAD_REQUEST | StatusCode::UNPROCESSABLE_ENTITY => "bad_request",
-        StatusCode::UNAUTHORIZED => "unauthorized",
-        StatusCode::NOT_FOUND => "not_found",
-        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
-        StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
-        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
-        StatusCode::UPGRADE_REQUIRED => "upgrade_required",
-        _ if status.is_server_error() => "internal",
-        _ => "error",
+        StatusCode::BAD_REQUEST | StatusCode::UNPROCESSABLE_ENTITY => ErrorCode::BadRequest,
+        StatusCode::UNAUTHORIZED => ErrorCode::Unauthorized,
+        StatusCode::NOT_FOUND => ErrorCode::NotFound,
+        StatusCode::METHOD_NOT_ALLOWED => ErrorCode::MethodNotAllowed,
+        StatusCode::PAYLOAD_TOO_LARGE => ErrorCode::PayloadTooLarge,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => ErrorCode::UnsupportedMediaType,
+        StatusCode::UPGRADE_REQUIRED => ErrorCode::UpgradeRequired,
+        _ if status.is_server_error() => ErrorCode::Internal,
+        _ => ErrorCode::Error,
     }
 }
 
@@ -345,7 +392,7 @@ mod tests {
     fn topic_errors_map_to_documented_statuses() {
         let cases = [
             (
-                TopicError::InvalidArgument { reason: "x" },
+                TopicError::InvalidArgument(ArgumentError::Unsupported { reason: "x" }),
                 400,
                 "invalid_argument",
             ),
@@ -376,36 +423,61 @@ mod tests {
         ];
         for (error, status, code) in cases {
             let api = ApiError::from(error);
-            assert_eq!((api.status.as_u16(), api.code), (status, code));
+            assert_eq!((api.status.as_u16(), api.code.as_str()), (status, code));
         }
         let unknown = ApiError::from(StoreError::UnknownTopic { topic: "t".into() });
         assert_eq!(
-            (unknown.status.as_u16(), unknown.code),
+            (unknown.status.as_u16(), unknown.code.as_str()),
             (404, "unknown_topic")
         );
     }
 
     // Proves an invalid argument from the library or the store becomes a message that is
-    // its reason alone: the code already says "invalid_argument", so the Display's
-    // "invalid argument: " prefix would say it twice.
+    // its reason alone (the code already says "invalid_argument", so the Display's
+    // "invalid argument: " prefix would say it twice), and that the library's typed
+    // refusals read as the server's own wording of their field, bound and value.
     #[test]
     fn invalid_arguments_are_not_prefixed_twice() {
-        let from_topic = ApiError::from(TopicError::InvalidArgument {
-            reason: "a consumer must be 1 to 128 bytes long",
-        });
+        let from_topic = ApiError::from(TopicError::InvalidArgument(
+            ArgumentError::LengthOutOfRange {
+                field: "consumer",
+                min: 1,
+                max: 128,
+                got: 0,
+            },
+        ));
         let from_store = ApiError::from(StoreError::InvalidArgument {
             reason: "limit must be in 1..=10000, got 0".into(),
         });
-        let wrapped = ApiError::from(StoreError::Topic(TopicError::InvalidArgument {
-            reason: "max_in_flight must be 1 to 65536",
+        let wrapped = ApiError::from(StoreError::Topic(TopicError::InvalidArgument(
+            ArgumentError::OutOfRange {
+                field: "lease_ms",
+                min: 1,
+                max: 604_800_000,
+                got: 0,
+            },
+        )));
+        let counted = ApiError::from(TopicError::InvalidArgument(
+            ArgumentError::CountOutOfRange {
+                field: "ack",
+                items: "deliveries",
+                min: 0,
+                max: 4,
+                got: 5,
+            },
+        ));
+        let unsupported = ApiError::from(TopicError::InvalidArgument(ArgumentError::Unsupported {
+            reason: "a delay needs a clock",
         }));
         for (api, reason) in [
-            (from_topic, "a consumer must be 1 to 128 bytes long"),
+            (from_topic, "consumer must be 1..=128 bytes long, got 0"),
             (from_store, "limit must be in 1..=10000, got 0"),
-            (wrapped, "max_in_flight must be 1 to 65536"),
+            (wrapped, "lease_ms must be in 1..=604800000 (7 days), got 0"),
+            (counted, "ack must list at most 4 deliveries, got 5"),
+            (unsupported, "a delay needs a clock"),
         ] {
             assert_eq!(
-                (api.code, api.message.as_str()),
+                (api.code.as_str(), api.message.as_str()),
                 ("invalid_argument", reason)
             );
         }

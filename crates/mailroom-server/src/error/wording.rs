@@ -5,25 +5,8 @@ use std::ops::RangeInclusive;
 
 use super::ApiError;
 
-/// The most characters of a client's text a message echoes back.
-pub const SHOWN_CHARS_MAX: usize = 128;
-
-/// A client's text as a message shows it: at most [`SHOWN_CHARS_MAX`] characters, with
-/// `…` where it was cut, so an error never echoes an unbounded input.
-///
-/// ```
-/// use mailroom_server::error::{shown, SHOWN_CHARS_MAX};
-/// assert_eq!(shown("abc"), "abc");
-/// assert_eq!(shown(&"x".repeat(500)).chars().count(), SHOWN_CHARS_MAX + 1);
-/// ```
-pub fn shown(text: &str) -> String {
-    let mut chars = text.chars();
-    let mut out: String = chars.by_ref().take(SHOWN_CHARS_MAX).collect();
-    if chars.next().is_some() {
-        out.push('…');
-    }
-    out
-}
+// How much of a client's text a message echoes is a rule of the wire format.
+pub use mailroom_api::error::{shown, SHOWN_CHARS_MAX};
 
 impl ApiError {
     /// 400 `invalid_argument` for a number outside its range, in the one wording every
@@ -150,7 +133,7 @@ mod tests {
         ];
         for (api, message) in cases {
             assert_eq!(
-                (api.code, api.message.as_str()),
+                (api.code.as_str(), api.message.as_str()),
                 ("invalid_argument", message)
             );
         }

@@ -25,8 +25,8 @@ use crate::metrics::{GroupLabels, Metrics, NackLabels};
 use crate::paths::GroupPath;
 use crate::routes::arguments::check_nack_options;
 use crate::routes::batch_bodies::{
-    ack_ids, delivery_ids, AckBatchRequest, AckItemBody, AckOutcome, AckResults, ItemErrorBody,
-    NackBatchRequest, NackItemBody, NackResults, PollBatchRequest, PolledBatch,
+    ack_ids, delivery_ids, poll_limits, AckBatchRequest, AckItemBody, AckOutcome, AckResults,
+    ItemErrorBody, NackBatchRequest, NackItemBody, NackResults, PollBatchRequest, PolledBatch,
 };
 use crate::routes::batch_long_poll::{long_poll, poll_once};
 use crate::routes::deliveries::{delivery_body, NackOutcome};
@@ -53,7 +53,7 @@ pub async fn poll_batch(
     GroupPath { topic, group }: GroupPath,
     JsonBody(request): JsonBody<PollBatchRequest>,
 ) -> Result<Json<PolledBatch>, ApiError> {
-    let (max, wait) = request.limits()?;
+    let (max, wait) = poll_limits(&request)?;
     let acks = request.ack.as_deref().map(ack_ids).transpose()?;
     let consumer = request.consumer.as_deref();
     let labels = Metrics::group(&topic, &group);

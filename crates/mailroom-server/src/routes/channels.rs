@@ -20,8 +20,10 @@ use base64::Engine as _;
 use bytes::Bytes;
 use futures_util::{Sink, SinkExt as _, StreamExt as _};
 use mailroom::broadcast::Subscription;
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+pub use mailroom_api::channels::{
+    ChannelClosed, ChannelDelivery, ChannelInfo, ChannelList, CreateChannel,
+};
+pub use mailroom_api::limits::{MAILBOX_CAPACITY_DEFAULT, MAX_SUBSCRIBERS_DEFAULT};
 
 use crate::body::{JsonBody, RawBody};
 use crate::channels::{Channel, Created};
@@ -40,76 +42,15 @@ pub const WS_READ_BUFFER_BYTES: usize = 4 << 10;
 /// The most messages one subscriber's writer takes from its mailbox per socket flush.
 /// The writer holds at most this many messages beyond the mailbox's capacity.
 pub const WS_BATCH_MESSAGES_MAX: usize = 64;
-/// `max_subscribers` when the creation body leaves it out.
-pub const MAX_SUBSCRIBERS_DEFAULT: usize = 64;
-/// `mailbox_capacity` when the creation body leaves it out.
-pub const MAILBOX_CAPACITY_DEFAULT: usize = 256;
-
-/// The body of `PUT /v1/channels/{channel}`.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CreateChannel {
-    /// The most subscribers at once, 1 to 10,000 (default 64).
-    #[serde(default, deserialize_with = "crate::body::whole::deserialize_option")]
-    #[schema(minimum = 1, maximum = 10_000)]
-    pub max_subscribers: Option<usize>,
-    /// The most messages buffered per subscriber, 1 to 65,536 (default 256).
-    #[serde(default, deserialize_with = "crate::body::whole::deserialize_option")]
-    #[schema(minimum = 1, maximum = 65_536)]
-    pub mailbox_capacity: Option<usize>,
-}
-
-/// A channel's settings and counters.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ChannelInfo {
-    /// The channel's name.
-    pub name: String,
-    /// The most subscribers at once.
-    pub max_subscribers: usize,
-    /// The most messages buffered per subscriber.
-    pub mailbox_capacity: usize,
-    /// Subscribers connected now.
-    pub subscribers: usize,
-    /// Messages published.
-    pub published: u64,
-    /// Deliveries into mailboxes.
-    pub delivered: u64,
-    /// Deliveries dropped at full mailboxes.
-    pub dropped: u64,
-}
-
-/// The answer to `GET /v1/channels`.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ChannelList {
-    /// Every live channel, sorted by name.
-    pub channels: Vec<ChannelInfo>,
-}
-
-/// What one channel publish did.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ChannelDelivery {
-    /// Subscribers whose mailbox took the message.
-    pub delivered: usize,
-    /// Subscribers whose mailbox was full: the message was dropped for them.
-    pub dropped: usize,
-}
-
-/// The answer to a channel deletion.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ChannelClosed {
-    /// The closed channel.
-    pub channel: String,
-    /// Always `true`.
-    pub closed: bool,
-}
 
 fn channel_info(channel: &Channel) -> ChannelInfo {
     let stats = channel.stats();
     ChannelInfo {
         name: channel.name.clone(),
-        max_subscribers: channel.broker.max_subscribers(),
-        mailbox_capacity: channel.broker.mailbox_capacity(),
-        subscribers: stats.subscribers,
+        // Counts in memory: a usize always fits the wire's u64.
+        max_subscribers: channel.broker.max_subscribers() as u64,
+        mailbox_capacity: channel.broker.mailbox_capacity() as u64,
+        subscribers: stats.subscribers as u64,
         published: stats.published,
         delivered: stats.delivered,
         dropped: stats.dropped,
@@ -210,8 +151,8 @@ pub async fn publish_channel(
         .get_or_create(&labels)
         .inc_by(delivery.dropped as u64);
     Ok(Json(ChannelDelivery {
-        delivered: delivery.delivered,
-        dropped: delivery.dropped,
+        delivered: delivery.delivered as u64,
+        dropped: delivery.dropped as u64,
     }))
 }
 

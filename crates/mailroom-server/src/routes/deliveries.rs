@@ -10,10 +10,10 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use base64::Engine as _;
 use bytes::Bytes;
-use mailroom::group::DeliveryId;
 use mailroom::topic::Nack;
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+pub use mailroom_api::deliveries::{
+    Acked, DeliveryBody, DeliveryId as DeliveryRef, NackOutcome, Nacked,
+};
 
 use crate::body::{JsonBody, QueryParams};
 use crate::error::{ApiError, ErrorBody};
@@ -27,72 +27,6 @@ use crate::state::AppState;
 pub const OFFSET_HEADER: &str = "mailroom-offset";
 /// The header carrying the attempt on a raw poll.
 pub const ATTEMPT_HEADER: &str = "mailroom-attempt";
-
-/// Names a delivery, for ack and nack.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DeliveryRef {
-    /// The message's offset.
-    #[serde(deserialize_with = "crate::body::whole::deserialize")]
-    #[schema(minimum = 0)]
-    pub offset: u64,
-    /// The attempt, as the poll returned it.
-    #[serde(deserialize_with = "crate::body::whole::deserialize")]
-    #[schema(minimum = 0)]
-    pub attempt: u32,
-}
-
-impl DeliveryRef {
-    /// The delivery this names, as the store fences it.
-    pub fn id(self) -> DeliveryId {
-        DeliveryId {
-            offset: self.offset,
-            attempt: self.attempt,
-        }
-    }
-}
-
-/// A delivery as JSON. Exactly one of `payload` (valid UTF-8) and `payload_base64`.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct DeliveryBody {
-    /// The message's offset.
-    pub offset: u64,
-    /// Which delivery of the message to this group it is, from 1.
-    pub attempt: u32,
-    /// The message, when it is valid UTF-8.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub payload: Option<String>,
-    /// The message in standard base64, when it is not valid UTF-8.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub payload_base64: Option<String>,
-}
-
-/// The answer to an ack.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct Acked {
-    /// Always `acked`.
-    pub outcome: String,
-}
-
-/// What a nack did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum NackOutcome {
-    /// Attempts remain; the next poll delivers the message again with attempt + 1.
-    Retry,
-    /// A `release`: handed back without counting as a failure; delivered again later.
-    Released,
-    /// That was the final attempt (or a `reject`); the message is in the group's
-    /// dead-letter queue.
-    DeadLettered,
-}
-
-/// The answer to a nack.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct Nacked {
-    /// What the nack did.
-    pub outcome: NackOutcome,
-}
 
 /// Splits a payload into its JSON form: text if UTF-8, base64 otherwise.
 pub(super) fn encode_payload(payload: Bytes) -> (Option<String>, Option<String>) {

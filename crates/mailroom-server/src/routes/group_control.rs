@@ -9,10 +9,13 @@ use std::ops::Range;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::Json;
-use mailroom::group::{Backoff, DeliveryId, GroupConfig, GroupCounters, NackKind, NackOptions};
-use mailroom::topic::DeadLetterInfo;
-use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
+use mailroom::group::{Backoff, DeliveryId, GroupConfig};
+pub use mailroom_api::dead_letters::{DeadLettersTaken, OffsetRange};
+pub use mailroom_api::deliveries::{NackKind as NackKindBody, NackRequest, PollRequest, Touched};
+pub use mailroom_api::groups::{
+    Backoff as BackoffBody, DeadLetterNote as DeadLetterNoteBody, GroupCounters as CountersBody,
+    GroupDetail as GroupDetailBody,
+};
 
 use crate::backend::GroupDetail;
 use crate::body::parse;
@@ -20,53 +23,8 @@ use crate::error::{shown, ApiError, ErrorBody};
 use crate::paths::GroupPath;
 use crate::routes::arguments::check_consumer;
 use crate::routes::deliveries::DeliveryRef;
-use crate::routes::groups::{group_info_body, GroupInfoBody};
+use crate::routes::groups::group_info_body;
 use crate::state::AppState;
-
-/// A group's retry backoff: `{"kind": "fixed", "delay_ms": d}` or
-/// `{"kind": "exponential", "base_ms": b, "cap_ms": c}` (waits `min(c, b·2^(k−1))` after
-/// the k-th failure).
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum BackoffBody {
-    /// The same delay after every failure.
-    Fixed {
-        /// The delay, in milliseconds.
-        #[serde(deserialize_with = "crate::body::whole::deserialize")]
-        delay_ms: u64,
-    },
-    /// A doubling delay with a cap.
-    Exponential {
-        /// The delay after the first failure, in milliseconds.
-        #[serde(deserialize_with = "crate::body::whole::deserialize")]
-        base_ms: u64,
-        /// The longest delay, in milliseconds.
-        #[serde(deserialize_with = "crate::body::whole::deserialize")]
-        cap_ms: u64,
-    },
-}
-
-impl From<BackoffBody> for Backoff {
-    fn from(body: BackoffBody) -> Backoff {
-        match body {
-            BackoffBody::Fixed { delay_ms } => Backoff::Fixed { delay_ms },
-            BackoffBody::Exponential { base_ms, cap_ms } => {
-                Backoff::Exponential { base_ms, cap_ms }
-            }
-        }
-    }
-}
-
-impl From<Backoff> for BackoffBody {
-    fn from(backoff: Backoff) -> BackoffBody {
-        match backoff {
-            Backoff::Fixed { delay_ms } => BackoffBody::Fixed { delay_ms },
-            Backoff::Exponential { base_ms, cap_ms } => {
-                BackoffBody::Exponential { base_ms, cap_ms }
-            }
-        }
-    }
-}
 
 /// The optional settings of a new group, beyond `max_attempts`; `None` when none is set,
 /// so such a group is created exactly as in the seed.
@@ -86,79 +44,6 @@ pub fn group_config(
         config.max_in_flight = window;
     }
     Some(config)
-}
-
-/// A group's counters of events beyond the seed.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct CountersBody {
-    /// Deliveries that were not a message's first.
-    pub redeliveries: u64,
-    /// Deliveries handed back with `kind: release`.
-    pub releases: u64,
-    /// Deliveries whose lease ran out.
-    pub expired_leases: u64,
-    /// Dead letters put back by redrive.
-    pub redrives: u64,
-    /// Dead letters deleted by purge.
-    pub purged: u64,
-}
-
-impl From<GroupCounters> for CountersBody {
-    fn from(counters: GroupCounters) -> CountersBody {
-        CountersBody {
-            redeliveries: counters.redeliveries,
-            releases: counters.releases,
-            expired_leases: counters.expired_leases,
-            redrives: counters.redrives,
-            purged: counters.purged,
-        }
-    }
-}
-
-/// A dead letter without its payload: why and when it was given up on.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct DeadLetterNoteBody {
-    /// The message's offset.
-    pub offset: u64,
-    /// The attempt number of its last delivery.
-    pub attempts: u32,
-    /// The reason given with the final failure (`"lease expired"` for a lease), or null.
-    pub reason: Option<String>,
-    /// When it was dead-lettered, in Unix milliseconds.
-    pub at_ms: u64,
-}
-
-impl<M> From<&DeadLetterInfo<M>> for DeadLetterNoteBody {
-    fn from(letter: &DeadLetterInfo<M>) -> DeadLetterNoteBody {
-        DeadLetterNoteBody {
-            offset: letter.offset,
-            attempts: letter.attempts,
-            reason: letter.reason.clone(),
-            at_ms: letter.at_ms,
-        }
-    }
-}
-
-/// A group's full state, as `GET .../groups/{group}` returns it: the seed's fields plus
-/// the settings, counters, every delivery in flight and the dead letters' reasons.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct GroupDetailBody {
-    /// The seed's fields.
-    #[serde(flatten)]
-    pub info: GroupInfoBody,
-    /// The lease of each delivery in milliseconds, or null (owned until acked or nacked).
-    pub lease_ms: Option<u64>,
-    /// The retry backoff, or null (a failed message is ready at once).
-    pub backoff: Option<BackoffBody>,
-    /// How many deliveries may be in flight at once (W).
-    pub max_in_flight: u32,
-    /// Event counters.
-    pub counters: CountersBody,
-    /// Every delivery in flight, lowest offset first.
-    pub deliveries: Vec<DeliveryRef>,
-    /// The dead letters with their reasons and times, oldest first (no payloads; see
-    /// `.../dead-letters`).
-    pub dead_letter_notes: Vec<DeadLetterNoteBody>,
 }
 
 /// Reads everything [`GroupDetailBody`] shows.
@@ -193,85 +78,6 @@ fn delivery_ref(id: DeliveryId) -> DeliveryRef {
     }
 }
 
-/// How a nack ends a delivery.
-#[derive(Debug, Clone, Copy, Default, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum NackKindBody {
-    /// A failure (the default): retried, or dead-lettered once failures reach
-    /// `max_attempts`.
-    #[default]
-    Nack,
-    /// Handed back without counting as a failure; never dead-letters.
-    Release,
-    /// Dead-lettered at once.
-    Reject,
-}
-
-impl From<NackKindBody> for NackKind {
-    fn from(kind: NackKindBody) -> NackKind {
-        match kind {
-            NackKindBody::Nack => NackKind::Nack,
-            NackKindBody::Release => NackKind::Release,
-            NackKindBody::Reject => NackKind::Reject,
-        }
-    }
-}
-
-/// The body of `POST .../nack`. The seed's `{"offset", "attempt"}` is a plain nack.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NackRequest {
-    /// The message's offset.
-    #[serde(deserialize_with = "crate::body::whole::deserialize")]
-    #[schema(minimum = 0)]
-    pub offset: u64,
-    /// The attempt, as the poll returned it.
-    #[serde(deserialize_with = "crate::body::whole::deserialize")]
-    #[schema(minimum = 0)]
-    pub attempt: u32,
-    /// `nack` (default), `release` or `reject`.
-    #[serde(default)]
-    pub kind: NackKindBody,
-    /// Not redelivered before this many milliseconds (overrides the group's backoff);
-    /// at most 7 days. While it waits, the group delivers nothing above it.
-    #[serde(default, deserialize_with = "crate::body::whole::deserialize_option")]
-    pub delay_ms: Option<u64>,
-    /// Why (at most 1024 bytes); kept with the dead letter if this dead-letters it.
-    #[serde(default)]
-    pub reason: Option<String>,
-}
-
-impl NackRequest {
-    /// The delivery named and the store's options.
-    pub fn split(self) -> (DeliveryId, NackOptions) {
-        let kind = NackKind::from(self.kind);
-        let id = DeliveryRef {
-            offset: self.offset,
-            attempt: self.attempt,
-        }
-        .id();
-        let options = NackOptions {
-            kind,
-            delay_ms: self.delay_ms,
-            reason: self.reason,
-        };
-        (id, options)
-    }
-}
-
-/// The optional body of a poll: who is polling.
-#[derive(Debug, Default, Deserialize, ToSchema, IntoParams)]
-#[serde(deny_unknown_fields)]
-#[into_params(parameter_in = Query)]
-pub struct PollRequest {
-    /// The consumer's identity (1 to 128 bytes). A consumer owns at most one delivery,
-    /// and its repeated poll returns that delivery; absent is the anonymous consumer.
-    #[serde(default)]
-    #[schema(min_length = 1, max_length = 128)]
-    #[param(min_length = 1, max_length = 128)]
-    pub consumer: Option<String>,
-}
-
 /// The consumer of a poll, from `?consumer=` or a `{"consumer": ...}` body (an empty
 /// body is none), checked as `poll/batch` checks its own.
 ///
@@ -299,13 +105,6 @@ pub fn poll_consumer(query: PollRequest, body: &Bytes) -> Result<Option<String>,
     Ok(consumer)
 }
 
-/// The answer to a touch.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct Touched {
-    /// Always `touched`.
-    pub outcome: String,
-}
-
 /// Extends the lease of the exact delivery in flight to `now + lease_ms`.
 #[utoipa::path(post, path = "/v1/topics/{topic}/groups/{group}/touch", tag = "groups",
     params(("topic" = crate::names::Name, Path, description = "Topic name"),
@@ -331,53 +130,31 @@ pub async fn touch(
     }))
 }
 
-/// The optional body of redrive and purge: a half-open offset range.
-#[derive(Debug, Default, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct OffsetRange {
-    /// The lowest offset included (default 0).
-    #[serde(default, deserialize_with = "crate::body::whole::deserialize_option")]
-    #[schema(minimum = 0, maximum = 9_223_372_036_854_775_807_i64)]
-    pub from: Option<u64>,
-    /// The first offset excluded (default: no upper end).
-    #[serde(default, deserialize_with = "crate::body::whole::deserialize_option")]
-    #[schema(minimum = 0, maximum = 9_223_372_036_854_775_807_i64)]
-    pub to: Option<u64>,
-}
-
 /// The largest offset a range may name. JSON clients commonly hold integers as signed 64-bit
 /// (and the OpenAPI `int64` format says so), while no log gets anywhere near this many
 /// messages, so anything above it is refused rather than half-supported.
-const RANGE_OFFSET_MAX: u64 = i64::MAX as u64;
+const RANGE_OFFSET_MAX: u64 = mailroom_api::limits::OFFSET_MAX;
 
-impl OffsetRange {
-    fn parse(body: &Bytes) -> Result<Range<u64>, ApiError> {
-        let range = if body.iter().all(u8::is_ascii_whitespace) {
-            OffsetRange::default()
-        } else {
-            parse::<OffsetRange>(body)?
-        };
-        for (field, offset) in [("from", range.from), ("to", range.to)] {
-            if let Some(offset) = offset.filter(|&offset| offset > RANGE_OFFSET_MAX) {
-                return Err(ApiError::out_of_range(field, 0..=RANGE_OFFSET_MAX, offset));
-            }
+/// The range of a redrive or purge body (an empty body is every offset), checked.
+fn offset_range(body: &Bytes) -> Result<Range<u64>, ApiError> {
+    let range = if body.iter().all(u8::is_ascii_whitespace) {
+        OffsetRange::default()
+    } else {
+        parse::<OffsetRange>(body)?
+    };
+    for (field, offset) in [("from", range.from), ("to", range.to)] {
+        if let Some(offset) = offset.filter(|&offset| offset > RANGE_OFFSET_MAX) {
+            return Err(ApiError::out_of_range(field, 0..=RANGE_OFFSET_MAX, offset));
         }
-        let from = range.from.unwrap_or(0);
-        let to = range.to.unwrap_or(u64::MAX);
-        if from > to {
-            return Err(ApiError::invalid_argument(format!(
-                "from must not be above to, got {from} and {to}"
-            )));
-        }
-        Ok(from..to)
     }
-}
-
-/// How many dead letters a redrive or purge took.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct DeadLettersTaken {
-    /// The number of dead letters redriven or purged.
-    pub count: u64,
+    let from = range.from.unwrap_or(0);
+    let to = range.to.unwrap_or(u64::MAX);
+    if from > to {
+        return Err(ApiError::invalid_argument(format!(
+            "from must not be above to, got {from} and {to}"
+        )));
+    }
+    Ok(from..to)
 }
 
 /// Puts this group's dead letters (all, or those with offsets in `[from, to)`) back for
@@ -440,7 +217,7 @@ async fn take_dead_letters(
     body: &Bytes,
     take: Take,
 ) -> Result<Json<DeadLettersTaken>, ApiError> {
-    let range = OffsetRange::parse(body)?;
+    let range = offset_range(body)?;
     let backend = &state.backend;
     let count = match take {
         Take::Redrive => backend.redrive(&topic, &group, range).await?,
@@ -484,11 +261,11 @@ mod tests {
     // Proves the offset range defaults to everything and refuses an inverted range.
     #[test]
     fn offset_range_parses() {
-        assert_eq!(OffsetRange::parse(&Bytes::new()).unwrap(), 0..u64::MAX);
+        assert_eq!(offset_range(&Bytes::new()).unwrap(), 0..u64::MAX);
         let body = Bytes::from_static(br#"{"from":2,"to":5}"#);
-        assert_eq!(OffsetRange::parse(&body).unwrap(), 2..5);
+        assert_eq!(offset_range(&body).unwrap(), 2..5);
         let inverted = Bytes::from_static(br#"{"from":5,"to":2}"#);
-        assert!(OffsetRange::parse(&inverted).is_err());
+        assert!(offset_range(&inverted).is_err());
     }
 
     // Proves a range offset above the documented int64 maximum is refused, the maximum
@@ -496,11 +273,8 @@ mod tests {
     #[test]
     fn range_offsets_above_int64_are_refused() {
         let above = Bytes::from_static(br#"{"from":0,"to":9223372036854775808}"#);
-        assert!(OffsetRange::parse(&above).is_err());
+        assert!(offset_range(&above).is_err());
         let at_max = Bytes::from_static(br#"{"from":9223372036854775807}"#);
-        assert_eq!(
-            OffsetRange::parse(&at_max).unwrap(),
-            RANGE_OFFSET_MAX..u64::MAX
-        );
+        assert_eq!(offset_range(&at_max).unwrap(), RANGE_OFFSET_MAX..u64::MAX);
     }
 }

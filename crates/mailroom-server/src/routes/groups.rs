@@ -16,107 +16,19 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use mailroom::group::GroupConfig;
 use mailroom::topic::{GroupInfo, StartPosition};
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+pub use mailroom_api::groups::{
+    CreateGroup, GroupCreated, GroupDeleted, GroupInfo as GroupInfoBody, Start, StartName,
+};
+/// The largest `max_attempts` a group may have.
+pub use mailroom_api::limits::MAX_ATTEMPTS_MAX as MAX_ATTEMPTS_LIMIT;
 
 use crate::body::JsonBody;
 use crate::error::{ApiError, ErrorBody};
 use crate::paths::GroupPath;
 use crate::routes::arguments::check_group_settings;
 use crate::routes::deliveries::DeliveryRef;
-use crate::routes::group_control::{group_config, group_detail, BackoffBody, GroupDetailBody};
+use crate::routes::group_control::{group_config, group_detail, GroupDetailBody};
 use crate::state::AppState;
-
-/// The largest `max_attempts` a group may have.
-pub const MAX_ATTEMPTS_LIMIT: u32 = 1_000_000;
-
-/// The body of `PUT /v1/topics/{topic}/groups/{group}`.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CreateGroup {
-    /// Total deliveries allowed per message, 1 to 1,000,000.
-    #[serde(deserialize_with = "crate::body::whole::deserialize")]
-    #[schema(minimum = 1, maximum = 1_000_000)]
-    pub max_attempts: u32,
-    /// Where the group starts: `"earliest"` (the default: the oldest retained message),
-    /// `"latest"` (after the last message published so far), or an offset within the
-    /// retained log or at its end.
-    #[serde(default)]
-    pub start: Option<Start>,
-    /// Each delivery's lease in milliseconds (1 to 7 days); an expired lease counts as a
-    /// failure. Absent: owned until acked or nacked.
-    #[serde(default, deserialize_with = "crate::body::whole::deserialize_option")]
-    pub lease_ms: Option<u64>,
-    /// Delay before a failed message is redelivered. Absent: ready at once.
-    #[serde(default)]
-    pub backoff: Option<BackoffBody>,
-    /// Deliveries in flight at once, W (1 to 65,536; default 1).
-    #[serde(default, deserialize_with = "crate::body::whole::deserialize_option")]
-    #[schema(minimum = 1, maximum = 65_536)]
-    pub max_in_flight: Option<u32>,
-}
-
-/// Where a new group starts.
-#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
-#[serde(
-    untagged,
-    expecting = "expected \"earliest\", \"latest\" or a whole-number offset"
-)]
-pub enum Start {
-    /// A named position.
-    Named(StartName),
-    /// An offset.
-    Offset(#[serde(deserialize_with = "crate::body::whole::deserialize")] u64),
-}
-
-/// A named start position.
-#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum StartName {
-    /// The oldest retained message.
-    Earliest,
-    /// After the last message published so far.
-    Latest,
-}
-
-/// The answer to a group creation.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct GroupCreated {
-    /// The topic.
-    pub topic: String,
-    /// The new group.
-    pub group: String,
-}
-
-/// A group's state, as `GET .../groups/{group}` returns it.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct GroupInfoBody {
-    /// The group's name.
-    pub name: String,
-    /// The offset of the next message the group has to finish.
-    pub position: u64,
-    /// Deliveries made so far of the message at `position` (0 if none).
-    pub attempt: u32,
-    /// The delivery in flight, or null.
-    pub in_flight: Option<DeliveryRef>,
-    /// Total deliveries allowed per message.
-    pub max_attempts: u32,
-    /// Messages published but not finished by this group.
-    pub lag: u64,
-    /// How many messages this group dead-lettered.
-    pub dead_letters: u64,
-}
-
-/// The answer to `DELETE /v1/topics/{topic}/groups/{group}`.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct GroupDeleted {
-    /// The topic's name.
-    pub topic: String,
-    /// The group's name.
-    pub group: String,
-    /// Always `true`: an unknown group is a 404.
-    pub deleted: bool,
-}
 
 /// The JSON form of a group's state.
 pub fn group_info_body(info: GroupInfo) -> GroupInfoBody {

@@ -5,19 +5,11 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::Json;
-use serde::Serialize;
-use utoipa::ToSchema;
+pub use mailroom_api::ops::Health;
 
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::state::AppState;
-
-/// The answer to `GET /healthz`.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct Health {
-    /// Always `ok` while the server is serving.
-    pub status: String,
-}
 
 /// Liveness: 200 while the server accepts requests.
 #[utoipa::path(get, path = "/healthz", tag = "operations",

@@ -10,114 +10,18 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use base64::Engine as _;
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+pub use mailroom_api::limits::{BATCH_BODY_PAYLOADS_MAX, BATCH_MESSAGES_MAX};
+pub use mailroom_api::topics::{
+    Base64Message, BatchMessage, BatchPublished, BatchRequest, Published, TopicCreated,
+    TopicDeleted, TopicInfo, TopicList, TopicSummary,
+};
 
 use crate::body::{JsonBody, RawBody};
 use crate::error::{ApiError, ErrorBody};
 use crate::metrics::TopicLabels;
 use crate::paths::TopicPath;
-use crate::routes::groups::{group_info_body, GroupInfoBody};
+use crate::routes::groups::group_info_body;
 use crate::state::AppState;
-
-/// The most messages one batch publish may carry.
-pub const BATCH_MESSAGES_MAX: usize = 10_000;
-/// A batch body may be this many times `--max-payload-bytes` (base64 inflates by 4/3,
-/// and a batch is meant to carry several messages).
-pub const BATCH_BODY_PAYLOADS_MAX: usize = 4;
-
-/// The answer to `PUT /v1/topics/{topic}`.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct TopicCreated {
-    /// The topic's name.
-    pub topic: String,
-    /// `true` if this call created it, `false` if it already existed.
-    pub created: bool,
-}
-
-/// One topic in `GET /v1/topics`.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct TopicSummary {
-    /// The topic's name.
-    pub name: String,
-    /// The oldest retained offset.
-    pub start: u64,
-    /// The offset the next message will get.
-    pub end: u64,
-    /// Its consumer groups' names.
-    pub groups: Vec<String>,
-}
-
-/// The answer to `DELETE /v1/topics/{topic}` (and to a group's delete, with its name).
-#[derive(Debug, Serialize, ToSchema)]
-pub struct TopicDeleted {
-    /// The topic's name.
-    pub topic: String,
-    /// Always `true`: an unknown topic is a 404.
-    pub deleted: bool,
-}
-
-/// The answer to `GET /v1/topics`.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct TopicList {
-    /// Every topic, sorted by name.
-    pub topics: Vec<TopicSummary>,
-}
-
-/// The answer to `GET /v1/topics/{topic}`.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct TopicInfo {
-    /// The topic's name.
-    pub name: String,
-    /// The oldest retained offset.
-    pub start: u64,
-    /// The offset the next message will get.
-    pub end: u64,
-    /// Every group with its state.
-    pub groups: Vec<GroupInfoBody>,
-}
-
-/// The answer to a single publish.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct Published {
-    /// The message's offset.
-    pub offset: u64,
-}
-
-/// One message of a batch: a UTF-8 string, or `{"base64": "..."}` for arbitrary bytes.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(untagged, expecting = "expected a string or {\"base64\": \"...\"}")]
-pub enum BatchMessage {
-    /// The message is this text.
-    Text(String),
-    /// The message is these base64-encoded bytes.
-    Binary(Base64Message),
-}
-
-/// A batch message given as base64.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Base64Message {
-    /// Standard base64 with padding.
-    #[schema(format = Byte)]
-    pub base64: String,
-}
-
-/// The body of a batch publish.
-#[derive(Debug, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct BatchRequest {
-    /// 1 to 10,000 messages, stored in this order with consecutive offsets.
-    #[schema(min_items = 1, max_items = 10_000)]
-    pub messages: Vec<BatchMessage>,
-}
-
-/// The answer to a batch publish.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct BatchPublished {
-    /// The offsets given to the messages, in request order (consecutive).
-    pub offsets: Vec<u64>,
-}
 
 /// Creates a topic (idempotent).
 #[utoipa::path(put, path = "/v1/topics/{topic}", tag = "topics",

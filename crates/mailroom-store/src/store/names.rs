@@ -1,38 +1,31 @@
-//! The rule for topic and group names.
+//! The rule for topic and group names: the wire format's ([`mailroom_api::names`]).
 //!
 //! Names become directory names (topics) and are written into records (groups), so they
 //! are kept to a small, portable alphabet: no separators, no `.`/`..`, nothing a shell or
-//! a file system could read differently.
+//! a file system could read differently. The rule is the wire format's, so a name the
+//! server or a client accepts is one the store accepts.
 
 use crate::StoreError;
 
 /// The longest topic or group name, in bytes (all allowed characters are ASCII).
-pub const NAME_BYTES_MAX: usize = 128;
+pub use mailroom_api::names::NAME_BYTES_MAX;
 
-/// Checks a topic or group name: 1..=[`NAME_BYTES_MAX`] characters of `[A-Za-z0-9._-]`,
-/// and not `.` or `..`.
+/// Checks a topic or group name with the wire format's rule
+/// ([`mailroom_api::names::check_name`]): 1..=[`NAME_BYTES_MAX`] characters of
+/// `[A-Za-z0-9._-]`, and not `.` or `..`.
+///
+/// ```
+/// assert!(mailroom_store::validate_name("orders").is_ok());
+/// assert!(mailroom_store::validate_name("..").is_err());
+/// ```
 ///
 /// # Errors
 ///
 /// [`StoreError::InvalidName`] saying what is wrong.
 pub fn validate_name(name: &str) -> Result<(), StoreError> {
-    let reason = if name.is_empty() {
-        "empty"
-    } else if name.len() > NAME_BYTES_MAX {
-        "longer than 128 bytes"
-    } else if name == "." || name == ".." {
-        "reserved"
-    } else if !name
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
-    {
-        "characters outside [A-Za-z0-9._-]"
-    } else {
-        return Ok(());
-    };
-    Err(StoreError::InvalidName {
+    mailroom_api::names::check_name(name).map_err(|error| StoreError::InvalidName {
         name: name.to_owned(),
-        reason,
+        reason: error.reason(),
     })
 }
 

@@ -68,8 +68,6 @@ use axum::extract::ws::{Message, WebSocketUpgrade};
 use axum::extract::State;
 use axum::response::Response;
 use futures_util::{Sink, Stream};
-use serde::Serialize;
-use utoipa::ToSchema;
 
 use crate::error::{ApiError, ErrorBody};
 use crate::names::check_name;
@@ -82,7 +80,11 @@ use publisher::Publisher;
 
 /// The most frames one connection may have read but not yet confirmed; beyond it the
 /// server stops reading the socket.
-pub const PUBLISH_STREAM_IN_FLIGHT_MAX: usize = 4_096;
+pub use mailroom_api::limits::PUBLISH_STREAM_IN_FLIGHT_MAX;
+/// The close reason of a stream ended by the server's shutdown (close code 1001).
+pub use mailroom_api::publish_stream::SHUTDOWN_CLOSE_REASON;
+pub use mailroom_api::publish_stream::{StreamConfirmation, StreamError};
+
 /// Once a batch holds this many payload bytes it goes to the store, and the next frames
 /// start another batch.
 pub const PUBLISH_STREAM_BATCH_BYTES_MAX: usize = 1 << 20;
@@ -95,53 +97,31 @@ pub const PUBLISH_STREAM_READ_BUFFER_BYTES: usize = 64 << 10;
 /// How long, after its close frame, the server keeps reading (and discarding) what the
 /// client sends while it waits for the client's close frame.
 pub const PUBLISH_STREAM_CLOSE_WAIT_MS_MAX: u64 = 2_000;
-/// The close reason of a stream ended by the server's shutdown (close code 1001).
-pub const SHUTDOWN_CLOSE_REASON: &str = "shutting_down";
 
-/// One confirmation frame: the fate of frames `seq .. seq + count`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
-pub struct StreamConfirmation {
-    /// The first frame covered (frames are numbered from 0 on the connection).
-    pub seq: u64,
-    /// How many consecutive frames are covered.
-    pub count: u64,
-    /// On success: the offset of frame `seq`; frame `seq + i` got `offset + i`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub offset: Option<u64>,
-    /// On failure: why none of the covered frames was published.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<StreamError>,
-}
-
-/// Why frames were not published: the code and message an HTTP publish would give.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
-pub struct StreamError {
-    /// The stable error code (`payload_too_large`, `unknown_topic`, `store_failed`, ...).
-    pub code: String,
-    /// A human-readable explanation.
-    pub message: String,
-}
-
-impl StreamConfirmation {
-    fn new(seq: u64, count: usize, outcome: Result<u64, ApiError>) -> StreamConfirmation {
-        let count = count as u64;
-        match outcome {
-            Ok(offset) => StreamConfirmation {
-                seq,
-                count,
-                offset: Some(offset),
-                error: None,
-            },
-            Err(error) => StreamConfirmation {
-                seq,
-                count,
-                offset: None,
-                error: Some(StreamError {
-                    code: error.code.to_owned(),
-                    message: error.message,
-                }),
-            },
-        }
+/// The confirmation of frames `seq .. seq + count`, which were published from `offset` on
+/// or refused with the error.
+pub(super) fn confirmation(
+    seq: u64,
+    count: usize,
+    outcome: Result<u64, ApiError>,
+) -> StreamConfirmation {
+    let count = count as u64;
+    match outcome {
+        Ok(offset) => StreamConfirmation {
+            seq,
+            count,
+            offset: Some(offset),
+            error: None,
+        },
+        Err(error) => StreamConfirmation {
+            seq,
+            count,
+            offset: None,
+            error: Some(StreamError {
+                code: error.code,
+                message: error.message,
+            }),
+        },
     }
 }
 

@@ -175,7 +175,7 @@ impl Publisher {
                 payload.len(),
                 self.payload_bytes_max as u64,
             );
-            let refused = StreamConfirmation::new(seq, 1, Err(error));
+            let refused = confirmation(seq, 1, Err(error));
             self.pending
                 .push_back(Box::pin(std::future::ready(refused)));
             return;
@@ -201,19 +201,15 @@ impl Publisher {
         let confirmation: PendingConfirmation = match self.handle.publish_batch(&batch.payloads) {
             Ok(written) => Box::pin(async move {
                 let outcome = written.await.map(|offsets| offsets.start);
-                StreamConfirmation::new(seq, count, outcome.map_err(ApiError::from))
+                confirmation(seq, count, outcome.map_err(ApiError::from))
             }),
             Err(error) => {
                 // Later frames would fail alike: stop reading at once.
                 let error = ApiError::from(error);
-                if is_ending_code(error.code) {
-                    self.end(close_code::ERROR, ending_code(error.code));
+                if is_ending_code(error.code.as_str()) {
+                    self.end(close_code::ERROR, ending_code(error.code.as_str()));
                 }
-                Box::pin(std::future::ready(StreamConfirmation::new(
-                    seq,
-                    count,
-                    Err(error),
-                )))
+                Box::pin(std::future::ready(confirmation(seq, count, Err(error))))
             }
         };
         self.pending.push_back(confirmation);
@@ -237,8 +233,8 @@ impl Publisher {
             self.unconfirmed -= confirmation.count as usize;
             match &confirmation.error {
                 None => published += confirmation.count,
-                Some(error) if is_ending_code(&error.code) => {
-                    let code = ending_code(&error.code);
+                Some(error) if is_ending_code(error.code.as_str()) => {
+                    let code = ending_code(error.code.as_str());
                     self.end(close_code::ERROR, code);
                 }
                 Some(_) => {}
@@ -318,12 +314,12 @@ mod tests {
     // on success, an error object (and no offset) on failure.
     #[test]
     fn confirmations_serialize_as_documented() {
-        let ok = StreamConfirmation::new(3, 2, Ok(17));
+        let ok = confirmation(3, 2, Ok(17));
         assert_eq!(
             serde_json::to_value(&ok).unwrap(),
             serde_json::json!({"seq": 3, "count": 2, "offset": 17})
         );
-        let refused = StreamConfirmation::new(5, 1, Err(ApiError::payload_too_large("big")));
+        let refused = confirmation(5, 1, Err(ApiError::payload_too_large("big")));
         assert_eq!(
             serde_json::to_value(&refused).unwrap(),
             serde_json::json!({"seq": 5, "count": 1,
@@ -352,9 +348,9 @@ mod tests {
         ];
         for error in errors {
             let ends = error.status == StatusCode::NOT_FOUND || error.status.is_server_error();
-            assert_eq!(ends, is_ending_code(error.code), "{error:?}");
+            assert_eq!(ends, is_ending_code(error.code.as_str()), "{error:?}");
             if ends {
-                assert_eq!(ending_code(error.code), error.code);
+                assert_eq!(ending_code(error.code.as_str()), error.code);
             }
         }
     }

@@ -357,9 +357,11 @@ fn settle_now(
                 .nack_with(group, id, options)
                 .and_then(|outcome| match outcome {
                     Nack::Retry => Ok(format!("release {at} {}\n", word(delay))),
-                    Nack::DeadLettered => Err(StoreError::Topic(TopicError::InvalidArgument {
-                        reason: "a release dead-lettered",
-                    })),
+                    Nack::DeadLettered => Err(StoreError::Topic(TopicError::InvalidArgument(
+                        mailroom::group::ArgumentError::Unsupported {
+                            reason: "a release dead-lettered",
+                        },
+                    ))),
                 })
         }
         Settle::Reject => {
@@ -368,9 +370,11 @@ fn settle_now(
                 .nack_with(group, id, options)
                 .and_then(|outcome| match outcome {
                     Nack::DeadLettered => Ok(format!("reject {at}\n")),
-                    Nack::Retry => Err(StoreError::Topic(TopicError::InvalidArgument {
-                        reason: "a reject did not dead-letter",
-                    })),
+                    Nack::Retry => Err(StoreError::Topic(TopicError::InvalidArgument(
+                        mailroom::group::ArgumentError::Unsupported {
+                            reason: "a reject did not dead-letter",
+                        },
+                    ))),
                 })
         }
     };

@@ -1,11 +1,11 @@
 //! The transitions of the group state machine (`mailroom::group::Change`) as bytes: the
-//! kinds and fields of `Event` records (see the table in the parent module).
+//! kinds and fields of `Event` transitions (see the table in the parent module).
 
 use mailroom::group::{Change, DeliveryId, Failure, GroupEvent};
 use mailroom::group::{CONSUMER_BYTES_MAX, REASON_BYTES_MAX};
 
 use super::{
-    FLAG_FIRST, FLAG_SECOND, KIND_ACKED, KIND_DEAD_LETTERED, KIND_DELIVERED, KIND_DELIVERED_EX,
+    FLAG_FIRST, FLAG_SECOND, KIND_ACKED, KIND_DEAD_LETTERED, KIND_DELIVERED, KIND_DELIVERED_OWNED,
     KIND_FAILED, KIND_PURGED, KIND_REDRIVEN, KIND_RETRIED, KIND_TOUCHED,
 };
 use crate::groups::reader::{DecodeError, Reader};
@@ -19,7 +19,7 @@ fn push_delivery(kind: u8, id: GroupId, delivery: DeliveryId, out: &mut Vec<u8>)
 }
 
 pub(super) fn encode_change(id: GroupId, change: &Change, out: &mut Vec<u8>) {
-    if let Some(event) = change.seed_event() {
+    if let Some(event) = change.basic_event() {
         let kind = match event {
             GroupEvent::Delivered(_) => KIND_DELIVERED,
             GroupEvent::Acked(_) => KIND_ACKED,
@@ -35,7 +35,7 @@ pub(super) fn encode_change(id: GroupId, change: &Change, out: &mut Vec<u8>) {
             consumer,
             lease_until_ms,
         } => {
-            push_delivery(KIND_DELIVERED_EX, id, *delivery, out);
+            push_delivery(KIND_DELIVERED_OWNED, id, *delivery, out);
             let consumer = consumer.as_deref();
             let flags = u8::from(lease_until_ms.is_some()) | (u8::from(consumer.is_some()) << 1);
             out.push(flags);
@@ -110,7 +110,7 @@ pub(super) fn decode_change(kind: u8, reader: &mut Reader<'_>) -> Result<Change,
                 _ => GroupEvent::DeadLettered(id),
             })
         }
-        KIND_DELIVERED_EX => {
+        KIND_DELIVERED_OWNED => {
             let id = delivery(reader)?;
             let flags = reader.u8()?;
             let lease = reader.u64()?;

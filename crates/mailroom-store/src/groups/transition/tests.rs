@@ -59,7 +59,7 @@ fn any_change() -> impl Strategy<Value = Change> {
     ]
 }
 
-fn any_record() -> impl Strategy<Value = GroupRecord> {
+fn any_record() -> impl Strategy<Value = GroupTransition> {
     let id = any::<u64>();
     prop_oneof![
         (
@@ -69,13 +69,13 @@ fn any_record() -> impl Strategy<Value = GroupRecord> {
             any_config(),
             any::<bool>()
         )
-            .prop_map(|(id, name, position, config, seed)| {
-                let config = if seed {
+            .prop_map(|(id, name, position, config, basic)| {
+                let config = if basic {
                     GroupConfig::new(config.max_attempts)
                 } else {
                     config
                 };
-                GroupRecord::Created {
+                GroupTransition::Created {
                     id,
                     name,
                     max_attempts: config.max_attempts,
@@ -83,7 +83,7 @@ fn any_record() -> impl Strategy<Value = GroupRecord> {
                     config,
                 }
             }),
-        id.prop_map(|id| GroupRecord::Deleted { id }),
+        id.prop_map(|id| GroupTransition::Deleted { id }),
         (
             id,
             any_change(),
@@ -95,19 +95,19 @@ fn any_record() -> impl Strategy<Value = GroupRecord> {
                 } else {
                     Bytes::new()
                 };
-                GroupRecord::Event {
+                GroupTransition::Event {
                     id,
                     change,
                     payload,
                 }
             }),
-        (id, any::<u64>()).prop_map(|(id, position)| GroupRecord::Moved { id, position }),
+        (id, any::<u64>()).prop_map(|(id, position)| GroupTransition::Moved { id, position }),
         (
             id,
             any::<u64>(),
             proptest::collection::vec(any::<u8>(), 0..64)
         )
-            .prop_map(|(id, offset, payload)| GroupRecord::DeadLetterCopy {
+            .prop_map(|(id, offset, payload)| GroupTransition::DeadLetterCopy {
                 id,
                 offset,
                 payload: Bytes::from(payload),
@@ -120,7 +120,7 @@ proptest! {
     #[test]
     fn records_round_trip(record in any_record()) {
         let bytes = Bytes::from(record.encode());
-        prop_assert_eq!(GroupRecord::decode(&bytes), Ok(record));
+        prop_assert_eq!(GroupTransition::decode(&bytes), Ok(record));
     }
 
     // Proves the decoder never panics on arbitrary bytes and refuses every proper
@@ -130,15 +130,15 @@ proptest! {
         garbage in proptest::collection::vec(any::<u8>(), 0..64),
         record in any_record(),
     ) {
-        let _ = GroupRecord::decode(&Bytes::from(garbage));
+        let _ = GroupTransition::decode(&Bytes::from(garbage));
         let bytes = record.encode();
         let fixed = match &record {
-            GroupRecord::Event { payload, .. }
-            | GroupRecord::DeadLetterCopy { payload, .. } => bytes.len() - payload.len(),
+            GroupTransition::Event { payload, .. }
+            | GroupTransition::DeadLetterCopy { payload, .. } => bytes.len() - payload.len(),
             _ => bytes.len(),
         };
         for cut in 0..fixed {
-            prop_assert!(GroupRecord::decode(&Bytes::copy_from_slice(&bytes[..cut])).is_err());
+            prop_assert!(GroupTransition::decode(&Bytes::copy_from_slice(&bytes[..cut])).is_err());
         }
     }
 }
@@ -146,13 +146,13 @@ proptest! {
 // Proves trailing bytes and unknown kinds are refused rather than ignored.
 #[test]
 fn trailing_bytes_and_unknown_kinds_are_refused() {
-    let mut bytes = GroupRecord::Deleted { id: 3 }.encode();
+    let mut bytes = GroupTransition::Deleted { id: 3 }.encode();
     bytes.push(0);
-    assert!(GroupRecord::decode(&Bytes::from(bytes)).is_err());
-    let mut bytes = GroupRecord::Deleted { id: 3 }.encode();
+    assert!(GroupTransition::decode(&Bytes::from(bytes)).is_err());
+    let mut bytes = GroupTransition::Deleted { id: 3 }.encode();
     bytes[0] = 99;
     assert_eq!(
-        GroupRecord::decode(&Bytes::from(bytes)),
+        GroupTransition::decode(&Bytes::from(bytes)),
         Err(DecodeError("unknown group record kind"))
     );
 }

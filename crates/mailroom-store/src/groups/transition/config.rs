@@ -1,5 +1,5 @@
-//! The settings of a group (`GroupConfig` beyond `max_attempts`) as bytes: the tail of an
-//! extended `Created` record, and of each group in a checkpoint.
+//! The settings of a group (`GroupConfig` but `max_attempts`) as bytes: the tail of a
+//! `Created` transition with settings (kind 13), and of each group in a checkpoint.
 
 use mailroom::group::{Backoff, GroupConfig};
 

@@ -1,8 +1,9 @@
-//! Group records: the payloads of a topic's groups log.
+//! Group transitions: what the records of a topic's groups log hold.
 //!
-//! Every change to a topic's groups (create, delete, and each transition of the group
-//! state machine) is one record in the groups log. The log frames and checksums each
-//! record; this module gives the payload's layout, all integers little-endian:
+//! Every change to a topic's groups (create, delete, and each change of the group state
+//! machine) is one [`GroupTransition`], written as the payload of one record of the
+//! groups log. The log frames and checksums each record (see `crate::record`); this
+//! module gives the layout of the transition inside, all integers little-endian:
 //!
 //! | kind | bytes after the kind byte |
 //! |---|---|
@@ -11,17 +12,17 @@
 //! | 3 `Delivered`, 4 `Acked`, 5 `Retried` | id u64, offset u64, attempt u32 |
 //! | 6 `DeadLettered` | id u64, offset u64, attempt u32, then the message's payload |
 //! | 7 `Moved` | id u64, position u64 |
-//! | 8 `Delivered` (extended) | id u64, offset u64, attempt u32, flags u8 (1: lease, 2: consumer), lease_until_ms u64, consumer length u8, consumer |
+//! | 8 `Delivered` (with a lease or consumer) | id u64, offset u64, attempt u32, flags u8 (1: lease, 2: consumer), lease_until_ms u64, consumer length u8, consumer |
 //! | 9 `Failed` | id u64, offset u64, attempt u32, cause u8 (0 nack, 1 release, 2 reject, 3 lease expired), flags u8 (1: retry, 2: reason), retry_at_ms u64, at_ms u64, reason length u16, reason, then (if no retry: dead-lettered) the message's payload |
 //! | 10 `Touched` | id u64, offset u64, attempt u32, lease_until_ms u64 |
 //! | 11 `Redriven`, 12 `Purged` | id u64, offsets start u64, offsets end u64 |
-//! | 13 `Created` (extended) | id u64, max_attempts u32, position u64, flags u8 (1: lease, 2: backoff), lease_ms u64, backoff kind u8 (0 fixed, 1 exponential), backoff a u64, backoff b u64, max_in_flight u32, name length u8, name |
+//! | 13 `Created` (with settings) | id u64, max_attempts u32, position u64, flags u8 (1: lease, 2: backoff), lease_ms u64, backoff kind u8 (0 fixed, 1 exponential), backoff a u64, backoff b u64, max_in_flight u32, name length u8, name |
 //! | 14 `DeadLetterCopy` | id u64, offset u64, then the message's payload |
 //!
-//! Kinds 1 and 3–6 are the seed's and are still written whenever a change says nothing
-//! more than the seed could (a seed group's create, delivery and ack), so data written
-//! before the extensions opens unchanged and seed groups' records stay as small. Absent
-//! optional fields are written as zeros.
+//! Kinds 1 and 3–6 are the basic kinds, still written whenever a change says nothing
+//! more than a basic event could (the create, deliveries and acks of a group with every
+//! setting unset), so logs written before kinds 7–14 existed open unchanged and such
+//! groups' transitions stay as small. Absent optional fields are written as zeros.
 //!
 //! `DeadLettered` carries a copy of the message so that a dead letter outlives the
 //! retention of the message log. `Moved` is the store's own transition: a group whose
@@ -54,28 +55,28 @@ const KIND_ACKED: u8 = 4;
 const KIND_RETRIED: u8 = 5;
 const KIND_DEAD_LETTERED: u8 = 6;
 const KIND_MOVED: u8 = 7;
-const KIND_DELIVERED_EX: u8 = 8;
+const KIND_DELIVERED_OWNED: u8 = 8;
 const KIND_FAILED: u8 = 9;
 const KIND_TOUCHED: u8 = 10;
 const KIND_REDRIVEN: u8 = 11;
 const KIND_PURGED: u8 = 12;
-const KIND_CREATED_EX: u8 = 13;
+const KIND_CREATED_WITH_SETTINGS: u8 = 13;
 const KIND_DEAD_LETTER_COPY: u8 = 14;
 
 const FLAG_FIRST: u8 = 1;
 const FLAG_SECOND: u8 = 2;
 
-/// Bytes of an event record before a dead letter's payload: kind, id, offset, attempt.
+/// Bytes of an event transition before a dead letter's payload: kind, id, offset, attempt.
 const EVENT_BYTES: usize = 1 + 8 + 8 + 4;
 const _: () = assert!(EVENT_BYTES == 21);
-/// Bytes of a `Created` record before the name.
+/// Bytes of a `Created` transition before the name.
 const CREATED_HEADER_BYTES: usize = 1 + 8 + 4 + 8 + 1;
 const _: () = assert!(CREATED_HEADER_BYTES == 22);
 const _: () = assert!(NAME_BYTES_MAX <= u8::MAX as usize);
 
-/// One record of the groups log.
+/// One change to a topic's groups: the payload of one record of the groups log.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GroupRecord {
+pub enum GroupTransition {
     /// A group was created.
     Created {
         /// The group's id, unique within the topic for ever (names can be reused).
@@ -86,7 +87,7 @@ pub enum GroupRecord {
         max_attempts: u32,
         /// Where it starts reading.
         position: u64,
-        /// Its settings beyond `max_attempts` (whose own field they must agree with).
+        /// Its settings, `max_attempts` included (which must agree with its own field).
         config: GroupConfig,
     },
     /// A group was deleted.
@@ -122,28 +123,28 @@ pub enum GroupRecord {
     },
 }
 
-impl GroupRecord {
-    /// A record of `change` to group `id`, with `payload` for a dead letter.
-    pub fn event(id: GroupId, change: Change, payload: Bytes) -> GroupRecord {
-        GroupRecord::Event {
+impl GroupTransition {
+    /// The transition of `change` to group `id`, with `payload` for a dead letter.
+    pub fn event(id: GroupId, change: Change, payload: Bytes) -> GroupTransition {
+        GroupTransition::Event {
             id,
             change,
             payload,
         }
     }
 
-    /// The id of the group this record is about.
+    /// The id of the group this transition is about.
     pub fn id(&self) -> GroupId {
         match self {
-            GroupRecord::Created { id, .. }
-            | GroupRecord::Deleted { id }
-            | GroupRecord::Event { id, .. }
-            | GroupRecord::Moved { id, .. }
-            | GroupRecord::DeadLetterCopy { id, .. } => *id,
+            GroupTransition::Created { id, .. }
+            | GroupTransition::Deleted { id }
+            | GroupTransition::Event { id, .. }
+            | GroupTransition::Moved { id, .. }
+            | GroupTransition::DeadLetterCopy { id, .. } => *id,
         }
     }
 
-    /// Encodes the record.
+    /// Encodes the transition.
     ///
     /// # Panics
     ///
@@ -153,7 +154,7 @@ impl GroupRecord {
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(EVENT_BYTES);
         match self {
-            GroupRecord::Created {
+            GroupTransition::Created {
                 id,
                 name,
                 max_attempts,
@@ -162,22 +163,26 @@ impl GroupRecord {
             } => {
                 assert!(name.len() <= NAME_BYTES_MAX, "group name not validated");
                 assert_eq!(config.max_attempts, *max_attempts, "config disagrees");
-                let seed = *config == GroupConfig::new(*max_attempts);
-                out.push(if seed { KIND_CREATED } else { KIND_CREATED_EX });
+                let basic = *config == GroupConfig::new(*max_attempts);
+                out.push(if basic {
+                    KIND_CREATED
+                } else {
+                    KIND_CREATED_WITH_SETTINGS
+                });
                 out.extend_from_slice(&id.to_le_bytes());
                 out.extend_from_slice(&max_attempts.to_le_bytes());
                 out.extend_from_slice(&position.to_le_bytes());
-                if !seed {
+                if !basic {
                     encode_config(config, &mut out);
                 }
                 out.push(name.len() as u8);
                 out.extend_from_slice(name.as_bytes());
             }
-            GroupRecord::Deleted { id } => {
+            GroupTransition::Deleted { id } => {
                 out.push(KIND_DELETED);
                 out.extend_from_slice(&id.to_le_bytes());
             }
-            GroupRecord::Event {
+            GroupTransition::Event {
                 id,
                 change,
                 payload,
@@ -189,12 +194,12 @@ impl GroupRecord {
                 encode_change(*id, change, &mut out);
                 out.extend_from_slice(payload);
             }
-            GroupRecord::Moved { id, position } => {
+            GroupTransition::Moved { id, position } => {
                 out.push(KIND_MOVED);
                 out.extend_from_slice(&id.to_le_bytes());
                 out.extend_from_slice(&position.to_le_bytes());
             }
-            GroupRecord::DeadLetterCopy {
+            GroupTransition::DeadLetterCopy {
                 id,
                 offset,
                 payload,
@@ -208,17 +213,17 @@ impl GroupRecord {
         out
     }
 
-    /// Decodes a record. Never panics; the payload of a dead letter shares `bytes`.
+    /// Decodes a transition. Never panics; the payload of a dead letter shares `bytes`.
     ///
     /// # Errors
     ///
-    /// [`DecodeError`] if the bytes are not a well-formed record.
-    pub fn decode(bytes: &Bytes) -> Result<GroupRecord, DecodeError> {
+    /// [`DecodeError`] if the bytes are not a well-formed transition.
+    pub fn decode(bytes: &Bytes) -> Result<GroupTransition, DecodeError> {
         let mut reader = Reader::new(bytes);
         let kind = reader.u8()?;
         let id = reader.u64()?;
-        let record = match kind {
-            KIND_CREATED | KIND_CREATED_EX => {
+        let transition = match kind {
+            KIND_CREATED | KIND_CREATED_WITH_SETTINGS => {
                 let max_attempts = reader.u32()?;
                 let position = reader.u64()?;
                 let config = if kind == KIND_CREATED {
@@ -231,7 +236,7 @@ impl GroupRecord {
                 let name = std::str::from_utf8(name)
                     .map_err(|_| DecodeError("group name is not UTF-8"))?
                     .to_owned();
-                GroupRecord::Created {
+                GroupTransition::Created {
                     id,
                     name,
                     max_attempts,
@@ -239,8 +244,8 @@ impl GroupRecord {
                     config,
                 }
             }
-            KIND_DELETED => GroupRecord::Deleted { id },
-            KIND_MOVED => GroupRecord::Moved {
+            KIND_DELETED => GroupTransition::Deleted { id },
+            KIND_MOVED => GroupTransition::Moved {
                 id,
                 position: reader.u64()?,
             },
@@ -248,7 +253,7 @@ impl GroupRecord {
                 let offset = reader.u64()?;
                 let payload = bytes.slice(reader.position()..);
                 reader.skip_rest();
-                GroupRecord::DeadLetterCopy {
+                GroupTransition::DeadLetterCopy {
                     id,
                     offset,
                     payload,
@@ -263,7 +268,7 @@ impl GroupRecord {
                 } else {
                     Bytes::new()
                 };
-                GroupRecord::Event {
+                GroupTransition::Event {
                     id,
                     change,
                     payload,
@@ -271,6 +276,6 @@ impl GroupRecord {
             }
         };
         reader.finish("trailing bytes after group record")?;
-        Ok(record)
+        Ok(transition)
     }
 }

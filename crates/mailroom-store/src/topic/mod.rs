@@ -3,21 +3,32 @@
 //! [`DurableTopic`] offers the operations of the in-memory `mailroom::topic::Topic`, over
 //! `Bytes` payloads, with the same rules and the same errors (wrapped in
 //! [`StoreError::Topic`]). Every call that changes something returns only once the change
-//! is durable per the store's sync policy. The operations beyond the seed (settings,
-//! consumers, nack kinds, touch, redrive, purge) are in `topic_extended.rs`; batches
-//! (`poll_batch`, `ack_batch`, `nack_batch`) in `topic_batch.rs`.
+//! is durable per the store's sync policy. This module holds the topic itself and its
+//! log (publish, read, retention, checkpoints); the rooms below hold the rest, by what
+//! they act on: `groups.rs` (create, delete, settings and reads of groups),
+//! `deliveries.rs` (poll, ack, nack, touch), `batch.rs` (`poll_batch`, `ack_batch`,
+//! `nack_batch`) and `dead_letters.rs` (reads, pages, redrive, purge).
 //!
 //! The hot calls have `*_deferred` forms that return a [`Deferred`] instead of waiting
 //! for the disk (see `deferred.rs`); each blocking form is its deferred form followed by
 //! [`Deferred::wait`], so both share one code path.
+
+mod batch;
+mod dead_letters;
+mod deliveries;
+mod groups;
+
+pub use batch::AckedThenPolled;
+pub use dead_letters::{DeadLetterPage, DEAD_LETTERS_PAGE_MAX};
+pub(crate) use groups::empty_group_name;
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use mailroom::group::{DeliveryId, GroupConfig, NackOptions, NotOwned};
-use mailroom::topic::{DeadLetter, Delivery, GroupInfo, Nack, StartPosition};
+use mailroom::group::{DeliveryId, NackOptions, NotOwned};
+use mailroom::topic::Nack;
 use parking_lot::{RwLock, RwLockReadGuard};
 
 use crate::clock::Clock;
@@ -296,133 +307,6 @@ impl DurableTopic {
             .map(|record| record.payload))
     }
 
-    /// Creates a group that starts at the oldest retained message.
-    ///
-    /// # Errors
-    ///
-    /// As [`create_group_at`](Self::create_group_at).
-    pub fn create_group(&self, group: &str, max_attempts: u32) -> Result<(), StoreError> {
-        self.create_group_at(group, max_attempts, StartPosition::Earliest)
-    }
-
-    /// Creates a group that starts at `start`; `max_attempts` is the total number of
-    /// deliveries allowed for one message.
-    ///
-    /// # Errors
-    ///
-    /// `Topic(InvalidArgument)` for an empty name, `max_attempts == 0` or a start offset
-    /// outside the retained log; `Topic(GroupExists)`; [`StoreError::InvalidName`] for a
-    /// name outside the store's alphabet; I/O errors.
-    pub fn create_group_at(
-        &self,
-        group: &str,
-        max_attempts: u32,
-        start: StartPosition,
-    ) -> Result<(), StoreError> {
-        let _live = self.live()?;
-        self.inner.groups.create(
-            &self.inner.messages,
-            group,
-            GroupConfig::new(max_attempts),
-            start,
-        )
-    }
-
-    /// Deletes a group and its dead letters.
-    ///
-    /// # Errors
-    ///
-    /// `Topic(UnknownGroup)`; I/O errors.
-    pub fn delete_group(&self, group: &str) -> Result<(), StoreError> {
-        let _live = self.live()?;
-        self.inner.groups.delete(group)
-    }
-
-    /// The group names, sorted.
-    pub fn groups(&self) -> Vec<String> {
-        self.inner.groups.names()
-    }
-
-    /// A snapshot of one group for operators.
-    ///
-    /// # Errors
-    ///
-    /// `Topic(UnknownGroup)`.
-    pub fn group_info(&self, group: &str) -> Result<GroupInfo, StoreError> {
-        let _live = self.live()?;
-        self.inner.groups.info(&self.inner.messages, group)
-    }
-
-    /// Polls `group`: returns the delivery in flight unchanged, or creates the next
-    /// attempt at the group's cursor, or `None` at the end of the log.
-    ///
-    /// # Errors
-    ///
-    /// `Topic(UnknownGroup)`; I/O errors and fail-stop.
-    pub fn poll(&self, group: &str) -> Result<Option<Delivery<Bytes>>, StoreError> {
-        self.poll_deferred(group)?.wait()
-    }
-
-    /// [`poll`](Self::poll) without the wait: the delivery is made (and written) now and
-    /// handed out by the [`Deferred`] once durable.
-    ///
-    /// # Errors
-    ///
-    /// As [`poll`](Self::poll); I/O errors of reading the message come from the
-    /// `Deferred`.
-    pub fn poll_deferred(
-        &self,
-        group: &str,
-    ) -> Result<Deferred<Option<Delivery<Bytes>>>, StoreError> {
-        let _live = self.live()?;
-        let staged = self
-            .inner
-            .groups
-            .poll_batch(&self.inner.messages, group, None, 1)?;
-        Ok(self.on_groups(staged).and_then(|mut batch| Ok(batch.pop())))
-    }
-
-    /// Acks the exact in-flight delivery: the cursor moves past it.
-    ///
-    /// # Errors
-    ///
-    /// `Topic(NotOwned)` unless `delivery` is the one in flight (nothing changes);
-    /// `Topic(UnknownGroup)`; I/O errors and fail-stop.
-    pub fn ack(&self, group: &str, delivery: DeliveryId) -> Result<(), StoreError> {
-        self.ack_deferred(group, delivery)?.wait()
-    }
-
-    /// [`ack`](Self::ack) without the wait. A refusal (`Topic(NotOwned)`) comes from the
-    /// [`Deferred`] too: it may reflect changes (a lease expiry, another consumer's ack)
-    /// that are not durable yet.
-    ///
-    /// # Errors
-    ///
-    /// `Topic(UnknownGroup)`, write errors and fail-stop here; the rest of
-    /// [`ack`](Self::ack)'s from the `Deferred`.
-    pub fn ack_deferred(
-        &self,
-        group: &str,
-        delivery: DeliveryId,
-    ) -> Result<Deferred<()>, StoreError> {
-        let settled = self.settle_deferred(group, &[delivery], None)?;
-        Ok(settled.and_then(|mut results| {
-            let result = results.pop().expect("one result per delivery");
-            result.map(drop).map_err(GroupSet::not_owned(group))
-        }))
-    }
-
-    /// Nacks the exact in-flight delivery: a retry while attempts remain, else the
-    /// message is dead-lettered (once) and the cursor moves on.
-    ///
-    /// # Errors
-    ///
-    /// As [`ack`](Self::ack).
-    pub fn nack(&self, group: &str, delivery: DeliveryId) -> Result<Nack, StoreError> {
-        self.nack_with_deferred(group, delivery, NackOptions::default())?
-            .wait()
-    }
-
     /// A group transaction's [`Deferred`].
     pub(crate) fn on_groups<R>(&self, staged: Staged<R>) -> Deferred<R> {
         Deferred::on_groups(Arc::clone(&self.inner), staged)
@@ -442,27 +326,6 @@ impl DurableTopic {
                 .groups
                 .settle_batch(&self.inner.messages, group, deliveries, nack)?;
         Ok(self.on_groups(staged))
-    }
-
-    /// The group's dead letters, oldest first, with their payloads (kept even after
-    /// retention deleted the original messages).
-    ///
-    /// # Errors
-    ///
-    /// `Topic(UnknownGroup)`; I/O errors and corruption.
-    pub fn dead_letters(&self, group: &str) -> Result<Vec<DeadLetter<Bytes>>, StoreError> {
-        let _live = self.live()?;
-        self.inner.groups.dead_letters(&self.inner.messages, group)
-    }
-
-    /// The offset of the next message the group has to finish.
-    ///
-    /// # Errors
-    ///
-    /// `Topic(UnknownGroup)`.
-    pub fn position(&self, group: &str) -> Result<u64, StoreError> {
-        let _live = self.live()?;
-        self.inner.groups.position(&self.inner.messages, group)
     }
 
     /// Syncs both logs.

@@ -1,4 +1,6 @@
-//! A [`DurableTopic`]'s dead letters one page at a time, for callers (the server's
+//! The dead letters of a [`DurableTopic`]'s groups: reading them all (with or without
+//! reasons and times), redriving them back to their group, purging them, and reading
+//! them one page at a time, for callers (the server's
 //! `GET .../dead-letters?from=&limit=`) that must not read every payload of a long
 //! dead-letter queue to answer for a few.
 //!
@@ -8,8 +10,10 @@
 //! exactly what [`DurableTopic::dead_letter_info`] holds, sorted by offset. Each page
 //! reads from disk only its own payloads.
 
+use std::ops::Range;
+
 use bytes::Bytes;
-use mailroom::topic::DeadLetterInfo;
+use mailroom::topic::{DeadLetter, DeadLetterInfo};
 
 use crate::{DurableTopic, StoreError};
 
@@ -28,6 +32,29 @@ pub struct DeadLetterPage {
 }
 
 impl DurableTopic {
+    /// The group's dead letters, oldest first, with their payloads (kept even after
+    /// retention deleted the original messages).
+    ///
+    /// # Errors
+    ///
+    /// `Topic(UnknownGroup)`; I/O errors and corruption.
+    pub fn dead_letters(&self, group: &str) -> Result<Vec<DeadLetter<Bytes>>, StoreError> {
+        let _live = self.live()?;
+        self.inner.groups.dead_letters(&self.inner.messages, group)
+    }
+
+    /// `group`'s dead letters with reasons, times and payloads, oldest first.
+    ///
+    /// # Errors
+    ///
+    /// `Topic(UnknownGroup)`; I/O errors and corruption.
+    pub fn dead_letter_info(&self, group: &str) -> Result<Vec<DeadLetterInfo<Bytes>>, StoreError> {
+        let _live = self.live()?;
+        self.inner
+            .groups
+            .dead_letter_info(&self.inner.messages, group)
+    }
+
     /// One page of `group`'s dead letters: those with offset `>= from`, by ascending
     /// offset, at most `limit`, and the offset to ask for next (see [`DeadLetterPage`]).
     /// Only the page's payloads are read from disk.
@@ -82,5 +109,51 @@ impl DurableTopic {
                 .groups
                 .dead_letter_page(&self.inner.messages, group, from, limit)?;
         Ok(DeadLetterPage { letters, next })
+    }
+
+    /// Puts `group`'s dead letters with offsets in `offsets` back for delivery (payloads
+    /// come from the dead letters' own copies, so this works after retention); returns
+    /// how many. Other groups are untouched.
+    ///
+    /// # Errors
+    ///
+    /// `Topic(UnknownGroup)`; I/O errors and fail-stop.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use mailroom_store::{Store, StoreOptions};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = Store::open(dir.path(), StoreOptions::default())?;
+    /// store.create_topic("t")?;
+    /// let topic = store.topic("t")?;
+    /// topic.create_group("g", 1)?;
+    /// topic.publish(Bytes::from_static(b"retry me"))?;
+    /// let first = topic.poll("g")?.expect("a message");
+    /// topic.nack("g", first.id())?;
+    /// assert_eq!(topic.redrive("g", 0..u64::MAX)?, 1);
+    /// let again = topic.poll("g")?.expect("redriven");
+    /// assert_eq!((again.offset, again.attempt), (0, 2));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn redrive(&self, group: &str, offsets: Range<u64>) -> Result<u64, StoreError> {
+        let _live = self.live()?;
+        self.inner
+            .groups
+            .redrive(&self.inner.messages, group, offsets, false)
+    }
+
+    /// Deletes `group`'s dead letters with offsets in `offsets`; returns how many.
+    ///
+    /// # Errors
+    ///
+    /// As [`redrive`](Self::redrive).
+    pub fn purge(&self, group: &str, offsets: Range<u64>) -> Result<u64, StoreError> {
+        let _live = self.live()?;
+        self.inner
+            .groups
+            .redrive(&self.inner.messages, group, offsets, true)
     }
 }

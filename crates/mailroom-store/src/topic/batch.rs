@@ -16,9 +16,8 @@
 
 use bytes::Bytes;
 use mailroom::group::{DeliveryId, NackOptions, NotOwned};
-use mailroom::topic::{check_batch_len, check_batch_poll, Delivery, Nack};
+use mailroom::topic::{check_batch_len, check_batch_poll, Delivery, Nack, TopicError};
 
-use crate::topic_extended::check_config;
 use crate::{Deferred, DurableTopic, StoreError};
 
 impl DurableTopic {
@@ -231,7 +230,7 @@ impl DurableTopic {
         options: &NackOptions,
     ) -> Result<Deferred<Vec<Result<Nack, NotOwned>>>, StoreError> {
         check_batch_len(deliveries)?;
-        options.check().map_err(check_config)?;
+        options.check().map_err(TopicError::from)?;
         self.settle_deferred(group, deliveries, Some(options))
     }
 

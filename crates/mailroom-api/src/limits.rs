@@ -1,0 +1,76 @@
+//! The limits the wire exposes: every bound a request is checked against, with the
+//! defaults a server applies when a field is left out.
+//!
+//! Some of these are the state machine's own limits (`mailroom::group`,
+//! `mailroom::topic`); they are repeated here so a client need not depend on the core,
+//! and the `core` feature checks at compile time that both say the same.
+
+pub use crate::names::NAME_BYTES_MAX;
+
+/// The largest message a server accepts by default (`--max-payload-bytes`), in bytes.
+pub const PAYLOAD_BYTES_MAX_DEFAULT: u64 = 1 << 20;
+/// The largest `--max-payload-bytes` a server may be configured with.
+pub const PAYLOAD_BYTES_MAX_LIMIT: u64 = 64 << 20;
+/// The largest JSON body of the endpoints that take small JSON documents.
+pub const JSON_BODY_BYTES_MAX: usize = 64 << 10;
+
+/// The most messages one batch publish may carry.
+pub const BATCH_MESSAGES_MAX: usize = 10_000;
+/// A batch publish body may be this many times `--max-payload-bytes` (base64 inflates
+/// by 4/3, and a batch is meant to carry several messages).
+pub const BATCH_BODY_PAYLOADS_MAX: usize = 4;
+/// The most deliveries one batch may poll, ack or nack.
+pub const BATCH_DELIVERIES_MAX: usize = 65_536;
+/// The longest a poll may wait for a first delivery (`wait_ms`), in milliseconds.
+pub const LONG_POLL_WAIT_MS_MAX: u64 = 30_000;
+/// The largest offset a request may name: the OpenAPI document types offsets as
+/// `int64`, and no log gets near this many messages.
+pub const OFFSET_MAX: u64 = i64::MAX as u64;
+/// The largest attempt a batch may name (`int32`); attempts never get near it.
+pub const ATTEMPT_MAX: u32 = i32::MAX as u32;
+
+/// The largest `max_attempts` a group may have.
+pub const MAX_ATTEMPTS_MAX: u32 = 1_000_000;
+/// The most deliveries one group may have in flight at once (`max_in_flight`).
+pub const MAX_IN_FLIGHT_MAX: u32 = 65_536;
+/// The longest lease a group may set (`lease_ms`), in milliseconds (one week).
+pub const LEASE_MS_MAX: u64 = 7 * 24 * 60 * 60 * 1000;
+/// The longest retry delay (a nack's `delay_ms` or a backoff's), in milliseconds.
+pub const DELAY_MS_MAX: u64 = 7 * 24 * 60 * 60 * 1000;
+/// The longest failure reason kept with a nack or dead letter, in bytes of UTF-8.
+pub const REASON_BYTES_MAX: usize = 1024;
+/// The longest consumer identity accepted on a poll, in bytes of UTF-8.
+pub const CONSUMER_BYTES_MAX: usize = 128;
+
+/// The most dead letters one page may hold (`limit`).
+pub const DEAD_LETTERS_PAGE_MAX: usize = 10_000;
+/// The page size when `limit` is not given.
+pub const DEAD_LETTERS_PAGE_DEFAULT: usize = 1_000;
+
+/// The most frames one publish stream may have sent but not yet had confirmed; the
+/// server reads no further, so a larger client window only queues frames in the socket.
+pub const PUBLISH_STREAM_IN_FLIGHT_MAX: usize = 4_096;
+
+/// The most live channels a server holds.
+pub const CHANNELS_MAX: usize = 10_000;
+/// The largest `max_subscribers` of a channel.
+pub const CHANNEL_SUBSCRIBERS_MAX: usize = 10_000;
+/// The largest `mailbox_capacity` of a channel.
+pub const CHANNEL_MAILBOX_CAPACITY_MAX: usize = 65_536;
+/// A channel's `max_subscribers` when not given.
+pub const MAX_SUBSCRIBERS_DEFAULT: usize = 64;
+/// A channel's `mailbox_capacity` when not given.
+pub const MAILBOX_CAPACITY_DEFAULT: usize = 256;
+
+// The state machine's limits, said again above: both must agree.
+#[cfg(feature = "core")]
+const _: () = {
+    use mailroom::group;
+    assert!(MAX_IN_FLIGHT_MAX == group::MAX_IN_FLIGHT_MAX);
+    assert!(LEASE_MS_MAX == group::LEASE_MS_MAX);
+    assert!(DELAY_MS_MAX == group::DELAY_MS_MAX);
+    assert!(REASON_BYTES_MAX == group::REASON_BYTES_MAX);
+    assert!(CONSUMER_BYTES_MAX == group::CONSUMER_BYTES_MAX);
+    assert!(BATCH_DELIVERIES_MAX == mailroom::topic::BATCH_DELIVERIES_MAX);
+    assert!(NAME_BYTES_MAX == mailroom::topic::GROUP_NAME_BYTES_MAX);
+};

@@ -1,0 +1,36 @@
+//! The publish stream (`GET /v1/topics/{topic}/publish/ws`): one WebSocket frame per
+//! message from the client, answered in order by [`StreamConfirmation`] text frames.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ErrorCode;
+
+/// One confirmation frame: the fate of frames `seq .. seq + count`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct StreamConfirmation {
+    /// The first frame covered (frames are numbered from 0 on the connection).
+    pub seq: u64,
+    /// How many consecutive frames are covered.
+    pub count: u64,
+    /// On success: the offset of frame `seq`; frame `seq + i` got `offset + i`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
+    /// On failure: why none of the covered frames was published.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<StreamError>,
+}
+
+/// Why frames were not published: the code and message an HTTP publish would give.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct StreamError {
+    /// The stable error code (`payload_too_large`, `unknown_topic`, `store_failed`, ...).
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub code: ErrorCode,
+    /// A human-readable explanation.
+    pub message: String,
+}
+
+/// The close reason of a stream ended by the server's shutdown (close code 1001).
+pub const SHUTDOWN_CLOSE_REASON: &str = "shutting_down";
