@@ -13,8 +13,8 @@ use crate::names::Name;
 use crate::routes::publish_stream;
 
 /// The API's OpenAPI document: its paths come from the routes themselves
-/// (`crate::app`'s one list of them, each with its `#[utoipa::path]`), the rest from
-/// [`ApiDoc`]. Built once.
+/// ([`routes`](crate::routes::routes), the one list of them, each with its
+/// `#[utoipa::path]`), the rest from [`ApiDoc`]. Built once.
 ///
 /// ```
 /// let doc = mailroom_server::openapi::document();
@@ -23,7 +23,7 @@ use crate::routes::publish_stream;
 pub fn document() -> &'static utoipa::openapi::OpenApi {
     static DOCUMENT: LazyLock<utoipa::openapi::OpenApi> = LazyLock::new(|| {
         // The body limits do not show in the document, so any payload limit will do.
-        let routes = crate::app::routes(crate::config::Config::default().payload_bytes_max);
+        let routes = crate::routes::routes(crate::config::Config::default().payload_bytes_max);
         let mut document = ApiDoc::openapi();
         document.merge(routes.v1.merge(routes.operations).into_openapi());
         BearerOnV1.modify(&mut document);

@@ -24,12 +24,15 @@ pub use mailroom_api::channels::{
     ChannelClosed, ChannelDelivery, ChannelInfo, ChannelList, CreateChannel,
 };
 pub use mailroom_api::limits::{MAILBOX_CAPACITY_DEFAULT, MAX_SUBSCRIBERS_DEFAULT};
+use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt as _};
+use utoipa_axum::routes;
 
 use crate::body::{JsonBody, RawBody};
 use crate::channels::{Channel, Created};
 use crate::error::{ApiError, ErrorBody};
 use crate::metrics::Metrics;
 use crate::paths::ChannelPath;
+use crate::routes::BodyLimits;
 use crate::state::AppState;
 
 /// The largest message or frame a WebSocket subscriber may send to the server.
@@ -298,6 +301,17 @@ fn sse_event(payload: Bytes) -> Event {
             .event("base64")
             .data(base64::engine::general_purpose::STANDARD.encode(&payload)),
     }
+}
+
+/// The channel routes: list, create, describe, close, publish, subscribe (WebSocket,
+/// Server-Sent Events).
+pub fn router(limits: BodyLimits) -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_channels))
+        .routes(routes!(create_channel, channel_info_route, close_channel).layer(limits.json))
+        .routes(routes!(publish_channel).layer(limits.payload))
+        .routes(routes!(subscribe_ws))
+        .routes(routes!(subscribe_events))
 }
 
 #[cfg(test)]

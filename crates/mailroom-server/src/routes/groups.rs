@@ -1,10 +1,9 @@
 //! Consumer groups: create, describe and delete, and what the other group routes share
 //! (the JSON form of a group's state).
 //!
-//! A group's deliveries (poll, ack, nack) are in [`crate::routes::deliveries`], their
-//! batch forms in [`crate::routes::batch`], its dead letters in
-//! [`crate::routes::dead_letters`] and its leases and redrives in
-//! [`crate::routes::group_control`].
+//! A group's deliveries (poll, ack, nack and their batch forms) are in
+//! [`crate::routes::deliveries`], its leases in [`crate::routes::leases`] and its dead
+//! letters (listing, redrive, purge) in [`crate::routes::dead_letters`].
 //!
 //! Every transition goes through the store, which runs the one group state machine
 //! (`mailroom::group`) and makes the event durable before the response is sent (the hot
@@ -14,20 +13,25 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use mailroom::group::GroupConfig;
+use mailroom::group::{Backoff, DeliveryId, GroupConfig};
 use mailroom::topic::{GroupInfo, StartPosition};
 pub use mailroom_api::groups::{
-    CreateGroup, GroupCreated, GroupDeleted, GroupInfo as GroupInfoBody, Start, StartName,
+    Backoff as BackoffBody, CreateGroup, DeadLetterNote as DeadLetterNoteBody,
+    GroupCounters as CountersBody, GroupCreated, GroupDeleted, GroupDetail as GroupDetailBody,
+    GroupInfo as GroupInfoBody, Start, StartName,
 };
 /// The largest `max_attempts` a group may have.
 pub use mailroom_api::limits::MAX_ATTEMPTS_MAX as MAX_ATTEMPTS_LIMIT;
+use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt as _};
+use utoipa_axum::routes;
 
+use crate::backend::GroupDetail;
 use crate::body::JsonBody;
 use crate::error::{ApiError, ErrorBody};
 use crate::paths::GroupPath;
 use crate::routes::arguments::check_group_settings;
 use crate::routes::deliveries::DeliveryRef;
-use crate::routes::group_control::{group_config, group_detail, GroupDetailBody};
+use crate::routes::BodyLimits;
 use crate::state::AppState;
 
 /// The JSON form of a group's state.
@@ -135,4 +139,77 @@ pub async fn delete_group(
         group,
         deleted: true,
     }))
+}
+
+/// The optional settings of a new group, beyond `max_attempts`; `None` when none is set,
+/// so such a group is created exactly as in the seed.
+pub fn group_config(
+    max_attempts: u32,
+    lease_ms: Option<u64>,
+    backoff: Option<BackoffBody>,
+    max_in_flight: Option<u32>,
+) -> Option<GroupConfig> {
+    if lease_ms.is_none() && backoff.is_none() && max_in_flight.is_none() {
+        return None;
+    }
+    let mut config = GroupConfig::new(max_attempts);
+    config.lease_ms = lease_ms;
+    config.backoff = backoff.map(Backoff::from);
+    if let Some(window) = max_in_flight {
+        config.max_in_flight = window;
+    }
+    Some(config)
+}
+
+/// Reads everything [`GroupDetailBody`] shows.
+pub async fn group_detail(
+    state: &AppState,
+    topic: String,
+    group: String,
+) -> Result<GroupDetailBody, ApiError> {
+    let detail = state.backend.group_detail(&topic, &group).await?;
+    let GroupDetail {
+        info,
+        config,
+        counters,
+        in_flight,
+        dead_letters,
+    } = detail;
+    Ok(GroupDetailBody {
+        info: group_info_body(info),
+        lease_ms: config.lease_ms,
+        backoff: config.backoff.map(BackoffBody::from),
+        max_in_flight: config.max_in_flight,
+        counters: counters.into(),
+        deliveries: in_flight.into_iter().map(delivery_ref).collect(),
+        dead_letter_notes: dead_letters.iter().map(DeadLetterNoteBody::from).collect(),
+    })
+}
+
+fn delivery_ref(id: DeliveryId) -> DeliveryRef {
+    DeliveryRef {
+        offset: id.offset,
+        attempt: id.attempt,
+    }
+}
+
+/// The group routes: create, describe, delete.
+pub fn router(limits: BodyLimits) -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(create_group, group_info, delete_group).layer(limits.json))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves a group with no new setting maps to no config (the seed path) and one with
+    // any setting keeps the others at their defaults.
+    #[test]
+    fn group_config_only_when_asked() {
+        assert_eq!(group_config(3, None, None, None), None);
+        let config = group_config(3, Some(500), None, Some(4)).unwrap();
+        assert_eq!(config.lease_ms, Some(500));
+        assert_eq!(config.backoff, None);
+        assert_eq!(config.max_in_flight, 4);
+    }
 }

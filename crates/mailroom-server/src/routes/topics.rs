@@ -15,12 +15,15 @@ pub use mailroom_api::topics::{
     Base64Message, BatchMessage, BatchPublished, BatchRequest, Published, TopicCreated,
     TopicDeleted, TopicInfo, TopicList, TopicSummary,
 };
+use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt as _};
+use utoipa_axum::routes;
 
 use crate::body::{JsonBody, RawBody};
 use crate::error::{ApiError, ErrorBody};
 use crate::metrics::TopicLabels;
 use crate::paths::TopicPath;
 use crate::routes::groups::group_info_body;
+use crate::routes::BodyLimits;
 use crate::state::AppState;
 
 /// Creates a topic (idempotent).
@@ -196,6 +199,15 @@ fn decode_batch(request: BatchRequest, payload_bytes_max: u64) -> Result<Vec<Byt
         payloads.push(payload);
     }
     Ok(payloads)
+}
+
+/// The topic routes: list, create, describe, delete, publish one, publish a batch.
+pub fn router(limits: BodyLimits) -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_topics))
+        .routes(routes!(create_topic, topic_info, delete_topic))
+        .routes(routes!(publish).layer(limits.payload))
+        .routes(routes!(publish_batch).layer(limits.message_batch))
 }
 
 #[cfg(test)]

@@ -68,6 +68,8 @@ use axum::extract::ws::{Message, WebSocketUpgrade};
 use axum::extract::State;
 use axum::response::Response;
 use futures_util::{Sink, Stream};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::error::{ApiError, ErrorBody};
 use crate::names::check_name;
@@ -173,4 +175,9 @@ where
     let handle = state.backend.publisher(&topic)?;
     Publisher::new(state, topic, handle).run(socket).await;
     Ok(())
+}
+
+/// The publish stream's route.
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(publish_stream))
 }

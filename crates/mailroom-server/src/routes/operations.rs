@@ -6,6 +6,8 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::Json;
 pub use mailroom_api::ops::Health;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::error::ApiError;
 use crate::metrics::Metrics;
@@ -70,4 +72,12 @@ async fn refresh_gauges(state: &AppState) -> Result<(), ApiError> {
     responses((status = 200, description = "The OpenAPI document", content_type = "application/json", body = Object)))]
 pub async fn openapi() -> Json<&'static utoipa::openapi::OpenApi> {
     Json(crate::openapi::document())
+}
+
+/// The operations' routes: health, metrics, the OpenAPI document.
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(healthz))
+        .routes(routes!(metrics))
+        .routes(routes!(openapi))
 }

@@ -1,35 +1,38 @@
 //! Batch consumption: poll up to `max` deliveries in one request, optionally waiting for
 //! them (a long poll), and ack or nack a list of deliveries in one request.
 //!
-//! Each request is one backend call ([`Backend::poll_batch`](crate::backend::Backend::poll_batch), `ack_batch`, `nack_batch`):
-//! one log write and one durability point for the whole batch. The rules are the single
+//! Each request is one backend call
+//! ([`Backend::poll_batch`](crate::backend::Backend::poll_batch), `ack_batch`,
+//! `nack_batch`): one log write and one durability point for the whole batch. The rules are the single
 //! forms' rules applied in order; an ack or nack that does not name a delivery in flight
 //! fails alone, as an item of the answer, and the others still take effect.
 //!
 //! A `poll/batch` may carry an `ack` list: those deliveries are acked first, in the same
-//! backend call as the poll ([`Backend::ack_then_poll_batch`](crate::backend::Backend::ack_then_poll_batch): one write, one sync), so a
-//! consumer working in rounds pays one request and one sync per round. Under a long poll
+//! backend call as the poll
+//! ([`Backend::ack_then_poll_batch`](crate::backend::Backend::ack_then_poll_batch): one
+//! write, one sync), so a consumer working in rounds pays one request and one sync per
+//! round. Under a long poll
 //! the acks are done once, with the first poll; re-polls only poll.
 //!
-//! The bodies and their checks are in [`crate::routes::batch_bodies`]; the waiting of a
-//! long poll (`wait_ms` > 0) in [`crate::routes::batch_long_poll`].
+//! The checks of the bodies are in [`super::batch_arguments`]; the waiting of a long poll
+//! (`wait_ms` > 0) in [`super::waiting`].
 
 use axum::extract::State;
 use axum::Json;
 use mailroom::group::{DeliveryId, NackKind, NackOptions, NotOwned};
 use mailroom::topic::Nack;
 
+use super::batch_arguments::{
+    ack_ids, delivery_ids, poll_limits, AckBatchRequest, AckItemBody, AckOutcome, AckResults,
+    ItemErrorBody, NackBatchRequest, NackItemBody, NackResults, PollBatchRequest, PolledBatch,
+};
+use super::waiting::{long_poll, poll_once};
+use super::{delivery_body, NackOutcome};
 use crate::body::JsonBody;
 use crate::error::{ApiError, ErrorBody};
 use crate::metrics::{GroupLabels, Metrics, NackLabels};
 use crate::paths::GroupPath;
 use crate::routes::arguments::check_nack_options;
-use crate::routes::batch_bodies::{
-    ack_ids, delivery_ids, poll_limits, AckBatchRequest, AckItemBody, AckOutcome, AckResults,
-    ItemErrorBody, NackBatchRequest, NackItemBody, NackResults, PollBatchRequest, PolledBatch,
-};
-use crate::routes::batch_long_poll::{long_poll, poll_once};
-use crate::routes::deliveries::{delivery_body, NackOutcome};
 use crate::state::AppState;
 
 /// Polls a group for up to `max` deliveries, waiting up to `wait_ms` for at least one;
