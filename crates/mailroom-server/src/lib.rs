@@ -5,9 +5,10 @@
 //!
 //! - **Topics** (`/v1/topics/...`): durable, retained logs. Publish raw bytes or JSON
 //!   batches; consumer groups poll, ack and nack with exact `(offset, attempt)` fencing;
-//!   a message nacked on its final attempt is dead-lettered once. Beyond the seed
-//!   (`docs/semantics.md`, [`routes::groups`]): per-group leases (`touch` extends
-//!   one), backoff and `max_in_flight` W with consumer identities on poll; nack kinds
+//!   a message nacked on its final attempt is dead-lettered once. Groups also have
+//!   (`docs/semantics.md`; [`routes::groups`], [`routes::leases`],
+//!   [`routes::dead_letters`]): per-group leases (`touch` extends one), backoff and
+//!   `max_in_flight` W with consumer identities on poll; nack kinds
 //!   `nack`/`release`/`reject` with a delay and a reason; dead letters with reasons,
 //!   redriven to one group or purged.
 //! - **Live channels** (`/v1/channels/...`): best-effort fan-out to WebSocket and SSE

@@ -141,8 +141,8 @@ pub async fn delete_group(
     }))
 }
 
-/// The optional settings of a new group, beyond `max_attempts`; `None` when none is set,
-/// so such a group is created exactly as in the seed.
+/// The optional settings of a new group besides `max_attempts`; `None` when none is set,
+/// and the group then has the defaults (`GroupConfig::new(max_attempts)`).
 pub fn group_config(
     max_attempts: u32,
     lease_ms: Option<u64>,
@@ -202,8 +202,8 @@ pub fn router(limits: BodyLimits) -> OpenApiRouter<AppState> {
 mod tests {
     use super::*;
 
-    // Proves a group with no new setting maps to no config (the seed path) and one with
-    // any setting keeps the others at their defaults.
+    // Proves a group with no optional setting maps to no config (the defaults), and one
+    // with any setting keeps the others at their defaults.
     #[test]
     fn group_config_only_when_asked() {
         assert_eq!(group_config(3, None, None, None), None);
