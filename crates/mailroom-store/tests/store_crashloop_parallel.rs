@@ -1,6 +1,6 @@
 //! Kill -9 loop with batches and parallel consumers: the child (`mailroom-store-crashloop
 //! parallel`) runs a publisher, batch and single consumers on a group with
-//! `max_in_flight` 8 and a seed consumer on a group with `max_in_flight` 1, all at once,
+//! `max_in_flight` 8 and a plain consumer on a group with `max_in_flight` 1, all at once,
 //! and is SIGKILLed at random moments. After each kill the store must hold exactly what the
 //! child was told, give or take what its unconfirmed calls may have done.
 //!

@@ -1,5 +1,5 @@
-//! Model test for the settings beyond the seed: `Topic` (with a `ManualClock`) against a
-//! reference model written here from the rules of issue 7 (it does not use
+//! Model test for the group settings: `Topic` (with a `ManualClock`) against a reference
+//! model written here from the rules in docs/semantics.md (it does not use
 //! `mailroom::group`), driven by random publishes, polls by several consumers, acks,
 //! nacks of every kind with delays and reasons, touches, clock advances, redrives and
 //! purges over groups with leases, backoff and `max_in_flight` > 1, and batch polls,
@@ -691,7 +691,7 @@ proptest! {
     // Proves the topic follows the reference model of leases, nack kinds, delays,
     // backoff, redrive, purge, max_in_flight and batches step by step.
     #[test]
-    fn topic_matches_the_beyond_model(ops in proptest::collection::vec(op(), 1..120)) {
+    fn topic_matches_the_settings_model(ops in proptest::collection::vec(op(), 1..120)) {
         let clock = Arc::new(ManualClock::new(1_000));
         let mut harness = Harness {
             topic: Topic::with_clock(clock.clone()),

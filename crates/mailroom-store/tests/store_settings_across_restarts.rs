@@ -1,5 +1,5 @@
-//! The rules beyond the seed on disk: expiries and dead letters survive restarts exactly
-//! once, redrive touches one group only and survives retention, settings persist.
+//! Group settings and their effects on disk: expiries and dead letters survive restarts
+//! exactly once, redrive touches one group only and survives retention, settings persist.
 
 use std::path::Path;
 use std::sync::Arc;

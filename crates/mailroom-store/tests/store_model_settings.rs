@@ -1,4 +1,4 @@
-//! Model test for the settings beyond the seed on disk: a durable topic behaves exactly
+//! Model test for the group settings on disk: a durable topic behaves exactly
 //! like the in-memory `mailroom::topic::Topic` (both reading one `ManualClock`) through
 //! random operations with leases, backoff, nack kinds, delays, reasons, touches, redrive,
 //! purge, `max_in_flight` > 1 and batches (poll, ack, nack, ack-then-poll), mixed with clean restarts and
@@ -355,7 +355,7 @@ proptest! {
     // exactly as in memory, across clean restarts and power cuts (SyncPolicy::Always):
     // nothing confirmed is lost, no expiry or dead letter is repeated or forgotten.
     #[test]
-    fn durable_topic_matches_in_memory_topic_beyond_the_seed(
+    fn durable_topic_with_settings_matches_in_memory_topic(
         checkpoint_every in 1..12u64,
         ops in proptest::collection::vec(any_op(), 1..100),
     ) {

@@ -1,7 +1,7 @@
-//! Kill -9 loop over the group API beyond the seed: the child (`mailroom-store-crashloop
-//! beyond`) runs a publisher, consumers that poll with short leases (so some run out and
-//! are redelivered to another consumer), touch, ack, nack with a delay or the group's
-//! backoff, release and reject, and a thread that redrives and purges dead letters, all at
+//! Kill -9 loop over leases, nack kinds, redrive and purge: the child
+//! (`mailroom-store-crashloop leases`) runs a publisher, consumers that poll with short
+//! leases (so some run out and are redelivered to another consumer), touch, ack, nack
+//! with a delay or the group's backoff, release and reject, and a thread that redrives and purges dead letters, all at
 //! once, and is SIGKILLed at random moments. After each kill the store must hold exactly
 //! what the child was told, give or take what its unconfirmed calls may have done.
 //!
@@ -67,13 +67,13 @@ use mailroom_store::{Store, StoreOptions};
 /// Running and killing the child, shared by the kill -9 loops.
 mod crashloop_support;
 /// The child's lines, parsed into timed facts.
-#[path = "store_crashloop_beyond/lines.rs"]
+#[path = "store_crashloop_leases/lines.rs"]
 mod lines;
 /// The per-message model: states, facts and what they allow.
-#[path = "store_crashloop_beyond/model.rs"]
+#[path = "store_crashloop_leases/model.rs"]
 mod model;
 /// Reading a group's state out of a copy of the killed store.
-#[path = "store_crashloop_beyond/probe.rs"]
+#[path = "store_crashloop_leases/probe.rs"]
 mod probe;
 
 use crashloop_support::{check_messages, copy_dir, env_u64, run_child_until_killed};
@@ -104,7 +104,7 @@ pub struct GroupSpec {
     consumers: &'static [&'static str],
 }
 
-/// The child's groups (`crashloop/beyond.rs`).
+/// The child's groups (`crashloop/leases.rs`).
 const GROUPS: [GroupSpec; 2] = [
     GroupSpec {
         name: "gl",
@@ -170,7 +170,7 @@ fn run_child(
     model: &mut Model,
 ) -> Result<Cycle, String> {
     let args = [
-        "beyond".to_owned(),
+        "leases".to_owned(),
         dir.display().to_string(),
         seed.to_string(),
         start_ms.to_string(),
@@ -313,7 +313,7 @@ fn check(dir: &Path, model: &mut Model, cycle: &Cycle) -> Result<(), String> {
 // their attempts, reasons, times and payloads; each delivery in flight is owned by the
 // consumer it went to; and the redrive and purge counters agree.
 #[test]
-fn kill_minus_nine_beyond_the_seed_keeps_what_was_confirmed() {
+fn kill_minus_nine_with_leases_and_redrives_keeps_what_was_confirmed() {
     let cycles = env_u64("MAILROOM_CRASHLOOP_CYCLES", 30);
     let first_seed = env_u64("MAILROOM_CRASHLOOP_SEED", 1);
     let mut dir = tempfile::tempdir().unwrap();
