@@ -4,7 +4,6 @@
 //! showing) anything a power cut could take back.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -17,8 +16,7 @@ use mailroom::topic::{
 use mailroom_store::log::LogOptions;
 use mailroom_store::storage::SimStorage;
 use mailroom_store::{DurableTopic, Store, StoreError, StoreOptions};
-
-const DIR: &str = "/store";
+use mailroom_testkit::store::open_topic;
 
 /// Options where nothing but the operation under test syncs: no checkpoint, no roll.
 fn quiet_options() -> StoreOptions {
@@ -32,16 +30,6 @@ fn quiet_options() -> StoreOptions {
     }
 }
 
-fn open(sim: &SimStorage, options: &StoreOptions) -> (Store, DurableTopic) {
-    let store = Store::open_with(Arc::new(sim.clone()), Path::new(DIR), options.clone())
-        .expect("open the store");
-    if store.topic("t").is_err() {
-        store.create_topic("t").unwrap();
-    }
-    let topic = store.topic("t").unwrap();
-    (store, topic)
-}
-
 /// A topic with group `g` (`max_in_flight` = `window`, 2 attempts) and `messages`
 /// messages whose payloads name their offsets.
 fn with_group(
@@ -50,7 +38,7 @@ fn with_group(
     window: u32,
     messages: u64,
 ) -> (Store, DurableTopic) {
-    let (store, topic) = open(sim, options);
+    let (store, topic) = open_topic(sim, options);
     let config = GroupConfig::new(2).with_max_in_flight(window);
     topic
         .create_group_with("g", StartPosition::Earliest, config)
@@ -220,7 +208,7 @@ fn ack_then_poll_costs_one_sync_and_refills_the_window() {
     invalid(topic.ack_then_poll_batch("g", &[], Some(""), 1));
     drop(topic);
     drop(store);
-    let (_store, topic) = open(&sim.crash(7), &quiet_options());
+    let (_store, topic) = open_topic(&sim.crash(7), &quiet_options());
     assert_eq!(topic.position("g").unwrap(), 64);
     let owned: Vec<u64> = topic
         .poll_batch("g", Some("w1"), 64)
@@ -276,12 +264,12 @@ fn batches_survive_reopen_and_power_cut() {
     let expected = observe(&topic);
     assert_eq!(expected.2.len(), 3);
     drop((store, topic));
-    let (store, topic) = open(&sim, &options);
+    let (store, topic) = open_topic(&sim, &options);
     assert_eq!(observe(&topic), expected);
     drop((store, topic));
     for seed in 0..8 {
         let image = sim.crash(seed);
-        let (_store, topic) = open(&image, &options);
+        let (_store, topic) = open_topic(&image, &options);
         assert_eq!(observe(&topic), expected, "power cut with seed {seed}");
         assert_eq!(topic.redrive("g", 0..u64::MAX).unwrap(), 3);
         let redriven = topic.poll_batch("g", Some("w4"), 16).unwrap();
@@ -315,7 +303,7 @@ fn reads_never_show_what_a_power_cut_could_take_back() {
         let images: Vec<SimStorage> = (0..4).map(|seed| sim.crash(round * 4 + seed)).collect();
         acker.join().unwrap();
         for image in &images {
-            let (_store, after) = open(image, &quiet_options());
+            let (_store, after) = open_topic(image, &quiet_options());
             assert_eq!(after.position("g").unwrap(), round + 1, "round {round}");
         }
     }
@@ -374,7 +362,7 @@ fn run_worker(topic: &DurableTopic, worker: usize, confirmed: &Mutex<Confirmed>)
 /// message comes back, no delivery comes back with a lower attempt, and every message is
 /// either acked or still there to finish.
 fn check_image(image: &SimStorage, confirmed: &Confirmed, messages: u64) {
-    let (_store, topic) = open(image, &quiet_options());
+    let (_store, topic) = open_topic(image, &quiet_options());
     let mut seen = BTreeSet::new();
     // Each worker's own deliveries in flight come back to it first, then new ones.
     for worker in (0..WORKERS).chain([WORKERS]) {

@@ -60,6 +60,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use mailroom::group::Backoff;
 use mailroom_store::clock::{Clock, ManualClock};
 use mailroom_store::log::{LogOptions, SyncPolicy};
 use mailroom_store::{Store, StoreOptions};
@@ -113,8 +114,7 @@ const GROUPS: [GroupSpec; 2] = [
         rules: Rules {
             max_attempts: 3,
             lease_ms: 60,
-            backoff_base_ms: 20,
-            backoff_cap_ms: 20,
+            backoff: Backoff::Fixed { delay_ms: 20 },
         },
     },
     GroupSpec {
@@ -124,8 +124,10 @@ const GROUPS: [GroupSpec; 2] = [
         rules: Rules {
             max_attempts: 2,
             lease_ms: 40,
-            backoff_base_ms: 10,
-            backoff_cap_ms: 40,
+            backoff: Backoff::Exponential {
+                base_ms: 10,
+                cap_ms: 40,
+            },
         },
     },
 ];

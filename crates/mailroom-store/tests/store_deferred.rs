@@ -4,7 +4,6 @@
 //! written by the wait side, never by the call part.
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -17,8 +16,8 @@ use mailroom::topic::{Delivery, Nack, StartPosition, TopicError};
 use mailroom_store::log::{LogOptions, SyncPolicy};
 use mailroom_store::storage::SimStorage;
 use mailroom_store::{Deferred, DurableTopic, Store, StoreError, StoreOptions};
+use mailroom_testkit::store::open_topic;
 
-const DIR: &str = "/store";
 const CHECKPOINT: &str = "/store/topics/t/CHECKPOINT";
 /// Power-cut images drawn per check.
 const SEEDS: u64 = 6;
@@ -36,19 +35,9 @@ fn quiet(sync: SyncPolicy) -> StoreOptions {
     }
 }
 
-fn open(sim: &SimStorage, options: &StoreOptions) -> (Store, DurableTopic) {
-    let store = Store::open_with(Arc::new(sim.clone()), Path::new(DIR), options.clone())
-        .expect("open the store");
-    if store.topic("t").is_err() {
-        store.create_topic("t").unwrap();
-    }
-    let topic = store.topic("t").unwrap();
-    (store, topic)
-}
-
 /// A topic with group `g` (window 8, 2 attempts) and `messages` messages.
 fn with_group(sim: &SimStorage, options: &StoreOptions, messages: u64) -> (Store, DurableTopic) {
-    let (store, topic) = open(sim, options);
+    let (store, topic) = open_topic(sim, options);
     let config = GroupConfig::new(2).with_max_in_flight(8);
     topic
         .create_group_with("g", StartPosition::Earliest, config)
@@ -81,7 +70,7 @@ fn state(topic: &DurableTopic) -> String {
 fn image_state(sim: &SimStorage) -> String {
     let states: Vec<String> = (0..SEEDS)
         .map(|seed| {
-            let (_store, topic) = open(&sim.crash(seed), &quiet(SyncPolicy::Always));
+            let (_store, topic) = open_topic(&sim.crash(seed), &quiet(SyncPolicy::Always));
             state(&topic)
         })
         .collect();
@@ -255,7 +244,7 @@ fn tasks_on_one_thread_share_syncs() {
     const TASKS: u64 = 32;
     const ROUNDS: u64 = 8;
     let sim = SimStorage::new();
-    let (_store, topic) = open(&sim, &quiet(SyncPolicy::Always));
+    let (_store, topic) = open_topic(&sim, &quiet(SyncPolicy::Always));
     let config = GroupConfig::new(3).with_max_in_flight(TASKS as u32);
     topic
         .create_group_with("g", StartPosition::Earliest, config)
@@ -299,7 +288,7 @@ fn threads_of_tasks_consume_one_group_exactly_once() {
     const TASKS: usize = 8;
     const MESSAGES: u64 = 480;
     let sim = SimStorage::new();
-    let (_store, topic) = open(&sim, &quiet(SyncPolicy::Always));
+    let (_store, topic) = open_topic(&sim, &quiet(SyncPolicy::Always));
     let config = GroupConfig::new(3).with_max_in_flight(64);
     topic
         .create_group_with("g", StartPosition::Earliest, config)
