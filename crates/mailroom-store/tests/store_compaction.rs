@@ -12,7 +12,7 @@ use mailroom_store::log::SyncPolicy;
 use mailroom_store::storage::{Op, SimStorage, Storage, Watched, Watcher};
 use mailroom_store::{DurableTopic, Store, StoreOptions};
 use mailroom_testkit::store::{
-    compacting_options, open_store, open_store_on, try_open_store, STORE_DIR,
+    ack_traffic, compacting_options, open_store, open_store_on, try_open_store, STORE_DIR,
 };
 use parking_lot::Mutex;
 
@@ -70,15 +70,7 @@ fn traffic(topic: &DurableTopic, count: usize) {
 
 /// [`traffic`] consumed by each of `groups`.
 fn traffic_on(topic: &DurableTopic, groups: &[&str], count: usize) {
-    for _ in 0..count {
-        topic
-            .publish(Bytes::from_static(b"ordinary traffic"))
-            .unwrap();
-        for group in groups {
-            let delivery = topic.poll(group).unwrap().expect("a message");
-            topic.ack(group, delivery.id()).unwrap();
-        }
-    }
+    ack_traffic(topic, groups, b"ordinary traffic", count);
 }
 
 fn assert_dead_letters(topic: &DurableTopic, expected: &Expected) {

@@ -12,7 +12,7 @@ use mailroom::topic::Nack;
 use mailroom_store::log::SyncPolicy;
 use mailroom_store::storage::{SimStorage, Storage};
 use mailroom_store::{DurableTopic, Store, StoreOptions};
-use mailroom_testkit::store::{compacting_options, open_store, STORE_DIR};
+use mailroom_testkit::store::{ack_traffic, compacting_options, open_store, STORE_DIR};
 
 /// Dead letters of about 200 bytes each: 40 of them span about 8 one-KiB segments, well
 /// past the 4 that compaction needs before it looks at bytes.
@@ -68,14 +68,7 @@ fn dead_letter(topic: &DurableTopic, count: usize) {
 
 /// Publishes, polls and acks `count` messages: groups-log traffic that kills nothing.
 fn traffic(topic: &DurableTopic, count: usize) {
-    for _ in 0..count {
-        topic.publish(Bytes::from_static(b"traffic")).unwrap();
-        let delivery = topic
-            .poll("g")
-            .unwrap()
-            .expect("the message just published");
-        topic.ack("g", delivery.id()).unwrap();
-    }
+    ack_traffic(topic, &["g"], b"traffic", count);
 }
 
 fn assert_dead_letters(topic: &DurableTopic) {

@@ -16,7 +16,9 @@ use mailroom_store::storage::{Op, SimStorage, Storage, Watched, Watcher};
 use mailroom_store::{
     DeadLetterPage, DurableTopic, Store, StoreError, StoreOptions, DEAD_LETTERS_PAGE_MAX,
 };
-use mailroom_testkit::store::{compacting_options, open_store, open_store_on, STORE_DIR};
+use mailroom_testkit::store::{
+    ack_traffic, compacting_options, open_store, open_store_on, STORE_DIR,
+};
 use proptest::prelude::*;
 
 /// The most deliveries group `g` may have in flight: enough for every batch below.
@@ -83,14 +85,7 @@ fn reject(topic: &DurableTopic, ids: &[DeliveryId]) {
 
 /// Publishes, polls and acks `count` messages: groups-log traffic that kills nothing.
 fn traffic(topic: &DurableTopic, count: usize) {
-    for _ in 0..count {
-        topic.publish(Bytes::from_static(b"traffic")).unwrap();
-        let delivery = topic
-            .poll("g")
-            .unwrap()
-            .expect("the message just published");
-        topic.ack("g", delivery.id()).unwrap();
-    }
+    ack_traffic(topic, &["g"], b"traffic", count);
 }
 
 /// What the server's `GET .../dead-letters` answered before pages came from the store:

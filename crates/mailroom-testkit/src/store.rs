@@ -7,7 +7,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use mailroom::topic::TopicError;
+use bytes::Bytes;
+use mailroom::group::GroupConfig;
+use mailroom::topic::{StartPosition, TopicError};
 use mailroom_store::log::{Log, LogOptions, SyncPolicy};
 use mailroom_store::storage::{SimStorage, Storage};
 use mailroom_store::{DurableTopic, Store, StoreError, StoreOptions};
@@ -268,6 +270,89 @@ pub fn numbered_payload(i: u64, bytes: usize) -> Vec<u8> {
     let mut payload = vec![(i % 251) as u8; bytes];
     payload[..8].copy_from_slice(&i.to_le_bytes());
     payload
+}
+
+/// The payload of the message at `offset` in a topic [`topic_with_group`] filled:
+/// `message <offset>`, so a delivery names where it came from.
+///
+/// # Examples
+///
+/// ```
+/// assert_eq!(mailroom_testkit::store::offset_payload(7), "message 7");
+/// ```
+pub fn offset_payload(offset: u64) -> Bytes {
+    Bytes::from(format!("message {offset}"))
+}
+
+/// Opens topic [`TOPIC`] (see [`open_topic`]) with group `g` (2 attempts, `max_in_flight`
+/// = `window`, from the earliest offset) and publishes `messages` messages, each carrying
+/// [`offset_payload`] of its offset, in one batch.
+///
+/// # Panics
+///
+/// If the store does not open or refuses the group or the batch.
+///
+/// # Examples
+///
+/// ```
+/// use mailroom_store::storage::SimStorage;
+/// use mailroom_testkit::store::{offset_payload, topic_with_group};
+///
+/// let (_store, topic) = topic_with_group(&SimStorage::new(), &Default::default(), 4, 10);
+/// let batch = topic.poll_batch("g", None, 10).unwrap();
+/// assert_eq!(batch.len(), 4);
+/// assert_eq!(batch[3].message, offset_payload(3));
+/// ```
+pub fn topic_with_group(
+    storage: &SimStorage,
+    options: &StoreOptions,
+    window: u32,
+    messages: u64,
+) -> (Store, DurableTopic) {
+    let (store, topic) = open_topic(storage, options);
+    let config = GroupConfig::new(2).with_max_in_flight(window);
+    topic
+        .create_group_with("g", StartPosition::Earliest, config)
+        .expect("create group g");
+    let payloads: Vec<Bytes> = (0..messages).map(offset_payload).collect();
+    topic
+        .publish_batch(&payloads)
+        .expect("publish the messages");
+    (store, topic)
+}
+
+/// Publishes `count` messages of `payload`, each polled and acked at once by every group
+/// of `groups`: groups-log traffic that moves positions and dead-letters nothing, so
+/// checkpoints have old segments to compact.
+///
+/// # Panics
+///
+/// If a call fails or a group finds nothing to poll (another consumer owns a delivery).
+///
+/// # Examples
+///
+/// ```
+/// use mailroom_store::storage::SimStorage;
+/// use mailroom_testkit::store::{ack_traffic, open_topic};
+///
+/// let (_store, topic) = open_topic(&SimStorage::new(), &Default::default());
+/// topic.create_group("g", 1).unwrap();
+/// ack_traffic(&topic, &["g"], b"traffic", 3);
+/// assert_eq!(topic.position("g").unwrap(), 3);
+/// ```
+pub fn ack_traffic(topic: &DurableTopic, groups: &[&str], payload: &'static [u8], count: usize) {
+    for _ in 0..count {
+        topic
+            .publish(Bytes::from_static(payload))
+            .expect("publish traffic");
+        for group in groups {
+            let delivery = topic
+                .poll(group)
+                .expect("poll traffic")
+                .expect("the message just published");
+            topic.ack(group, delivery.id()).expect("ack traffic");
+        }
+    }
 }
 
 /// The store's result with the rule errors unwrapped, so it compares with the in-memory
