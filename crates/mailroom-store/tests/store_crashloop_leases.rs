@@ -77,7 +77,7 @@ mod model;
 #[path = "store_crashloop_leases/probe.rs"]
 mod probe;
 
-use crashloop_support::{check_messages, copy_dir, env_u64, run_child_until_killed};
+use crashloop_support::{check_messages, copy_dir, env_u64, run_child_until_killed, Draws};
 use lines::Cycle;
 use model::{allowed, Phase, Rules, Slot, FRESH};
 use probe::{observe, owners, Observed, Owners, Seen};
@@ -323,7 +323,7 @@ fn kill_minus_nine_with_leases_and_redrives_keeps_what_was_confirmed() {
         kill_ms: START_MS,
         ..Model::default()
     };
-    let mut choose = first_seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut draws = Draws::new(first_seed);
     for cycle_number in 0..cycles {
         if cycle_number > 0 && cycle_number % EPOCH_CYCLES == 0 {
             dir = tempfile::tempdir().unwrap();
@@ -334,11 +334,9 @@ fn kill_minus_nine_with_leases_and_redrives_keeps_what_was_confirmed() {
                 ..Model::default()
             };
         }
-        choose ^= choose << 13;
-        choose ^= choose >> 7;
-        choose ^= choose << 17;
-        let lines_before_kill = 1 + choose % LINES_BEFORE_KILL_MAX;
-        let start_ms = model.kill_ms + STEP_MS * (choose >> 32).rem_euclid(DOWNTIME_TICKS_MAX + 1);
+        let draw = draws.next_draw();
+        let lines_before_kill = 1 + draw % LINES_BEFORE_KILL_MAX;
+        let start_ms = model.kill_ms + STEP_MS * (draw >> 32).rem_euclid(DOWNTIME_TICKS_MAX + 1);
         let seed = first_seed + cycle_number;
         let result = run_child(dir.path(), seed, start_ms, lines_before_kill, &mut model)
             .and_then(|cycle| check(dir.path(), &mut model, &cycle));
