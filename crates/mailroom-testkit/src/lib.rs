@@ -6,7 +6,8 @@
 //!   same space.
 //! - [`model`]: small pieces of the reference models, written once from the rules.
 //! - `store` (feature `store`): opening a store, a topic or a log on simulated storage,
-//!   the option sets several store tests share, and unwrapping the store's rule errors.
+//!   the option sets and fixtures several store tests share, a topic that restarts or
+//!   loses power between model steps, and unwrapping the store's rule errors.
 //!
 //! The store helpers use the same `mailroom_store` crate instance as the integration
 //! tests that call them (integration tests link the library, not its test build), so a

@@ -1,5 +1,6 @@
-//! Opening a store, a topic or a log on simulated storage, the option sets several store
-//! tests share, and unwrapping the store's rule errors.
+//! Opening a store, a topic or a log on simulated storage, the option sets and fixtures
+//! (a topic with a group, acked traffic, numbered payloads) several store tests share, a
+//! topic a model test restarts between steps, and unwrapping the store's rule errors.
 //!
 //! Every store helper opens at [`STORE_DIR`]; a test that looks at the files inside joins
 //! its paths onto that constant.
