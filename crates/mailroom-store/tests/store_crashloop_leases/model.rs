@@ -3,6 +3,9 @@
 //! rules are in the parent file's module docs). Written from the documented rules of
 //! `mailroom::group`, not from its code.
 
+use mailroom::group::Backoff;
+use mailroom_testkit::model::backoff_ms as reference_backoff_ms;
+
 /// How a dead letter died.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Why {
@@ -60,16 +63,13 @@ pub const fn slot(phase: Phase, attempt: u32, failures: u32, time_ms: u64) -> Sl
 pub struct Rules {
     pub max_attempts: u32,
     pub lease_ms: u64,
-    /// Fixed (`base_ms == cap_ms`) or doubling from `base_ms` up to `cap_ms`.
-    pub backoff_base_ms: u64,
-    pub backoff_cap_ms: u64,
+    pub backoff: Backoff,
 }
 
 impl Rules {
     /// The group's delay after the `failures`-th failure (the first is 1).
     fn backoff_ms(&self, failures: u32) -> u64 {
-        let doublings = failures.saturating_sub(1).min(16);
-        (self.backoff_base_ms << doublings).min(self.backoff_cap_ms)
+        reference_backoff_ms(Some(self.backoff), failures)
     }
 }
 
@@ -282,8 +282,10 @@ mod tests {
     const RULES: Rules = Rules {
         max_attempts: 2,
         lease_ms: 60,
-        backoff_base_ms: 10,
-        backoff_cap_ms: 40,
+        backoff: Backoff::Exponential {
+            base_ms: 10,
+            cap_ms: 40,
+        },
     };
 
     fn fact(attempt: u32, at_ms: u64, act: Act) -> Fact {

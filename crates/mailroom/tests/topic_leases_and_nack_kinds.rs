@@ -1,5 +1,5 @@
-//! One test per rule beyond the seed (issue 7): leases, nack kinds, delays and backoff,
-//! redrive and purge, `max_in_flight` > 1 and its ordering guarantee.
+//! One test per rule of the group settings (docs/semantics.md): leases, nack kinds,
+//! delays and backoff, redrive and purge, `max_in_flight` > 1 and its ordering guarantee.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};

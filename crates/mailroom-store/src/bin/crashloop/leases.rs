@@ -1,7 +1,7 @@
-//! The `beyond` child of `tests/store_crashloop_beyond.rs`: the group API beyond the seed
-//! (leases that run out and are redelivered to another consumer, touch, nacks with a
-//! delay or the group's backoff, release, reject, redrive and purge) on topic `t`, all at
-//! once, on a clock the child moves itself.
+//! The `leases` child of `tests/store_crashloop_leases.rs`: leases that run out and are
+//! redelivered to another consumer, touch, nacks with a delay or the group's backoff,
+//! release, reject, redrive and purge on topic `t`, all at once, on a clock the child
+//! moves itself.
 //!
 //! # Time
 //!
@@ -177,7 +177,7 @@ fn thread_rng(seed: u64, thread: u64) -> Rng {
 
 /// Ends the whole process on a thread's error (see `exit_on_error`).
 fn guard(result: Result<(), String>) {
-    super::exit_on_error("beyond", result);
+    super::exit_on_error("leases", result);
 }
 
 fn ticker(world: &World) -> Result<(), String> {

@@ -1,5 +1,5 @@
-//! Groups beyond the seed over HTTP (issue 7): leases, nack kinds, redrive and purge,
-//! W > 1 with consumer identities, and their metrics. The real binary, via the client.
+//! Group settings over HTTP: leases, nack kinds, redrive and purge, W > 1 with consumer
+//! identities, and their metrics. The real binary, via the client.
 
 mod common;
 
@@ -162,8 +162,8 @@ async fn delayed_nack_waits_and_holds_the_group() {
     );
 }
 
-// Proves bad settings and options are 400 with a stable code, and that the seed's nack
-// body still means a plain nack.
+// Proves bad settings and options are 400 with a stable code, and that a nack with the
+// plain body (an id and nothing else) still means a plain nack.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_settings_and_options_are_refused() {
     let dir = temp_dir();
@@ -219,7 +219,7 @@ async fn bad_settings_and_options_are_refused() {
     assert_eq!(
         body,
         json!({"outcome": "retry"}),
-        "the seed body is a plain nack"
+        "the plain body is a plain nack"
     );
 }
 

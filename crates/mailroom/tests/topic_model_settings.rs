@@ -1,5 +1,5 @@
-//! Model test for the settings beyond the seed: `Topic` (with a `ManualClock`) against a
-//! reference model written here from the rules of issue 7 (it does not use
+//! Model test for the group settings: `Topic` (with a `ManualClock`) against a reference
+//! model written here from the rules in docs/semantics.md (it does not use
 //! `mailroom::group`), driven by random publishes, polls by several consumers, acks,
 //! nacks of every kind with delays and reasons, touches, clock advances, redrives and
 //! purges over groups with leases, backoff and `max_in_flight` > 1, and batch polls,
@@ -13,15 +13,18 @@ use std::sync::Arc;
 
 use mailroom::clock::ManualClock;
 use mailroom::group::NotOwned;
-use mailroom::group::{Backoff, GroupConfig, GroupCounters, NackKind, NackOptions};
+use mailroom::group::{GroupConfig, GroupCounters, NackKind, NackOptions};
 use mailroom::topic::{
     DeadLetterInfo, Delivery, DeliveryId, GroupInfo, Nack, StartPosition, Topic, TopicError,
     BATCH_DELIVERIES_MAX,
 };
+use mailroom_testkit::model::backoff_ms;
+use mailroom_testkit::strategy::{
+    group_config, nack_delay_ms, nack_kind, nack_reason, offset_range, CONSUMERS,
+};
 use proptest::prelude::*;
 
 const NAMES: [&str; 3] = ["a", "b", "ghost"];
-const CONSUMERS: [Option<&str>; 3] = [None, Some("x"), Some("y")];
 
 #[derive(Debug, Clone)]
 enum Pick {
@@ -56,23 +59,6 @@ enum Op {
     NackBatch(usize, Vec<BatchPick>, NackKind, Option<u64>, Option<String>),
 }
 
-fn config() -> impl Strategy<Value = GroupConfig> {
-    let backoff = prop_oneof![
-        Just(None),
-        (0..60u64).prop_map(|delay_ms| Some(Backoff::Fixed { delay_ms })),
-        (1..20u64, 20..90u64)
-            .prop_map(|(base_ms, cap_ms)| Some(Backoff::Exponential { base_ms, cap_ms })),
-    ];
-    (1..4u32, proptest::option::of(20..120u64), backoff, 1..4u32).prop_map(
-        |(max_attempts, lease_ms, backoff, max_in_flight)| GroupConfig {
-            max_attempts,
-            lease_ms,
-            backoff,
-            max_in_flight,
-        },
-    )
-}
-
 fn op() -> impl Strategy<Value = Op> {
     let name = 0..NAMES.len();
     let pick = prop_oneof![
@@ -80,12 +66,8 @@ fn op() -> impl Strategy<Value = Op> {
         2 => any::<usize>().prop_map(Pick::Seen),
         1 => (0..8u64, 0..6u32).prop_map(|(o, a)| Pick::MadeUp(o, a)),
     ];
-    let kind = prop_oneof![
-        Just(NackKind::Nack),
-        Just(NackKind::Release),
-        Just(NackKind::Reject)
-    ];
-    let range = (0..8u64, 0..10u64).prop_map(|(a, len)| a..a + len);
+    let kind = nack_kind();
+    let range = offset_range(0..8, 0..10);
     let max = prop_oneof![
         12 => 1..4usize,
         1 => Just(0usize),
@@ -99,10 +81,10 @@ fn op() -> impl Strategy<Value = Op> {
     let picks = proptest::collection::vec(batch_pick, 0..4);
     prop_oneof![
         3 => any::<u32>().prop_map(Op::Publish),
-        1 => (0..2usize, config()).prop_map(|(n, c)| Op::Create(n, c)),
+        1 => (0..2usize, group_config()).prop_map(|(n, c)| Op::Create(n, c)),
         6 => (name.clone(), 0..CONSUMERS.len()).prop_map(|(n, c)| Op::Poll(n, c)),
         4 => (name.clone(), pick.clone()).prop_map(|(n, p)| Op::Ack(n, p)),
-        4 => (name.clone(), pick.clone(), kind.clone(), proptest::option::of(0..80u64), proptest::option::of("[a-z]{0,6}"))
+        4 => (name.clone(), pick.clone(), kind.clone(), nack_delay_ms(), nack_reason())
             .prop_map(|(n, p, k, d, r)| Op::Nack(n, p, k, d, r)),
         1 => (name.clone(), pick.clone()).prop_map(|(n, p)| Op::Touch(n, p)),
         3 => (0..70u64).prop_map(Op::Advance),
@@ -110,7 +92,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (name.clone(), range).prop_map(|(n, r)| Op::Purge(n, r)),
         4 => (name.clone(), 0..CONSUMERS.len(), max).prop_map(|(n, c, m)| Op::PollBatch(n, c, m)),
         2 => (name.clone(), picks.clone()).prop_map(|(n, p)| Op::AckBatch(n, p)),
-        2 => (name, picks, kind.clone(), proptest::option::of(0..80u64), proptest::option::of("[a-z]{0,6}"))
+        2 => (name, picks, kind.clone(), nack_delay_ms(), nack_reason())
             .prop_map(|(n, p, k, d, r)| Op::NackBatch(n, p, k, d, r)),
     ]
 }
@@ -155,16 +137,6 @@ fn refused(error: TopicError) -> Refused {
         TopicError::GroupExists { .. } => Refused::Exists,
         TopicError::NotOwned { source, .. } => Refused::NotOwned(source.requested, source.current),
         other => panic!("unexpected error {other:?}"),
-    }
-}
-
-fn backoff_ms(config: &GroupConfig, failures: u32) -> u64 {
-    match config.backoff {
-        None => 0,
-        Some(Backoff::Fixed { delay_ms }) => delay_ms,
-        Some(Backoff::Exponential { base_ms, cap_ms }) => {
-            (base_ms << (failures - 1).min(40)).min(cap_ms)
-        }
     }
 }
 
@@ -219,7 +191,7 @@ impl MGroup {
                 self.kill(offset, Some("lease expired".into()), deadline);
             } else {
                 let failures = slot.failures;
-                slot.phase = Phase::Ready(deadline + backoff_ms(&self.config, failures));
+                slot.phase = Phase::Ready(deadline + backoff_ms(self.config.backoff, failures));
             }
         }
     }
@@ -342,8 +314,9 @@ impl MGroup {
             }
             NackKind::Nack => {
                 slot.failures += 1;
-                (slot.failures < config.max_attempts)
-                    .then(|| now + delay.unwrap_or_else(|| backoff_ms(&config, slot.failures)))
+                (slot.failures < config.max_attempts).then(|| {
+                    now + delay.unwrap_or_else(|| backoff_ms(config.backoff, slot.failures))
+                })
             }
         };
         match ready_at {
@@ -691,7 +664,7 @@ proptest! {
     // Proves the topic follows the reference model of leases, nack kinds, delays,
     // backoff, redrive, purge, max_in_flight and batches step by step.
     #[test]
-    fn topic_matches_the_beyond_model(ops in proptest::collection::vec(op(), 1..120)) {
+    fn topic_matches_the_settings_model(ops in proptest::collection::vec(op(), 1..120)) {
         let clock = Arc::new(ManualClock::new(1_000));
         let mut harness = Harness {
             topic: Topic::with_clock(clock.clone()),

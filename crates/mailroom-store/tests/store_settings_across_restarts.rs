@@ -1,7 +1,6 @@
-//! The rules beyond the seed on disk: expiries and dead letters survive restarts exactly
-//! once, redrive touches one group only and survives retention, settings persist.
+//! Group settings and their effects on disk: expiries and dead letters survive restarts
+//! exactly once, redrive touches one group only and survives retention, settings persist.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -11,8 +10,7 @@ use mailroom::topic::{DeliveryId, Nack, StartPosition, TopicError};
 use mailroom_store::log::LogOptions;
 use mailroom_store::storage::SimStorage;
 use mailroom_store::{DurableTopic, Retention, Store, StoreError, StoreOptions};
-
-const DIR: &str = "/store";
+use mailroom_testkit::store::open_topic;
 
 struct Disk {
     sim: SimStorage,
@@ -46,15 +44,7 @@ impl Disk {
         if let Some(seed) = crash {
             self.sim = self.sim.crash(seed);
         }
-        let store = Store::open_with(
-            Arc::new(self.sim.clone()),
-            Path::new(DIR),
-            self.options.clone(),
-        )
-        .unwrap();
-        store.create_topic("t").unwrap();
-        let topic = store.topic("t").unwrap();
-        (store, topic)
+        open_topic(&self.sim, &self.options)
     }
 }
 

@@ -1,4 +1,4 @@
-//! The child's lines (see `crashloop/beyond.rs` in the store's binaries), parsed into
+//! The child's lines (see `crashloop/leases.rs` in the store's binaries), parsed into
 //! facts about messages, each with the time of the tick it came after.
 
 use std::collections::BTreeMap;

@@ -1,7 +1,7 @@
-//! Kill -9 loop over the group API beyond the seed: the child (`mailroom-store-crashloop
-//! beyond`) runs a publisher, consumers that poll with short leases (so some run out and
-//! are redelivered to another consumer), touch, ack, nack with a delay or the group's
-//! backoff, release and reject, and a thread that redrives and purges dead letters, all at
+//! Kill -9 loop over leases, nack kinds, redrive and purge: the child
+//! (`mailroom-store-crashloop leases`) runs a publisher, consumers that poll with short
+//! leases (so some run out and are redelivered to another consumer), touch, ack, nack
+//! with a delay or the group's backoff, release and reject, and a thread that redrives and purges dead letters, all at
 //! once, and is SIGKILLed at random moments. After each kill the store must hold exactly
 //! what the child was told, give or take what its unconfirmed calls may have done.
 //!
@@ -60,6 +60,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use mailroom::group::Backoff;
 use mailroom_store::clock::{Clock, ManualClock};
 use mailroom_store::log::{LogOptions, SyncPolicy};
 use mailroom_store::{Store, StoreOptions};
@@ -67,16 +68,16 @@ use mailroom_store::{Store, StoreOptions};
 /// Running and killing the child, shared by the kill -9 loops.
 mod crashloop_support;
 /// The child's lines, parsed into timed facts.
-#[path = "store_crashloop_beyond/lines.rs"]
+#[path = "store_crashloop_leases/lines.rs"]
 mod lines;
 /// The per-message model: states, facts and what they allow.
-#[path = "store_crashloop_beyond/model.rs"]
+#[path = "store_crashloop_leases/model.rs"]
 mod model;
 /// Reading a group's state out of a copy of the killed store.
-#[path = "store_crashloop_beyond/probe.rs"]
+#[path = "store_crashloop_leases/probe.rs"]
 mod probe;
 
-use crashloop_support::{check_messages, copy_dir, env_u64, run_child_until_killed};
+use crashloop_support::{check_messages, copy_dir, env_u64, run_child_until_killed, Draws};
 use lines::Cycle;
 use model::{allowed, Phase, Rules, Slot, FRESH};
 use probe::{observe, owners, Observed, Owners, Seen};
@@ -104,7 +105,7 @@ pub struct GroupSpec {
     consumers: &'static [&'static str],
 }
 
-/// The child's groups (`crashloop/beyond.rs`).
+/// The child's groups (`crashloop/leases.rs`).
 const GROUPS: [GroupSpec; 2] = [
     GroupSpec {
         name: "gl",
@@ -113,8 +114,7 @@ const GROUPS: [GroupSpec; 2] = [
         rules: Rules {
             max_attempts: 3,
             lease_ms: 60,
-            backoff_base_ms: 20,
-            backoff_cap_ms: 20,
+            backoff: Backoff::Fixed { delay_ms: 20 },
         },
     },
     GroupSpec {
@@ -124,8 +124,10 @@ const GROUPS: [GroupSpec; 2] = [
         rules: Rules {
             max_attempts: 2,
             lease_ms: 40,
-            backoff_base_ms: 10,
-            backoff_cap_ms: 40,
+            backoff: Backoff::Exponential {
+                base_ms: 10,
+                cap_ms: 40,
+            },
         },
     },
 ];
@@ -170,7 +172,7 @@ fn run_child(
     model: &mut Model,
 ) -> Result<Cycle, String> {
     let args = [
-        "beyond".to_owned(),
+        "leases".to_owned(),
         dir.display().to_string(),
         seed.to_string(),
         start_ms.to_string(),
@@ -313,7 +315,7 @@ fn check(dir: &Path, model: &mut Model, cycle: &Cycle) -> Result<(), String> {
 // their attempts, reasons, times and payloads; each delivery in flight is owned by the
 // consumer it went to; and the redrive and purge counters agree.
 #[test]
-fn kill_minus_nine_beyond_the_seed_keeps_what_was_confirmed() {
+fn kill_minus_nine_with_leases_and_redrives_keeps_what_was_confirmed() {
     let cycles = env_u64("MAILROOM_CRASHLOOP_CYCLES", 30);
     let first_seed = env_u64("MAILROOM_CRASHLOOP_SEED", 1);
     let mut dir = tempfile::tempdir().unwrap();
@@ -321,7 +323,7 @@ fn kill_minus_nine_beyond_the_seed_keeps_what_was_confirmed() {
         kill_ms: START_MS,
         ..Model::default()
     };
-    let mut choose = first_seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut draws = Draws::new(first_seed);
     for cycle_number in 0..cycles {
         if cycle_number > 0 && cycle_number % EPOCH_CYCLES == 0 {
             dir = tempfile::tempdir().unwrap();
@@ -332,11 +334,9 @@ fn kill_minus_nine_beyond_the_seed_keeps_what_was_confirmed() {
                 ..Model::default()
             };
         }
-        choose ^= choose << 13;
-        choose ^= choose >> 7;
-        choose ^= choose << 17;
-        let lines_before_kill = 1 + choose % LINES_BEFORE_KILL_MAX;
-        let start_ms = model.kill_ms + STEP_MS * (choose >> 32).rem_euclid(DOWNTIME_TICKS_MAX + 1);
+        let draw = draws.next_draw();
+        let lines_before_kill = 1 + draw % LINES_BEFORE_KILL_MAX;
+        let start_ms = model.kill_ms + STEP_MS * (draw >> 32).rem_euclid(DOWNTIME_TICKS_MAX + 1);
         let seed = first_seed + cycle_number;
         let result = run_child(dir.path(), seed, start_ms, lines_before_kill, &mut model)
             .and_then(|cycle| check(dir.path(), &mut model, &cycle));

@@ -1,4 +1,4 @@
-//! Model test for the settings beyond the seed on disk: a durable topic behaves exactly
+//! Model test for the group settings on disk: a durable topic behaves exactly
 //! like the in-memory `mailroom::topic::Topic` (both reading one `ManualClock`) through
 //! random operations with leases, backoff, nack kinds, delays, reasons, touches, redrive,
 //! purge, `max_in_flight` > 1 and batches (poll, ack, nack, ack-then-poll), mixed with clean restarts and
@@ -6,21 +6,21 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
-use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use mailroom::clock::ManualClock;
-use mailroom::group::{Backoff, GroupConfig, NackKind, NackOptions};
-use mailroom::topic::{DeliveryId, StartPosition, Topic, TopicError};
-use mailroom_store::log::{LogOptions, SyncPolicy};
+use mailroom::group::{GroupConfig, NackKind, NackOptions};
+use mailroom::topic::{DeliveryId, StartPosition, Topic};
 use mailroom_store::storage::SimStorage;
-use mailroom_store::{DurableTopic, Store, StoreError, StoreOptions};
+use mailroom_store::StoreOptions;
+use mailroom_testkit::store::{model_options, rules, RestartableTopic};
+use mailroom_testkit::strategy::{
+    group_config, nack_delay_ms, nack_kind, nack_reason, offset_range, CONSUMERS,
+};
 use proptest::prelude::*;
 
 const GROUPS: [&str; 2] = ["a", "b"];
-const CONSUMERS: [Option<&str>; 3] = [None, Some("x"), Some("y")];
-const DIR: &str = "/store";
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -45,38 +45,17 @@ enum Op {
     Crash(u64),
 }
 
-fn config() -> impl Strategy<Value = GroupConfig> {
-    let backoff = prop_oneof![
-        Just(None),
-        (0..60u64).prop_map(|delay_ms| Some(Backoff::Fixed { delay_ms })),
-        (1..20u64, 20..90u64)
-            .prop_map(|(base_ms, cap_ms)| Some(Backoff::Exponential { base_ms, cap_ms })),
-    ];
-    (1..4u32, proptest::option::of(20..120u64), backoff, 1..4u32).prop_map(
-        |(max_attempts, lease_ms, backoff, max_in_flight)| GroupConfig {
-            max_attempts,
-            lease_ms,
-            backoff,
-            max_in_flight,
-        },
-    )
-}
-
 fn any_op() -> impl Strategy<Value = Op> {
     let group = 0..GROUPS.len();
     let consumer = 0..CONSUMERS.len();
-    let kind = prop_oneof![
-        Just(NackKind::Nack),
-        Just(NackKind::Release),
-        Just(NackKind::Reject)
-    ];
-    let range = (0..6u64, 0..8u64).prop_map(|(a, len)| a..a + len);
+    let kind = nack_kind();
+    let range = offset_range(0..6, 0..8);
     prop_oneof![
         4 => proptest::collection::vec(any::<u8>(), 0..24).prop_map(Op::Publish),
-        1 => (group.clone(), config()).prop_map(|(g, c)| Op::Create(g, c)),
+        1 => (group.clone(), group_config()).prop_map(|(g, c)| Op::Create(g, c)),
         6 => (group.clone(), consumer.clone()).prop_map(|(g, c)| Op::Poll(g, c)),
         4 => (group.clone(), consumer.clone(), any::<bool>()).prop_map(|(g, c, s)| Op::Ack(g, c, s)),
-        4 => (group.clone(), consumer.clone(), kind.clone(), proptest::option::of(0..80u64), proptest::option::of("[a-z]{0,6}"))
+        4 => (group.clone(), consumer.clone(), kind.clone(), nack_delay_ms(), nack_reason())
             .prop_map(|(g, c, k, d, r)| Op::Nack(g, c, k, d, r)),
         1 => (group.clone(), consumer.clone()).prop_map(|(g, c)| Op::Touch(g, c)),
         3 => (0..70u64).prop_map(Op::Advance),
@@ -84,7 +63,7 @@ fn any_op() -> impl Strategy<Value = Op> {
         1 => (group.clone(), range).prop_map(|(g, r)| Op::Purge(g, r)),
         4 => (group.clone(), consumer.clone(), 0..6usize).prop_map(|(g, c, m)| Op::PollBatch(g, c, m)),
         3 => (group.clone(), consumer.clone(), picks()).prop_map(|(g, c, p)| Op::AckBatch(g, c, p)),
-        2 => (group.clone(), consumer.clone(), picks(), kind, proptest::option::of(0..80u64))
+        2 => (group.clone(), consumer.clone(), picks(), kind, nack_delay_ms())
             .prop_map(|(g, c, p, k, d)| Op::NackBatch(g, c, p, k, d)),
         3 => (group, consumer, picks(), 0..6usize).prop_map(|(g, c, p, m)| Op::AckThenPoll(g, c, p, m)),
         1 => Just(Op::Reopen),
@@ -98,30 +77,9 @@ fn picks() -> impl Strategy<Value = Vec<(usize, bool)>> {
     proptest::collection::vec((0..6usize, proptest::bool::weighted(0.1)), 0..6)
 }
 
-fn rules<T>(result: Result<T, StoreError>) -> Result<T, TopicError> {
-    match result {
-        Ok(value) => Ok(value),
-        Err(StoreError::Topic(error)) => Err(error),
-        Err(other) => panic!("unexpected store error: {other}"),
-    }
-}
-
-fn open(sim: &SimStorage, options: &StoreOptions) -> (Store, DurableTopic) {
-    let store = Store::open_with(Arc::new(sim.clone()), Path::new(DIR), options.clone())
-        .expect("reopen after a crash or restart");
-    if store.topic("t").is_err() {
-        store.create_topic("t").unwrap();
-    }
-    let topic = store.topic("t").unwrap();
-    (store, topic)
-}
-
 struct Harness {
     clock: Arc<ManualClock>,
-    sim: SimStorage,
-    options: StoreOptions,
-    store: Option<Store>,
-    topic: DurableTopic,
+    disk: RestartableTopic,
     model: Topic<Bytes>,
     last: HashMap<(usize, usize), DeliveryId>,
     batches: HashMap<(usize, usize), Vec<DeliveryId>>,
@@ -130,26 +88,14 @@ struct Harness {
 impl Harness {
     fn new(checkpoint_every: u64) -> Self {
         let clock = Arc::new(ManualClock::new(5_000));
-        let sim = SimStorage::new();
         let options = StoreOptions {
-            log: LogOptions {
-                segment_bytes_max: 256,
-                index_interval_bytes: 64,
-                sync: SyncPolicy::Always,
-                ..LogOptions::default()
-            },
-            checkpoint_every,
             clock: clock.clone(),
-            ..StoreOptions::default()
+            ..model_options(checkpoint_every)
         };
-        let (store, topic) = open(&sim, &options);
         Harness {
             model: Topic::with_clock(clock.clone()),
             clock,
-            sim,
-            options,
-            store: Some(store),
-            topic,
+            disk: RestartableTopic::open(SimStorage::new(), options),
             last: HashMap::new(),
             batches: HashMap::new(),
         }
@@ -199,7 +145,7 @@ impl Harness {
             self.compare();
             return;
         }
-        let (topic, model) = (&self.topic, &self.model);
+        let (topic, model) = (self.disk.topic(), &self.model);
         match op {
             Op::Publish(payload) => {
                 let payload = Bytes::from(payload.clone());
@@ -257,8 +203,8 @@ impl Harness {
                 rules(topic.purge(GROUPS[*g], range.clone())),
                 model.purge(GROUPS[*g], range.clone())
             ),
-            Op::Reopen => self.reopen(None),
-            Op::Crash(seed) => self.reopen(Some(*seed)),
+            Op::Reopen => self.disk.restart(),
+            Op::Crash(seed) => self.disk.power_cut(*seed),
             Op::PollBatch(..) | Op::AckBatch(..) | Op::NackBatch(..) | Op::AckThenPoll(..) => {
                 unreachable!()
             }
@@ -269,7 +215,7 @@ impl Harness {
     /// Runs `op` if it is a batch on both topics and compares the answers; `false` if it
     /// is not a batch.
     fn step_batch(&mut self, op: &Op) -> bool {
-        let (topic, model) = (&self.topic, &self.model);
+        let (topic, model) = (self.disk.topic(), &self.model);
         match op {
             Op::PollBatch(g, c, max) => {
                 let got = rules(topic.poll_batch(GROUPS[*g], CONSUMERS[*c], *max));
@@ -313,18 +259,8 @@ impl Harness {
         true
     }
 
-    fn reopen(&mut self, crash_seed: Option<u64>) {
-        self.store = None;
-        if let Some(seed) = crash_seed {
-            self.sim = self.sim.crash(seed);
-        }
-        let (store, topic) = open(&self.sim, &self.options);
-        self.store = Some(store);
-        self.topic = topic;
-    }
-
     fn compare(&self) {
-        let (topic, model) = (&self.topic, &self.model);
+        let (topic, model) = (self.disk.topic(), &self.model);
         assert_eq!(topic.len(), model.len());
         assert_eq!(topic.groups(), model.groups());
         for group in model.groups() {
@@ -355,7 +291,7 @@ proptest! {
     // exactly as in memory, across clean restarts and power cuts (SyncPolicy::Always):
     // nothing confirmed is lost, no expiry or dead letter is repeated or forgotten.
     #[test]
-    fn durable_topic_matches_in_memory_topic_beyond_the_seed(
+    fn durable_topic_with_settings_matches_in_memory_topic(
         checkpoint_every in 1..12u64,
         ops in proptest::collection::vec(any_op(), 1..100),
     ) {
