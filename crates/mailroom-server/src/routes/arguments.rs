@@ -16,7 +16,7 @@ use mailroom::group::{
 use mailroom::topic::TopicError;
 
 use crate::error::ApiError;
-use crate::routes::group_control::{group_config, BackoffBody};
+use crate::routes::groups::{group_config, BackoffBody};
 
 /// Checks a poll's consumer (absent is the anonymous consumer).
 ///

@@ -6,11 +6,11 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::Json;
 pub use mailroom_api::ops::Health;
-use utoipa::OpenApi as _;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::error::ApiError;
 use crate::metrics::Metrics;
-use crate::openapi::ApiDoc;
 use crate::state::AppState;
 
 /// Liveness: 200 while the server accepts requests.
@@ -41,30 +41,16 @@ pub async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse,
 /// every group, the waiting long polls and the subscribers of every channel), and catches the per-group event
 /// counters up with the store.
 async fn refresh_gauges(state: &AppState) -> Result<(), ApiError> {
-    let lags = state
-        .blocking(|store| {
-            let mut lags = Vec::new();
-            for name in store.topics() {
-                let Ok(topic) = store.topic(&name) else {
-                    continue;
-                };
-                for group in topic.groups() {
-                    let Ok(info) = topic.group_info(&group) else {
-                        continue;
-                    };
-                    let counters = topic.group_counters(&group).unwrap_or_default();
-                    lags.push((Metrics::group(&name, &group), info.lag, counters));
-                }
-            }
-            Ok(lags)
-        })
-        .await?;
+    let gauges = state.backend.group_gauges().await?;
     // Rebuilt from scratch so deleted groups and channels stop being reported.
     state.metrics.lag.clear();
-    for (labels, lag, counters) in lags {
-        let lag = i64::try_from(lag).unwrap_or(i64::MAX);
+    for gauge in gauges {
+        let labels = Metrics::group(&gauge.topic, &gauge.group);
+        let lag = i64::try_from(gauge.lag).unwrap_or(i64::MAX);
         state.metrics.lag.get_or_create(&labels).set(lag);
-        state.metrics.catch_up_group_counters(&labels, counters);
+        state
+            .metrics
+            .catch_up_group_counters(&labels, gauge.counters);
     }
     let waiting = state.long_polls.waiting();
     let waiting = i64::try_from(waiting).unwrap_or(i64::MAX);
@@ -84,6 +70,14 @@ async fn refresh_gauges(state: &AppState) -> Result<(), ApiError> {
 /// The OpenAPI 3.1 document of this API.
 #[utoipa::path(get, path = "/openapi.json", tag = "operations",
     responses((status = 200, description = "The OpenAPI document", content_type = "application/json", body = Object)))]
-pub async fn openapi() -> Json<utoipa::openapi::OpenApi> {
-    Json(ApiDoc::openapi())
+pub async fn openapi() -> Json<&'static utoipa::openapi::OpenApi> {
+    Json(crate::openapi::document())
+}
+
+/// The operations' routes: health, metrics, the OpenAPI document.
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(healthz))
+        .routes(routes!(metrics))
+        .routes(routes!(openapi))
 }

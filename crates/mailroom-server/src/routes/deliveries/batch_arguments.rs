@@ -11,11 +11,11 @@ pub use mailroom_api::batch::{
 };
 use mailroom_api::limits::{ATTEMPT_MAX, BATCH_DELIVERIES_MAX, OFFSET_MAX};
 
+use super::DeliveryRef;
 use crate::body::JSON_BODY_BYTES_MAX;
 use crate::error::ApiError;
 use crate::long_poll::LONG_POLL_WAIT_MS_MAX;
 use crate::routes::arguments::check_consumer;
-use crate::routes::deliveries::DeliveryRef;
 
 /// The most bytes one `{"offset": .., "attempt": ..},` takes in a batch body, with room
 /// for a little whitespace: the largest offset and attempt are 20 and 10 digits.

@@ -1,36 +1,38 @@
 //! Batch consumption: poll up to `max` deliveries in one request, optionally waiting for
 //! them (a long poll), and ack or nack a list of deliveries in one request.
 //!
-//! Each request is one store call (`DurableTopic::poll_batch_deferred`,
-//! `ack_batch_deferred`, `nack_batch_deferred`, awaited through [`AppState::durable`]):
-//! one log write and one durability point for the whole batch. The rules are the single
+//! Each request is one backend call
+//! ([`Backend::poll_batch`](crate::backend::Backend::poll_batch), `ack_batch`,
+//! `nack_batch`): one log write and one durability point for the whole batch. The rules are the single
 //! forms' rules applied in order; an ack or nack that does not name a delivery in flight
 //! fails alone, as an item of the answer, and the others still take effect.
 //!
 //! A `poll/batch` may carry an `ack` list: those deliveries are acked first, in the same
-//! store call as the poll (`ack_then_poll_batch_deferred`: one write, one sync), so a
-//! consumer working in rounds pays one request and one sync per round. Under a long poll
+//! backend call as the poll
+//! ([`Backend::ack_then_poll_batch`](crate::backend::Backend::ack_then_poll_batch): one
+//! write, one sync), so a consumer working in rounds pays one request and one sync per
+//! round. Under a long poll
 //! the acks are done once, with the first poll; re-polls only poll.
 //!
-//! The bodies and their checks are in [`crate::routes::batch_bodies`]; the waiting of a
-//! long poll (`wait_ms` > 0) in [`crate::routes::batch_long_poll`].
+//! The checks of the bodies are in [`super::batch_arguments`]; the waiting of a long poll
+//! (`wait_ms` > 0) in [`super::waiting`].
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::Json;
 use mailroom::group::{DeliveryId, NackKind, NackOptions, NotOwned};
 use mailroom::topic::Nack;
 
-use crate::body::JsonBody;
-use crate::error::{ApiError, ErrorBody};
-use crate::metrics::{GroupLabels, Metrics, NackLabels};
-use crate::routes::arguments::check_nack_options;
-use crate::routes::batch_bodies::{
+use super::batch_arguments::{
     ack_ids, delivery_ids, poll_limits, AckBatchRequest, AckItemBody, AckOutcome, AckResults,
     ItemErrorBody, NackBatchRequest, NackItemBody, NackResults, PollBatchRequest, PolledBatch,
 };
-use crate::routes::batch_long_poll::{long_poll, poll_once};
-use crate::routes::deliveries::{delivery_body, NackOutcome};
-use crate::routes::groups::check_names;
+use super::waiting::{long_poll, poll_once};
+use super::{delivery_body, NackOutcome};
+use crate::body::JsonBody;
+use crate::error::{ApiError, ErrorBody};
+use crate::metrics::{GroupLabels, Metrics, NackLabels};
+use crate::paths::GroupPath;
+use crate::routes::arguments::check_nack_options;
 use crate::state::AppState;
 
 /// Polls a group for up to `max` deliveries, waiting up to `wait_ms` for at least one;
@@ -51,10 +53,9 @@ use crate::state::AppState;
     ))]
 pub async fn poll_batch(
     State(state): State<AppState>,
-    Path((topic, group)): Path<(String, String)>,
+    GroupPath { topic, group }: GroupPath,
     JsonBody(request): JsonBody<PollBatchRequest>,
 ) -> Result<Json<PolledBatch>, ApiError> {
-    check_names(&topic, &group)?;
     let (max, wait) = poll_limits(&request)?;
     let acks = request.ack.as_deref().map(ack_ids).transpose()?;
     let consumer = request.consumer.as_deref();
@@ -62,18 +63,11 @@ pub async fn poll_batch(
     let mut acked = None;
     let mut deliveries = Vec::new();
     if let Some(ids) = &acks {
-        let polled_at = tokio::time::Instant::now();
         let (outcomes, polled) = state
-            .durable(|store| {
-                store
-                    .topic(&topic)?
-                    .ack_then_poll_batch_deferred(&group, ids, consumer, max)
-            })
+            .backend
+            .ack_then_poll_batch(&topic, &group, ids, consumer, max)
             .await?;
         acked = Some(ack_items(&state, &labels, ids, outcomes));
-        if !polled.is_empty() {
-            state.long_polls.leased(&topic, &group, polled_at);
-        }
         deliveries = polled;
     }
     // Without acks, or when the acking poll found nothing and may wait: a plain poll, or
@@ -95,7 +89,7 @@ pub async fn poll_batch(
     Ok(Json(PolledBatch { deliveries, acked }))
 }
 
-/// Counts and wakes for `outcomes` of acking `ids`, and turns them into answer items.
+/// Counts `outcomes` of acking `ids`, and turns them into answer items.
 fn ack_items(
     state: &AppState,
     labels: &GroupLabels,
@@ -103,9 +97,6 @@ fn ack_items(
     outcomes: Vec<Result<(), NotOwned>>,
 ) -> Vec<AckItemBody> {
     let acked = outcomes.iter().filter(|outcome| outcome.is_ok()).count() as u64;
-    if acked > 0 {
-        state.long_polls.wake(&labels.topic);
-    }
     state.metrics.acks.get_or_create(labels).inc_by(acked);
     ids.iter()
         .zip(outcomes)
@@ -132,15 +123,12 @@ fn ack_items(
     ))]
 pub async fn ack_batch(
     State(state): State<AppState>,
-    Path((topic, group)): Path<(String, String)>,
+    GroupPath { topic, group }: GroupPath,
     JsonBody(request): JsonBody<AckBatchRequest>,
 ) -> Result<Json<AckResults>, ApiError> {
-    check_names(&topic, &group)?;
     let ids = delivery_ids(&request.deliveries)?;
     let labels = Metrics::group(&topic, &group);
-    let outcomes = state
-        .durable(|store| store.topic(&topic)?.ack_batch_deferred(&group, &ids))
-        .await?;
+    let outcomes = state.backend.ack_batch(&topic, &group, &ids).await?;
     let results = ack_items(&state, &labels, &ids, outcomes);
     Ok(Json(AckResults { results }))
 }
@@ -161,10 +149,9 @@ pub async fn ack_batch(
     ))]
 pub async fn nack_batch(
     State(state): State<AppState>,
-    Path((topic, group)): Path<(String, String)>,
+    GroupPath { topic, group }: GroupPath,
     JsonBody(request): JsonBody<NackBatchRequest>,
 ) -> Result<Json<NackResults>, ApiError> {
-    check_names(&topic, &group)?;
     let ids = delivery_ids(&request.deliveries)?;
     let options = NackOptions {
         kind: NackKind::from(request.kind),
@@ -175,20 +162,14 @@ pub async fn nack_batch(
     let released = options.kind == NackKind::Release;
     let labels = Metrics::group(&topic, &group);
     let nacks = state
-        .durable(|store| {
-            store
-                .topic(&topic)?
-                .nack_batch_deferred(&group, &ids, &options)
-        })
+        .backend
+        .nack_batch(&topic, &group, &ids, &options)
         .await?;
     let outcomes: Vec<Result<NackOutcome, NotOwned>> = nacks
         .into_iter()
         .map(|nack| nack.map(|nack| nack_outcome(nack, released)))
         .collect();
     count_nacks(&state.metrics, &labels, &outcomes);
-    if outcomes.iter().any(Result::is_ok) {
-        state.long_polls.wake(&labels.topic);
-    }
     let results = ids
         .into_iter()
         .zip(outcomes)

@@ -17,7 +17,7 @@ use crate::error::ApiError;
 use crate::long_poll::{TopicWaiter, LONG_POLL_RECHECK_MS};
 use crate::state::AppState;
 
-/// Polls once, without waiting; tells the long polls of the leases it made.
+/// Polls once, without waiting (the backend tells the long polls of the leases it made).
 pub(crate) async fn poll_once(
     state: &AppState,
     topic: &str,
@@ -25,18 +25,10 @@ pub(crate) async fn poll_once(
     consumer: Option<&str>,
     max: usize,
 ) -> Result<Vec<Delivery<Bytes>>, ApiError> {
-    let polled_at = Instant::now();
-    let deliveries = state
-        .durable(|store| {
-            store
-                .topic(topic)?
-                .poll_batch_deferred(group, consumer, max)
-        })
-        .await?;
-    if !deliveries.is_empty() {
-        state.long_polls.leased(topic, group, polled_at);
-    }
-    Ok(deliveries)
+    Ok(state
+        .backend
+        .poll_batch(topic, group, consumer, max)
+        .await?)
 }
 
 /// Re-polls whenever the topic is woken, or the group's next due time comes (at least
@@ -72,7 +64,7 @@ pub(crate) async fn long_poll(
             waiting = Some(state.long_polls.admit()?);
             lease = group_lease(state, topic, group).await?;
         }
-        let wake_at = arm(state, &waiter, topic, group, deadline, lease)?;
+        let wake_at = arm(state, &waiter, topic, group, deadline, lease).await?;
         tokio::select! {
             () = &mut woken => {}
             () = &mut closed => {}
@@ -89,10 +81,7 @@ async fn group_lease(
     topic: &str,
     group: &str,
 ) -> Result<Option<Duration>, ApiError> {
-    let (topic, group) = (topic.to_owned(), group.to_owned());
-    let config = state
-        .blocking(move |store| store.topic(&topic)?.group_config(&group))
-        .await?;
+    let config = state.backend.group_config(topic, group).await?;
     Ok(config.lease_ms.map(Duration::from_millis))
 }
 
@@ -101,7 +90,7 @@ async fn group_lease(
 ///
 /// Armed at `deadline` while the due time is read, so that a lease made by another
 /// consumer's poll meanwhile (which this read may or may not see) wakes this waiter.
-fn arm(
+async fn arm(
     state: &AppState,
     waiter: &TopicWaiter<'_>,
     topic: &str,
@@ -110,9 +99,7 @@ fn arm(
     lease: Option<Duration>,
 ) -> Result<Instant, ApiError> {
     waiter.arm(deadline, lease);
-    // Inline under every fsync policy: it takes one group's lock briefly and never
-    // waits for the disk.
-    let due_in = state.store.topic(topic)?.next_due_in(group)?;
+    let due_in = state.backend.next_due_in(topic, group).await?;
     let now = Instant::now();
     let mut wake_at = deadline.min(now + Duration::from_millis(LONG_POLL_RECHECK_MS));
     if let Some(due_in) = due_in {
