@@ -3,7 +3,7 @@
 //! figure can sit next to a peer measured the same way in the same run.
 //!
 //! # Shape
-//! - [`workload`]: the workloads of issue 6, each written once against the traits in
+//! - [`workload`]: the workloads of the peer comparison, each written once against the traits in
 //!   [`systems`]: publish, consume with ack, consume with failures (retry + dead letter),
 //!   fan-out to several groups, and live fan-out to many subscribers with one stalled.
 //! - [`systems`]: one adapter per broker, each speaking that broker's usual Rust client.

@@ -113,7 +113,7 @@ impl Template {
     }
 }
 
-/// Names that exist on the servers `seeded` starts.
+/// Names that exist on the servers `populated` starts.
 fn existing(placeholder: &str) -> &'static str {
     match placeholder {
         "@t" => "jobs",
@@ -124,7 +124,7 @@ fn existing(placeholder: &str) -> &'static str {
 
 /// A server requiring [`TOKEN`] with topic `jobs`, its group `workers`, a message, and
 /// channel `live`.
-fn seeded() -> (tempfile::TempDir, ServerProcess) {
+fn populated() -> (tempfile::TempDir, ServerProcess) {
     let dir = temp_dir();
     let server = ServerProcess::start(dir.path(), &["--fsync", "never", "--token", TOKEN]);
     for args in [
@@ -162,7 +162,7 @@ fn no_server_at_the_address() {
 // line carrying the server's 401 and the hint to pass --token.
 #[test]
 fn refused_tokens() {
-    let (_dir, server) = seeded();
+    let (_dir, server) = populated();
     for token in [Some("wrong-token"), None] {
         for command in COMMANDS {
             let args = command.fill(existing);
@@ -179,7 +179,7 @@ fn refused_tokens() {
 // `unknown_channel`) and the name, one placeholder at a time, the others existing.
 #[test]
 fn names_that_do_not_exist() {
-    let (_dir, server) = seeded();
+    let (_dir, server) = populated();
     for command in COMMANDS {
         let placeholders = command.placeholders();
         for (position, missing) in placeholders.iter().enumerate() {
@@ -204,7 +204,7 @@ fn names_that_do_not_exist() {
 // what is wrong, before sending anything: the server's data stays as it was.
 #[test]
 fn names_that_cannot_exist() {
-    let (_dir, server) = seeded();
+    let (_dir, server) = populated();
     // The rule itself (every character class, the length limit) is proven in the unit
     // tests of `names.rs`; here, the three ways a name would change the request path.
     let bad_names = ["", "..", "a/b"];
@@ -351,7 +351,7 @@ fn values_refused_while_parsing() {
 // file), end with exit 1 and one line that says what was wrong, never echoing the token.
 #[test]
 fn values_refused_at_run_time() {
-    let (_dir, server) = seeded();
+    let (_dir, server) = populated();
     let long_consumer = "c".repeat(300);
     let cases: &[(&[&str], &[u8], &str)] = &[
         (

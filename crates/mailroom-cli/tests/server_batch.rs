@@ -2,16 +2,24 @@
 //! results, the window, wake-ups and time-outs, bad input, restarts, and the CLI flags
 //! built on them.
 
+mod cli_support;
 mod common;
 
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
+use cli_support::documents;
 use common::{temp_dir, ServerProcess, PROCESS_WAIT_MS_MAX};
 use mailroom_client::{
     BatchPoll, Client, DeliveryId, GroupOptions, NackKind, NackOptions, NackOutcome,
 };
 use serde_json::{json, Value};
+
+/// Runs `mailroom --server URL --json ARGS`.
+fn mailroom(server: &ServerProcess, args: &[&str]) -> Output {
+    let args = [&["--json"], args].concat();
+    cli_support::mailroom(&server.url, None, &args, b"")
+}
 
 /// A long poll long enough never to end by itself during a test.
 const WAIT_MS_LONG: u64 = 30_000;
@@ -536,30 +544,6 @@ async fn restart_keeps_batch_acked_state() {
     assert_eq!(ids, vec![id(4, 1), id(3, 2)]);
     let stale = client.ack_batch("t", "g", &[id(0, 1)]).await.unwrap();
     assert_eq!(stale[0].as_ref().unwrap_err().code, "not_owned");
-}
-
-/// Runs `mailroom --server URL --json ARGS`.
-fn mailroom(server: &ServerProcess, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mailroom"))
-        .args(["--server", &server.url, "--json"])
-        .args(args)
-        .env_remove("MAILROOM_TOKEN")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
-/// The JSON documents a successful command printed, one per line.
-fn documents(output: &Output) -> Vec<Value> {
-    assert!(
-        output.status.success(),
-        "stderr: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
 }
 
 // Proves the CLI's batch flags end to end: `group poll --max` hands out several

@@ -1,39 +1,17 @@
 //! The `mailroom` subcommands against a real server, through their `--json` output.
 
+mod cli_support;
 mod common;
 
-use std::io::Write as _;
 use std::process::{Command, Output, Stdio};
 
+use cli_support::documents;
 use common::{temp_dir, ServerProcess};
-use serde_json::Value;
 
 /// Runs `mailroom --server URL --json ARGS` with `stdin`, and returns its output.
 fn mailroom(server: &ServerProcess, args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mailroom"))
-        .args(["--server", &server.url, "--json"])
-        .args(args)
-        .env_remove("MAILROOM_TOKEN")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    child.wait_with_output().unwrap()
-}
-
-/// The JSON documents a successful command printed, one per line.
-fn documents(output: &Output) -> Vec<Value> {
-    assert!(
-        output.status.success(),
-        "stderr: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
+    let args = [&["--json"], args].concat();
+    cli_support::mailroom(&server.url, None, &args, stdin)
 }
 
 // Proves the topic commands work end to end: create, publish one message and many lines

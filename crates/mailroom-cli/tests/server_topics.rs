@@ -6,11 +6,11 @@ use bytes::Bytes;
 use common::{temp_dir, ServerProcess};
 use mailroom_client::{DeliveryId, NackOutcome, StartPosition};
 
-// Proves the seed's delivery semantics over HTTP: a repeated poll is the same attempt,
+// Proves the basic delivery semantics over HTTP: a repeated poll is the same attempt,
 // acks and nacks are fenced to the exact (offset, attempt), a nack retries until the
 // final attempt, which dead-letters once, and groups never affect each other.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn seed_semantics_end_to_end() {
+async fn delivery_semantics_end_to_end() {
     let dir = temp_dir();
     let server = ServerProcess::start(dir.path(), &[]);
     let client = server.client();

@@ -7,122 +7,26 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
 use axum::Router;
 
-use crate::body::{body_limit, JSON_BODY_BYTES_MAX};
 use crate::error::{errors_as_json, ApiError, ErrorCode};
 use crate::metrics::RequestLabels;
-use crate::routes::batch_bodies::BATCH_JSON_BODY_BYTES_MAX;
-use crate::routes::topics::BATCH_BODY_PAYLOADS_MAX;
-use crate::routes::{
-    batch, channels, dead_letters, deliveries, group_control, groups, ops, publish_stream, topics,
-};
+use crate::routes::{routes, Routes};
 use crate::state::AppState;
 
 /// The whole API as an axum router over `state`.
 pub fn router(state: AppState) -> Router {
-    let payload_limit = usize::try_from(state.config.payload_bytes_max).unwrap_or(usize::MAX);
-    let payload = body_limit(payload_limit, "the server's payload limit");
-    let message_batch = body_limit(
-        payload_limit.saturating_mul(BATCH_BODY_PAYLOADS_MAX),
-        "this route's limit",
-    );
-    let json = body_limit(JSON_BODY_BYTES_MAX, "this route's limit");
-    let delivery_list = body_limit(BATCH_JSON_BODY_BYTES_MAX, "this route's limit");
-    let group = "/topics/{topic}/groups/{group}";
-
-    let v1 = Router::new()
-        .route("/topics", get(topics::list_topics))
-        .route(
-            "/topics/{topic}",
-            put(topics::create_topic)
-                .get(topics::topic_info)
-                .delete(topics::delete_topic),
-        )
-        .route(
-            "/topics/{topic}/messages",
-            post(topics::publish).layer(payload),
-        )
-        .route(
-            "/topics/{topic}/messages/batch",
-            post(topics::publish_batch).layer(message_batch),
-        )
-        .route(
-            "/topics/{topic}/publish/ws",
-            get(publish_stream::publish_stream),
-        )
-        .route(
-            group,
-            put(groups::create_group)
-                .get(groups::group_info)
-                .delete(groups::delete_group)
-                .layer(json),
-        )
-        .route(&format!("{group}/poll"), post(deliveries::poll).layer(json))
-        .route(
-            &format!("{group}/poll/raw"),
-            post(deliveries::poll_raw).layer(json),
-        )
-        .route(
-            &format!("{group}/touch"),
-            post(group_control::touch).layer(json),
-        )
-        .route(
-            &format!("{group}/dead-letters/redrive"),
-            post(group_control::redrive).layer(json),
-        )
-        .route(
-            &format!("{group}/dead-letters/purge"),
-            post(group_control::purge).layer(json),
-        )
-        .route(&format!("{group}/ack"), post(deliveries::ack).layer(json))
-        .route(&format!("{group}/nack"), post(deliveries::nack).layer(json))
-        .route(
-            &format!("{group}/poll/batch"),
-            post(batch::poll_batch).layer(delivery_list),
-        )
-        .route(
-            &format!("{group}/ack/batch"),
-            post(batch::ack_batch).layer(delivery_list),
-        )
-        .route(
-            &format!("{group}/nack/batch"),
-            post(batch::nack_batch).layer(delivery_list),
-        )
-        .route(
-            &format!("{group}/dead-letters"),
-            get(dead_letters::dead_letters),
-        )
-        .route("/channels", get(channels::list_channels))
-        .route(
-            "/channels/{channel}",
-            put(channels::create_channel)
-                .get(channels::channel_info_route)
-                .delete(channels::close_channel)
-                .layer(json),
-        )
-        .route(
-            "/channels/{channel}/messages",
-            post(channels::publish_channel).layer(payload),
-        )
-        .route("/channels/{channel}/ws", get(channels::subscribe_ws))
-        .route(
-            "/channels/{channel}/events",
-            get(channels::subscribe_events),
-        )
-        .route_layer(middleware::from_fn_with_state(state.clone(), require_token));
-
-    Router::new()
-        .nest("/v1", v1)
-        .route("/healthz", get(ops::healthz))
-        .route("/metrics", get(ops::metrics))
-        .route("/openapi.json", get(ops::openapi))
+    let Routes { v1, operations } = routes(state.config.payload_bytes_max);
+    // The document is served from `crate::openapi::document`, built from the same routes.
+    let v1 = v1.route_layer(middleware::from_fn_with_state(state.clone(), require_token));
+    let (app, _document) = v1
+        .merge(operations)
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             record_latency,
         ))
-        .fallback(not_found)
+        .split_for_parts();
+    app.fallback(not_found)
         .layer(middleware::from_fn(errors_as_json))
         .with_state(state)
 }

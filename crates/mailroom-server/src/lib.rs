@@ -5,9 +5,10 @@
 //!
 //! - **Topics** (`/v1/topics/...`): durable, retained logs. Publish raw bytes or JSON
 //!   batches; consumer groups poll, ack and nack with exact `(offset, attempt)` fencing;
-//!   a message nacked on its final attempt is dead-lettered once. Beyond the seed
-//!   (`docs/semantics.md`, [`routes::group_control`]): per-group leases (`touch` extends
-//!   one), backoff and `max_in_flight` W with consumer identities on poll; nack kinds
+//!   a message nacked on its final attempt is dead-lettered once. Groups also have
+//!   (`docs/semantics.md`; [`routes::groups`], [`routes::leases`],
+//!   [`routes::dead_letters`]): per-group leases (`touch` extends one), backoff and
+//!   `max_in_flight` W with consumer identities on poll; nack kinds
 //!   `nack`/`release`/`reject` with a delay and a reason; dead letters with reasons,
 //!   redriven to one group or purged.
 //! - **Live channels** (`/v1/channels/...`): best-effort fan-out to WebSocket and SSE
@@ -22,9 +23,11 @@
 //! Every error is JSON `{"error": "<stable code>", "message": "..."}`; see [`error`].
 //! When a token is configured every `/v1` call needs `Authorization: Bearer <token>`.
 //!
-//! Under `--fsync always` store calls wait for fsync, so handlers run them on the
-//! blocking pool; under the relaxed policies they run inline on the async workers
-//! ([`state::AppState::blocking`] says why).
+//! Handlers reach the topics and groups only through one trait, [`backend::Backend`];
+//! the embedded store implements it ([`backend::Embedded`]). Under `--fsync always` its
+//! store calls wait for fsync, so it runs them on the blocking pool; under the relaxed
+//! policies they run inline on the async workers ([`backend::Embedded::blocking`] says
+//! why).
 //!
 //! # Example
 //!
@@ -63,6 +66,7 @@
 //! ```
 
 pub mod app;
+pub mod backend;
 pub mod body;
 pub mod channels;
 pub mod config;
@@ -73,6 +77,7 @@ pub mod long_poll;
 pub mod metrics;
 pub mod names;
 pub mod openapi;
+pub mod paths;
 pub mod routes;
 pub mod server;
 pub mod state;

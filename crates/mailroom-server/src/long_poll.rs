@@ -4,24 +4,26 @@
 //!
 //! # Calls: wake-ups
 //!
-//! Every handler that may make a message ready or free a slot of a group's window (a
-//! publish, an ack, a nack, a redrive) calls [`LongPolls::wake`] for its topic after the
-//! store call succeeded. A waiter registers interest *before* each re-poll
-//! ([`TopicWaiter::notified`] + `enable`), so a wake that lands between its poll and its
-//! wait is never lost: the registered future is already armed and completes at once.
+//! The backend ([`crate::backend`]) calls [`LongPolls::wake`] for a topic after each of
+//! its calls that may make a message ready or free a slot of a group's window (a publish,
+//! an ack, a nack, a redrive) has succeeded; a backend shared by several brokers also
+//! wakes it for the other brokers' writes. A waiter registers interest *before* each
+//! re-poll ([`TopicWaiter::notified`] + `enable`), so a wake that lands between its poll
+//! and its wait is never lost: the registered future is already armed and completes at
+//! once.
 //!
 //! # The clock: due times
 //!
 //! A backoff delay ending or a lease running out happens with no call to signal it. After
-//! an empty poll a waiter asks the store when the next such event of its group is due
-//! (`DurableTopic::next_due_in`) and sleeps until then, or its own deadline, whichever is
-//! first; it re-polls at that moment, so such a delivery is not late at all, and an idle
-//! long poll does not poll while it waits.
+//! an empty poll a waiter asks the backend when the next such event of its group is due
+//! ([`Backend::next_due_in`](crate::backend::Backend::next_due_in)) and sleeps until
+//! then, or its own deadline, whichever is first; it re-polls at that moment, so such a
+//! delivery is not late at all, and an idle long poll does not poll while it waits.
 //!
 //! One clock event is created by a call that does not wake: a poll by another consumer
 //! makes a new lease, which may run out before the time a waiter slept until. Every
 //! waiter therefore records the time it will wake by itself ([`TopicWaiter::arm`]), per
-//! group, with the group's lease length, and a handler that made deliveries calls
+//! group, with the group's lease length, and a backend poll that made deliveries calls
 //! [`LongPolls::leased`]: it wakes the topic only if the new lease's deadline comes before
 //! the *latest* of those times (the latest sleeper is the one that would miss it). A
 //! waiter's own time already covers the group's earliest lease deadline, and every new
@@ -32,8 +34,8 @@
 //! once it has read the due time.
 //!
 //! A waiter still re-polls every [`LONG_POLL_RECHECK_MS`] (5 s) at least, for three
-//! things a wake-up cannot promise: a handler cancelled by its client between its store
-//! call and its wake (`AppState::durable`), the store's wall clock being stepped
+//! things a wake-up cannot promise: a request cancelled by its client between its store
+//! call and its wake (`backend::Embedded::durable`), the store's wall clock being stepped
 //! forward (timers run on the monotonic clock, so due times would then come early by the
 //! store's reckoning), and a group deleted and re-created with a different lease while
 //! its waiters still hold the old length.

@@ -1,41 +1,45 @@
-//! The OpenAPI document, generated from the handlers' annotations so it cannot drift
-//! from the routes it describes.
+//! The OpenAPI document, generated from the routes and their handlers' annotations so it
+//! cannot drift from what the server serves: the router and the document are built from
+//! one list of routes (`utoipa_axum`'s `OpenApiRouter`), so a route cannot be served and
+//! left out of the document, or documented and not served.
+
+use std::sync::LazyLock;
 
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use crate::error::ErrorBody;
 use crate::names::Name;
-use crate::routes::{
-    batch, channels, dead_letters, deliveries, group_control, groups, ops, publish_stream, topics,
-};
+use crate::routes::publish_stream;
 
-/// The API's OpenAPI document.
+/// The API's OpenAPI document: its paths come from the routes themselves
+/// ([`routes`](crate::routes::routes), the one list of them, each with its
+/// `#[utoipa::path]`), the rest from [`ApiDoc`]. Built once.
 ///
 /// ```
-/// use utoipa::OpenApi as _;
-/// let doc = mailroom_server::openapi::ApiDoc::openapi();
+/// let doc = mailroom_server::openapi::document();
 /// assert!(doc.paths.paths.contains_key("/v1/topics/{topic}/groups/{group}/poll"));
 /// ```
+pub fn document() -> &'static utoipa::openapi::OpenApi {
+    static DOCUMENT: LazyLock<utoipa::openapi::OpenApi> = LazyLock::new(|| {
+        // The body limits do not show in the document, so any payload limit will do.
+        let routes = crate::routes::routes(crate::config::Config::default().payload_bytes_max);
+        let mut document = ApiDoc::openapi();
+        document.merge(routes.v1.merge(routes.operations).into_openapi());
+        BearerOnV1.modify(&mut document);
+        RawBodiesOptional.modify(&mut document);
+        document
+    });
+    &DOCUMENT
+}
+
+/// What the document says besides its paths: the title, the shared schemas and the tags.
 #[derive(Debug, OpenApi)]
 #[openapi(
     info(title = "mailroom", description = "A message broker: durable topics with exact \
         consumer-group delivery state, and best-effort live channels. Every error is \
         {\"error\": \"<stable code>\", \"message\": \"...\"}."),
-    paths(
-        topics::create_topic, topics::list_topics, topics::topic_info, topics::publish,
-        topics::publish_batch, topics::delete_topic, publish_stream::publish_stream,
-        groups::create_group, groups::group_info, groups::delete_group, deliveries::poll,
-        deliveries::poll_raw, deliveries::ack, deliveries::nack, dead_letters::dead_letters,
-        group_control::touch, group_control::redrive, group_control::purge,
-        batch::poll_batch, batch::ack_batch, batch::nack_batch,
-        channels::create_channel, channels::list_channels, channels::channel_info_route,
-        channels::publish_channel, channels::close_channel, channels::subscribe_ws,
-        channels::subscribe_events,
-        ops::healthz, ops::metrics, ops::openapi,
-    ),
     components(schemas(ErrorBody, Name, publish_stream::StreamConfirmation)),
-    modifiers(&BearerOnV1, &RawBodiesOptional),
     tags(
         (name = "topics", description = "Durable, retained topics"),
         (name = "groups", description = "Consumer groups: poll, ack, nack (release, reject), \

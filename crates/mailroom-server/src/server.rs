@@ -10,6 +10,7 @@ use mailroom_store::{Store, StoreError, StoreOptions};
 use tokio::net::TcpListener;
 
 use crate::app::router;
+use crate::backend::BackendError;
 use crate::config::{Config, FsyncPolicy};
 use crate::connections::{serve_connections, ConnectionOptions};
 use crate::listener::{CappedListener, CONNECTIONS_MAX};
@@ -214,10 +215,10 @@ impl Server {
                 abort.abort();
             }
         }
-        let store = state.store.clone();
-        tokio::task::spawn_blocking(move || store.sync())
-            .await
-            .map_err(|join| ServerError::Serve(join.to_string()))??;
+        state.backend.sync().await.map_err(|error| match error {
+            BackendError::Store(error) => ServerError::Store(error),
+            other => ServerError::Serve(other.to_string()),
+        })?;
         tracing::info!("store synced; stopped");
         Ok(())
     }

@@ -1,113 +1,53 @@
-//! What every handler shares: the store, the live channels, the long-poll wake-ups, the
-//! running publish streams, the metrics and the settings.
+//! What every handler shares: the backend, the live channels, the long-poll wake-ups,
+//! the running publish streams, the metrics and the settings.
 
 use std::sync::Arc;
 
-use mailroom_store::{Deferred, Store, StoreError};
+use mailroom_store::Store;
 use tokio::sync::watch;
 
+use crate::backend::{Backend, Embedded};
 use crate::channels::Channels;
 use crate::config::{Config, FsyncPolicy};
-use crate::error::ApiError;
 use crate::long_poll::LongPolls;
 use crate::metrics::Metrics;
 
 /// The state behind the router. Cloning is cheap: every field is shared.
 #[derive(Clone, Debug)]
 pub struct AppState {
-    /// The durable store of topics and groups.
-    pub store: Store,
+    /// Where topics and groups are kept: the routes' only way to them.
+    pub backend: Arc<dyn Backend>,
     /// The live channels.
     pub channels: Arc<Channels>,
     /// The exported metrics.
     pub metrics: Arc<Metrics>,
     /// The resolved settings.
     pub config: Arc<Config>,
-    /// Wake-ups and the waiting count of long polls.
+    /// Wake-ups and the waiting count of long polls: the backend's
+    /// ([`Backend::long_polls`]), which it wakes.
     pub long_polls: Arc<LongPolls>,
     /// The running publish streams, told to finish on shutdown.
     pub publish_streams: Arc<PublishStreams>,
-    /// Whether [`AppState::blocking`] runs its calls on the async worker itself rather
-    /// than the blocking pool.
-    store_calls_inline: bool,
 }
 
 impl AppState {
-    /// State over an open store.
+    /// State over an open store: the [`Embedded`] backend, whose calls without a
+    /// deferred form run on the blocking pool only under `--fsync always`.
     pub fn new(store: Store, config: Config) -> AppState {
+        let blocking_pool = config.fsync == FsyncPolicy::Always;
+        let backend = Embedded::new(store, blocking_pool, Arc::new(LongPolls::default()));
+        AppState::with_backend(Arc::new(backend), config)
+    }
+
+    /// State over any backend.
+    pub fn with_backend(backend: Arc<dyn Backend>, config: Config) -> AppState {
         AppState {
-            store,
+            long_polls: Arc::clone(backend.long_polls()),
+            backend,
             channels: Arc::new(Channels::default()),
             metrics: Arc::new(Metrics::new()),
-            store_calls_inline: config.fsync != FsyncPolicy::Always,
             config: Arc::new(config),
-            long_polls: Arc::new(LongPolls::default()),
             publish_streams: Arc::new(PublishStreams::default()),
-        }
-    }
-
-    /// Runs one of the store's hot calls (publish, poll, ack, nack and their batches)
-    /// in its deferred form: the call part inline on the async worker, then an await
-    /// until what it wrote (or saw) is durable. Used under every fsync policy.
-    ///
-    /// The call part checks, plans and writes to the log's buffer or the page cache; it
-    /// never waits for an `fdatasync` (what it may still block on, briefly, is listed
-    /// under "Blocking in the deferred calls" in `DurableTopic`'s docs). Under
-    /// `--fsync always` the wait is a future that the log's sync thread completes after
-    /// the one `fdatasync` it shares with every concurrent caller, so no worker blocks
-    /// on the disk and no call hops to the blocking pool and back; under the other
-    /// policies the future is ready at once. The trade-off is [`AppState::blocking`]'s
-    /// under the relaxed policies: the rare call part that does touch the disk (a
-    /// segment roll and its sync) stalls its worker for as long.
-    ///
-    /// Cancellation: when the client goes away, axum drops the handler's future, and
-    /// with it the [`Deferred`] mid-await. The call has happened by then (the call part
-    /// ran to completion before the first await, and the sync it asked for still runs),
-    /// but its answer is dropped unread: nothing that follows the await in the handler
-    /// (the response, metrics, long-poll wake-ups) runs, so it is confirmed to nobody,
-    /// as when a response is lost on the way. A poll's deliveries made that way stay
-    /// in flight for their consumer (its next poll returns them first) until acked,
-    /// nacked or their lease runs out; a long poll that misses the wake-up of such a
-    /// call finds its effect at its next re-check (`long_poll::LONG_POLL_RECHECK_MS`).
-    ///
-    /// # Errors
-    /// The call's own error, or the durability wait's (a failed sync, fail-stop),
-    /// mapped to its API status exactly as [`AppState::blocking`] maps it.
-    pub async fn durable<T, F>(&self, call: F) -> Result<T, ApiError>
-    where
-        F: FnOnce(&Store) -> Result<Deferred<T>, StoreError>,
-    {
-        let written = call(&self.store)?;
-        Ok(written.await?)
-    }
-
-    /// Runs a store call (one with no deferred form) where it costs least.
-    ///
-    /// Under `--fsync always` a store call waits for fdatasync (milliseconds), which must
-    /// not stall the async workers that serve every other connection, so it runs on the
-    /// blocking pool. Under any other policy a store call does not wait for the disk: it
-    /// writes to the page cache under short locks, so it runs inline on the async worker,
-    /// saving the hand-off to the blocking pool and back (two context switches, which
-    /// were most of the server's CPU). The trade-off: the rare call that does touch the
-    /// disk (a checkpoint, a segment roll and its sync) then stalls that one worker for
-    /// as long, the way a single-threaded server like Redis takes such pauses on its
-    /// main thread.
-    ///
-    /// # Errors
-    /// The call's own error, mapped to its API status; 500 `internal` if it panicked on
-    /// the blocking pool.
-    pub async fn blocking<T, F>(&self, call: F) -> Result<T, ApiError>
-    where
-        F: FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
-        T: Send + 'static,
-    {
-        if self.store_calls_inline {
-            return call(&self.store).map_err(ApiError::from);
-        }
-        let store = self.store.clone();
-        match tokio::task::spawn_blocking(move || call(&store)).await {
-            Ok(result) => result.map_err(ApiError::from),
-            Err(join) => Err(ApiError::internal(format!("store task failed: {join}"))),
         }
     }
 }
@@ -212,8 +152,9 @@ mod tests {
     use crate::metrics::{Metrics, TopicLabels};
 
     /// The router over a store under `--fsync always` whose syncs wait at `gate`, with
-    /// topic `t` and group `g` (three attempts, one delivery in flight at a time).
-    fn strict_app(gate: &Arc<SyncGate>) -> (AppState, Router) {
+    /// topic `t` and group `g` (three attempts, one delivery in flight at a time), and
+    /// the store behind it.
+    fn strict_app(gate: &Arc<SyncGate>) -> (AppState, Router, Store) {
         let config = Config {
             fsync: FsyncPolicy::Always,
             ..Config::default()
@@ -223,8 +164,8 @@ mod tests {
         let store = Store::open_with(Arc::new(storage), Path::new("/data"), options).unwrap();
         store.create_topic("t").unwrap();
         store.topic("t").unwrap().create_group("g", 3).unwrap();
-        let state = AppState::new(store, config);
-        (state.clone(), crate::app::router(state))
+        let state = AppState::new(store.clone(), config);
+        (state.clone(), crate::app::router(state), store)
     }
 
     fn post(uri: &str, body: &'static str) -> Request<Body> {
@@ -284,8 +225,8 @@ mod tests {
     #[tokio::test]
     async fn handlers_dropped_mid_await_leave_the_server_working() {
         let gate = Arc::new(SyncGate::default());
-        let (state, app) = strict_app(&gate);
-        let topic = state.store.topic("t").unwrap();
+        let (state, app, store) = strict_app(&gate);
+        let topic = store.topic("t").unwrap();
         let group = Metrics::group("t", "g");
         let counted = |family: &prometheus_client::metrics::family::Family<_, _>| {
             prometheus_client::metrics::counter::Counter::<u64>::get(&family.get_or_create(&group))

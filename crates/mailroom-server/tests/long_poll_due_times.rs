@@ -20,6 +20,7 @@ use mailroom_server::app::router;
 use mailroom_server::config::{Config, FsyncPolicy};
 use mailroom_server::server::store_options;
 use mailroom_server::state::AppState;
+use mailroom_store::Store;
 use serde_json::Value;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -41,8 +42,8 @@ impl Clock for TokioClock {
 }
 
 /// A server over a fresh store on tokio's clock, with topic `t` and group `g` set up by
-/// `config`; keep the directory alive for the test's length.
-fn app(config: GroupConfig) -> (tempfile::TempDir, AppState, Router) {
+/// `config`, and the store behind it; keep the directory alive for the test's length.
+fn app(config: GroupConfig) -> (tempfile::TempDir, AppState, Router, Store) {
     let dir = tempfile::tempdir().unwrap();
     let server_config = Config {
         fsync: FsyncPolicy::Never,
@@ -58,9 +59,9 @@ fn app(config: GroupConfig) -> (tempfile::TempDir, AppState, Router) {
     topic
         .create_group_with("g", StartPosition::Earliest, config)
         .unwrap();
-    let state = AppState::new(store, server_config);
+    let state = AppState::new(store.clone(), server_config);
     let app = router(state.clone());
-    (dir, state, app)
+    (dir, state, app, store)
 }
 
 async fn call(app: &Router, path: &str, body: &str) -> Value {
@@ -114,7 +115,7 @@ fn delivered(answer: &Value) -> Vec<(u64, u64)> {
 // once more, at that time.
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn long_poll_answers_when_a_retry_delay_ends() {
-    let (_dir, state, app) = app(GroupConfig::new(3));
+    let (_dir, state, app, _store) = app(GroupConfig::new(3));
     call(&app, "/v1/topics/t/messages", "m").await;
     let first = call(&app, "/v1/topics/t/groups/g/poll/batch", r#"{"max":1}"#).await;
     assert_eq!(delivered(&first), [(0, 1)]);
@@ -138,12 +139,12 @@ async fn long_poll_answers_when_a_lease_made_after_it_runs_out() {
     let config = GroupConfig::new(3)
         .with_lease_ms(1_100)
         .with_max_in_flight(1);
-    let (_dir, state, app) = app(config);
+    let (_dir, state, app, store) = app(config);
     let started = Instant::now();
     let waiter = start_long_poll(&state, &app, "w", 3_000).await;
     // Published straight into the store, so no wake-up reaches the waiter: the message
     // stands for one it has not seen, which "b" then polls.
-    let topic = state.store.topic("t").unwrap();
+    let topic = store.topic("t").unwrap();
     topic.publish(bytes::Bytes::from_static(b"m")).unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
     let polled = r#"{"max":1,"consumer":"b"}"#;
@@ -167,7 +168,7 @@ async fn long_poll_follows_a_touched_lease() {
     let config = GroupConfig::new(3)
         .with_lease_ms(1_100)
         .with_max_in_flight(1);
-    let (_dir, state, app) = app(config);
+    let (_dir, state, app, _store) = app(config);
     call(&app, "/v1/topics/t/messages", "m").await;
     let polled = r#"{"max":1,"consumer":"b"}"#;
     let by_b = call(&app, "/v1/topics/t/groups/g/poll/batch", polled).await;
@@ -192,7 +193,7 @@ async fn long_poll_follows_a_touched_lease() {
 // waits: one re-poll, at its deadline (a 250 ms re-check would make 16).
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn idle_long_poll_does_not_poll_until_its_deadline() {
-    let (_dir, state, app) = app(GroupConfig::new(3).with_lease_ms(1_000));
+    let (_dir, state, app, _store) = app(GroupConfig::new(3).with_lease_ms(1_000));
     let started = Instant::now();
     let waiter = start_long_poll(&state, &app, "w", 4_000).await;
     let answer = waiter.await.unwrap();

@@ -275,8 +275,8 @@ async fn long_poll_longer_than_the_timeout_is_answered() {
 async fn websocket_subscriber_outlives_the_timeout() {
     const TIMEOUT_MS: u64 = 200;
     let running = start(TIMEOUT_MS, no_extra_routes).await;
-    let mut control = Connection::open(&running).await;
-    let created = control.request("PUT", "/v1/channels/c", "{}").await;
+    let mut publisher = Connection::open(&running).await;
+    let created = publisher.request("PUT", "/v1/channels/c", "{}").await;
     assert_eq!(created.status, 201, "{}", created.body);
     let mut subscriber = Connection::open(&running).await;
     subscriber
@@ -291,9 +291,9 @@ async fn websocket_subscriber_outlives_the_timeout() {
 
     // Silence on the upgraded connection for three timeouts: this wait is what is tested.
     tokio::time::sleep(Duration::from_millis(3 * TIMEOUT_MS)).await;
-    // The control connection idled as long, so the server has closed it: use a new one.
-    let mut control = Connection::open(&running).await;
-    let published = control
+    // The publisher's connection idled as long, so the server has closed it: use a new one.
+    let mut publisher = Connection::open(&running).await;
+    let published = publisher
         .request("POST", "/v1/channels/c/messages", "hello")
         .await;
     assert!(published.status < 300, "{}", published.body);

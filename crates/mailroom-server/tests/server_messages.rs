@@ -57,7 +57,7 @@ async fn send(app: &Router, method: Method, uri: &str, body: Vec<u8>) -> (u16, V
 }
 
 /// Topic `t` with one message, group `g` with it in flight, channel `c` with one slot.
-async fn seed(app: &Router) {
+async fn populate(app: &Router) {
     let steps = [
         (Method::PUT, "/v1/topics/t".to_owned(), ""),
         (Method::PUT, GROUP.to_owned(), r#"{"max_attempts":2}"#),
@@ -71,7 +71,7 @@ async fn seed(app: &Router) {
     ];
     for (method, uri, body) in steps {
         let (status, value) = send(app, method, &uri, body.into()).await;
-        assert!(status < 300, "seeding {uri}: {status} {value}");
+        assert!(status < 300, "populating {uri}: {status} {value}");
     }
 }
 
@@ -544,7 +544,7 @@ fn other_cases() -> Vec<Case> {
 #[tokio::test]
 async fn every_refusal_reads_well() {
     let (_dir, app) = app(None);
-    seed(&app).await;
+    populate(&app).await;
     for case in group_cases().into_iter().chain(other_cases()) {
         let what = format!("{} {}", case.method, case.uri);
         let (status, value) = send(&app, case.method, &case.uri, case.body).await;
@@ -570,7 +570,7 @@ async fn every_refusal_reads_well() {
 #[tokio::test]
 async fn one_mistake_reads_the_same_on_every_route() {
     let (_dir, app) = app(None);
-    seed(&app).await;
+    populate(&app).await;
     let g = GROUP;
     let long = "c".repeat(129);
     let consumer_body = format!(r#"{{"consumer":"{long}"}}"#);
@@ -643,7 +643,7 @@ async fn one_mistake_reads_the_same_on_every_route() {
 #[tokio::test]
 async fn oversized_body_of_unknown_length_states_the_limit() {
     let (_dir, app) = app(None);
-    seed(&app).await;
+    populate(&app).await;
     let uri = format!("{GROUP}/ack");
     let request = Request::post(&uri)
         .body(Body::from(vec![b' '; 70_000]))

@@ -10,7 +10,7 @@
 //! - Poll + ack's peer is the disk's own `write` + `fdatasync` rate on a small file:
 //!   a durable poll + ack needs two synced records, so one group used by one thread is
 //!   bounded by half of it; concurrent groups share syncs (group commit).
-//! - One group, many consumers (issue 7), beside the same peer: W = 16 threads each
+//! - One group, many consumers, beside the same peer: W = 16 threads each
 //!   `poll_as` + `ack` on ONE group with `max_in_flight` 16 (their transitions share
 //!   syncs, since a group's lock is not held across its `fdatasync`), and one thread doing
 //!   `poll_batch(64)` + `ack_batch` on a group with `max_in_flight` 64 (two syncs per 64

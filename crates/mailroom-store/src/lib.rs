@@ -97,15 +97,10 @@ mod retention;
 pub mod storage;
 mod store;
 mod topic;
-mod topic_batch;
-mod topic_dead_letters;
-mod topic_extended;
 
 pub use deferred::Deferred;
 pub use error::StoreError;
 pub use retention::Retention;
 pub use store::names::{validate_name, NAME_BYTES_MAX};
 pub use store::{Store, StoreOptions, POLL_BATCH_BYTES_MAX_DEFAULT};
-pub use topic::DurableTopic;
-pub use topic_batch::AckedThenPolled;
-pub use topic_dead_letters::{DeadLetterPage, DEAD_LETTERS_PAGE_MAX};
+pub use topic::{AckedThenPolled, DeadLetterPage, DurableTopic, DEAD_LETTERS_PAGE_MAX};

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use mailroom_store::log::{Log, LogOptions, SyncPolicy};
 use mailroom_store::storage::{FsStorage, SimStorage, Storage};
 use mailroom_store::StoreError;
+use mailroom_testkit::store::open_log;
 use proptest::prelude::*;
 
 const DIR: &str = "/log";
@@ -16,10 +17,6 @@ fn small_segments() -> LogOptions {
         index_interval_bytes: 128,
         ..LogOptions::default()
     }
-}
-
-fn open(storage: &SimStorage, options: LogOptions) -> Log {
-    Log::open(Arc::new(storage.clone()), Path::new(DIR), options).expect("open")
 }
 
 fn payload(i: u64) -> Vec<u8> {
@@ -67,7 +64,7 @@ proptest! {
             1..25),
     ) {
         let storage = SimStorage::new();
-        let mut log = open(&storage, small_segments());
+        let mut log = open_log(&storage, DIR, small_segments()).expect("open");
         let mut model: Vec<(Vec<u8>, u64)> = Vec::new();
         for (n, (batch, reopen)) in batches.iter().enumerate() {
             let refs: Vec<&[u8]> = batch.iter().map(Vec::as_slice).collect();
@@ -77,7 +74,7 @@ proptest! {
             prop_assert_eq!(range.end, model.len() as u64);
             if *reopen {
                 drop(log);
-                log = open(&storage, small_segments());
+                log = open_log(&storage, DIR, small_segments()).expect("open");
             }
             prop_assert_eq!(log.end(), model.len() as u64);
         }
@@ -100,7 +97,7 @@ proptest! {
 #[test]
 fn rolls_at_segment_bytes_max() {
     let storage = SimStorage::new();
-    let log = open(&storage, small_segments());
+    let log = open_log(&storage, DIR, small_segments()).expect("open");
     append_n(&log, 0, 100);
     let segments = log.segments();
     assert!(segments.len() > 3, "{segments:?}");
@@ -122,7 +119,7 @@ fn rolls_at_segment_bytes_max() {
 #[test]
 fn oversized_append_gets_its_own_segment() {
     let storage = SimStorage::new();
-    let log = open(&storage, small_segments());
+    let log = open_log(&storage, DIR, small_segments()).expect("open");
     log.append(&[b"small"], 0).unwrap();
     let big = vec![7u8; 3000];
     assert_eq!(log.append(&[&big], 1).unwrap(), 1..2);
@@ -137,7 +134,7 @@ fn oversized_append_gets_its_own_segment() {
 #[test]
 fn delete_segments_before() {
     let storage = SimStorage::new();
-    let log = open(&storage, small_segments());
+    let log = open_log(&storage, DIR, small_segments()).expect("open");
     append_n(&log, 0, 100);
     let segments = log.segments();
     let cut = segments[2].end_offset; // everything in the first three segments
@@ -152,7 +149,7 @@ fn delete_segments_before() {
     assert_eq!(log.segments().len(), 1);
     let start = log.start();
     drop(log);
-    let log = open(&storage.crash(3), small_segments());
+    let log = open_log(&storage.crash(3), DIR, small_segments()).expect("open");
     assert_eq!((log.start(), log.end()), (start, 100));
     check_all(&log, start, 100);
     append_n(&log, 100, 110);
@@ -163,7 +160,7 @@ fn delete_segments_before() {
 #[test]
 fn index_rebuilt_when_missing_or_torn() {
     let storage = SimStorage::new();
-    let log = open(&storage, small_segments());
+    let log = open_log(&storage, DIR, small_segments()).expect("open");
     append_n(&log, 0, 100);
     drop(log);
     let indexes = files_with_extension(&storage, "idx");
@@ -188,7 +185,7 @@ fn index_rebuilt_when_missing_or_torn() {
                     });
                 }
             }
-            let log = open(&storage, small_segments());
+            let log = open_log(&storage, DIR, small_segments()).expect("open");
             check_all(&log, 0, 100);
             drop(log);
             assert_eq!(
@@ -205,15 +202,17 @@ fn index_rebuilt_when_missing_or_torn() {
 fn foreign_file_is_refused() {
     for name in ["notes.txt", "00000000000000000000.log.tmp", "sub"] {
         let storage = SimStorage::new();
-        open(&storage, small_segments()).append(&[b"x"], 0).unwrap();
+        open_log(&storage, DIR, small_segments())
+            .expect("open")
+            .append(&[b"x"], 0)
+            .unwrap();
         let path = Path::new(DIR).join(name);
         if name == "sub" {
             storage.create_dir_all(&path).unwrap();
         } else {
             storage.open(&path, true).unwrap();
         }
-        let error =
-            Log::open(Arc::new(storage.clone()), Path::new(DIR), small_segments()).unwrap_err();
+        let error = open_log(&storage, DIR, small_segments()).unwrap_err();
         let StoreError::Corrupt {
             path: bad, reason, ..
         } = &error
@@ -229,10 +228,13 @@ fn foreign_file_is_refused() {
 #[test]
 fn orphan_index_is_removed() {
     let storage = SimStorage::new();
-    open(&storage, small_segments()).append(&[b"x"], 0).unwrap();
+    open_log(&storage, DIR, small_segments())
+        .expect("open")
+        .append(&[b"x"], 0)
+        .unwrap();
     let orphan = Path::new(DIR).join("00000000000000000077.idx");
     storage.open(&orphan, true).unwrap();
-    let log = open(&storage, small_segments());
+    let log = open_log(&storage, DIR, small_segments()).expect("open");
     assert!(!storage.exists(&orphan).unwrap());
     assert_eq!(log.end(), 1);
 }
@@ -263,19 +265,21 @@ fn bad_arguments_are_refused() {
             ..LogOptions::default()
         },
     ] {
-        let result = Log::open(Arc::new(storage.clone()), Path::new(DIR), options);
+        let result = open_log(&storage, DIR, options);
         assert!(
             matches!(result, Err(StoreError::InvalidArgument { .. })),
             "{result:?}"
         );
     }
-    let log = open(
+    let log = open_log(
         &storage,
+        DIR,
         LogOptions {
             record_bytes_max: 10,
             ..LogOptions::default()
         },
-    );
+    )
+    .expect("open");
     let result = log.append(&[b"ok", b"this is too long"], 0);
     assert!(
         matches!(result, Err(StoreError::InvalidArgument { .. })),
@@ -295,7 +299,7 @@ fn interval_and_never_policies() {
         sync: SyncPolicy::Interval(std::time::Duration::from_millis(5)),
         ..small_segments()
     };
-    let log = open(&storage, interval.clone());
+    let log = open_log(&storage, DIR, interval.clone()).expect("open");
     let opened = storage.syncs_done();
     append_n(&log, 0, 10);
     assert_eq!(log.end(), 10);
@@ -309,7 +313,7 @@ fn interval_and_never_policies() {
         std::thread::yield_now();
     }
     drop(log); // the flusher syncs once more on the way out
-    let log = open(&storage.crash(1), small_segments());
+    let log = open_log(&storage.crash(1), DIR, small_segments()).expect("open");
     assert_eq!(log.end(), 10);
 
     let storage = SimStorage::new();
@@ -317,13 +321,13 @@ fn interval_and_never_policies() {
         sync: SyncPolicy::Never,
         ..small_segments()
     };
-    let log = open(&storage, never.clone());
+    let log = open_log(&storage, DIR, never.clone()).expect("open");
     let opened = storage.syncs_done(); // open syncs the active segment once
     append_n(&log, 0, 5);
     assert_eq!(storage.syncs_done(), opened);
     log.sync().unwrap();
     assert_eq!(storage.syncs_done(), opened + 1);
-    let log2 = open(&storage.crash(2), never);
+    let log2 = open_log(&storage.crash(2), DIR, never).expect("open");
     assert_eq!(log2.end(), 5);
 }
 

@@ -1,12 +1,10 @@
 //! Power-cut tests: random operation sequences on a SimStorage, then the image a power
 //! cut could leave, reopened and checked against what the log confirmed.
 
-use std::path::Path;
-use std::sync::Arc;
-
 use mailroom_store::log::{Log, LogOptions, SyncPolicy};
 use mailroom_store::storage::SimStorage;
 use mailroom_store::StoreError;
+use mailroom_testkit::store::open_log;
 use proptest::prelude::*;
 
 const DIR: &str = "/data/log";
@@ -66,10 +64,6 @@ fn payload(offset: u64, len: usize) -> Vec<u8> {
     (0..len).map(|i| (offset as usize * 31 + i) as u8).collect()
 }
 
-fn open(storage: &SimStorage) -> Log {
-    Log::open(Arc::new(storage.clone()), Path::new(DIR), options()).expect("reopen")
-}
-
 /// Checks a freshly opened log against the model, then adopts what survived of the
 /// records in doubt (open made them durable).
 fn check_reopened(log: &Log, model: &mut Model) -> Result<(), TestCaseError> {
@@ -113,7 +107,7 @@ fn check_reopened(log: &Log, model: &mut Model) -> Result<(), TestCaseError> {
 
 fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
     let mut storage = SimStorage::new();
-    let mut log = Some(open(&storage));
+    let mut log = Some(open_log(&storage, DIR, options()).expect("reopen"));
     let mut model = Model::default();
     for op in ops {
         let current = log.as_ref().expect("open");
@@ -173,7 +167,7 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 // Faults not yet triggered belong to the old process (a crash image has none).
                 storage.fail_next_syncs(0);
                 storage.fail_next_writes(0);
-                let reopened = open(&storage);
+                let reopened = open_log(&storage, DIR, options()).expect("reopen");
                 check_reopened(&reopened, &mut model)?;
                 log = Some(reopened);
             }
@@ -184,7 +178,10 @@ fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
     // A final power cut and check.
     drop(log);
     let after = storage.crash(0xC0FFEE);
-    check_reopened(&open(&after), &mut model)
+    check_reopened(
+        &open_log(&after, DIR, options()).expect("reopen"),
+        &mut model,
+    )
 }
 
 proptest! {
@@ -208,13 +205,13 @@ fn crash_image_drops_unsynced_records() {
         sync: SyncPolicy::Never,
         ..options()
     };
-    let log = Log::open(Arc::new(storage.clone()), Path::new(DIR), never.clone()).unwrap();
+    let log = open_log(&storage, DIR, never.clone()).unwrap();
     for i in 0..5u64 {
         log.append(&[&payload(i, 10)], i).unwrap();
     }
     let ends: Vec<u64> = (0..32)
         .map(|seed| {
-            Log::open(Arc::new(storage.crash(seed)), Path::new(DIR), never.clone())
+            open_log(&storage.crash(seed), DIR, never.clone())
                 .unwrap()
                 .end()
         })
@@ -236,7 +233,7 @@ proptest! {
     ) {
         let storage = SimStorage::new();
         let never = LogOptions { sync: SyncPolicy::Never, ..options() };
-        let log = Log::open(Arc::new(storage.clone()), Path::new(DIR), never.clone()).unwrap();
+        let log = open_log(&storage, DIR, never.clone()).unwrap();
         let mut written: Vec<Vec<u8>> = Vec::new();
         let mut synced = 0u64;
         for (count, sync) in steps {
@@ -252,7 +249,7 @@ proptest! {
         }
         let sealed_end = log.segments().last().unwrap().base_offset;
         drop(log);
-        let after = Log::open(Arc::new(storage.crash(seed)), Path::new(DIR), never).unwrap();
+        let after = open_log(&storage.crash(seed), DIR, never).unwrap();
         prop_assert!(after.end() >= synced.max(sealed_end), "lost synced records");
         prop_assert!(after.end() <= written.len() as u64);
         for offset in 0..after.end() {

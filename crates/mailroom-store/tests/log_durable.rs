@@ -14,6 +14,7 @@ use futures::task::{noop_waker, LocalSpawnExt};
 use mailroom_store::log::{Log, LogOptions, SyncPolicy};
 use mailroom_store::storage::{FsStorage, SimStorage, Storage};
 use mailroom_store::StoreError;
+use mailroom_testkit::store::open_log;
 
 /// Async publisher tasks per executor in the stress tests.
 const TASKS: usize = 24;
@@ -123,7 +124,7 @@ fn check_all_confirmed(log: &Log, all: &[Confirmed]) {
 #[test]
 fn async_and_blocking_waiters_all_complete_on_a_slow_disk() {
     let storage = SimStorage::new();
-    let log = Arc::new(Log::open(Arc::new(storage.clone()), Path::new("/l"), options()).unwrap());
+    let log = Arc::new(open_log(&storage, "/l", options()).unwrap());
     storage.set_sync_delay(Duration::from_micros(300));
     let syncs_before = storage.syncs_done();
     let all = run_mixed(&log);
@@ -138,7 +139,7 @@ fn async_and_blocking_waiters_all_complete_on_a_slow_disk() {
     assert!(log.segments().len() > 2, "rolls happened while waiting");
     drop(log);
     for seed in 0..3 {
-        let after = Log::open(Arc::new(storage.crash(seed)), Path::new("/l"), options()).unwrap();
+        let after = open_log(&storage.crash(seed), "/l", options()).unwrap();
         check_all_confirmed(&after, &all);
     }
 }
@@ -163,12 +164,7 @@ fn async_and_blocking_waiters_all_complete_on_real_files() {
 fn lone_writer_pays_one_sync_per_wait() {
     let storage = SimStorage::new();
     // Default (large) segments: no roll adds syncs of its own.
-    let log = Log::open(
-        Arc::new(storage.clone()),
-        Path::new("/l"),
-        LogOptions::default(),
-    )
-    .unwrap();
+    let log = open_log(&storage, "/l", LogOptions::default()).unwrap();
     let before = storage.syncs_done();
     for i in 0..20u64 {
         log.append(&[b"blocking"], i).unwrap();
@@ -188,7 +184,7 @@ fn lone_writer_pays_one_sync_per_wait() {
 #[test]
 fn awaiting_does_not_block_the_executor() {
     let storage = SimStorage::new();
-    let log = Log::open(Arc::new(storage.clone()), Path::new("/l"), options()).unwrap();
+    let log = open_log(&storage, "/l", options()).unwrap();
     storage.set_sync_delay(Duration::from_millis(300));
     let written = log.write(&[b"x"], 0).unwrap();
     let mut durable = pin!(log.durable(written.end));
@@ -204,7 +200,7 @@ fn awaiting_does_not_block_the_executor() {
 #[test]
 fn awaited_durable_reports_a_sync_failure_then_writes_are_refused() {
     let storage = SimStorage::new();
-    let log = Arc::new(Log::open(Arc::new(storage.clone()), Path::new("/l"), options()).unwrap());
+    let log = Arc::new(open_log(&storage, "/l", options()).unwrap());
     log.append(&[b"before"], 0).unwrap();
     storage.fail_next_syncs(1);
     let mut pool = LocalPool::new();
@@ -239,7 +235,7 @@ fn awaited_durable_reports_a_sync_failure_then_writes_are_refused() {
     ));
     assert_eq!(log.end(), 1, "nothing after the failure became visible");
     drop(log);
-    let after = Log::open(Arc::new(storage.crash(3)), Path::new("/l"), options()).unwrap();
+    let after = open_log(&storage.crash(3), "/l", options()).unwrap();
     assert_eq!(&after.read(0).unwrap().unwrap().payload[..], b"before");
 }
 
@@ -248,12 +244,12 @@ fn awaited_durable_reports_a_sync_failure_then_writes_are_refused() {
 #[test]
 fn durable_completes_after_the_log_is_dropped() {
     let storage = SimStorage::new();
-    let log = Log::open(Arc::new(storage.clone()), Path::new("/l"), options()).unwrap();
+    let log = open_log(&storage, "/l", options()).unwrap();
     let written = log.write(&[b"late"], 0).unwrap();
     let durable = log.durable(written.end);
     drop(log);
     futures::executor::block_on(durable).unwrap();
-    let after = Log::open(Arc::new(storage.crash(5)), Path::new("/l"), options()).unwrap();
+    let after = open_log(&storage.crash(5), "/l", options()).unwrap();
     assert_eq!(after.end(), 1);
 }
 
@@ -311,12 +307,7 @@ fn durable_from_several_logs_and_polled_again() {
 #[test]
 fn unwaited_writes_reach_the_file_past_the_buffer_limit() {
     let storage = SimStorage::new();
-    let log = Log::open(
-        Arc::new(storage.clone()),
-        Path::new("/l"),
-        LogOptions::default(),
-    )
-    .unwrap();
+    let log = open_log(&storage, "/l", LogOptions::default()).unwrap();
     let segment = Path::new("/l/00000000000000000000.log");
     let payload = vec![7u8; 1000];
     log.write(&[&payload], 0).unwrap();
@@ -344,11 +335,11 @@ fn unwaited_writes_reach_the_file_past_the_buffer_limit() {
 #[test]
 fn unwaited_writes_reach_the_file_when_the_log_is_dropped() {
     let storage = SimStorage::new();
-    let log = Log::open(Arc::new(storage.clone()), Path::new("/l"), options()).unwrap();
+    let log = open_log(&storage, "/l", options()).unwrap();
     log.append(&[b"waited"], 0).unwrap();
     log.write(&[b"not waited", b"either"], 1).unwrap();
     drop(log);
-    let log = Log::open(Arc::new(storage.clone()), Path::new("/l"), options()).unwrap();
+    let log = open_log(&storage, "/l", options()).unwrap();
     assert_eq!(log.end(), 3);
     assert_eq!(&log.read(2).unwrap().unwrap().payload[..], b"either");
 }

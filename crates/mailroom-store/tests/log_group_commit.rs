@@ -1,7 +1,6 @@
 //! Group commit under concurrent appenders on real threads.
 
 use std::ops::Range;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
@@ -9,6 +8,7 @@ use std::time::Duration;
 use mailroom_store::log::{Log, LogOptions};
 use mailroom_store::storage::{FsStorage, SimStorage, Storage};
 use mailroom_store::StoreError;
+use mailroom_testkit::store::open_log;
 
 const THREADS: usize = 8;
 const APPENDS_PER_THREAD: usize = 40;
@@ -86,7 +86,7 @@ fn check_confirmed(log: &Log, confirmed: &Confirmed) {
 #[test]
 fn concurrent_appenders_share_syncs() {
     let storage = SimStorage::new();
-    let log = Arc::new(Log::open(Arc::new(storage.clone()), Path::new("/log"), options()).unwrap());
+    let log = Arc::new(open_log(&storage, "/log", options()).unwrap());
     // A slow disk, so appenders pile up behind a running sync as they would on hardware.
     storage.set_sync_delay(Duration::from_millis(2));
     let syncs_before = storage.syncs_done();
@@ -127,7 +127,7 @@ fn concurrent_appenders_share_syncs() {
     assert!(log.segments().len() > 2, "rolls happened under load");
     drop(log);
     for seed in 0..4 {
-        let after = Log::open(Arc::new(storage.crash(seed)), Path::new("/log"), options()).unwrap();
+        let after = open_log(&storage.crash(seed), "/log", options()).unwrap();
         assert_eq!(after.end(), total);
         check_confirmed(&after, &confirmed);
     }
@@ -158,7 +158,7 @@ fn concurrent_appenders_on_real_files() {
 #[test]
 fn failed_shared_sync_fails_every_waiter() {
     let storage = SimStorage::new();
-    let log = Arc::new(Log::open(Arc::new(storage.clone()), Path::new("/log"), options()).unwrap());
+    let log = Arc::new(open_log(&storage, "/log", options()).unwrap());
     storage.set_sync_delay(Duration::from_millis(1));
     // Let some syncs succeed first, then fail one.
     let trigger = {
@@ -199,6 +199,6 @@ fn failed_shared_sync_fails_every_waiter() {
     let confirmed_end = confirmed.iter().map(|(r, _)| r.end).max().unwrap();
     assert!(log.end() >= confirmed_end);
     drop(log);
-    let after = Log::open(Arc::new(storage.crash(9)), Path::new("/log"), options()).unwrap();
+    let after = open_log(&storage.crash(9), "/log", options()).unwrap();
     check_confirmed(&after, &confirmed);
 }

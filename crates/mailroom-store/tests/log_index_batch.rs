@@ -3,11 +3,11 @@
 //! entries costs recovery a longer scan, never a record.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use mailroom_store::log::{Log, LogOptions, SyncPolicy};
 use mailroom_store::record::HEADER_BYTES;
 use mailroom_store::storage::SimStorage;
+use mailroom_testkit::store::{numbered_payload, open_log};
 
 const DIR: &str = "/log";
 const INDEX: &str = "/log/00000000000000000000.idx";
@@ -26,9 +26,7 @@ fn options(sync: SyncPolicy) -> LogOptions {
 }
 
 fn payload(i: u64) -> Vec<u8> {
-    let mut payload = vec![(i % 251) as u8; PAYLOAD_BYTES];
-    payload[..8].copy_from_slice(&i.to_le_bytes());
-    payload
+    numbered_payload(i, PAYLOAD_BYTES)
 }
 
 fn index_bytes(storage: &SimStorage) -> usize {
@@ -51,12 +49,7 @@ fn assert_holds(log: &Log, count: u64) {
 #[test]
 fn index_entries_are_written_a_batch_at_a_time() {
     let storage = SimStorage::new();
-    let log = Log::open(
-        Arc::new(storage.clone()),
-        Path::new(DIR),
-        options(SyncPolicy::Never),
-    )
-    .unwrap();
+    let log = open_log(&storage, DIR, options(SyncPolicy::Never)).unwrap();
     // Records 1..=64 each earn an entry (position 0 never does): 64 entries at record 64.
     for i in 0..BATCH_ENTRIES as u64 {
         log.append(&[&payload(i)], i).unwrap();
@@ -68,12 +61,7 @@ fn index_entries_are_written_a_batch_at_a_time() {
         log.append(&[&payload(i)], i).unwrap();
     }
     assert_eq!(index_bytes(&storage), BATCH_ENTRIES * ENTRY_BYTES);
-    let as_after_kill = Log::open(
-        Arc::new(storage.clone()),
-        Path::new(DIR),
-        options(SyncPolicy::Never),
-    )
-    .unwrap();
+    let as_after_kill = open_log(&storage, DIR, options(SyncPolicy::Never)).unwrap();
     assert_holds(&as_after_kill, count);
     drop(as_after_kill);
     drop(log);
@@ -86,21 +74,11 @@ fn index_entries_are_written_a_batch_at_a_time() {
 #[test]
 fn always_writes_queued_entries_each_round() {
     let storage = SimStorage::new();
-    let log = Log::open(
-        Arc::new(storage.clone()),
-        Path::new(DIR),
-        options(SyncPolicy::Always),
-    )
-    .unwrap();
+    let log = open_log(&storage, DIR, options(SyncPolicy::Always)).unwrap();
     for i in 0..5u64 {
         log.append(&[&payload(i)], i).unwrap();
         assert_eq!(index_bytes(&storage), i as usize * ENTRY_BYTES, "after {i}");
     }
-    let after_cut = Log::open(
-        Arc::new(storage.crash(7)),
-        Path::new(DIR),
-        options(SyncPolicy::Always),
-    )
-    .unwrap();
+    let after_cut = open_log(&storage.crash(7), DIR, options(SyncPolicy::Always)).unwrap();
     assert_holds(&after_cut, 5);
 }

@@ -2,12 +2,12 @@
 //! read-only disks.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use mailroom_store::log::{Log, LogOptions};
+use mailroom_store::log::LogOptions;
 use mailroom_store::record::HEADER_BYTES;
 use mailroom_store::storage::{SimStorage, Storage};
 use mailroom_store::StoreError;
+use mailroom_testkit::store::open_log;
 
 const DIR: &str = "/log";
 
@@ -17,10 +17,6 @@ fn options() -> LogOptions {
         index_interval_bytes: 128,
         ..LogOptions::default()
     }
-}
-
-fn open(storage: &SimStorage) -> Result<Log, StoreError> {
-    Log::open(Arc::new(storage.clone()), Path::new(DIR), options())
 }
 
 fn payload(i: u64) -> Vec<u8> {
@@ -41,7 +37,7 @@ fn segment_paths(storage: &SimStorage) -> Vec<PathBuf> {
 /// A log of `count` records, one per append, on a fresh SimStorage.
 fn log_with(count: u64) -> SimStorage {
     let storage = SimStorage::new();
-    let log = open(&storage).unwrap();
+    let log = open_log(&storage, DIR, options()).unwrap();
     for i in 0..count {
         log.append(&[&payload(i)], i).unwrap();
     }
@@ -68,7 +64,8 @@ fn torn_tail_at_every_byte_of_the_last_record() {
                     bytes.resize(full.len(), fill);
                 }
             });
-            let log = open(&storage).unwrap_or_else(|e| panic!("cut {cut} fill {fill:?}: {e}"));
+            let log = open_log(&storage, DIR, options())
+                .unwrap_or_else(|e| panic!("cut {cut} fill {fill:?}: {e}"));
             assert_eq!(log.end(), count - 1, "cut {cut} fill {fill:?}");
             for i in 0..count - 1 {
                 assert_eq!(&log.read(i).unwrap().unwrap().payload[..], &payload(i)[..]);
@@ -87,7 +84,7 @@ fn torn_tail_at_every_byte_of_the_last_record() {
 fn bit_flip_in_sealed_segment_is_corrupt_on_read() {
     let storage = log_with(150);
     let sealed = segment_paths(&storage)[1].clone();
-    let log = open(&storage).unwrap();
+    let log = open_log(&storage, DIR, options()).unwrap();
     let first = log.segments()[1].base_offset;
     let end = log.segments()[1].end_offset;
     let bytes = storage.file_bytes(&sealed).unwrap().len();
@@ -95,7 +92,7 @@ fn bit_flip_in_sealed_segment_is_corrupt_on_read() {
     for byte in (0..bytes).step_by(7) {
         let damaged = storage.crash(0);
         damaged.corrupt_file(&sealed, |b| b[byte] ^= 1 << (byte % 8));
-        let log = open(&damaged).expect("open trusts the sealed index");
+        let log = open_log(&damaged, DIR, options()).expect("open trusts the sealed index");
         let mut corrupt = 0;
         for offset in first..end {
             match log.read(offset) {
@@ -121,7 +118,7 @@ fn bit_flip_in_sealed_segment_without_index_is_corrupt_on_open() {
     let sealed = segment_paths(&storage)[1].clone();
     storage.corrupt_file(&sealed, |b| b[30] ^= 0x10);
     storage.remove_file(&sealed.with_extension("idx")).unwrap();
-    let error = open(&storage).unwrap_err();
+    let error = open_log(&storage, DIR, options()).unwrap_err();
     assert!(
         matches!(&error, StoreError::Corrupt { path, .. } if *path == sealed),
         "{error}"
@@ -142,7 +139,7 @@ fn bit_flip_before_the_tail_is_corrupt_on_open() {
     for byte in 0..last_start {
         let damaged = storage.crash(0);
         damaged.corrupt_file(&active, |b| b[byte] ^= 0x04);
-        match open(&damaged) {
+        match open_log(&damaged, DIR, options()) {
             Err(StoreError::Corrupt { path, reason, .. }) => {
                 assert_eq!(path, active);
                 assert!(reason.contains("not a torn tail"), "{reason}");
@@ -170,7 +167,7 @@ fn bit_flip_before_the_tail_is_corrupt_on_open() {
 #[test]
 fn fail_stop_after_sync_error() {
     let storage = log_with(3);
-    let log = open(&storage).unwrap();
+    let log = open_log(&storage, DIR, options()).unwrap();
     storage.fail_next_syncs(1);
     let error = log.append(&[b"lost?"], 0).unwrap_err();
     assert!(
@@ -191,7 +188,7 @@ fn fail_stop_after_sync_error() {
     assert_eq!(log.end(), 3);
     assert_eq!(&log.read(2).unwrap().unwrap().payload[..], &payload(2)[..]);
     drop(log);
-    let log = open(&storage.crash(5)).unwrap();
+    let log = open_log(&storage.crash(5), DIR, options()).unwrap();
     assert!(log.end() >= 3);
     for i in 0..3 {
         assert_eq!(&log.read(i).unwrap().unwrap().payload[..], &payload(i)[..]);
@@ -203,7 +200,7 @@ fn fail_stop_after_sync_error() {
 #[test]
 fn fail_stop_after_write_error() {
     let storage = log_with(3);
-    let log = open(&storage).unwrap();
+    let log = open_log(&storage, DIR, options()).unwrap();
     storage.fail_next_writes(1);
     assert!(matches!(
         log.append(&[b"x"], 0),
@@ -217,7 +214,7 @@ fn fail_stop_after_write_error() {
         Err(StoreError::FailStopped { .. })
     ));
     drop(log);
-    let log = open(&storage).unwrap();
+    let log = open_log(&storage, DIR, options()).unwrap();
     assert_eq!(log.append(&[b"x"], 0).unwrap(), 3..4);
 }
 
@@ -226,7 +223,7 @@ fn fail_stop_after_write_error() {
 #[test]
 fn full_disk() {
     let storage = log_with(3);
-    let log = open(&storage).unwrap();
+    let log = open_log(&storage, DIR, options()).unwrap();
     storage.set_full(true);
     let error = log.append(&[b"no room"], 0).unwrap_err();
     let StoreError::Io { source, .. } = &error else {
@@ -235,7 +232,7 @@ fn full_disk() {
     assert_eq!(source.kind(), std::io::ErrorKind::StorageFull);
     drop(log);
     storage.set_full(false);
-    let log = open(&storage).unwrap();
+    let log = open_log(&storage, DIR, options()).unwrap();
     assert_eq!(log.end(), 3);
 }
 
@@ -245,12 +242,12 @@ fn full_disk() {
 fn read_only_file_system() {
     let storage = log_with(3);
     storage.set_read_only(true);
-    let error = open(&storage).unwrap_err();
+    let error = open_log(&storage, DIR, options()).unwrap_err();
     let StoreError::Io { source, .. } = &error else {
         panic!("{error}")
     };
     assert_eq!(source.kind(), std::io::ErrorKind::ReadOnlyFilesystem);
-    let error = Log::open(Arc::new(storage.clone()), Path::new("/other"), options()).unwrap_err();
+    let error = open_log(&storage, "/other", options()).unwrap_err();
     assert!(matches!(error, StoreError::Io { .. }), "{error}");
 }
 
@@ -261,7 +258,7 @@ fn missing_middle_segment_is_corrupt() {
     let middle = segment_paths(&storage)[1].clone();
     storage.remove_file(&middle).unwrap();
     storage.remove_file(&middle.with_extension("idx")).unwrap();
-    let error = open(&storage).unwrap_err();
+    let error = open_log(&storage, DIR, options()).unwrap_err();
     assert!(
         matches!(&error, StoreError::Corrupt { reason, .. } if reason.contains("join up")),
         "{error}"
@@ -277,7 +274,7 @@ fn interval_flusher_failure_fails_stop() {
         sync: mailroom_store::log::SyncPolicy::Interval(std::time::Duration::from_millis(1)),
         ..options()
     };
-    let log = Log::open(Arc::new(storage.clone()), Path::new(DIR), interval).unwrap();
+    let log = open_log(&storage, DIR, interval).unwrap();
     storage.fail_next_syncs(1);
     log.append(&[b"written, then its sync fails"], 0).unwrap();
     // Await the flusher's failure (a condition, not a fixed sleep).

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use mailroom_store::log::{Log, LogOptions, SyncPolicy};
 use mailroom_store::record::HEADER_BYTES;
 use mailroom_store::storage::SimStorage;
+use mailroom_testkit::store::{numbered_payload, open_log};
 
 const DIR: &str = "/log";
 /// Segments of 16 MiB: a writeback every 2 MiB.
@@ -28,9 +29,7 @@ fn options(sync: SyncPolicy) -> LogOptions {
 }
 
 fn payload(i: u64) -> Vec<u8> {
-    let mut payload = vec![(i % 251) as u8; PAYLOAD_BYTES];
-    payload[..8].copy_from_slice(&i.to_le_bytes());
-    payload
+    numbered_payload(i, PAYLOAD_BYTES)
 }
 
 /// Waits until `storage` has done more than `syncs` syncs; fails after `SYNC_WAIT_MAX`.
@@ -56,7 +55,7 @@ fn relaxed_policies_write_back_each_eighth_of_a_segment() {
         SyncPolicy::Never,
     ] {
         let storage = SimStorage::new();
-        let log = Log::open(Arc::new(storage.clone()), Path::new(DIR), options(sync)).unwrap();
+        let log = open_log(&storage, DIR, options(sync)).unwrap();
         let opened = storage.syncs_done();
         for i in 0..records_to_step - 1 {
             log.append(&[&payload(i)], i).unwrap();
@@ -92,12 +91,7 @@ fn writeback_is_asked_for_once_per_step() {
     let record_bytes = (HEADER_BYTES + PAYLOAD_BYTES) as u64;
     let records = 2 * WRITEBACK_STEP_BYTES.div_ceil(record_bytes) + 1;
     let storage = SimStorage::new();
-    let log = Log::open(
-        Arc::new(storage.clone()),
-        Path::new(DIR),
-        options(SyncPolicy::Never),
-    )
-    .unwrap();
+    let log = open_log(&storage, DIR, options(SyncPolicy::Never)).unwrap();
     let opened = storage.syncs_done();
     for i in 0..records {
         log.append(&[&payload(i)], i).unwrap();

@@ -4,21 +4,17 @@
 //! showing) anything a power cut could take back.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use mailroom::group::{GroupConfig, NackKind, NackOptions, NotOwned, REASON_BYTES_MAX};
-use mailroom::topic::{
-    DeliveryId, GroupInfo, Nack, StartPosition, TopicError, BATCH_DELIVERIES_MAX,
-};
+use mailroom::group::{NackKind, NackOptions, NotOwned, REASON_BYTES_MAX};
+use mailroom::topic::{DeliveryId, GroupInfo, Nack, TopicError, BATCH_DELIVERIES_MAX};
 use mailroom_store::log::LogOptions;
 use mailroom_store::storage::SimStorage;
-use mailroom_store::{DurableTopic, Store, StoreError, StoreOptions};
-
-const DIR: &str = "/store";
+use mailroom_store::{DurableTopic, StoreError, StoreOptions};
+use mailroom_testkit::store::{offset_payload, open_topic, topic_with_group};
 
 /// Options where nothing but the operation under test syncs: no checkpoint, no roll.
 fn quiet_options() -> StoreOptions {
@@ -30,38 +26,6 @@ fn quiet_options() -> StoreOptions {
         checkpoint_every: 1 << 40,
         ..StoreOptions::default()
     }
-}
-
-fn open(sim: &SimStorage, options: &StoreOptions) -> (Store, DurableTopic) {
-    let store = Store::open_with(Arc::new(sim.clone()), Path::new(DIR), options.clone())
-        .expect("open the store");
-    if store.topic("t").is_err() {
-        store.create_topic("t").unwrap();
-    }
-    let topic = store.topic("t").unwrap();
-    (store, topic)
-}
-
-/// A topic with group `g` (`max_in_flight` = `window`, 2 attempts) and `messages`
-/// messages whose payloads name their offsets.
-fn with_group(
-    sim: &SimStorage,
-    options: &StoreOptions,
-    window: u32,
-    messages: u64,
-) -> (Store, DurableTopic) {
-    let (store, topic) = open(sim, options);
-    let config = GroupConfig::new(2).with_max_in_flight(window);
-    topic
-        .create_group_with("g", StartPosition::Earliest, config)
-        .unwrap();
-    let payloads: Vec<Bytes> = (0..messages).map(payload).collect();
-    topic.publish_batch(&payloads).unwrap();
-    (store, topic)
-}
-
-fn payload(offset: u64) -> Bytes {
-    Bytes::from(format!("message {offset}"))
 }
 
 fn invalid<T: std::fmt::Debug>(result: Result<T, StoreError>) {
@@ -77,7 +41,7 @@ fn invalid<T: std::fmt::Debug>(result: Result<T, StoreError>) {
 fn ids(topic: &DurableTopic, consumer: Option<&str>, max: usize) -> Vec<DeliveryId> {
     let batch = topic.poll_batch("g", consumer, max).unwrap();
     for delivery in &batch {
-        assert_eq!(delivery.message, payload(delivery.offset));
+        assert_eq!(delivery.message, offset_payload(delivery.offset));
     }
     batch.iter().map(|delivery| delivery.id()).collect()
 }
@@ -86,7 +50,7 @@ fn ids(topic: &DurableTopic, consumer: Option<&str>, max: usize) -> Vec<Delivery
 // up, an unknown group is UnknownGroup, and an empty ack list answers an empty list.
 #[test]
 fn batch_arguments_are_checked() {
-    let (_store, topic) = with_group(&SimStorage::new(), &quiet_options(), 4, 2);
+    let (_store, topic) = topic_with_group(&SimStorage::new(), &quiet_options(), 4, 2);
     invalid(topic.poll_batch("nope", None, 0));
     invalid(topic.poll_batch("nope", None, BATCH_DELIVERIES_MAX + 1));
     invalid(topic.poll_batch("nope", Some(""), 1));
@@ -125,7 +89,7 @@ fn batch_arguments_are_checked() {
 // a repeated or stale id is NotOwned, and the refusals do not stop the rest.
 #[test]
 fn batch_results_follow_single_operations() {
-    let (_store, topic) = with_group(&SimStorage::new(), &quiet_options(), 4, 6);
+    let (_store, topic) = topic_with_group(&SimStorage::new(), &quiet_options(), 4, 6);
     let first = ids(&topic, Some("w1"), 3);
     assert_eq!(
         first.iter().map(|id| id.offset).collect::<Vec<_>>(),
@@ -158,7 +122,10 @@ fn batch_results_follow_single_operations() {
     assert!(results[1].is_err(), "{results:?}");
     assert_eq!(topic.position("g").unwrap(), 4);
     let dead = topic.dead_letter_info("g").unwrap();
-    assert_eq!((dead[0].offset, dead[0].message.clone()), (2, payload(2)));
+    assert_eq!(
+        (dead[0].offset, dead[0].message.clone()),
+        (2, offset_payload(2))
+    );
     // A single poll by w1 now gets a new delivery: the batch's are all settled.
     assert_eq!(topic.poll_as("g", "w1").unwrap().unwrap().offset, 4);
 }
@@ -168,7 +135,7 @@ fn batch_results_follow_single_operations() {
 #[test]
 fn one_sync_per_batch() {
     let sim = SimStorage::new();
-    let (_store, topic) = with_group(&sim, &quiet_options(), 64, 256);
+    let (_store, topic) = topic_with_group(&sim, &quiet_options(), 64, 256);
     let (polled, syncs) = count_syncs(&sim, || ids(&topic, None, 64));
     assert_eq!((polled.len(), syncs), (64, 1));
     let (acked, syncs) = count_syncs(&sim, || topic.ack_batch("g", &polled).unwrap());
@@ -197,7 +164,7 @@ fn one_sync_per_batch() {
 #[test]
 fn ack_then_poll_costs_one_sync_and_refills_the_window() {
     let sim = SimStorage::new();
-    let (store, topic) = with_group(&sim, &quiet_options(), 64, 256);
+    let (store, topic) = topic_with_group(&sim, &quiet_options(), 64, 256);
     let first = ids(&topic, Some("w1"), 64);
     let ((acked, next), syncs) = count_syncs(&sim, || {
         topic
@@ -208,7 +175,7 @@ fn ack_then_poll_costs_one_sync_and_refills_the_window() {
     assert!(acked.iter().all(Result::is_ok));
     let offsets: Vec<u64> = next.iter().map(|d| d.offset).collect();
     assert_eq!(offsets, (64..128).collect::<Vec<_>>());
-    assert_eq!(next[5].message, payload(69));
+    assert_eq!(next[5].message, offset_payload(69));
     // A second naming of an acked delivery is refused, like ack_batch; w1's own come back.
     let again = topic
         .ack_then_poll_batch("g", &first[..1], Some("w1"), 64)
@@ -220,7 +187,7 @@ fn ack_then_poll_costs_one_sync_and_refills_the_window() {
     invalid(topic.ack_then_poll_batch("g", &[], Some(""), 1));
     drop(topic);
     drop(store);
-    let (_store, topic) = open(&sim.crash(7), &quiet_options());
+    let (_store, topic) = open_topic(&sim.crash(7), &quiet_options());
     assert_eq!(topic.position("g").unwrap(), 64);
     let owned: Vec<u64> = topic
         .poll_batch("g", Some("w1"), 64)
@@ -262,7 +229,7 @@ fn batches_survive_reopen_and_power_cut() {
     let sim = SimStorage::new();
     let mut options = quiet_options();
     options.checkpoint_every = 5; // checkpoints land between and inside batches
-    let (store, topic) = with_group(&sim, &options, 16, 40);
+    let (store, topic) = topic_with_group(&sim, &options, 16, 40);
     let w1 = ids(&topic, Some("w1"), 8);
     let w2 = ids(&topic, Some("w2"), 8);
     topic.ack_batch("g", &w1[..5]).unwrap();
@@ -276,17 +243,17 @@ fn batches_survive_reopen_and_power_cut() {
     let expected = observe(&topic);
     assert_eq!(expected.2.len(), 3);
     drop((store, topic));
-    let (store, topic) = open(&sim, &options);
+    let (store, topic) = open_topic(&sim, &options);
     assert_eq!(observe(&topic), expected);
     drop((store, topic));
     for seed in 0..8 {
         let image = sim.crash(seed);
-        let (_store, topic) = open(&image, &options);
+        let (_store, topic) = open_topic(&image, &options);
         assert_eq!(observe(&topic), expected, "power cut with seed {seed}");
         assert_eq!(topic.redrive("g", 0..u64::MAX).unwrap(), 3);
         let redriven = topic.poll_batch("g", Some("w4"), 16).unwrap();
         for delivery in &redriven {
-            assert_eq!(delivery.message, payload(delivery.offset));
+            assert_eq!(delivery.message, offset_payload(delivery.offset));
         }
         assert!(redriven
             .iter()
@@ -300,7 +267,7 @@ fn batches_survive_reopen_and_power_cut() {
 #[test]
 fn reads_never_show_what_a_power_cut_could_take_back() {
     let sim = SimStorage::new();
-    let (_store, topic) = with_group(&sim, &quiet_options(), 4, 8);
+    let (_store, topic) = topic_with_group(&sim, &quiet_options(), 4, 8);
     sim.set_sync_delay(Duration::from_millis(20));
     for round in 0..4u64 {
         let id = ids(&topic, Some("w"), 1)[0];
@@ -315,7 +282,7 @@ fn reads_never_show_what_a_power_cut_could_take_back() {
         let images: Vec<SimStorage> = (0..4).map(|seed| sim.crash(round * 4 + seed)).collect();
         acker.join().unwrap();
         for image in &images {
-            let (_store, after) = open(image, &quiet_options());
+            let (_store, after) = open_topic(image, &quiet_options());
             assert_eq!(after.position("g").unwrap(), round + 1, "round {round}");
         }
     }
@@ -348,7 +315,7 @@ fn run_worker(topic: &DurableTopic, worker: usize, confirmed: &Mutex<Confirmed>)
         {
             let mut confirmed = confirmed.lock().unwrap();
             for delivery in &batch {
-                assert_eq!(delivery.message, payload(delivery.offset));
+                assert_eq!(delivery.message, offset_payload(delivery.offset));
                 let attempt = confirmed.delivered.entry(delivery.offset).or_default();
                 *attempt = (*attempt).max(delivery.attempt);
                 confirmed.transitions += 1;
@@ -374,7 +341,7 @@ fn run_worker(topic: &DurableTopic, worker: usize, confirmed: &Mutex<Confirmed>)
 /// message comes back, no delivery comes back with a lower attempt, and every message is
 /// either acked or still there to finish.
 fn check_image(image: &SimStorage, confirmed: &Confirmed, messages: u64) {
-    let (_store, topic) = open(image, &quiet_options());
+    let (_store, topic) = open_topic(image, &quiet_options());
     let mut seen = BTreeSet::new();
     // Each worker's own deliveries in flight come back to it first, then new ones.
     for worker in (0..WORKERS).chain([WORKERS]) {
@@ -426,7 +393,7 @@ fn check_image(image: &SimStorage, confirmed: &Confirmed, messages: u64) {
 fn concurrent_consumers_of_one_group_share_syncs_and_survive_power_cuts() {
     let sim = SimStorage::new();
     let messages = (WORKERS * ROUNDS_PER_WORKER * 3) as u64;
-    let (_store, topic) = with_group(&sim, &quiet_options(), 16, messages);
+    let (_store, topic) = topic_with_group(&sim, &quiet_options(), 16, messages);
     // A slow disk, so transitions pile up behind a running sync as they would on hardware.
     sim.set_sync_delay(Duration::from_millis(2));
     let confirmed = Arc::new(Mutex::new(Confirmed::default()));

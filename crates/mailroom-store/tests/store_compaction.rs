@@ -8,39 +8,24 @@ use std::sync::Arc;
 use bytes::Bytes;
 use mailroom::group::{NackKind, NackOptions};
 use mailroom::topic::{Nack, StartPosition};
-use mailroom_store::log::{LogOptions, SyncPolicy};
+use mailroom_store::log::SyncPolicy;
 use mailroom_store::storage::{Op, SimStorage, Storage, Watched, Watcher};
 use mailroom_store::{DurableTopic, Store, StoreOptions};
+use mailroom_testkit::store::{
+    ack_traffic, compacting_options, open_store, open_store_on, try_open_store, STORE_DIR,
+};
 use parking_lot::Mutex;
 
-const DIR: &str = "/store";
 /// Without compaction the traffic below leaves hundreds of groups-log segments; with it
 /// the log keeps a handful (see `compaction.rs` for the rule).
 const GROUPS_SEGMENTS_BOUND: usize = 16;
 
 fn options(checkpoint_every: u64) -> StoreOptions {
-    options_with(checkpoint_every, SyncPolicy::Always)
-}
-
-fn options_with(checkpoint_every: u64, sync: SyncPolicy) -> StoreOptions {
-    StoreOptions {
-        log: LogOptions {
-            segment_bytes_max: 1024,
-            index_interval_bytes: 128,
-            sync,
-            ..LogOptions::default()
-        },
-        checkpoint_every,
-        ..StoreOptions::default()
-    }
-}
-
-fn open(storage: Arc<dyn Storage>, options: &StoreOptions) -> Store {
-    Store::open_with(storage, Path::new(DIR), options.clone()).unwrap()
+    compacting_options(checkpoint_every, SyncPolicy::Always)
 }
 
 fn groups_dir() -> PathBuf {
-    Path::new(DIR).join("topics/t/groups")
+    Path::new(STORE_DIR).join("topics/t/groups")
 }
 
 fn groups_segments(sim: &SimStorage) -> usize {
@@ -85,15 +70,7 @@ fn traffic(topic: &DurableTopic, count: usize) {
 
 /// [`traffic`] consumed by each of `groups`.
 fn traffic_on(topic: &DurableTopic, groups: &[&str], count: usize) {
-    for _ in 0..count {
-        topic
-            .publish(Bytes::from_static(b"ordinary traffic"))
-            .unwrap();
-        for group in groups {
-            let delivery = topic.poll(group).unwrap().expect("a message");
-            topic.ack(group, delivery.id()).unwrap();
-        }
-    }
+    ack_traffic(topic, groups, b"ordinary traffic", count);
 }
 
 fn assert_dead_letters(topic: &DurableTopic, expected: &Expected) {
@@ -110,7 +87,7 @@ fn assert_dead_letters(topic: &DurableTopic, expected: &Expected) {
 
 /// A store with group `g` (one attempt), `dead` dead letters, then traffic.
 fn populated(storage: Arc<dyn Storage>, options: &StoreOptions, dead: usize) -> (Store, Expected) {
-    let store = open(storage, options);
+    let store = open_store_on(storage, options);
     store.create_topic("t").unwrap();
     let topic = store.topic("t").unwrap();
     topic.create_group("g", 1).unwrap();
@@ -143,7 +120,7 @@ fn segments_stay_bounded_while_dead_letters_are_kept() {
     );
     drop(topic);
     drop(store);
-    let store = open(Arc::new(sim.clone()), &options);
+    let store = open_store(&sim, &options);
     let topic = store.topic("t").unwrap();
     assert_dead_letters(&topic, &expected);
     traffic(&topic, 200);
@@ -177,7 +154,7 @@ fn redrive_after_compaction_delivers_the_right_payload() {
     );
     drop(topic);
     drop(store);
-    let store = open(Arc::new(sim.clone()), &options);
+    let store = open_store(&sim, &options);
     let topic = store.topic("t").unwrap();
     for _ in 0..expected.len() {
         let delivery = topic.poll("g").unwrap().expect("a redriven message");
@@ -263,7 +240,7 @@ fn power_cut_at_every_step(sync: SyncPolicy) {
         images: Arc::new(Mutex::new(None)),
     };
     // No automatic checkpoint: the one below is the first, and finds many segments.
-    let options = options_with(u64::MAX, sync);
+    let options = compacting_options(u64::MAX, sync);
     let storage = Watched::new(Arc::new(sim.clone()), Arc::new(recorder.clone()));
     let (store, expected) = populated(Arc::new(storage), &options, 8);
     let topic = store.topic("t").unwrap();
@@ -287,7 +264,7 @@ fn power_cut_at_every_step(sync: SyncPolicy) {
     );
     assert_dead_letters(&topic, &expected);
     for (step, image) in images.into_iter().enumerate() {
-        let store = Store::open_with(Arc::new(image), Path::new(DIR), options.clone())
+        let store = try_open_store(&image, &options)
             .unwrap_or_else(|error| panic!("image {step} does not open: {error}"));
         let topic = store.topic("t").unwrap();
         assert_dead_letters(&topic, &expected);
@@ -378,7 +355,7 @@ fn run_model(steps: &[Step]) {
             Step::Reopen => {
                 drop(topic);
                 drop(store);
-                store = open(Arc::new(sim.clone()), &options);
+                store = open_store(&sim, &options);
             }
         }
         let topic = store.topic("t").unwrap();

@@ -5,41 +5,27 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use bytes::Bytes;
 use mailroom::group::{NackKind, NackOptions};
 use mailroom::topic::Nack;
-use mailroom_store::log::{LogOptions, SyncPolicy};
+use mailroom_store::log::SyncPolicy;
 use mailroom_store::storage::{SimStorage, Storage};
 use mailroom_store::{DurableTopic, Store, StoreOptions};
+use mailroom_testkit::store::{ack_traffic, compacting_options, open_store, STORE_DIR};
 
-const DIR: &str = "/store";
 /// Dead letters of about 200 bytes each: 40 of them span about 8 one-KiB segments, well
 /// past the 4 that compaction needs before it looks at bytes.
 const DEAD_LETTERS: usize = 40;
 
 /// Small segments, and checkpoints only when the test asks.
 fn options() -> StoreOptions {
-    StoreOptions {
-        log: LogOptions {
-            segment_bytes_max: 1024,
-            index_interval_bytes: 128,
-            sync: SyncPolicy::Always,
-            ..LogOptions::default()
-        },
-        checkpoint_every: u64::MAX,
-        ..StoreOptions::default()
-    }
-}
-
-fn open(sim: &SimStorage) -> Store {
-    Store::open_with(Arc::new(sim.clone()), Path::new(DIR), options()).unwrap()
+    compacting_options(u64::MAX, SyncPolicy::Always)
 }
 
 /// The groups log's segment files and their sizes.
 fn groups_segments(sim: &SimStorage) -> BTreeMap<PathBuf, usize> {
-    let dir = Path::new(DIR).join("topics/t/groups");
+    let dir = Path::new(STORE_DIR).join("topics/t/groups");
     sim.list_dir(&dir)
         .unwrap()
         .into_iter()
@@ -82,14 +68,7 @@ fn dead_letter(topic: &DurableTopic, count: usize) {
 
 /// Publishes, polls and acks `count` messages: groups-log traffic that kills nothing.
 fn traffic(topic: &DurableTopic, count: usize) {
-    for _ in 0..count {
-        topic.publish(Bytes::from_static(b"traffic")).unwrap();
-        let delivery = topic
-            .poll("g")
-            .unwrap()
-            .expect("the message just published");
-        topic.ack("g", delivery.id()).unwrap();
-    }
+    ack_traffic(topic, &["g"], b"traffic", count);
 }
 
 fn assert_dead_letters(topic: &DurableTopic) {
@@ -104,7 +83,7 @@ fn assert_dead_letters(topic: &DurableTopic) {
 #[test]
 fn a_reopen_does_not_reset_the_compaction_threshold() {
     let sim = SimStorage::new();
-    let store = open(&sim);
+    let store = open_store(&sim, &options());
     store.create_topic("t").unwrap();
     let topic = store.topic("t").unwrap();
     topic.create_group("g", 1).unwrap();
@@ -119,7 +98,7 @@ fn a_reopen_does_not_reset_the_compaction_threshold() {
     drop(topic);
     drop(store);
 
-    let store = open(&sim);
+    let store = open_store(&sim, &options());
     let topic = store.topic("t").unwrap();
     assert_dead_letters(&topic);
     assert!(

@@ -5,14 +5,18 @@
 //! first cycle is `MAILROOM_CRASHLOOP_SEED` (default 1). `scripts/crashloop.sh` runs a
 //! long one.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 use bytes::Bytes;
 use mailroom::topic::{DeadLetter, DeliveryId};
 use mailroom_store::log::LogOptions;
 use mailroom_store::{Store, StoreOptions};
+
+// The one-thread loop checks its own way and uses only the child runner and the draws.
+#[allow(dead_code)]
+mod crashloop_support;
+
+use crashloop_support::{env_u64, run_child_until_killed, Draws};
 
 const GROUPS: [(&str, u32); 2] = [("g0", 2), ("g1", 3)];
 
@@ -136,40 +140,17 @@ fn options() -> StoreOptions {
     }
 }
 
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 /// Runs the child until it has confirmed `lines_before_kill` operations, SIGKILLs it,
 /// and applies everything it confirmed to the model.
 fn run_child(dir: &Path, seed: u64, lines_before_kill: u64, model: &mut Model) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mailroom-store-crashloop"))
-        .arg(dir)
-        .arg(seed.to_string())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn the child");
-    let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut seen = 0;
-    let mut killed = false;
-    for line in lines {
-        apply_line(&line.expect("read a line"), model);
-        seen += 1;
-        if seen == lines_before_kill && !killed {
-            // SIGKILL; lines already in the pipe are still confirmed and read below.
-            child.kill().expect("kill the child");
-            killed = true;
-        }
+    let args = [dir.display().to_string(), seed.to_string()];
+    let result = run_child_until_killed(&args, lines_before_kill, |line| {
+        apply_line(line, model);
+        Ok(())
+    });
+    if let Err(error) = result {
+        panic!("{error}");
     }
-    let status = child.wait().expect("reap the child");
-    assert!(
-        killed,
-        "the child exited by itself ({status}) after {seen} lines"
-    );
 }
 
 fn apply_line(line: &str, model: &mut Model) {
@@ -268,12 +249,9 @@ fn kill_minus_nine_loses_nothing_confirmed() {
             .map(|(_, max)| GroupModel::new(*max))
             .collect(),
     };
-    let mut choose = first_seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut draws = Draws::new(first_seed);
     for cycle in 0..cycles {
-        choose ^= choose << 13;
-        choose ^= choose >> 7;
-        choose ^= choose << 17;
-        let lines_before_kill = 1 + choose % 40;
+        let lines_before_kill = 1 + draws.next_draw() % 40;
         let seed = first_seed + cycle;
         run_child(dir.path(), seed, lines_before_kill, &mut model);
         check(dir.path(), &mut model);

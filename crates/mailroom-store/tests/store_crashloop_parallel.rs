@@ -1,6 +1,6 @@
 //! Kill -9 loop with batches and parallel consumers: the child (`mailroom-store-crashloop
 //! parallel`) runs a publisher, batch and single consumers on a group with
-//! `max_in_flight` 8 and a seed consumer on a group with `max_in_flight` 1, all at once,
+//! `max_in_flight` 8 and a plain consumer on a group with `max_in_flight` 1, all at once,
 //! and is SIGKILLed at random moments. After each kill the store must hold exactly what the
 //! child was told, give or take what its unconfirmed calls may have done.
 //!
@@ -21,7 +21,8 @@
 //! flight with its attempt and its consumer unless its owner settled it, attempts never
 //! go back, and a message is dead-lettered once. The child restarts on the same directory
 //! each cycle and learns the state from the store: each consumer's batch poll hands back
-//! its own deliveries first. A child that prints nothing for `crashloop_support::CHILD_SILENCE_MAX` (say,
+//! its own deliveries first. A child that prints nothing for
+//! `crashloop_support::CHILD_SILENCE_MAX` (say,
 //! because deliveries lost their owner and nobody can settle them) fails the test.
 //!
 //! # How the state is read
@@ -63,7 +64,7 @@ mod crashloop_support;
 #[path = "store_crashloop_parallel/model.rs"]
 mod model;
 
-use crashloop_support::{check_messages, copy_dir, env_u64, run_child_until_killed};
+use crashloop_support::{check_messages, copy_dir, env_u64, run_child_until_killed, Draws};
 use model::{allowed, slot, Fact, Outcome, Phase, Slot, ACKED, FRESH};
 
 /// The groups (name, `max_attempts`, `max_in_flight`), as the child creates them.
@@ -420,17 +421,14 @@ fn kill_minus_nine_with_parallel_batches_loses_nothing_confirmed() {
     let first_seed = env_u64("MAILROOM_CRASHLOOP_SEED", 1);
     let mut dir = tempfile::tempdir().unwrap();
     let mut model = Model::default();
-    let mut choose = first_seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut draws = Draws::new(first_seed);
     let mut settled = [0usize; 2];
     for cycle_number in 0..cycles {
         if cycle_number > 0 && cycle_number % EPOCH_CYCLES == 0 {
             dir = tempfile::tempdir().unwrap();
             model = Model::default();
         }
-        choose ^= choose << 13;
-        choose ^= choose >> 7;
-        choose ^= choose << 17;
-        let lines_before_kill = 1 + choose % 150;
+        let lines_before_kill = 1 + draws.next_draw() % 150;
         let seed = first_seed + cycle_number;
         let result = run_child(dir.path(), seed, lines_before_kill)
             .and_then(|cycle| check(dir.path(), &mut model, &cycle));

@@ -11,39 +11,28 @@ use std::sync::Arc;
 use bytes::Bytes;
 use mailroom::group::{DeliveryId, GroupConfig, NackKind, NackOptions};
 use mailroom::topic::{DeadLetterInfo, StartPosition};
-use mailroom_store::log::{LogOptions, SyncPolicy};
+use mailroom_store::log::SyncPolicy;
 use mailroom_store::storage::{Op, SimStorage, Storage, Watched, Watcher};
 use mailroom_store::{
     DeadLetterPage, DurableTopic, Store, StoreError, StoreOptions, DEAD_LETTERS_PAGE_MAX,
 };
+use mailroom_testkit::store::{
+    ack_traffic, compacting_options, open_store, open_store_on, STORE_DIR,
+};
 use proptest::prelude::*;
 
-const DIR: &str = "/store";
 /// The most deliveries group `g` may have in flight: enough for every batch below.
 const IN_FLIGHT_MAX: u32 = 64;
 
 /// Small segments and frequent checkpoints, so traffic compacts the groups log (as in
 /// `store_compaction.rs`).
 fn options() -> StoreOptions {
-    StoreOptions {
-        log: LogOptions {
-            segment_bytes_max: 1024,
-            index_interval_bytes: 128,
-            sync: SyncPolicy::Always,
-            ..LogOptions::default()
-        },
-        checkpoint_every: 32,
-        ..StoreOptions::default()
-    }
-}
-
-fn open(storage: Arc<dyn Storage>, options: &StoreOptions) -> Store {
-    Store::open_with(storage, Path::new(DIR), options.clone()).unwrap()
+    compacting_options(32, SyncPolicy::Always)
 }
 
 /// A store with topic `t` and group `g` (one attempt, many in flight).
 fn created(storage: Arc<dyn Storage>, options: &StoreOptions) -> Store {
-    let store = open(storage, options);
+    let store = open_store_on(storage, options);
     store.create_topic("t").unwrap();
     let config = GroupConfig::new(1).with_max_in_flight(IN_FLIGHT_MAX);
     let topic = store.topic("t").unwrap();
@@ -55,7 +44,7 @@ fn created(storage: Arc<dyn Storage>, options: &StoreOptions) -> Store {
 
 fn groups_segments(sim: &SimStorage) -> usize {
     let files = sim
-        .list_dir(&Path::new(DIR).join("topics/t/groups"))
+        .list_dir(&Path::new(STORE_DIR).join("topics/t/groups"))
         .unwrap();
     files
         .iter()
@@ -96,14 +85,7 @@ fn reject(topic: &DurableTopic, ids: &[DeliveryId]) {
 
 /// Publishes, polls and acks `count` messages: groups-log traffic that kills nothing.
 fn traffic(topic: &DurableTopic, count: usize) {
-    for _ in 0..count {
-        topic.publish(Bytes::from_static(b"traffic")).unwrap();
-        let delivery = topic
-            .poll("g")
-            .unwrap()
-            .expect("the message just published");
-        topic.ack("g", delivery.id()).unwrap();
-    }
+    ack_traffic(topic, &["g"], b"traffic", count);
 }
 
 /// What the server's `GET .../dead-letters` answered before pages came from the store:
@@ -258,7 +240,7 @@ fn run_model(steps: &[(Step, (u8, usize))]) {
             Step::Reopen => {
                 drop(topic);
                 drop(store);
-                store = open(Arc::new(sim.clone()), &options);
+                store = open_store(&sim, &options);
             }
         }
         let topic = store.topic("t").unwrap();
@@ -313,7 +295,7 @@ fn pages_match_after_compaction_and_reopen() {
     }
     drop(topic);
     drop(store);
-    let store = open(Arc::new(sim), &options);
+    let store = open_store(&sim, &options);
     let topic = store.topic("t").unwrap();
     for limit in [1, 3, DEAD_LETTERS_PAGE_MAX] {
         check(&topic, &model, 0, limit);
@@ -371,7 +353,7 @@ fn a_page_reads_only_its_own_payloads() {
     const LETTERS: usize = 200;
     const PAYLOAD_BYTES: usize = 2048;
     let counting = Arc::new(CountingReads {
-        dir: Path::new(DIR).join("topics/t/groups"),
+        dir: Path::new(STORE_DIR).join("topics/t/groups"),
         bytes_read: AtomicU64::new(0),
     });
     let storage = Watched::new(Arc::new(SimStorage::new()), Arc::clone(&counting));

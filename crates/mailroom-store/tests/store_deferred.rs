@@ -4,7 +4,6 @@
 //! written by the wait side, never by the call part.
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -16,9 +15,9 @@ use mailroom::group::{GroupConfig, NackKind, NackOptions};
 use mailroom::topic::{Delivery, Nack, StartPosition, TopicError};
 use mailroom_store::log::{LogOptions, SyncPolicy};
 use mailroom_store::storage::SimStorage;
-use mailroom_store::{Deferred, DurableTopic, Store, StoreError, StoreOptions};
+use mailroom_store::{Deferred, DurableTopic, StoreError, StoreOptions};
+use mailroom_testkit::store::{offset_payload, open_topic, topic_with_group};
 
-const DIR: &str = "/store";
 const CHECKPOINT: &str = "/store/topics/t/CHECKPOINT";
 /// Power-cut images drawn per check.
 const SEEDS: u64 = 6;
@@ -34,32 +33,6 @@ fn quiet(sync: SyncPolicy) -> StoreOptions {
         checkpoint_every: 1 << 40,
         ..StoreOptions::default()
     }
-}
-
-fn open(sim: &SimStorage, options: &StoreOptions) -> (Store, DurableTopic) {
-    let store = Store::open_with(Arc::new(sim.clone()), Path::new(DIR), options.clone())
-        .expect("open the store");
-    if store.topic("t").is_err() {
-        store.create_topic("t").unwrap();
-    }
-    let topic = store.topic("t").unwrap();
-    (store, topic)
-}
-
-/// A topic with group `g` (window 8, 2 attempts) and `messages` messages.
-fn with_group(sim: &SimStorage, options: &StoreOptions, messages: u64) -> (Store, DurableTopic) {
-    let (store, topic) = open(sim, options);
-    let config = GroupConfig::new(2).with_max_in_flight(8);
-    topic
-        .create_group_with("g", StartPosition::Earliest, config)
-        .unwrap();
-    let payloads: Vec<Bytes> = (0..messages).map(payload).collect();
-    topic.publish_batch(&payloads).unwrap();
-    (store, topic)
-}
-
-fn payload(offset: u64) -> Bytes {
-    Bytes::from(format!("message {offset}"))
 }
 
 fn ids(batch: &[Delivery<Bytes>]) -> Vec<mailroom::group::DeliveryId> {
@@ -81,7 +54,7 @@ fn state(topic: &DurableTopic) -> String {
 fn image_state(sim: &SimStorage) -> String {
     let states: Vec<String> = (0..SEEDS)
         .map(|seed| {
-            let (_store, topic) = open(&sim.crash(seed), &quiet(SyncPolicy::Always));
+            let (_store, topic) = open_topic(&sim.crash(seed), &quiet(SyncPolicy::Always));
             state(&topic)
         })
         .collect();
@@ -100,7 +73,7 @@ fn durable_only_after_await<T>(
     call: impl FnOnce(&DurableTopic) -> Deferred<T>,
 ) -> T {
     let sim = SimStorage::new();
-    let (_store, topic) = with_group(&sim, &quiet(SyncPolicy::Always), 4);
+    let (_store, topic) = topic_with_group(&sim, &quiet(SyncPolicy::Always), 8, 4);
     setup(&topic);
     let before = image_state(&sim);
     let deferred = call(&topic);
@@ -120,13 +93,15 @@ fn durable_only_after_await<T>(
 // await and everything after, and answer the offsets the blocking forms would.
 #[test]
 fn publishes_are_durable_only_after_the_await() {
-    let offset =
-        durable_only_after_await(|_| {}, |topic| topic.publish_deferred(payload(4)).unwrap());
+    let offset = durable_only_after_await(
+        |_| {},
+        |topic| topic.publish_deferred(offset_payload(4)).unwrap(),
+    );
     assert_eq!(offset, 4);
     let offsets = durable_only_after_await(
         |_| {},
         |topic| {
-            let payloads: Vec<Bytes> = (4..7).map(payload).collect();
+            let payloads: Vec<Bytes> = (4..7).map(offset_payload).collect();
             topic.publish_batch_deferred(&payloads).unwrap()
         },
     );
@@ -140,7 +115,7 @@ fn polls_are_durable_only_after_the_await() {
     let single = durable_only_after_await(|_| {}, |topic| topic.poll_deferred("g").unwrap());
     let single = single.expect("a delivery");
     assert_eq!((single.offset, single.attempt), (0, 1));
-    assert_eq!(single.message, payload(0));
+    assert_eq!(single.message, offset_payload(0));
     let named =
         durable_only_after_await(|_| {}, |topic| topic.poll_as_deferred("g", "w1").unwrap());
     assert_eq!(named.map(|delivery| delivery.offset), Some(0));
@@ -190,7 +165,7 @@ fn settlements_are_durable_only_after_the_await() {
 #[test]
 fn a_refusal_comes_from_the_deferred() {
     let sim = SimStorage::new();
-    let (_store, topic) = with_group(&sim, &quiet(SyncPolicy::Always), 1);
+    let (_store, topic) = topic_with_group(&sim, &quiet(SyncPolicy::Always), 8, 1);
     let stale = mailroom::group::DeliveryId {
         offset: 0,
         attempt: 1,
@@ -207,7 +182,7 @@ fn a_refusal_comes_from_the_deferred() {
 #[test]
 fn a_dropped_deferred_still_happened() {
     let sim = SimStorage::new();
-    let (_store, topic) = with_group(&sim, &quiet(SyncPolicy::Always), 2);
+    let (_store, topic) = topic_with_group(&sim, &quiet(SyncPolicy::Always), 8, 2);
     drop(topic.poll_batch_deferred("g", Some("w1"), 1).unwrap());
     let other = topic.poll_batch("g", Some("w2"), 1).unwrap();
     assert_eq!(other[0].offset, 1, "w2 got the dropped poll's delivery");
@@ -228,9 +203,9 @@ fn relaxed_policies_resolve_at_once() {
         SyncPolicy::Interval(Duration::from_secs(3600)),
     ] {
         let sim = SimStorage::new();
-        let (_store, topic) = with_group(&sim, &quiet(policy), 2);
+        let (_store, topic) = topic_with_group(&sim, &quiet(policy), 8, 2);
         let syncs = sim.syncs_done();
-        let published = topic.publish_deferred(payload(2)).unwrap();
+        let published = topic.publish_deferred(offset_payload(2)).unwrap();
         assert_eq!(published.now_or_never().unwrap().unwrap(), 2);
         let polled = topic.poll_batch_deferred("g", None, 2).unwrap();
         let batch = polled.now_or_never().expect("ready").unwrap();
@@ -255,7 +230,7 @@ fn tasks_on_one_thread_share_syncs() {
     const TASKS: u64 = 32;
     const ROUNDS: u64 = 8;
     let sim = SimStorage::new();
-    let (_store, topic) = open(&sim, &quiet(SyncPolicy::Always));
+    let (_store, topic) = open_topic(&sim, &quiet(SyncPolicy::Always));
     let config = GroupConfig::new(3).with_max_in_flight(TASKS as u32);
     topic
         .create_group_with("g", StartPosition::Earliest, config)
@@ -270,7 +245,7 @@ fn tasks_on_one_thread_share_syncs() {
         pool.spawner()
             .spawn_local(async move {
                 for round in 0..ROUNDS {
-                    let message = payload(task * ROUNDS + round);
+                    let message = offset_payload(task * ROUNDS + round);
                     topic.publish_deferred(message).unwrap().await.unwrap();
                     let polled = topic.poll_batch_deferred("g", Some(&consumer), 1);
                     let batch = polled.unwrap().await.unwrap();
@@ -299,12 +274,12 @@ fn threads_of_tasks_consume_one_group_exactly_once() {
     const TASKS: usize = 8;
     const MESSAGES: u64 = 480;
     let sim = SimStorage::new();
-    let (_store, topic) = open(&sim, &quiet(SyncPolicy::Always));
+    let (_store, topic) = open_topic(&sim, &quiet(SyncPolicy::Always));
     let config = GroupConfig::new(3).with_max_in_flight(64);
     topic
         .create_group_with("g", StartPosition::Earliest, config)
         .unwrap();
-    let payloads: Vec<Bytes> = (0..MESSAGES).map(payload).collect();
+    let payloads: Vec<Bytes> = (0..MESSAGES).map(offset_payload).collect();
     topic.publish_batch(&payloads).unwrap();
     sim.set_sync_delay(Duration::from_millis(1));
     let syncs = sim.syncs_done();
@@ -353,21 +328,21 @@ fn threads_of_tasks_consume_one_group_exactly_once() {
 #[test]
 fn a_failed_sync_fails_every_waiter_and_stops() {
     let sim = SimStorage::new();
-    let (_store, topic) = with_group(&sim, &quiet(SyncPolicy::Always), 4);
+    let (_store, topic) = topic_with_group(&sim, &quiet(SyncPolicy::Always), 8, 4);
     sim.fail_next_syncs(1);
     let publishes: Vec<_> = (0..3)
-        .map(|offset| topic.publish_deferred(payload(offset)).unwrap())
+        .map(|offset| topic.publish_deferred(offset_payload(offset)).unwrap())
         .collect();
     for result in block_on(join_all(publishes)) {
         assert!(result.is_err(), "confirmed a publish whose sync failed");
     }
     assert!(matches!(
-        topic.publish_deferred(payload(9)),
+        topic.publish_deferred(offset_payload(9)),
         Err(StoreError::FailStopped { .. })
     ));
 
     let sim = SimStorage::new();
-    let (_store, topic) = with_group(&sim, &quiet(SyncPolicy::Always), 4);
+    let (_store, topic) = topic_with_group(&sim, &quiet(SyncPolicy::Always), 8, 4);
     sim.fail_next_syncs(1);
     let polls = vec![
         topic.poll_batch_deferred("g", Some("a"), 2).unwrap(),
@@ -382,7 +357,7 @@ fn a_failed_sync_fails_every_waiter_and_stops() {
     ));
     assert!(topic.position("g").is_err(), "a read after fail-stop");
     // Publishing (the other log) still works: only the groups log failed.
-    assert_eq!(topic.publish(payload(4)).unwrap(), 4);
+    assert_eq!(topic.publish(offset_payload(4)).unwrap(), 4);
 }
 
 // Proves a due checkpoint is written by the wait side, never by the call part: not
@@ -397,7 +372,7 @@ fn checkpoints_are_written_by_the_wait_side() {
     };
     // Blocking waits.
     let sim = SimStorage::new();
-    let (_store, topic) = with_group(&sim, &options, 8);
+    let (_store, topic) = topic_with_group(&sim, &options, 8, 8);
     let deferred = topic.poll_batch_deferred("g", None, 8).unwrap();
     assert!(
         !checkpoint_written(&sim),
@@ -410,7 +385,7 @@ fn checkpoints_are_written_by_the_wait_side() {
     );
     // Awaited: a background thread writes it.
     let sim = SimStorage::new();
-    let (_store, topic) = with_group(&sim, &options, 8);
+    let (_store, topic) = topic_with_group(&sim, &options, 8, 8);
     let deferred = topic.poll_batch_deferred("g", None, 8).unwrap();
     assert!(
         !checkpoint_written(&sim),
@@ -432,7 +407,7 @@ fn deferreds_are_send() {
         std::thread::spawn(move || value).join().unwrap()
     }
     let sim = SimStorage::new();
-    let (_store, topic) = with_group(&sim, &quiet(SyncPolicy::Always), 1);
+    let (_store, topic) = topic_with_group(&sim, &quiet(SyncPolicy::Always), 8, 1);
     let polled = send(topic.poll_batch_deferred("g", None, 1).unwrap());
     assert_eq!(block_on(polled).unwrap().len(), 1);
 }

@@ -3,14 +3,12 @@
 
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use bytes::Bytes;
 use mailroom_store::log::LogOptions;
 use mailroom_store::storage::{SimStorage, Storage};
 use mailroom_store::{Store, StoreError, StoreOptions};
-
-const DIR: &str = "/store";
+use mailroom_testkit::store::try_open_store;
 
 fn small_segments(checkpoint_every: u64) -> StoreOptions {
     StoreOptions {
@@ -24,14 +22,10 @@ fn small_segments(checkpoint_every: u64) -> StoreOptions {
     }
 }
 
-fn open_sim(sim: &SimStorage, options: &StoreOptions) -> Result<Store, StoreError> {
-    Store::open_with(Arc::new(sim.clone()), Path::new(DIR), options.clone())
-}
-
 /// A store with topic `t`, group `g` (max 2 attempts), 20 messages, 5 acked, one
 /// dead letter at offset 5 and a delivery of offset 6 in flight.
 fn populated(sim: &SimStorage, options: &StoreOptions) -> Store {
-    let store = open_sim(sim, options).unwrap();
+    let store = try_open_store(sim, options).unwrap();
     store.create_topic("t").unwrap();
     let topic = store.topic("t").unwrap();
     topic.create_group("g", 2).unwrap();
@@ -119,7 +113,7 @@ fn corrupt_checkpoint_is_reported() {
         let middle = bytes.len() / 2;
         bytes[middle] ^= 0x10;
     }));
-    assert_corrupt(open_sim(&sim, &options), "CHECKPOINT");
+    assert_corrupt(try_open_store(&sim, &options), "CHECKPOINT");
 }
 
 // Proves a bit flip inside a sealed segment of the groups log is reported as corruption
@@ -142,7 +136,7 @@ fn bit_flip_in_groups_log_is_reported() {
         let last = bytes.len() - 3;
         bytes[last] ^= 0x01;
     }));
-    assert_corrupt(open_sim(&sim, &options), "groups");
+    assert_corrupt(try_open_store(&sim, &options), "groups");
 }
 
 // Proves that after an injected sync failure the topic is fail-stop (publish and group
@@ -184,7 +178,7 @@ fn failed_sync_makes_the_store_fail_stop() {
     drop((store, topic));
 
     for seed in 0..8 {
-        let store = open_sim(&sim.crash(seed), &options).unwrap();
+        let store = try_open_store(&sim.crash(seed), &options).unwrap();
         let topic = store.topic("t").unwrap();
         assert!(topic.len() >= 20);
         for i in 0..20u8 {
@@ -226,7 +220,7 @@ fn full_disk_is_a_clear_error() {
     ));
     let confirmed = topic.len();
     drop((store, topic));
-    let store = open_sim(&sim, &options).unwrap();
+    let store = try_open_store(&sim, &options).unwrap();
     let topic = store.topic("t").unwrap();
     assert_eq!(topic.len(), confirmed);
     assert_eq!(topic.position("g").unwrap(), 6);
@@ -239,7 +233,7 @@ fn full_disk_is_a_clear_error() {
 fn read_only_directory_is_a_clear_error() {
     let sim = SimStorage::new();
     sim.set_read_only(true);
-    match open_sim(&sim, &StoreOptions::default()) {
+    match try_open_store(&sim, &StoreOptions::default()) {
         Err(StoreError::Io { source, .. }) => {
             assert_eq!(source.kind(), ErrorKind::ReadOnlyFilesystem)
         }
@@ -261,7 +255,7 @@ fn read_only_directory_is_a_clear_error() {
     ));
     drop((store, topic));
     assert!(matches!(
-        open_sim(&sim, &options),
+        try_open_store(&sim, &options),
         Err(StoreError::Io { .. })
     ));
 }

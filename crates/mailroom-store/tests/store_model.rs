@@ -2,18 +2,14 @@
 //! through random operations, clean restarts and power cuts.
 
 use std::collections::HashMap;
-use std::path::Path;
-use std::sync::Arc;
 
 use bytes::Bytes;
-use mailroom::topic::{DeliveryId, Topic, TopicError};
-use mailroom_store::log::{LogOptions, SyncPolicy};
+use mailroom::topic::{DeliveryId, Topic};
 use mailroom_store::storage::SimStorage;
-use mailroom_store::{DurableTopic, Store, StoreError, StoreOptions};
+use mailroom_testkit::store::{model_options, rules, RestartableTopic};
 use proptest::prelude::*;
 
 const GROUPS: [&str; 3] = ["a", "b", "c"];
-const DIR: &str = "/store";
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -62,50 +58,15 @@ fn any_op() -> impl Strategy<Value = Op> {
 }
 
 struct Harness {
-    sim: SimStorage,
-    options: StoreOptions,
-    store: Option<Store>,
-    topic: DurableTopic,
+    disk: RestartableTopic,
     model: Topic<Bytes>,
     last: HashMap<usize, DeliveryId>,
 }
 
-fn open(sim: &SimStorage, options: &StoreOptions) -> (Store, DurableTopic) {
-    let store = Store::open_with(Arc::new(sim.clone()), Path::new(DIR), options.clone())
-        .expect("reopen after a crash or restart");
-    store.create_topic("t").unwrap();
-    let topic = store.topic("t").unwrap();
-    (store, topic)
-}
-
-/// The store's result with rule errors unwrapped, any other error failing the test.
-fn rules<T>(result: Result<T, StoreError>) -> Result<T, TopicError> {
-    match result {
-        Ok(value) => Ok(value),
-        Err(StoreError::Topic(error)) => Err(error),
-        Err(other) => panic!("unexpected store error: {other}"),
-    }
-}
-
 impl Harness {
     fn new(checkpoint_every: u64) -> Self {
-        let sim = SimStorage::new();
-        let options = StoreOptions {
-            log: LogOptions {
-                segment_bytes_max: 256,
-                index_interval_bytes: 64,
-                sync: SyncPolicy::Always,
-                ..LogOptions::default()
-            },
-            checkpoint_every,
-            ..StoreOptions::default()
-        };
-        let (store, topic) = open(&sim, &options);
         Harness {
-            sim,
-            options,
-            store: Some(store),
-            topic,
+            disk: RestartableTopic::open(SimStorage::new(), model_options(checkpoint_every)),
             model: Topic::new(),
             last: HashMap::new(),
         }
@@ -132,7 +93,7 @@ impl Harness {
     }
 
     fn step(&mut self, op: &Op) {
-        let (topic, model) = (&self.topic, &self.model);
+        let (topic, model) = (self.disk.topic(), &self.model);
         match *op {
             Op::Publish(ref payload) => {
                 let payload = Bytes::from(payload.clone());
@@ -172,25 +133,14 @@ impl Harness {
                 let id = self.pick(g, pick);
                 assert_eq!(rules(topic.nack(GROUPS[g], id)), model.nack(GROUPS[g], id));
             }
-            Op::Reopen => self.reopen(None),
-            Op::Crash(seed) => self.reopen(Some(seed)),
+            Op::Reopen => self.disk.restart(),
+            Op::Crash(seed) => self.disk.power_cut(seed),
         }
         self.compare();
     }
 
-    fn reopen(&mut self, crash_seed: Option<u64>) {
-        // Drop every handle first: one store per directory.
-        self.store = None;
-        if let Some(seed) = crash_seed {
-            self.sim = self.sim.crash(seed);
-        }
-        let (store, topic) = open(&self.sim, &self.options);
-        self.store = Some(store);
-        self.topic = topic;
-    }
-
     fn compare(&self) {
-        let (topic, model) = (&self.topic, &self.model);
+        let (topic, model) = (self.disk.topic(), &self.model);
         assert_eq!(topic.len(), model.len());
         assert_eq!(topic.groups(), model.groups());
         for group in model.groups() {

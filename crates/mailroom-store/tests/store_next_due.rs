@@ -2,7 +2,6 @@
 //! (a retry delay ending, a lease running out), read on the store's own clock from the
 //! group's state in memory, and the same after a restart.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,25 +11,19 @@ use mailroom::group::{Backoff, GroupConfig, NackKind, NackOptions};
 use mailroom::topic::{StartPosition, TopicError};
 use mailroom_store::storage::SimStorage;
 use mailroom_store::{DurableTopic, Store, StoreError, StoreOptions};
-
-const DIR: &str = "/store";
+use mailroom_testkit::store::open_topic;
 
 fn ms(ms: u64) -> Option<Duration> {
     Some(Duration::from_millis(ms))
 }
 
-/// A store on a simulated disk with a clock at 10,000 ms and topic `t`.
+/// The store and topic `t` on `sim`, reading `clock` (the tests start it at 10,000 ms).
 fn open(sim: &SimStorage, clock: &Arc<ManualClock>) -> (Store, DurableTopic) {
     let options = StoreOptions {
         clock: clock.clone(),
         ..StoreOptions::default()
     };
-    let store = Store::open_with(Arc::new(sim.clone()), Path::new(DIR), options).unwrap();
-    if store.topic("t").is_err() {
-        store.create_topic("t").unwrap();
-    }
-    let topic = store.topic("t").unwrap();
-    (store, topic)
+    open_topic(sim, &options)
 }
 
 // Proves a nack's retry delay is reported counting down on the store's clock, as zero

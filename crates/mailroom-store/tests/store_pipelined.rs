@@ -5,16 +5,14 @@
 //! given, with its bytes.
 
 use std::collections::VecDeque;
-use std::path::Path;
-use std::sync::Arc;
 
 use bytes::Bytes;
 use mailroom_store::log::{LogOptions, SyncPolicy};
 use mailroom_store::storage::SimStorage;
-use mailroom_store::{Deferred, DurableTopic, Store, StoreOptions};
+use mailroom_store::{Deferred, StoreOptions};
+use mailroom_testkit::store::open_topic;
 use proptest::prelude::*;
 
-const DIR: &str = "/store";
 const PUBLISHERS: usize = 3;
 /// Power-cut images checked after each confirmation.
 const SEEDS: u64 = 2;
@@ -45,20 +43,10 @@ fn options() -> StoreOptions {
     }
 }
 
-fn open(sim: &SimStorage) -> (Store, DurableTopic) {
-    let store =
-        Store::open_with(Arc::new(sim.clone()), Path::new(DIR), options()).expect("open the store");
-    if store.topic("t").is_err() {
-        store.create_topic("t").unwrap();
-    }
-    let topic = store.topic("t").unwrap();
-    (store, topic)
-}
-
 /// Checks every power-cut image of `sim` holds each confirmed (offset, payload).
 fn images_hold(sim: &SimStorage, confirmed: &[(u64, Bytes)]) -> Result<(), TestCaseError> {
     for seed in 0..SEEDS {
-        let (_store, topic) = open(&sim.crash(seed));
+        let (_store, topic) = open_topic(&sim.crash(seed), &options());
         for (offset, payload) in confirmed {
             let read = topic.read(*offset).expect("read a confirmed offset");
             prop_assert_eq!(
@@ -85,7 +73,7 @@ proptest! {
         window in 1usize..6,
     ) {
         let sim = SimStorage::new();
-        let (_store, topic) = open(&sim);
+        let (_store, topic) = open_topic(&sim, &options());
         let mut pipelines: Vec<VecDeque<(u64, Bytes, Deferred<u64>)>> =
             (0..PUBLISHERS).map(|_| VecDeque::new()).collect();
         let mut published = 0u64;

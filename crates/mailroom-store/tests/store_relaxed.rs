@@ -1,13 +1,11 @@
 //! The relaxed sync policy (`Never`): a power cut may lose unsynced work, but the store
 //! must always reopen into a consistent state and keep working.
 
-use std::path::Path;
-use std::sync::Arc;
-
 use bytes::Bytes;
 use mailroom_store::log::{LogOptions, SyncPolicy};
 use mailroom_store::storage::SimStorage;
 use mailroom_store::{Store, StoreOptions};
+use mailroom_testkit::store::open_store;
 
 fn options(checkpoint_every: u64) -> StoreOptions {
     StoreOptions {
@@ -22,15 +20,11 @@ fn options(checkpoint_every: u64) -> StoreOptions {
     }
 }
 
-fn open(sim: &SimStorage, seed: u64) -> Store {
-    // Odd seeds checkpoint often; even ones replay long tails.
+/// Opens the store on `sim` with a checkpoint cadence chosen by `seed`: odd seeds
+/// checkpoint often, even ones replay long tails.
+fn open_for(sim: &SimStorage, seed: u64) -> Store {
     let checkpoint_every = if seed % 2 == 1 { 4 } else { 1_000 };
-    Store::open_with(
-        Arc::new(sim.clone()),
-        Path::new("/s"),
-        options(checkpoint_every),
-    )
-    .unwrap()
+    open_store(sim, &options(checkpoint_every))
 }
 
 // Proves that under SyncPolicy::Never any power-cut image reopens (the message log and
@@ -40,7 +34,7 @@ fn open(sim: &SimStorage, seed: u64) -> Store {
 fn power_cut_under_never_reopens_consistently() {
     for seed in 0..150u64 {
         let sim = SimStorage::new();
-        let store = open(&sim, seed);
+        let store = open_for(&sim, seed);
         store.create_topic("t").unwrap();
         let topic = store.topic("t").unwrap();
         topic.create_group("g", 2).unwrap();
@@ -64,7 +58,7 @@ fn power_cut_under_never_reopens_consistently() {
         drop((store, topic));
 
         let crashed = sim.crash(seed);
-        let store = open(&crashed, seed);
+        let store = open_for(&crashed, seed);
         let topic = store.topic("t").unwrap();
         assert!(topic.len() >= 3, "seed {seed}: synced messages lost");
         for i in 0..3u8 {
@@ -83,7 +77,7 @@ fn power_cut_under_never_reopens_consistently() {
         store.sync().unwrap();
         let len = topic.len();
         drop((store, topic));
-        let store = open(&crashed, seed);
+        let store = open_for(&crashed, seed);
         let topic = store.topic("t").unwrap();
         assert_eq!(topic.len(), len);
         for (group, info) in ["g", "h"].into_iter().zip(infos) {

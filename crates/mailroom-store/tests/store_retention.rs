@@ -8,9 +8,8 @@ use bytes::Bytes;
 use mailroom_store::clock::ManualClock;
 use mailroom_store::log::LogOptions;
 use mailroom_store::storage::{SimStorage, Storage};
-use mailroom_store::{DurableTopic, Retention, Store, StoreOptions};
-
-const DIR: &str = "/store";
+use mailroom_store::{DurableTopic, Retention, StoreOptions};
+use mailroom_testkit::store::open_topic;
 
 fn options(retention: Retention, clock: Arc<ManualClock>) -> StoreOptions {
     StoreOptions {
@@ -24,13 +23,6 @@ fn options(retention: Retention, clock: Arc<ManualClock>) -> StoreOptions {
         clock,
         ..StoreOptions::default()
     }
-}
-
-fn open(sim: &SimStorage, options: &StoreOptions) -> (Store, DurableTopic) {
-    let store = Store::open_with(Arc::new(sim.clone()), Path::new(DIR), options.clone()).unwrap();
-    store.create_topic("t").unwrap();
-    let topic = store.topic("t").unwrap();
-    (store, topic)
 }
 
 fn payload(i: u64) -> Bytes {
@@ -62,7 +54,7 @@ fn retention_by_bytes_keeps_unconsumed_messages_and_dead_letters() {
         ..Retention::default()
     };
     let options = options(retention, clock);
-    let (store, topic) = open(&sim, &options);
+    let (store, topic) = open_topic(&sim, &options);
     topic.create_group("slow", 1).unwrap();
     topic.create_group("fast", 1).unwrap();
     publish(&topic, 0..100);
@@ -101,7 +93,7 @@ fn retention_by_bytes_keeps_unconsumed_messages_and_dead_letters() {
     let start = topic.start();
     drop((store, topic));
 
-    let (_store, topic) = open(&sim.crash(9), &options);
+    let (_store, topic) = open_topic(&sim.crash(9), &options);
     assert_eq!(topic.start(), start);
     assert_eq!(topic.dead_letters("fast").unwrap()[0].message, payload(3));
     assert_eq!(topic.len(), 100);
@@ -118,7 +110,7 @@ fn retention_by_age_deletes_only_old_segments() {
         ..Retention::default()
     };
     let options = options(retention, clock.clone());
-    let (store, topic) = open(&sim, &options);
+    let (store, topic) = open_topic(&sim, &options);
     topic.create_group("g", 1).unwrap();
     publish(&topic, 0..40);
     clock.set_ms(10_000);
@@ -157,7 +149,7 @@ fn without_keep_unconsumed_a_lagging_group_skips_ahead() {
         ..Retention::default()
     };
     let options = options(retention, clock);
-    let (store, topic) = open(&sim, &options);
+    let (store, topic) = open_topic(&sim, &options);
     topic.create_group("g", 3).unwrap();
     publish(&topic, 0..60);
     let first = topic.poll("g").unwrap().unwrap();
@@ -171,7 +163,7 @@ fn without_keep_unconsumed_a_lagging_group_skips_ahead() {
     );
     assert!(topic.ack("g", first.id()).is_err());
     drop((store, topic));
-    let (_store, topic) = open(&sim.crash(3), &options);
+    let (_store, topic) = open_topic(&sim.crash(3), &options);
     assert_eq!(topic.group_info("g").unwrap().in_flight, Some(next.id()));
 }
 
@@ -182,7 +174,7 @@ fn groups_log_is_compacted_but_keeps_dead_letters() {
     let sim = SimStorage::new();
     let clock = Arc::new(ManualClock::new(0));
     let options = options(Retention::default(), clock);
-    let (store, topic) = open(&sim, &options);
+    let (store, topic) = open_topic(&sim, &options);
     topic.create_group("g", 1).unwrap();
     topic.create_group("h", 1).unwrap();
     publish(&topic, 0..300);
@@ -219,7 +211,7 @@ fn groups_log_is_compacted_but_keeps_dead_letters() {
         "{compacted} of {with_dead_letter} left"
     );
     drop((store, topic));
-    let (_store, topic) = open(&sim.crash(5), &options);
+    let (_store, topic) = open_topic(&sim.crash(5), &options);
     assert_eq!(topic.position("g").unwrap(), topic.len());
     assert_eq!(topic.groups(), ["g"]);
 }

@@ -2,30 +2,19 @@
 //! positions, and concurrent groups on real threads.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use bytes::Bytes;
 use mailroom::topic::{StartPosition, TopicError};
 use mailroom_store::storage::{SimStorage, Storage};
 use mailroom_store::{Store, StoreError, StoreOptions};
-
-const DIR: &str = "/store";
-
-fn open_sim(sim: &SimStorage) -> Store {
-    Store::open_with(
-        Arc::new(sim.clone()),
-        Path::new(DIR),
-        StoreOptions::default(),
-    )
-    .unwrap()
-}
+use mailroom_testkit::store::open_store;
 
 // Proves topic and group creation and deletion are durable the moment they return: a
 // power cut right after each leaves exactly what was confirmed.
 #[test]
 fn topic_and_group_changes_survive_a_power_cut() {
     let sim = SimStorage::new();
-    let store = open_sim(&sim);
+    let store = open_store(&sim, &StoreOptions::default());
     assert!(store.create_topic("orders").unwrap());
     assert!(!store.create_topic("orders").unwrap());
     store.create_topic("audit").unwrap();
@@ -34,7 +23,7 @@ fn topic_and_group_changes_survive_a_power_cut() {
     orders.create_group("shipping", 1).unwrap();
     orders.publish(Bytes::from_static(b"o1")).unwrap();
     let crashed = sim.crash(1);
-    let after = open_sim(&crashed);
+    let after = open_store(&crashed, &StoreOptions::default());
     assert_eq!(after.topics(), ["audit", "orders"]);
     assert_eq!(
         after.topic("orders").unwrap().groups(),
@@ -43,7 +32,7 @@ fn topic_and_group_changes_survive_a_power_cut() {
 
     orders.delete_group("billing").unwrap();
     store.delete_topic("audit").unwrap();
-    let after = open_sim(&sim.crash(2));
+    let after = open_store(&sim.crash(2), &StoreOptions::default());
     assert_eq!(after.topics(), ["orders"]);
     let orders_after = after.topic("orders").unwrap();
     assert_eq!(orders_after.groups(), ["shipping"]);
@@ -55,7 +44,7 @@ fn topic_and_group_changes_survive_a_power_cut() {
 #[test]
 fn deleted_names_start_fresh_and_old_handles_are_refused() {
     let sim = SimStorage::new();
-    let store = open_sim(&sim);
+    let store = open_store(&sim, &StoreOptions::default());
     store.create_topic("t").unwrap();
     let old = store.topic("t").unwrap();
     old.create_group("g", 2).unwrap();
@@ -85,7 +74,7 @@ fn deleted_names_start_fresh_and_old_handles_are_refused() {
     store.create_topic("t").unwrap();
     assert!(store.topic("t").unwrap().is_empty());
     drop((store, old));
-    let store = open_sim(&sim);
+    let store = open_store(&sim, &StoreOptions::default());
     let topic = store.topic("t").unwrap();
     assert!(topic.is_empty());
     assert!(topic.groups().is_empty());
@@ -96,7 +85,7 @@ fn deleted_names_start_fresh_and_old_handles_are_refused() {
 #[test]
 fn names_and_arguments_are_checked() {
     let sim = SimStorage::new();
-    let store = open_sim(&sim);
+    let store = open_store(&sim, &StoreOptions::default());
     for bad in ["", ".", "..", "a/b", "x y", &"n".repeat(129)] {
         assert!(
             matches!(store.create_topic(bad), Err(StoreError::InvalidName { .. })),
@@ -133,7 +122,7 @@ fn names_and_arguments_are_checked() {
 #[test]
 fn groups_start_where_asked() {
     let sim = SimStorage::new();
-    let store = open_sim(&sim);
+    let store = open_store(&sim, &StoreOptions::default());
     store.create_topic("t").unwrap();
     let topic = store.topic("t").unwrap();
     for i in 0..3u8 {
@@ -153,7 +142,9 @@ fn groups_start_where_asked() {
         Err(StoreError::Topic(TopicError::InvalidArgument { .. }))
     ));
     drop((store, topic));
-    let topic = open_sim(&sim).topic("t").unwrap();
+    let topic = open_store(&sim, &StoreOptions::default())
+        .topic("t")
+        .unwrap();
     assert_eq!(topic.position("early").unwrap(), 0);
     assert_eq!(topic.position("late").unwrap(), 3);
     assert_eq!(topic.poll("mid").unwrap().unwrap().message, vec![2u8]);
@@ -165,10 +156,10 @@ fn groups_start_where_asked() {
 #[test]
 fn unfinished_topic_directories_are_cleaned_up() {
     let sim = SimStorage::new();
-    drop(open_sim(&sim));
+    drop(open_store(&sim, &StoreOptions::default()));
     sim.create_dir_all(Path::new("/store/topics/half/messages"))
         .unwrap();
-    let store = open_sim(&sim);
+    let store = open_store(&sim, &StoreOptions::default());
     assert!(store.topics().is_empty());
     assert!(!sim.exists(Path::new("/store/topics/half")).unwrap());
 }
@@ -267,7 +258,7 @@ fn groups_per_topic_are_capped_like_the_in_memory_topic() {
     let mut options = StoreOptions::default();
     options.log.sync = mailroom_store::log::SyncPolicy::Never;
     options.checkpoint_every = u64::MAX;
-    let store = Store::open_with(Arc::new(sim), Path::new(DIR), options).unwrap();
+    let store = open_store(&sim, &options);
     store.create_topic("t").unwrap();
     let topic = store.topic("t").unwrap();
     for n in 0..mailroom::topic::GROUPS_MAX {

@@ -1,5 +1,5 @@
-//! Black-box tests of `mailroom::broadcast`: the seed's worked example, its partial
-//! fan-out recipe, and one test per rule of the contract (issue 2).
+//! Black-box tests of `mailroom::broadcast`: the worked example of its module docs, the
+//! partial fan-out recipe, and one test per rule of the contract.
 #![cfg(not(loom))]
 
 use mailroom::broadcast::{
@@ -16,8 +16,8 @@ fn drain<T>(sub: &Subscription<T>) -> Vec<T> {
 }
 
 #[test]
-fn worked_example_from_the_seed() {
-    // Proves the seed's worked example step by step: cap, (2,0), then (1,1) with m2 lost to s2.
+fn worked_example_of_the_module_docs() {
+    // Proves the module docs' worked example step by step: cap, (2,0), then (1,1) with m2 lost to s2.
     let broker = Broker::new(2, 1).unwrap();
     let s1 = broker.subscribe().unwrap();
     let s2 = broker.subscribe().unwrap();
@@ -35,7 +35,7 @@ fn worked_example_from_the_seed() {
 
 #[test]
 fn partial_fan_out_recipe() {
-    // Proves the seed's "Test partial fan-out" recipe: one delivery + one drop, then
+    // Proves the "partial fan-out" recipe: one delivery + one drop, then
     // unsubscribe/drain/terminal closure of the full one, then close and drain the other.
     let broker = Broker::new(2, 1).unwrap();
     let drained = broker.subscribe().unwrap();

@@ -1,6 +1,7 @@
 //! Model test: `Topic` against a tiny, obviously-correct reference model written here from
-//! the rules of issue 3 (it does not use `mailroom::group`), driven by the same random
-//! operations over several groups, compared after every step.
+//! the retained-topic rules in the `mailroom::topic` docs (it does not use
+//! `mailroom::group`), driven by the same random operations over several groups, compared
+//! after every step.
 
 use std::collections::{BTreeMap, HashMap};
 

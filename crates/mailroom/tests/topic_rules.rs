@@ -1,4 +1,4 @@
-//! One test per rule of `mailroom::topic` (issue 3), black-box through the public API.
+//! One test per rule of `mailroom::topic` (its module docs), black-box through the public API.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Barrier};

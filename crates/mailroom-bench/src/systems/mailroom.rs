@@ -8,7 +8,7 @@
 //! or nack must succeed; an item error fails the run. Publishing in batches uses the batch
 //! endpoint; pipelined publishing uses the publish stream (`Client::publish_stream`).
 //!
-//! The `parallel` workload (issue 7) has two shapes: [`MailroomShape::Batch`], ONE consumer
+//! The `parallel` workload (one group, W in flight) has two shapes: [`MailroomShape::Batch`], ONE consumer
 //! doing `poll_batch(max = W)` → one `ack_batch`, like the Redis side; and the older
 //! [`MailroomShape::Tasks`], W named consumers each polling and acking one delivery at a
 //! time ([`MailroomWorker`]), kept for comparison; and [`MailroomShape::AckNext`], the

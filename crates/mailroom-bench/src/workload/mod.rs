@@ -1,10 +1,10 @@
-//! The workloads of issue 6, each written once against the [`crate::systems`] traits.
+//! The workloads of the peer comparison, each written once against the [`crate::systems`] traits.
 //!
 //! | workload | what is timed | latency measured |
 //! |---|---|---|
 //! | [`publish`] | publishing `count` messages (1 or many publishers, single or batched calls) | per message: the publish call until the system confirmed it at its durability |
 //! | [`consume`] (`consume`, `retry`, `fanout`) | draining a log filled beforehand (untimed), one consumer per group, in rounds of up to the prefetch | per delivery: asking for its round's batch until the ack / rejection calls settling it returned |
-//! | [`parallel`] (issue 7) | draining a log filled beforehand (untimed), one group, W deliveries in flight (mailroom: `poll_batch(max = W)` + one `ack_batch`, or W consumers in the tasks shape; Redis: `XREADGROUP COUNT W` + one `XACK`) | per delivery: asking for its batch until the ack covering it returned |
+//! | [`parallel`] (one group, W in flight) | draining a log filled beforehand (untimed), one group, W deliveries in flight (mailroom: `poll_batch(max = W)` + one `ack_batch`, or W consumers in the tasks shape; Redis: `XREADGROUP COUNT W` + one `XACK`) | per delivery: asking for its batch until the ack covering it returned |
 //! | [`live`] | paced publishing to many subscribers, one stalled | per delivery: publish time (in the payload) to arrival at a reading subscriber |
 //!
 //! Every workload ends with its correctness verdict (see [`crate::ledger`]). The broker's

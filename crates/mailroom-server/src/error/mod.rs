@@ -12,6 +12,7 @@ use axum::http::{header, HeaderValue, Request, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use mailroom::broadcast::BroadcastError;
+use mailroom::group::ArgumentError;
 use mailroom::topic::TopicError;
 pub use mailroom_api::{ErrorBody, ErrorCode};
 use mailroom_store::StoreError;
@@ -168,7 +169,7 @@ impl From<TopicError> for ApiError {
         match error {
             // The code says "invalid_argument" already; the Display's "invalid argument: "
             // prefix would say it twice.
-            TopicError::InvalidArgument { reason } => ApiError::invalid_argument(reason),
+            TopicError::InvalidArgument(argument) => argument.into(),
             TopicError::UnknownGroup { .. } => {
                 ApiError::new(StatusCode::NOT_FOUND, ErrorCode::UnknownGroup, message)
             }
@@ -180,6 +181,43 @@ impl From<TopicError> for ApiError {
             }
             // A rule added to the library later is still a refused request, not a fault.
             _ => ApiError::new(StatusCode::CONFLICT, ErrorCode::Conflict, message),
+        }
+    }
+}
+
+impl From<ArgumentError> for ApiError {
+    /// The library's refusal of an argument in the server's wording. The library's field
+    /// names are the JSON fields' names (`consumer`, `lease_ms`, `backoff.cap_ms`, ...),
+    /// so its field, bound and value make the message.
+    fn from(error: ArgumentError) -> ApiError {
+        match error {
+            ArgumentError::OutOfRange {
+                field,
+                min,
+                max,
+                got,
+            } => ApiError::out_of_range(field, min..=max, got),
+            ArgumentError::LengthOutOfRange {
+                field,
+                min,
+                max,
+                got,
+            } => ApiError::length_out_of_range(field, min..=max, got),
+            ArgumentError::CountOutOfRange {
+                field,
+                items,
+                min,
+                max,
+                got,
+            } => ApiError::count_out_of_range(
+                field,
+                items,
+                usize::try_from(min).unwrap_or(usize::MAX)
+                    ..=usize::try_from(max).unwrap_or(usize::MAX),
+                usize::try_from(got).unwrap_or(usize::MAX),
+            ),
+            // The rest carry no range to word: the library's text is the message.
+            other => ApiError::invalid_argument(other.to_string()),
         }
     }
 }
@@ -354,7 +392,7 @@ mod tests {
     fn topic_errors_map_to_documented_statuses() {
         let cases = [
             (
-                TopicError::InvalidArgument { reason: "x" },
+                TopicError::InvalidArgument(ArgumentError::Unsupported { reason: "x" }),
                 400,
                 "invalid_argument",
             ),
@@ -395,23 +433,48 @@ mod tests {
     }
 
     // Proves an invalid argument from the library or the store becomes a message that is
-    // its reason alone: the code already says "invalid_argument", so the Display's
-    // "invalid argument: " prefix would say it twice.
+    // its reason alone (the code already says "invalid_argument", so the Display's
+    // "invalid argument: " prefix would say it twice), and that the library's typed
+    // refusals read as the server's own wording of their field, bound and value.
     #[test]
     fn invalid_arguments_are_not_prefixed_twice() {
-        let from_topic = ApiError::from(TopicError::InvalidArgument {
-            reason: "a consumer must be 1 to 128 bytes long",
-        });
+        let from_topic = ApiError::from(TopicError::InvalidArgument(
+            ArgumentError::LengthOutOfRange {
+                field: "consumer",
+                min: 1,
+                max: 128,
+                got: 0,
+            },
+        ));
         let from_store = ApiError::from(StoreError::InvalidArgument {
             reason: "limit must be in 1..=10000, got 0".into(),
         });
-        let wrapped = ApiError::from(StoreError::Topic(TopicError::InvalidArgument {
-            reason: "max_in_flight must be 1 to 65536",
+        let wrapped = ApiError::from(StoreError::Topic(TopicError::InvalidArgument(
+            ArgumentError::OutOfRange {
+                field: "lease_ms",
+                min: 1,
+                max: 604_800_000,
+                got: 0,
+            },
+        )));
+        let counted = ApiError::from(TopicError::InvalidArgument(
+            ArgumentError::CountOutOfRange {
+                field: "ack",
+                items: "deliveries",
+                min: 0,
+                max: 4,
+                got: 5,
+            },
+        ));
+        let unsupported = ApiError::from(TopicError::InvalidArgument(ArgumentError::Unsupported {
+            reason: "a delay needs a clock",
         }));
         for (api, reason) in [
-            (from_topic, "a consumer must be 1 to 128 bytes long"),
+            (from_topic, "consumer must be 1..=128 bytes long, got 0"),
             (from_store, "limit must be in 1..=10000, got 0"),
-            (wrapped, "max_in_flight must be 1 to 65536"),
+            (wrapped, "lease_ms must be in 1..=604800000 (7 days), got 0"),
+            (counted, "ack must list at most 4 deliveries, got 5"),
+            (unsupported, "a delay needs a clock"),
         ] {
             assert_eq!(
                 (api.code.as_str(), api.message.as_str()),

@@ -2,18 +2,21 @@
 //! same on every route: a consumer on `poll`, `poll/raw` and `poll/batch`; a nack's
 //! delay and reason on `nack` and `nack/batch`; a new group's settings.
 //!
-//! The library checks the same rules again (they are its rules, with its constants); the
-//! server checks first because it knows what the library cannot say: the field's name as
-//! the client sent it, and the value that was wrong. The boundaries are the library's
-//! own constants, and the tests below prove both sides agree at each of them.
+//! The rules are the library's, not copies: each check runs the library's own and words
+//! its typed refusal (field, bound, value) through `From<ArgumentError> for ApiError`. The
+//! library's field names are the JSON fields' names, so one mapping words them all. The
+//! routes still call these before they touch the store, so a bad argument is refused
+//! before (and regardless of) the topic or group lookup, as it always was.
 
+use mailroom::group::NackOptions;
+#[cfg(doc)]
 use mailroom::group::{
-    NackOptions, CONSUMER_BYTES_MAX, DELAY_MS_MAX, LEASE_MS_MAX, MAX_IN_FLIGHT_MAX,
-    REASON_BYTES_MAX,
+    CONSUMER_BYTES_MAX, DELAY_MS_MAX, LEASE_MS_MAX, MAX_IN_FLIGHT_MAX, REASON_BYTES_MAX,
 };
+use mailroom::topic::TopicError;
 
 use crate::error::ApiError;
-use crate::routes::group_control::BackoffBody;
+use crate::routes::groups::{group_config, BackoffBody};
 
 /// Checks a poll's consumer (absent is the anonymous consumer).
 ///
@@ -29,10 +32,8 @@ use crate::routes::group_control::BackoffBody;
 /// 400 `invalid_argument` for an empty consumer or one over [`CONSUMER_BYTES_MAX`] bytes.
 pub fn check_consumer(consumer: Option<&str>) -> Result<(), ApiError> {
     match consumer {
-        Some(consumer) if consumer.is_empty() || consumer.len() > CONSUMER_BYTES_MAX => Err(
-            ApiError::length_out_of_range("consumer", 1..=CONSUMER_BYTES_MAX, consumer.len()),
-        ),
-        _ => Ok(()),
+        Some(consumer) => Ok(mailroom::group::check_consumer(consumer)?),
+        None => Ok(()),
     }
 }
 
@@ -50,25 +51,9 @@ pub fn check_consumer(consumer: Option<&str>) -> Result<(), ApiError> {
 /// 400 `invalid_argument` for a delay over [`DELAY_MS_MAX`] or a reason over
 /// [`REASON_BYTES_MAX`] bytes.
 pub fn check_nack_options(options: &NackOptions) -> Result<(), ApiError> {
-    if let Some(delay_ms) = options.delay_ms.filter(|&delay| delay > DELAY_MS_MAX) {
-        return Err(ApiError::out_of_range(
-            "delay_ms",
-            0..=DELAY_MS_MAX,
-            delay_ms,
-        ));
-    }
-    if let Some(reason) = options
-        .reason
-        .as_deref()
-        .filter(|reason| reason.len() > REASON_BYTES_MAX)
-    {
-        return Err(ApiError::length_out_of_range(
-            "reason",
-            0..=REASON_BYTES_MAX,
-            reason.len(),
-        ));
-    }
-    Ok(())
+    options
+        .check()
+        .map_err(|error| ApiError::from(TopicError::from(error)))
 }
 
 /// Checks a new group's optional settings.
@@ -89,50 +74,23 @@ pub fn check_group_settings(
     backoff: Option<BackoffBody>,
     max_in_flight: Option<u32>,
 ) -> Result<(), ApiError> {
-    if let Some(lease_ms) = lease_ms.filter(|&lease| lease == 0 || lease > LEASE_MS_MAX) {
-        return Err(ApiError::out_of_range(
-            "lease_ms",
-            1..=LEASE_MS_MAX,
-            lease_ms,
-        ));
+    // `max_attempts` 1 passes the library's rule; the route checks the real one itself
+    // against the server's own limit.
+    match group_config(1, lease_ms, backoff, max_in_flight) {
+        Some(config) => config
+            .check()
+            .map_err(|error| ApiError::from(TopicError::from(error))),
+        None => Ok(()),
     }
-    match backoff {
-        Some(BackoffBody::Fixed { delay_ms }) if delay_ms > DELAY_MS_MAX => {
-            return Err(ApiError::out_of_range(
-                "backoff.delay_ms",
-                0..=DELAY_MS_MAX,
-                delay_ms,
-            ));
-        }
-        Some(BackoffBody::Exponential { base_ms, cap_ms }) if base_ms > cap_ms => {
-            return Err(ApiError::invalid_argument(format!(
-                "backoff.base_ms must not be above backoff.cap_ms, got {base_ms} and {cap_ms}"
-            )));
-        }
-        Some(BackoffBody::Exponential { cap_ms, .. }) if cap_ms > DELAY_MS_MAX => {
-            return Err(ApiError::out_of_range(
-                "backoff.cap_ms",
-                0..=DELAY_MS_MAX,
-                cap_ms,
-            ));
-        }
-        _ => {}
-    }
-    if let Some(window) = max_in_flight.filter(|&w| w == 0 || w > MAX_IN_FLIGHT_MAX) {
-        return Err(ApiError::out_of_range(
-            "max_in_flight",
-            1..=u64::from(MAX_IN_FLIGHT_MAX),
-            u64::from(window),
-        ));
-    }
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::routes::group_control::group_config;
-    use mailroom::group::NackKind;
+    use mailroom::group::{
+        NackKind, CONSUMER_BYTES_MAX, DELAY_MS_MAX, LEASE_MS_MAX, MAX_IN_FLIGHT_MAX,
+        REASON_BYTES_MAX,
+    };
 
     /// Whether the server's check and the library's agree on a group's settings.
     fn agree(lease_ms: Option<u64>, backoff: Option<BackoffBody>, window: Option<u32>) -> bool {

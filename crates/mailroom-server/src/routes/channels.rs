@@ -11,7 +11,7 @@
 use std::convert::Infallible;
 
 use axum::extract::ws::{Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -24,12 +24,15 @@ pub use mailroom_api::channels::{
     ChannelClosed, ChannelDelivery, ChannelInfo, ChannelList, CreateChannel,
 };
 pub use mailroom_api::limits::{MAILBOX_CAPACITY_DEFAULT, MAX_SUBSCRIBERS_DEFAULT};
+use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt as _};
+use utoipa_axum::routes;
 
 use crate::body::{JsonBody, RawBody};
 use crate::channels::{Channel, Created};
 use crate::error::{ApiError, ErrorBody};
 use crate::metrics::Metrics;
-use crate::names::check_name;
+use crate::paths::ChannelPath;
+use crate::routes::BodyLimits;
 use crate::state::AppState;
 
 /// The largest message or frame a WebSocket subscriber may send to the server.
@@ -71,10 +74,9 @@ fn channel_info(channel: &Channel) -> ChannelInfo {
     ))]
 pub async fn create_channel(
     State(state): State<AppState>,
-    Path(channel): Path<String>,
+    ChannelPath { channel }: ChannelPath,
     JsonBody(request): JsonBody<CreateChannel>,
 ) -> Result<Response, ApiError> {
-    check_name("channel", &channel)?;
     let created = state.channels.create(
         &channel,
         request.max_subscribers.unwrap_or(MAX_SUBSCRIBERS_DEFAULT),
@@ -115,9 +117,8 @@ pub async fn list_channels(State(state): State<AppState>) -> Json<ChannelList> {
     ))]
 pub async fn channel_info_route(
     State(state): State<AppState>,
-    Path(channel): Path<String>,
+    ChannelPath { channel }: ChannelPath,
 ) -> Result<Json<ChannelInfo>, ApiError> {
-    check_name("channel", &channel)?;
     Ok(Json(channel_info(&*state.channels.get(&channel)?)))
 }
 
@@ -135,10 +136,9 @@ pub async fn channel_info_route(
     ))]
 pub async fn publish_channel(
     State(state): State<AppState>,
-    Path(channel): Path<String>,
+    ChannelPath { channel }: ChannelPath,
     body: Result<RawBody, ApiError>,
 ) -> Result<Json<ChannelDelivery>, ApiError> {
-    check_name("channel", &channel)?;
     let RawBody(payload) = body?;
     let handle = state.channels.get(&channel)?;
     let delivery = handle.broker.publish(payload)?;
@@ -171,9 +171,8 @@ pub async fn publish_channel(
     ))]
 pub async fn close_channel(
     State(state): State<AppState>,
-    Path(channel): Path<String>,
+    ChannelPath { channel }: ChannelPath,
 ) -> Result<Json<ChannelClosed>, ApiError> {
-    check_name("channel", &channel)?;
     state.channels.close(&channel)?;
     Ok(Json(ChannelClosed {
         channel,
@@ -183,7 +182,6 @@ pub async fn close_channel(
 
 /// Takes a slot in the channel: 404 if it does not exist, 409 if it is full.
 fn subscribe(state: &AppState, channel: &str) -> Result<Subscription<Bytes>, ApiError> {
-    check_name("channel", channel)?;
     Ok(state.channels.get(channel)?.broker.subscribe()?)
 }
 
@@ -200,11 +198,10 @@ fn subscribe(state: &AppState, channel: &str) -> Result<Subscription<Bytes>, Api
     ))]
 pub async fn subscribe_ws(
     State(state): State<AppState>,
-    Path(channel): Path<String>,
+    ChannelPath { channel }: ChannelPath,
     upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
-    // Name and channel first: a 404 says more than "not a WebSocket request".
-    check_name("channel", &channel)?;
+    // The channel first: a 404 says more than "not a WebSocket request".
     state.channels.get(&channel)?;
     let upgrade = upgrade.map_err(|rejection| ApiError::not_websocket(&rejection))?;
     let subscription = subscribe(&state, &channel)?;
@@ -283,7 +280,7 @@ fn ws_frame(payload: Bytes) -> Message {
     ))]
 pub async fn subscribe_events(
     State(state): State<AppState>,
-    Path(channel): Path<String>,
+    ChannelPath { channel }: ChannelPath,
 ) -> Result<Response, ApiError> {
     let subscription = subscribe(&state, &channel)?;
     let events = subscription
@@ -304,6 +301,17 @@ fn sse_event(payload: Bytes) -> Event {
             .event("base64")
             .data(base64::engine::general_purpose::STANDARD.encode(&payload)),
     }
+}
+
+/// The channel routes: list, create, describe, close, publish, subscribe (WebSocket,
+/// Server-Sent Events).
+pub fn router(limits: BodyLimits) -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_channels))
+        .routes(routes!(create_channel, channel_info_route, close_channel).layer(limits.json))
+        .routes(routes!(publish_channel).layer(limits.payload))
+        .routes(routes!(subscribe_ws))
+        .routes(routes!(subscribe_events))
 }
 
 #[cfg(test)]

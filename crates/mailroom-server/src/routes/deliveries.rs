@@ -1,10 +1,11 @@
-//! A group's deliveries one at a time: poll (JSON or raw bytes), ack and nack.
+//! A group's deliveries: poll (JSON or raw bytes), ack and nack one at a time, and their
+//! batch forms ([`batch`]) with long polls ([`waiting`]).
 //!
 //! Every transition goes through the store, which runs the one group state machine
 //! (`mailroom::group`) and makes the event durable before the response is sent (the hot
-//! calls through [`AppState::durable`], awaited without blocking a worker).
+//! calls awaited without blocking a worker; see [`crate::backend`]).
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -12,16 +13,23 @@ use base64::Engine as _;
 use bytes::Bytes;
 use mailroom::topic::Nack;
 pub use mailroom_api::deliveries::{
-    Acked, DeliveryBody, DeliveryId as DeliveryRef, NackOutcome, Nacked,
+    Acked, DeliveryBody, DeliveryId as DeliveryRef, NackKind as NackKindBody, NackOutcome,
+    NackRequest, Nacked, PollRequest,
 };
+use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt as _};
+use utoipa_axum::routes;
 
-use crate::body::{JsonBody, QueryParams};
-use crate::error::{ApiError, ErrorBody};
+use crate::body::{parse, JsonBody, QueryParams};
+use crate::error::{shown, ApiError, ErrorBody};
 use crate::metrics::{Metrics, NackLabels};
-use crate::routes::arguments::check_nack_options;
-use crate::routes::group_control::{poll_consumer, NackRequest, PollRequest};
-use crate::routes::groups::check_names;
+use crate::paths::GroupPath;
+use crate::routes::arguments::{check_consumer, check_nack_options};
+use crate::routes::BodyLimits;
 use crate::state::AppState;
+
+pub mod batch;
+pub mod batch_arguments;
+pub mod waiting;
 
 /// The header carrying the offset on a raw poll.
 pub const OFFSET_HEADER: &str = "mailroom-offset";
@@ -29,7 +37,7 @@ pub const OFFSET_HEADER: &str = "mailroom-offset";
 pub const ATTEMPT_HEADER: &str = "mailroom-attempt";
 
 /// Splits a payload into its JSON form: text if UTF-8, base64 otherwise.
-pub(super) fn encode_payload(payload: Bytes) -> (Option<String>, Option<String>) {
+pub(crate) fn encode_payload(payload: Bytes) -> (Option<String>, Option<String>) {
     match String::from_utf8(payload.into()) {
         Ok(text) => (Some(text), None),
         Err(error) => {
@@ -40,7 +48,7 @@ pub(super) fn encode_payload(payload: Bytes) -> (Option<String>, Option<String>)
 }
 
 /// The JSON form of a delivery.
-pub(super) fn delivery_body(delivery: mailroom::topic::Delivery<Bytes>) -> DeliveryBody {
+pub(crate) fn delivery_body(delivery: mailroom::topic::Delivery<Bytes>) -> DeliveryBody {
     let (payload, payload_base64) = encode_payload(delivery.message);
     DeliveryBody {
         offset: delivery.offset,
@@ -56,21 +64,13 @@ async fn poll_delivery(
     group: String,
     consumer: Option<String>,
 ) -> Result<Option<mailroom::topic::Delivery<Bytes>>, ApiError> {
-    check_names(&topic, &group)?;
     let labels = Metrics::group(&topic, &group);
-    let polled_at = tokio::time::Instant::now();
     let delivery = state
-        .durable(|store| {
-            let topic = store.topic(&topic)?;
-            match &consumer {
-                None => topic.poll_deferred(&group),
-                Some(consumer) => topic.poll_as_deferred(&group, consumer),
-            }
-        })
+        .backend
+        .poll(&topic, &group, consumer.as_deref())
         .await?;
     if delivery.is_some() {
         state.metrics.deliveries.get_or_create(&labels).inc();
-        state.long_polls.leased(&topic, &group, polled_at);
     }
     Ok(delivery)
 }
@@ -90,7 +90,7 @@ async fn poll_delivery(
     ))]
 pub async fn poll(
     State(state): State<AppState>,
-    Path((topic, group)): Path<(String, String)>,
+    GroupPath { topic, group }: GroupPath,
     QueryParams(query): QueryParams<PollRequest>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
@@ -119,7 +119,7 @@ pub async fn poll(
     ))]
 pub async fn poll_raw(
     State(state): State<AppState>,
-    Path((topic, group)): Path<(String, String)>,
+    GroupPath { topic, group }: GroupPath,
     QueryParams(query): QueryParams<PollRequest>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
@@ -152,16 +152,12 @@ pub async fn poll_raw(
     ))]
 pub async fn ack(
     State(state): State<AppState>,
-    Path((topic, group)): Path<(String, String)>,
+    GroupPath { topic, group }: GroupPath,
     JsonBody(delivery): JsonBody<DeliveryRef>,
 ) -> Result<Json<Acked>, ApiError> {
-    check_names(&topic, &group)?;
     let labels = Metrics::group(&topic, &group);
     let id = delivery.id();
-    state
-        .durable(|store| store.topic(&topic)?.ack_deferred(&group, id))
-        .await?;
-    state.long_polls.wake(&labels.topic);
+    state.backend.ack(&topic, &group, id).await?;
     state.metrics.acks.get_or_create(&labels).inc();
     Ok(Json(Acked {
         outcome: "acked".to_owned(),
@@ -184,18 +180,14 @@ pub async fn ack(
     ))]
 pub async fn nack(
     State(state): State<AppState>,
-    Path((topic, group)): Path<(String, String)>,
+    GroupPath { topic, group }: GroupPath,
     JsonBody(request): JsonBody<NackRequest>,
 ) -> Result<Json<Nacked>, ApiError> {
-    check_names(&topic, &group)?;
     let labels = Metrics::group(&topic, &group);
     let (id, options) = request.split();
     check_nack_options(&options)?;
     let released = options.kind == mailroom::group::NackKind::Release;
-    let nack = state
-        .durable(|store| store.topic(&topic)?.nack_with_deferred(&group, id, options))
-        .await?;
-    state.long_polls.wake(&labels.topic);
+    let nack = state.backend.nack(&topic, &group, id, options).await?;
     let outcome = match nack {
         Nack::Retry if released => NackOutcome::Released,
         Nack::Retry => NackOutcome::Retry,
@@ -221,6 +213,45 @@ pub async fn nack(
     Ok(Json(Nacked { outcome }))
 }
 
+/// The consumer of a poll, from `?consumer=` or a `{"consumer": ...}` body (an empty
+/// body is none), checked as `poll/batch` checks its own.
+///
+/// # Errors
+/// 400 for a malformed body, a consumer given both ways that differs, or one of the
+/// wrong length ([`check_consumer`]).
+pub fn poll_consumer(query: PollRequest, body: &Bytes) -> Result<Option<String>, ApiError> {
+    let from_body = if body.iter().all(u8::is_ascii_whitespace) {
+        None
+    } else {
+        parse::<PollRequest>(body)?.consumer
+    };
+    let consumer = match (query.consumer, from_body) {
+        (Some(a), Some(b)) if a != b => {
+            return Err(ApiError::invalid_argument(format!(
+                "consumer must be given once or the same both ways, got {:?} in the query \
+                 and {:?} in the body",
+                shown(&a),
+                shown(&b)
+            )))
+        }
+        (a, b) => a.or(b),
+    };
+    check_consumer(consumer.as_deref())?;
+    Ok(consumer)
+}
+
+/// The delivery routes: poll (JSON and raw), ack, nack, and their batch forms.
+pub fn router(limits: BodyLimits) -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(poll).layer(limits.json))
+        .routes(routes!(poll_raw).layer(limits.json))
+        .routes(routes!(ack).layer(limits.json))
+        .routes(routes!(nack).layer(limits.json))
+        .routes(routes!(batch::poll_batch).layer(limits.delivery_list))
+        .routes(routes!(batch::ack_batch).layer(limits.delivery_list))
+        .routes(routes!(batch::nack_batch).layer(limits.delivery_list))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -236,5 +267,22 @@ mod tests {
             encode_payload(Bytes::from_static(&[0xff, 0x00])),
             (None, Some("/wA=".into()))
         );
+    }
+
+    // Proves the consumer comes from the query or the body, an empty body is none, and
+    // two different answers are refused rather than one silently winning.
+    #[test]
+    fn poll_consumer_sources() {
+        let none = PollRequest::default();
+        assert_eq!(poll_consumer(none, &Bytes::new()).unwrap(), None);
+        let body = Bytes::from_static(br#"{"consumer":"c1"}"#);
+        let from_body = poll_consumer(PollRequest::default(), &body).unwrap();
+        assert_eq!(from_body.as_deref(), Some("c1"));
+        let query = PollRequest {
+            consumer: Some("c2".into()),
+        };
+        assert!(poll_consumer(query, &body).is_err());
+        let bad = Bytes::from_static(br#"{"who":"c1"}"#);
+        assert!(poll_consumer(PollRequest::default(), &bad).is_err());
     }
 }

@@ -1,33 +1,37 @@
 //! Consumer groups: create, describe and delete, and what the other group routes share
-//! (name checks, the JSON form of a group's state).
+//! (the JSON form of a group's state).
 //!
-//! A group's deliveries (poll, ack, nack) are in [`crate::routes::deliveries`], their
-//! batch forms in [`crate::routes::batch`], its dead letters in
-//! [`crate::routes::dead_letters`] and its leases and redrives in
-//! [`crate::routes::group_control`].
+//! A group's deliveries (poll, ack, nack and their batch forms) are in
+//! [`crate::routes::deliveries`], its leases in [`crate::routes::leases`] and its dead
+//! letters (listing, redrive, purge) in [`crate::routes::dead_letters`].
 //!
 //! Every transition goes through the store, which runs the one group state machine
 //! (`mailroom::group`) and makes the event durable before the response is sent (the hot
-//! calls through [`AppState::durable`], awaited without blocking a worker).
+//! calls awaited without blocking a worker; see [`crate::backend`]).
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use mailroom::group::{Backoff, DeliveryId, GroupConfig};
 use mailroom::topic::{GroupInfo, StartPosition};
 pub use mailroom_api::groups::{
-    CreateGroup, GroupCreated, GroupDeleted, GroupInfo as GroupInfoBody, Start, StartName,
+    Backoff as BackoffBody, CreateGroup, DeadLetterNote as DeadLetterNoteBody,
+    GroupCounters as CountersBody, GroupCreated, GroupDeleted, GroupDetail as GroupDetailBody,
+    GroupInfo as GroupInfoBody, Start, StartName,
 };
 /// The largest `max_attempts` a group may have.
 pub use mailroom_api::limits::MAX_ATTEMPTS_MAX as MAX_ATTEMPTS_LIMIT;
-use mailroom_store::{DurableTopic, StoreError};
+use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt as _};
+use utoipa_axum::routes;
 
+use crate::backend::GroupDetail;
 use crate::body::JsonBody;
 use crate::error::{ApiError, ErrorBody};
-use crate::names::check_name;
+use crate::paths::GroupPath;
 use crate::routes::arguments::check_group_settings;
 use crate::routes::deliveries::DeliveryRef;
-use crate::routes::group_control::{group_config, group_detail, GroupDetailBody};
+use crate::routes::BodyLimits;
 use crate::state::AppState;
 
 /// The JSON form of a group's state.
@@ -46,11 +50,6 @@ pub fn group_info_body(info: GroupInfo) -> GroupInfoBody {
     }
 }
 
-pub(super) fn check_names(topic: &str, group: &str) -> Result<(), ApiError> {
-    check_name("topic", topic)?;
-    check_name("group", group)
-}
-
 /// Creates a consumer group on a topic.
 #[utoipa::path(put, path = "/v1/topics/{topic}/groups/{group}", tag = "groups",
     params(("topic" = crate::names::Name, Path, description = "Topic name"),
@@ -66,10 +65,9 @@ pub(super) fn check_names(topic: &str, group: &str) -> Result<(), ApiError> {
     ))]
 pub async fn create_group(
     State(state): State<AppState>,
-    Path((topic, group)): Path<(String, String)>,
+    GroupPath { topic, group }: GroupPath,
     JsonBody(request): JsonBody<CreateGroup>,
 ) -> Result<Response, ApiError> {
-    check_names(&topic, &group)?;
     if request.max_attempts == 0 || request.max_attempts > MAX_ATTEMPTS_LIMIT {
         return Err(ApiError::out_of_range(
             "max_attempts",
@@ -92,36 +90,13 @@ pub async fn create_group(
         request.lease_ms,
         request.backoff,
         request.max_in_flight,
-    );
+    )
+    .unwrap_or_else(|| GroupConfig::new(request.max_attempts));
     state
-        .blocking(move |store| {
-            let topic = store.topic(&topic)?;
-            check_start(&topic, start)?;
-            match config {
-                None => topic.create_group_at(&group, request.max_attempts, start),
-                Some(config) => topic.create_group_with(&group, start, config),
-            }
-        })
+        .backend
+        .create_group(&topic, &group, start, config)
         .await?;
     Ok((StatusCode::CREATED, Json(body)).into_response())
-}
-
-/// Refuses a start offset outside the retained log with the log's bounds in the message.
-/// The store checks again under its lock (retention may move the start meanwhile), in
-/// fewer words.
-fn check_start(topic: &DurableTopic, start: StartPosition) -> Result<(), StoreError> {
-    let StartPosition::Offset(offset) = start else {
-        return Ok(());
-    };
-    let (first, end) = (topic.start(), topic.len());
-    if offset < first || offset > end {
-        return Err(StoreError::InvalidArgument {
-            reason: format!(
-                "start must be an offset in the retained log, {first}..={end}, got {offset}"
-            ),
-        });
-    }
-    Ok(())
 }
 
 /// Describes one group.
@@ -137,9 +112,8 @@ fn check_start(topic: &DurableTopic, start: StartPosition) -> Result<(), StoreEr
     ))]
 pub async fn group_info(
     State(state): State<AppState>,
-    Path((topic, group)): Path<(String, String)>,
+    GroupPath { topic, group }: GroupPath,
 ) -> Result<Json<GroupDetailBody>, ApiError> {
-    check_names(&topic, &group)?;
     Ok(Json(group_detail(&state, topic, group).await?))
 }
 
@@ -155,19 +129,87 @@ pub async fn group_info(
     ))]
 pub async fn delete_group(
     State(state): State<AppState>,
-    Path((topic, group)): Path<(String, String)>,
+    GroupPath { topic, group }: GroupPath,
 ) -> Result<Json<GroupDeleted>, ApiError> {
-    check_names(&topic, &group)?;
-    let (name, group_name) = (topic.clone(), group.clone());
-    state
-        .blocking(move |store| store.topic(&name)?.delete_group(&group_name))
-        .await?;
-    // Its long polls re-poll, find the group gone and answer 404 `unknown_group`.
-    state.long_polls.wake(&topic);
+    // The backend wakes the group's long polls, which then answer 404 `unknown_group`.
+    state.backend.delete_group(&topic, &group).await?;
     state.metrics.forget_group(&topic, &group);
     Ok(Json(GroupDeleted {
         topic,
         group,
         deleted: true,
     }))
+}
+
+/// The optional settings of a new group besides `max_attempts`; `None` when none is set,
+/// and the group then has the defaults (`GroupConfig::new(max_attempts)`).
+pub fn group_config(
+    max_attempts: u32,
+    lease_ms: Option<u64>,
+    backoff: Option<BackoffBody>,
+    max_in_flight: Option<u32>,
+) -> Option<GroupConfig> {
+    if lease_ms.is_none() && backoff.is_none() && max_in_flight.is_none() {
+        return None;
+    }
+    let mut config = GroupConfig::new(max_attempts);
+    config.lease_ms = lease_ms;
+    config.backoff = backoff.map(Backoff::from);
+    if let Some(window) = max_in_flight {
+        config.max_in_flight = window;
+    }
+    Some(config)
+}
+
+/// Reads everything [`GroupDetailBody`] shows.
+pub async fn group_detail(
+    state: &AppState,
+    topic: String,
+    group: String,
+) -> Result<GroupDetailBody, ApiError> {
+    let detail = state.backend.group_detail(&topic, &group).await?;
+    let GroupDetail {
+        info,
+        config,
+        counters,
+        in_flight,
+        dead_letters,
+    } = detail;
+    Ok(GroupDetailBody {
+        info: group_info_body(info),
+        lease_ms: config.lease_ms,
+        backoff: config.backoff.map(BackoffBody::from),
+        max_in_flight: config.max_in_flight,
+        counters: counters.into(),
+        deliveries: in_flight.into_iter().map(delivery_ref).collect(),
+        dead_letter_notes: dead_letters.iter().map(DeadLetterNoteBody::from).collect(),
+    })
+}
+
+fn delivery_ref(id: DeliveryId) -> DeliveryRef {
+    DeliveryRef {
+        offset: id.offset,
+        attempt: id.attempt,
+    }
+}
+
+/// The group routes: create, describe, delete.
+pub fn router(limits: BodyLimits) -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(create_group, group_info, delete_group).layer(limits.json))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves a group with no optional setting maps to no config (the defaults), and one
+    // with any setting keeps the others at their defaults.
+    #[test]
+    fn group_config_only_when_asked() {
+        assert_eq!(group_config(3, None, None, None), None);
+        let config = group_config(3, Some(500), None, Some(4)).unwrap();
+        assert_eq!(config.lease_ms, Some(500));
+        assert_eq!(config.backoff, None);
+        assert_eq!(config.max_in_flight, 4);
+    }
 }

@@ -5,7 +5,7 @@
 //! end with that 404, and its notifier and metric series are dropped.
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -15,12 +15,15 @@ pub use mailroom_api::topics::{
     Base64Message, BatchMessage, BatchPublished, BatchRequest, Published, TopicCreated,
     TopicDeleted, TopicInfo, TopicList, TopicSummary,
 };
+use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt as _};
+use utoipa_axum::routes;
 
 use crate::body::{JsonBody, RawBody};
 use crate::error::{ApiError, ErrorBody};
 use crate::metrics::TopicLabels;
-use crate::names::check_name;
+use crate::paths::TopicPath;
 use crate::routes::groups::group_info_body;
+use crate::routes::BodyLimits;
 use crate::state::AppState;
 
 /// Creates a topic (idempotent).
@@ -34,13 +37,9 @@ use crate::state::AppState;
     ))]
 pub async fn create_topic(
     State(state): State<AppState>,
-    Path(topic): Path<String>,
+    TopicPath { topic }: TopicPath,
 ) -> Result<Response, ApiError> {
-    check_name("topic", &topic)?;
-    let name = topic.clone();
-    let created = state
-        .blocking(move |store| store.create_topic(&name))
-        .await?;
+    let created = state.backend.create_topic(&topic).await?;
     let status = if created {
         StatusCode::CREATED
     } else {
@@ -60,18 +59,10 @@ pub async fn create_topic(
     ))]
 pub async fn delete_topic(
     State(state): State<AppState>,
-    Path(topic): Path<String>,
+    TopicPath { topic }: TopicPath,
 ) -> Result<Json<TopicDeleted>, ApiError> {
-    check_name("topic", &topic)?;
-    let name = topic.clone();
-    let groups = state
-        .blocking(move |store| {
-            let groups = store.topic(&name)?.groups();
-            store.delete_topic(&name)?;
-            Ok(groups)
-        })
-        .await?;
-    state.long_polls.forget(&topic);
+    // The backend ends the topic's long polls too.
+    let groups = state.backend.delete_topic(&topic).await?;
     state.metrics.forget_topic(&topic, &groups);
     Ok(Json(TopicDeleted {
         topic,
@@ -86,23 +77,16 @@ pub async fn delete_topic(
         (status = 401, description = "Missing or wrong token", body = ErrorBody),
     ))]
 pub async fn list_topics(State(state): State<AppState>) -> Result<Json<TopicList>, ApiError> {
-    let topics = state
-        .blocking(|store| {
-            let mut topics = Vec::new();
-            for name in store.topics() {
-                // A topic deleted between the listing and this lookup is simply skipped.
-                if let Ok(topic) = store.topic(&name) {
-                    topics.push(TopicSummary {
-                        start: topic.start(),
-                        end: topic.len(),
-                        groups: topic.groups(),
-                        name,
-                    });
-                }
-            }
-            Ok(topics)
+    let topics = state.backend.list_topics().await?;
+    let topics = topics
+        .into_iter()
+        .map(|topic| TopicSummary {
+            name: topic.name,
+            start: topic.start,
+            end: topic.end,
+            groups: topic.groups,
         })
-        .await?;
+        .collect();
     Ok(Json(TopicList { topics }))
 }
 
@@ -117,30 +101,15 @@ pub async fn list_topics(State(state): State<AppState>) -> Result<Json<TopicList
     ))]
 pub async fn topic_info(
     State(state): State<AppState>,
-    Path(topic): Path<String>,
+    TopicPath { topic }: TopicPath,
 ) -> Result<Json<TopicInfo>, ApiError> {
-    check_name("topic", &topic)?;
-    let info = state
-        .blocking(move |store| {
-            let handle = store.topic(&topic)?;
-            let mut groups = Vec::new();
-            for group in handle.groups() {
-                match handle.group_info(&group) {
-                    Ok(info) => groups.push(group_info_body(info)),
-                    // Deleted since the listing: not an error for the caller.
-                    Err(mailroom_store::StoreError::Topic(_)) => {}
-                    Err(other) => return Err(other),
-                }
-            }
-            Ok(TopicInfo {
-                name: topic,
-                start: handle.start(),
-                end: handle.len(),
-                groups,
-            })
-        })
-        .await?;
-    Ok(Json(info))
+    let topic = state.backend.topic_state(&topic).await?;
+    Ok(Json(TopicInfo {
+        name: topic.name,
+        start: topic.start,
+        end: topic.end,
+        groups: topic.groups.into_iter().map(group_info_body).collect(),
+    }))
 }
 
 /// Publishes the raw request body as one message.
@@ -157,15 +126,11 @@ pub async fn topic_info(
     ))]
 pub async fn publish(
     State(state): State<AppState>,
-    Path(topic): Path<String>,
+    TopicPath { topic }: TopicPath,
     body: Result<RawBody, ApiError>,
 ) -> Result<Response, ApiError> {
-    check_name("topic", &topic)?;
     let RawBody(payload) = body?;
-    let offset = state
-        .durable(|store| store.topic(&topic)?.publish_deferred(payload))
-        .await?;
-    state.long_polls.wake(&topic);
+    let offset = state.backend.publish(&topic, payload).await?;
     let labels = TopicLabels { topic };
     state.metrics.publishes.get_or_create(&labels).inc();
     Ok((StatusCode::CREATED, Json(Published { offset })).into_response())
@@ -184,16 +149,12 @@ pub async fn publish(
     ))]
 pub async fn publish_batch(
     State(state): State<AppState>,
-    Path(topic): Path<String>,
+    TopicPath { topic }: TopicPath,
     JsonBody(request): JsonBody<BatchRequest>,
 ) -> Result<Response, ApiError> {
-    check_name("topic", &topic)?;
     let payloads = decode_batch(request, state.config.payload_bytes_max)?;
     let count = payloads.len() as u64;
-    let range = state
-        .durable(|store| store.topic(&topic)?.publish_batch_deferred(&payloads))
-        .await?;
-    state.long_polls.wake(&topic);
+    let range = state.backend.publish_batch(&topic, &payloads).await?;
     let labels = TopicLabels { topic };
     state.metrics.publishes.get_or_create(&labels).inc_by(count);
     let offsets = range.collect();
@@ -238,6 +199,15 @@ fn decode_batch(request: BatchRequest, payload_bytes_max: u64) -> Result<Vec<Byt
         payloads.push(payload);
     }
     Ok(payloads)
+}
+
+/// The topic routes: list, create, describe, delete, publish one, publish a batch.
+pub fn router(limits: BodyLimits) -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_topics))
+        .routes(routes!(create_topic, topic_info, delete_topic))
+        .routes(routes!(publish).layer(limits.payload))
+        .routes(routes!(publish_batch).layer(limits.message_batch))
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@
 //!   to 4 or 16 publishes unconfirmed through the store's public API
 //!   (`DurableTopic::publish_deferred`), as Kafka's, NATS's and RabbitMQ's async publishers
 //!   do; a message counts once its confirmation came back.
-//! - `LOG_BENCH_QUICK=1` runs only the rows issue 4's targets need (raw 1 KiB for the
+//! - `LOG_BENCH_QUICK=1` runs only the rows the log's throughput targets need (raw 1 KiB for the
 //!   syncs/s, 64 KiB, 256 KiB and 1 MiB; 1 KiB × 1 and × 64 threads, 1 KiB × 64 tasks, 64
 //!   pipelined threads), for quick A/B comparisons; `LOG_BENCH_QUICK=2` runs only the async
 //!   row (for profiling); `LOG_BENCH_QUICK=3` only the sync-policy A/B (`relaxed.rs`:
@@ -81,7 +81,7 @@ const PIPELINED: [Config; 3] = [
     pipelined(true, 16),
     pipelined(false, 16),
 ];
-/// `LOG_BENCH_QUICK`: the raw chunks and log rows issue 4's targets need.
+/// `LOG_BENCH_QUICK`: the raw chunks and log rows the log's throughput targets need.
 const QUICK_RAW_CHUNKS: [usize; 4] = [1 << 10, 64 << 10, 256 << 10, 1 << 20];
 const QUICK_CONFIGS: [Config; 4] = [
     (1024, Publishers::Threads(1), 1),

@@ -19,10 +19,10 @@
 //! `tests/store_crashloop_parallel.rs`: several threads at once on topic `t` (see
 //! the `parallel` module), each printing every confirmed operation as one line.
 //!
-//! Usage: `mailroom-store-crashloop beyond <dir> <seed> <start_ms>` is the child of
-//! `tests/store_crashloop_beyond.rs`: leases, touch, delayed nacks, release, reject,
+//! Usage: `mailroom-store-crashloop leases <dir> <seed> <start_ms>` is the child of
+//! `tests/store_crashloop_leases.rs`: leases, touch, delayed nacks, release, reject,
 //! redrive and purge at once, on a clock that starts at `<start_ms>` and that the child
-//! moves itself (see `crashloop/beyond.rs`).
+//! moves itself (see `crashloop/leases.rs`).
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -47,14 +47,14 @@ impl Rng {
     }
 }
 
-/// The `beyond` mode's child, in its own file.
-#[path = "crashloop/beyond.rs"]
-mod beyond;
+/// The `leases` mode's child, in its own file.
+#[path = "crashloop/leases.rs"]
+mod leases;
 
 fn main() -> ExitCode {
     let mut args: Vec<String> = std::env::args().collect();
-    if args.get(1).is_some_and(|mode| mode == "beyond") {
-        return beyond_main(&args[2..]);
+    if args.get(1).is_some_and(|mode| mode == "leases") {
+        return leases_main(&args[2..]);
     }
     let parallel_mode = args.get(1).is_some_and(|mode| mode == "parallel");
     if parallel_mode {
@@ -78,16 +78,16 @@ fn main() -> ExitCode {
     }
 }
 
-fn beyond_main(args: &[String]) -> ExitCode {
+fn leases_main(args: &[String]) -> ExitCode {
     let number = |i: usize| args.get(i).and_then(|s| s.parse::<u64>().ok());
     let (Some(dir), Some(seed), Some(start_ms)) = (args.first(), number(1), number(2)) else {
-        eprintln!("usage: mailroom-store-crashloop beyond <dir> <seed> <start_ms>");
+        eprintln!("usage: mailroom-store-crashloop leases <dir> <seed> <start_ms>");
         return ExitCode::from(2);
     };
-    match beyond::run(dir, seed, start_ms) {
+    match leases::run(dir, seed, start_ms) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("crashloop child (beyond): {error}");
+            eprintln!("crashloop child (leases): {error}");
             ExitCode::from(2)
         }
     }
@@ -208,8 +208,8 @@ fn exit_on_error(mode: &str, result: Result<(), String>) {
 }
 
 /// The parallel child: on topic `t`, one publisher (single and batch publishes), batch
-/// consumers and a single-delivery consumer on group `gw` (`max_in_flight` 8), and a seed
-/// consumer on group `gs` (`max_in_flight` 1), all at once. Each thread prints a line for
+/// consumers and a single-delivery consumer on group `gw` (`max_in_flight` 8), and a plain
+/// consumer (`poll`, `ack`, `nack`) on group `gs` (`max_in_flight` 1), all at once. Each thread prints a line for
 /// every operation after its call returned `Ok`, and only then starts its next one, so at
 /// a kill each thread has at most one operation whose lines are missing. Lines:
 ///
@@ -234,8 +234,8 @@ mod parallel {
 
     /// The wide group: name, `max_attempts`, `max_in_flight`.
     const WIDE: (&str, u32, u32) = ("gw", 3, 8);
-    /// The seed group (`max_in_flight` 1): name, `max_attempts`.
-    const SEED: (&str, u32) = ("gs", 2);
+    /// The plain group (`max_in_flight` 1, no lease or backoff): name, `max_attempts`.
+    const PLAIN: (&str, u32) = ("gs", 2);
     /// The consumers of `gw` that use `poll_batch`, `ack_batch` and `nack_batch`.
     const BATCH_CONSUMERS: [&str; 3] = ["c0", "c1", "c2"];
     /// The consumer of `gw` that uses `poll_as`, `ack` and `nack_with`.
@@ -256,7 +256,7 @@ mod parallel {
         let topic = store.topic("t")?;
         let wide = GroupConfig::new(WIDE.1).with_max_in_flight(WIDE.2);
         ignore_exists(topic.create_group_with(WIDE.0, StartPosition::Earliest, wide))?;
-        ignore_exists(topic.create_group(SEED.0, SEED.1))?;
+        ignore_exists(topic.create_group(PLAIN.0, PLAIN.1))?;
         std::thread::scope(|scope| {
             let topic = &topic;
             scope.spawn(move || guard(publisher(topic, seed)));
@@ -265,7 +265,7 @@ mod parallel {
                 scope.spawn(move || guard(batch_consumer(topic, name, rng)));
             }
             scope.spawn(move || guard(single_consumer(topic, thread_rng(seed, 10))));
-            scope.spawn(move || guard(seed_consumer(topic, thread_rng(seed, 11))));
+            scope.spawn(move || guard(plain_consumer(topic, thread_rng(seed, 11))));
         });
         Ok(())
     }
@@ -299,7 +299,7 @@ mod parallel {
         loop {
             let slowest = topic
                 .position(WIDE.0)
-                .and_then(|wide| Ok(wide.min(topic.position(SEED.0)?)))
+                .and_then(|wide| Ok(wide.min(topic.position(PLAIN.0)?)))
                 .map_err(|error| error.to_string())?;
             if topic.len() - slowest > BACKLOG_MAX {
                 idle();
@@ -471,8 +471,8 @@ mod parallel {
         Ok(())
     }
 
-    fn seed_consumer(topic: &DurableTopic, mut rng: Rng) -> Result<(), String> {
-        let group = SEED.0;
+    fn plain_consumer(topic: &DurableTopic, mut rng: Rng) -> Result<(), String> {
+        let group = PLAIN.0;
         loop {
             let Some(delivery) = topic.poll(group).map_err(|e| e.to_string())? else {
                 idle();

@@ -27,8 +27,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::pending::UNWRITTEN_FROM;
-use super::record::GroupRecord;
 use super::set::{GroupSet, GroupSlot};
+use super::transition::GroupTransition;
 use super::GroupId;
 use crate::StoreError;
 
@@ -115,7 +115,7 @@ impl GroupSet {
         Ok(())
     }
 
-    /// The `DeadLetterCopy` records, encoded, for every `pinned` record; `None` if one
+    /// The `DeadLetterCopy` transitions, encoded, for every `pinned` record; `None` if one
     /// of them is damaged.
     ///
     /// # Errors
@@ -138,7 +138,7 @@ impl GroupSet {
                 }
                 Err(error) => return Err(error),
             };
-            let copy = GroupRecord::DeadLetterCopy {
+            let copy = GroupTransition::DeadLetterCopy {
                 id: pin.group,
                 offset: pin.offset,
                 payload,

@@ -200,7 +200,7 @@ mod tests {
             })
             .collect();
         let position = offsets.iter().max().map_or(0, |&last| last + 1);
-        let snapshot = GroupSnapshot::seed(position, 0, false, 1, dead);
+        let snapshot = GroupSnapshot::basic(position, 0, false, 1, dead);
         let mut entry = GroupEntry::new(GroupState::from_snapshot(snapshot).unwrap());
         entry.dead_letter_records = offsets.iter().map(|&offset| 1000 + offset).collect();
         entry

@@ -12,12 +12,12 @@
 use std::ops::Range;
 
 use bytes::Bytes;
-use mailroom::group::{DeliveryId, GroupState, NackOptions, NotOwned};
+use mailroom::group::{DeliveryId, NackOptions, NotOwned};
 use mailroom::topic::{GroupInfo, Nack, TopicError};
 
 use super::pending::{Pending, Staged, UNWRITTEN_FROM};
-use super::record::GroupRecord;
 use super::set::{GroupSet, GroupSlot};
+use super::transition::GroupTransition;
 use super::{dead_letter_payload, GroupEntry};
 use crate::log::Log;
 use crate::StoreError;
@@ -48,7 +48,7 @@ impl GroupSet {
         }
         self.log
             .read(record)?
-            .and_then(|stored| GroupRecord::decode(&stored.payload).ok())
+            .and_then(|stored| GroupTransition::decode(&stored.payload).ok())
             .and_then(|record| dead_letter_payload(record, offset))
             .ok_or_else(|| StoreError::Corrupt {
                 path: self.log_dir.clone(),
@@ -109,13 +109,9 @@ impl GroupSet {
             };
             results.push(match planned {
                 Ok(change) => {
-                    let dead = change.dead_letters();
+                    let outcome = change.nack_outcome();
                     self.stage_change(messages, slot, entry, pending, change)?;
-                    Ok(if dead {
-                        Nack::DeadLettered
-                    } else {
-                        Nack::Retry
-                    })
+                    Ok(outcome)
                 }
                 Err(refused) => Err(refused),
             });
@@ -218,16 +214,7 @@ impl GroupSet {
     /// As [`read`](Self::read).
     pub fn info(&self, messages: &Log, group: &str) -> Result<GroupInfo, StoreError> {
         self.read(messages, group, |entry| {
-            let state = &entry.state;
-            GroupInfo {
-                name: group.to_owned(),
-                position: state.position(),
-                attempt: state.attempt(),
-                in_flight: state.in_flight(),
-                max_attempts: state.max_attempts(),
-                lag: state.lag(messages.end()),
-                dead_letters: state.dead_letters().len() as u64,
-            }
+            entry.state.info(group, messages.end())
         })
     }
 
@@ -239,16 +226,4 @@ impl GroupSet {
     pub fn position(&self, messages: &Log, group: &str) -> Result<u64, StoreError> {
         self.read(messages, group, |entry| entry.state.position())
     }
-}
-
-/// The deliveries in flight of `state`, by offset.
-pub fn in_flight(state: &GroupState) -> Vec<DeliveryId> {
-    state
-        .slots()
-        .filter(|slot| matches!(slot.phase, mailroom::group::SlotPhase::InFlight { .. }))
-        .map(|slot| DeliveryId {
-            offset: slot.offset,
-            attempt: slot.attempt,
-        })
-        .collect()
 }

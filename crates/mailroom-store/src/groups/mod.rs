@@ -1,5 +1,5 @@
 //! Durable consumer groups: the group state machine of `mailroom::group`, persisted as
-//! records in a topic's groups log, with checkpoints so opening replays only a tail.
+//! transitions in the records of a topic's groups log, with checkpoints so opening replays only a tail.
 //!
 //! Every transition goes plan → apply → record → wait: under the group's own lock the
 //! state machine plans each change, it is applied and its record staged, and all of an
@@ -17,11 +17,10 @@ mod delivery;
 mod pending;
 mod poll;
 mod reader;
-pub mod record;
 mod replay;
 mod set;
+pub mod transition;
 
-pub use delivery::in_flight;
 pub(crate) use pending::Staged;
 pub use set::GroupSet;
 
@@ -30,7 +29,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use bytes::Bytes;
 use mailroom::group::{Change, GroupError, GroupState};
 
-use record::GroupRecord;
+use transition::GroupTransition;
 
 /// A group's id within its topic. Ids are handed out in order and never reused, so a
 /// record can name its group in 8 bytes even if names are reused after a delete.
@@ -62,22 +61,23 @@ impl GroupEntry {
         }
     }
 
-    /// Applies an `Event` or `Moved` record found at groups-log offset `offset`. Both the
+    /// Applies an `Event` or `Moved` transition found in the record at groups-log offset
+    /// `offset`. Both the
     /// live path and replay come through here, so a replayed history is checked by the
     /// same rules that produced it.
     ///
     /// # Errors
     ///
-    /// [`GroupError`] if the record does not follow from the current state; nothing
+    /// [`GroupError`] if the transition does not follow from the current state; nothing
     /// changes then.
     ///
     /// # Panics
     ///
-    /// If given a `Created` or `Deleted` record, which change the registry instead, or a
+    /// If given a `Created` or `Deleted` transition, which change the registry instead, or a
     /// `DeadLetterCopy`, which changes nothing.
-    pub fn apply(&mut self, record: &GroupRecord, offset: u64) -> Result<(), GroupError> {
-        match record {
-            GroupRecord::Event { change, .. } => {
+    pub fn apply(&mut self, transition: &GroupTransition, offset: u64) -> Result<(), GroupError> {
+        match transition {
+            GroupTransition::Event { change, .. } => {
                 let kept = match change {
                     Change::Redriven { .. } | Change::Purged { .. } => {
                         Some(self.split_dead(change))
@@ -103,16 +103,16 @@ impl GroupEntry {
                 }
                 Ok(())
             }
-            GroupRecord::Moved { position, .. } => {
+            GroupTransition::Moved { position, .. } => {
                 self.state.skip_to(*position)?;
                 let live: BTreeSet<u64> = self.state.slots().map(|slot| slot.offset).collect();
                 self.redriven_records.retain(|at, _| live.contains(at));
                 Ok(())
             }
-            GroupRecord::Created { .. }
-            | GroupRecord::Deleted { .. }
-            | GroupRecord::DeadLetterCopy { .. } => {
-                panic!("registry records and copies are not group transitions")
+            GroupTransition::Created { .. }
+            | GroupTransition::Deleted { .. }
+            | GroupTransition::DeadLetterCopy { .. } => {
+                panic!("registry transitions and copies change no group's state")
             }
         }
     }
@@ -138,14 +138,14 @@ impl GroupEntry {
     }
 }
 
-/// The payload of message `offset` kept by `record`, which must be the record that
+/// The payload of message `offset` kept by `transition`, which must be the one that
 /// dead-lettered it or a compaction's copy of that payload.
-fn dead_letter_payload(record: GroupRecord, offset: u64) -> Option<Bytes> {
-    match record {
-        GroupRecord::Event {
+fn dead_letter_payload(transition: GroupTransition, offset: u64) -> Option<Bytes> {
+    match transition {
+        GroupTransition::Event {
             change, payload, ..
         } if change.dead_letters() => Some(payload),
-        GroupRecord::DeadLetterCopy {
+        GroupTransition::DeadLetterCopy {
             offset: copied,
             payload,
             ..

@@ -45,8 +45,8 @@ use std::ops::Range;
 
 use mailroom::group::Change;
 
-use super::record::GroupRecord;
 use super::set::{GroupSet, GroupSlot};
+use super::transition::GroupTransition;
 use super::GroupEntry;
 use crate::log::{Log, APPEND_BYTES_MAX, APPEND_RECORDS_MAX};
 use crate::record::encoded_bytes;
@@ -190,21 +190,30 @@ impl GroupSet {
                 .unwrap_or_default(),
             _ => bytes::Bytes::new(),
         };
-        self.stage(entry, pending, GroupRecord::event(slot.id, change, payload));
+        self.stage(
+            entry,
+            pending,
+            GroupTransition::event(slot.id, change, payload),
+        );
         Ok(())
     }
 
-    /// Applies `record` (an event or move of `entry`'s group, planned on its current
-    /// state) and stages it.
+    /// Applies `transition` (an event or move of `entry`'s group, planned on its current
+    /// state) and stages its record.
     ///
     /// # Panics
     ///
-    /// If the record does not follow from the state (a planning bug), or if it redrives
+    /// If the transition does not follow from the state (a planning bug), or if it redrives
     /// or purges after a staged dead letter (the placeholder bookkeeping assumes staged
     /// dead letters stay at the end of the list; no operation does that).
-    pub(super) fn stage(&self, entry: &mut GroupEntry, pending: &mut Pending, record: GroupRecord) {
+    pub(super) fn stage(
+        &self,
+        entry: &mut GroupEntry,
+        pending: &mut Pending,
+        transition: GroupTransition,
+    ) {
         let placeholder = UNWRITTEN_FROM + pending.records.len() as u64;
-        if let GroupRecord::Event { change, .. } = &record {
+        if let GroupTransition::Event { change, .. } = &transition {
             assert!(
                 !(pending.dead_letters
                     && matches!(change, Change::Redriven { .. } | Change::Purged { .. })),
@@ -213,9 +222,9 @@ impl GroupSet {
             pending.dead_letters |= change.dead_letters();
         }
         entry
-            .apply(&record, placeholder)
+            .apply(&transition, placeholder)
             .expect("a planned transition follows from the state it was planned on");
-        pending.records.push(record.encode());
+        pending.records.push(transition.encode());
     }
 
     /// Writes the staged records and gives staged dead letters their real offsets.

@@ -2,24 +2,28 @@
 //! every delivery a batch makes is planned, applied and staged under the group's lock,
 //! written with one log write, and answered after one wait for durability.
 //!
-//! A batch follows the rules of `mailroom::topic::Topic::poll_batch`: due expiries first,
-//! then the consumer's own deliveries in flight (redriven first, then by offset), then
-//! new ones until `max` or the group has nothing more (idle, full or waiting). A single
-//! poll is a batch of one, which is exactly the library's poll: the consumer's first
-//! owned delivery, else a new one.
+//! A batch is planned by `mailroom::group::plan_batch`, the planner the in-memory
+//! `mailroom::topic::Topic::poll_batch` calls too (here each step is staged for the
+//! transaction's write as it is applied): due expiries first, then the consumer's own
+//! deliveries in flight (redriven first, then by offset), then new ones until `max` or
+//! the group has nothing more (idle, full or waiting). A single poll is a batch of one,
+//! which is exactly the library's poll: the consumer's first owned delivery, else a new
+//! one.
 //!
 //! Retention with `keep_unconsumed` off can delete messages a group has not finished.
-//! The group then skips to the oldest retained message (a `Moved` record, which also
+//! The group then skips to the oldest retained message (a `Moved` transition, which also
 //! drops deliveries of deleted messages), and a poll that finds its message deleted under
 //! it starts over.
 
 use bytes::Bytes;
-use mailroom::group::{DeliveryId, PollStep};
+use mailroom::group::{
+    plan_batch, BatchEnd, BatchHome, BatchPoll, Change, DeliveryId, GroupState, NewDelivery, Offer,
+};
 use mailroom::topic::Delivery;
 
 use super::pending::{Pending, Staged};
-use super::record::GroupRecord;
 use super::set::{GroupSet, GroupSlot};
+use super::transition::GroupTransition;
 use super::GroupEntry;
 use crate::log::Log;
 use crate::StoreError;
@@ -105,7 +109,7 @@ impl GroupSet {
             if entry.state.position() < start {
                 // Retention (with keep_unconsumed off) deleted messages this group
                 // had not finished: it skips to the oldest one kept.
-                let moved = GroupRecord::Moved {
+                let moved = GroupTransition::Moved {
                     id: batch.slot.id,
                     position: start,
                 };
@@ -123,11 +127,11 @@ impl GroupSet {
         })
     }
 
-    /// One try at a batch: `None` if a message was deleted under it (start over; the
-    /// deliveries made so far stay staged and owned, so the next try returns them).
-    /// Stops before a payload that would take the batch past `bytes_max` (never before
-    /// the first delivery): an owned delivery left out stays in flight for the next poll,
-    /// a new one is not made.
+    /// One try at a batch, planned by `mailroom::group::plan_batch`: `None` if a message
+    /// was deleted under it (start over; the deliveries made so far stay staged and
+    /// owned, so the next try returns them). Stops before a payload that would take the
+    /// batch past `bytes_max` (never before the first delivery): an owned delivery left
+    /// out stays in flight for the next poll, a new one is not made.
     fn collect(
         &self,
         messages: &Log,
@@ -135,41 +139,25 @@ impl GroupSet {
         pending: &mut Pending,
         batch: &Batch<'_>,
     ) -> Result<Option<Vec<Delivery<Bytes>>>, StoreError> {
-        let mut deliveries = Vec::with_capacity(batch.max.min(BATCH_PREALLOCATED_MAX));
-        let mut bytes = ByteBudget::new(batch.bytes_max);
-        let owned: Vec<DeliveryId> = entry.state.owned(batch.consumer).take(batch.max).collect();
-        for id in owned {
-            let Some(message) = self.message(messages, entry, id.offset)? else {
-                return Ok(None);
-            };
-            if !bytes.take(&message) {
-                return Ok(Some(deliveries));
-            }
-            deliveries.push(delivery(id, message));
-        }
-        let log_end = messages.end();
-        while deliveries.len() < batch.max {
-            let new = match entry.state.plan_poll_new(log_end, batch.now_ms) {
-                PollStep::Idle | PollStep::Full | PollStep::Wait { .. } => break,
-                PollStep::Expire(change) => {
-                    self.stage_change(messages, batch.slot, entry, pending, change)?;
-                    continue;
-                }
-                PollStep::InFlight(id) => unreachable!("plan_poll_new planned in-flight {id}"),
-                PollStep::Deliver(new) => new,
-            };
-            let Some(message) = self.message(messages, entry, new.id.offset)? else {
-                return Ok(None);
-            };
-            if !bytes.take(&message) {
-                break;
-            }
-            let change = new.change(batch.consumer);
-            let record = GroupRecord::event(batch.slot.id, change, Bytes::new());
-            self.stage(entry, pending, record);
-            deliveries.push(delivery(new.id, message));
-        }
-        Ok(Some(deliveries))
+        let poll = BatchPoll {
+            consumer: batch.consumer,
+            max: batch.max,
+            log_end: messages.end(),
+            now_ms: batch.now_ms,
+        };
+        let mut home = StagedBatch {
+            set: self,
+            messages,
+            batch,
+            entry,
+            pending,
+            deliveries: Vec::with_capacity(batch.max.min(BATCH_PREALLOCATED_MAX)),
+            bytes: ByteBudget::new(batch.bytes_max),
+        };
+        Ok(match plan_batch(&mut home, &poll)? {
+            BatchEnd::Done => Some(home.deliveries),
+            BatchEnd::Vanished => None,
+        })
     }
 
     /// The payload of the message at `offset` for a delivery; `None` if retention deleted
@@ -189,6 +177,60 @@ impl GroupSet {
             }),
             None => Ok(None),
         }
+    }
+}
+
+/// A batch poll's home in the store: each change is staged for the transaction's write
+/// (and applied by staging), each payload read from the log.
+struct StagedBatch<'a> {
+    set: &'a GroupSet,
+    messages: &'a Log,
+    batch: &'a Batch<'a>,
+    entry: &'a mut GroupEntry,
+    pending: &'a mut Pending,
+    deliveries: Vec<Delivery<Bytes>>,
+    bytes: ByteBudget,
+}
+
+impl StagedBatch<'_> {
+    /// Reads the payload of `id` and adds the delivery if it fits; `take` runs first
+    /// (to stage a new delivery), only if it does.
+    fn offer(&mut self, id: DeliveryId, take: impl FnOnce(&mut Self)) -> Result<Offer, StoreError> {
+        let Some(message) = self.set.message(self.messages, self.entry, id.offset)? else {
+            return Ok(Offer::Vanished);
+        };
+        if !self.bytes.take(&message) {
+            return Ok(Offer::Declined);
+        }
+        take(self);
+        self.deliveries.push(delivery(id, message));
+        Ok(Offer::Taken)
+    }
+}
+
+impl BatchHome for StagedBatch<'_> {
+    type Error = StoreError;
+
+    fn state(&self) -> &GroupState {
+        &self.entry.state
+    }
+
+    fn expire(&mut self, change: Change) -> Result<(), StoreError> {
+        let slot = self.batch.slot;
+        self.set
+            .stage_change(self.messages, slot, self.entry, self.pending, change)
+    }
+
+    fn owned(&mut self, id: DeliveryId) -> Result<Offer, StoreError> {
+        self.offer(id, |_| {})
+    }
+
+    fn deliver(&mut self, new: NewDelivery) -> Result<Offer, StoreError> {
+        self.offer(new.id, |home| {
+            let change = new.change(home.batch.consumer);
+            let transition = GroupTransition::event(home.batch.slot.id, change, Bytes::new());
+            home.set.stage(home.entry, home.pending, transition);
+        })
     }
 }
 

@@ -19,7 +19,7 @@ use mailroom::group::{Change, GroupConfig, GroupState};
 
 use super::checkpoint::{self, Checkpoint};
 use super::reader::DecodeError;
-use super::record::GroupRecord;
+use super::transition::GroupTransition;
 use super::{GroupEntry, GroupId};
 use crate::log::Log;
 use crate::storage::Storage;
@@ -214,17 +214,17 @@ impl Replay<'_> {
         let Some(stored) = self.groups_log.read(offset)? else {
             return Err(self.corrupt(offset, "missing inside the log".into()));
         };
-        let record = GroupRecord::decode(&stored.payload)
+        let transition = GroupTransition::decode(&stored.payload)
             .map_err(|DecodeError(reason)| self.corrupt(offset, reason.into()))?;
-        match record {
-            GroupRecord::Created {
+        match transition {
+            GroupTransition::Created {
                 id,
                 name,
                 position,
                 config,
                 ..
             } => self.created(offset, id, name, config, position),
-            GroupRecord::Deleted { id } => {
+            GroupTransition::Deleted { id } => {
                 if offset < self.registry_through {
                     return Ok(());
                 }
@@ -235,12 +235,12 @@ impl Replay<'_> {
                 self.deleted.insert(id);
                 Ok(())
             }
-            GroupRecord::Event { .. } | GroupRecord::Moved { .. } => {
-                self.transition(offset, &record)
+            GroupTransition::Event { .. } | GroupTransition::Moved { .. } => {
+                self.transition(offset, &transition)
             }
             // A compaction's copy of a payload: only a checkpoint's pointer names it,
             // and it changes no state (it may even outlive its group).
-            GroupRecord::DeadLetterCopy { .. } => Ok(()),
+            GroupTransition::DeadLetterCopy { .. } => Ok(()),
         }
     }
 
@@ -295,8 +295,8 @@ impl Replay<'_> {
         )
     }
 
-    fn transition(&mut self, offset: u64, record: &GroupRecord) -> Result<(), StoreError> {
-        let id = record.id();
+    fn transition(&mut self, offset: u64, transition: &GroupTransition) -> Result<(), StoreError> {
+        let id = transition.id();
         let Some(group) = self.groups.get(&id) else {
             if id < self.checkpoint_next_id && !self.deleted.contains(&id) {
                 // A group deleted before the checkpoint; its records precede its delete.
@@ -308,12 +308,12 @@ impl Replay<'_> {
             return Ok(());
         }
         // `apply` checks the state machine; what it cannot know is the message log.
-        let missing = match record {
-            GroupRecord::Event {
+        let missing = match transition {
+            GroupTransition::Event {
                 change: Change::Delivered { id: delivery, .. },
                 ..
             } => (delivery.offset >= self.message_end).then_some(delivery.offset),
-            GroupRecord::Moved { position, .. } => {
+            GroupTransition::Moved { position, .. } => {
                 (*position > self.message_end).then_some(*position)
             }
             _ => None,
@@ -331,7 +331,7 @@ impl Replay<'_> {
             .get_mut(&id)
             .expect("looked up above")
             .entry
-            .apply(record, offset);
+            .apply(transition, offset);
         applied.map_err(|error| self.corrupt(offset, error.to_string()))
     }
 }

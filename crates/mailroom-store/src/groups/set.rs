@@ -14,14 +14,14 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use mailroom::group::{GroupConfig, GroupError, GroupState};
+use mailroom::group::{ArgumentError, GroupConfig, GroupError, GroupState};
 use mailroom::topic::{StartPosition, TopicError, GROUPS_MAX};
 use parking_lot::{Mutex, MutexGuard, RwLock};
 
 use super::checkpoint::{self, Checkpoint, GroupCheckpoint};
 use super::compaction;
-use super::record::GroupRecord;
 use super::replay::{self, Recovered};
+use super::transition::GroupTransition;
 use super::{GroupEntry, GroupId};
 use crate::clock::Clock;
 use crate::log::{Log, SyncPolicy, RECORD_BYTES_LIMIT};
@@ -200,11 +200,11 @@ impl GroupSet {
             .fetch_add(records as u64, Ordering::Relaxed);
     }
 
-    /// Appends a registry record (create, delete) to the groups log and waits until it is
+    /// Appends a registry transition (create, delete) to the groups log and waits until it is
     /// durable; returns its offset.
-    fn append(&self, record: &GroupRecord) -> Result<u64, StoreError> {
+    fn append(&self, transition: &GroupTransition) -> Result<u64, StoreError> {
         self.check_writable()?;
-        let bytes = record.encode();
+        let bytes = transition.encode();
         match self.log.append(&[&bytes], self.clock.now_ms()) {
             Ok(offsets) => {
                 self.note_records(1);
@@ -236,12 +236,12 @@ impl GroupSet {
         let max_attempts = config.max_attempts;
         // The in-memory topic's rules come first, with its errors; then the store's own
         // stricter name rule.
-        let invalid = |reason| StoreError::Topic(TopicError::InvalidArgument { reason });
+        let invalid = |error| StoreError::Topic(TopicError::InvalidArgument(error));
         if name.is_empty() {
-            return Err(invalid("empty group name"));
+            return Err(crate::topic::empty_group_name());
         }
         if max_attempts == 0 {
-            return Err(invalid("max_attempts must be at least 1"));
+            return Err(TopicError::from(GroupError::ZeroMaxAttempts).into());
         }
         validate_name(name)?;
         let mut changes = self.changes.lock();
@@ -253,11 +253,11 @@ impl GroupSet {
                 }));
             }
             // The same cap, checked in the same order, as the in-memory topic.
-            const _: () = assert!(GROUPS_MAX == 65_536, "the message below names the cap");
             if registry.len() >= GROUPS_MAX {
-                return Err(invalid(
-                    "the topic already has 65536 groups, the most it may have",
-                ));
+                return Err(invalid(ArgumentError::Full {
+                    items: "groups",
+                    max: GROUPS_MAX as u64,
+                }));
             }
         }
         // Holding `changes` keeps retention from moving the log's start meanwhile.
@@ -266,19 +266,19 @@ impl GroupSet {
             StartPosition::Latest => messages.end(),
             StartPosition::Offset(offset) => {
                 if offset < messages.start() || offset > messages.end() {
-                    return Err(invalid("start offset outside the retained log"));
+                    return Err(invalid(ArgumentError::OutOfRange {
+                        field: "start",
+                        min: messages.start(),
+                        max: messages.end(),
+                        got: offset,
+                    }));
                 }
                 offset
             }
         };
-        let state = GroupState::with_config(config, position).map_err(|error| {
-            invalid(match error {
-                GroupError::InvalidConfig(reason) => reason,
-                _ => "invalid group settings",
-            })
-        })?;
+        let state = GroupState::with_config(config, position).map_err(TopicError::from)?;
         let id = changes.next_group_id;
-        self.append(&GroupRecord::Created {
+        self.append(&GroupTransition::Created {
             id,
             name: name.to_owned(),
             max_attempts,
@@ -307,7 +307,7 @@ impl GroupSet {
         let slot = self.slot(name)?;
         // Waits for a transition in progress; none can start after `deleted` is set.
         let mut entry = self.lock_live(&slot)?;
-        self.append(&GroupRecord::Deleted { id: slot.id })?;
+        self.append(&GroupTransition::Deleted { id: slot.id })?;
         entry.deleted = true;
         self.registry.write().remove(name);
         Ok(())

@@ -1,6 +1,6 @@
 //! What the kill -9 loops share: running the crash-loop child until it has printed a
-//! number of lines and SIGKILLing it, reading only its complete lines, copying a killed
-//! store's directory, and the loops' environment knobs.
+//! number of lines and SIGKILLing it, reading only its complete lines, choosing the kill
+//! points, copying a killed store's directory, and the loops' environment knobs.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -22,6 +22,26 @@ pub fn env_u64(name: &str, default: u64) -> u64 {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
+}
+
+/// The loops' random draws (kill points, downtimes): a xorshift sequence that starts from
+/// the first cycle's seed, so a rerun with the same `MAILROOM_CRASHLOOP_SEED` kills each
+/// child at the same point.
+pub struct Draws(u64);
+
+impl Draws {
+    /// The sequence for a loop whose first cycle has seed `first_seed`.
+    pub fn new(first_seed: u64) -> Self {
+        Draws(first_seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
+    }
+
+    /// The next cycle's draw (all 64 bits are usable).
+    pub fn next_draw(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
 }
 
 /// Runs the crash-loop child with `args`, hands each complete line it prints to `take`

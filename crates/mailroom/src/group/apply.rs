@@ -354,7 +354,7 @@ mod tests {
     // of overflowing, and is then never redriven (that would reuse an attempt number).
     #[test]
     fn exhausted_attempt_numbers_dead_letter_and_stay_dead() {
-        let mut snapshot = GroupSnapshot::seed(0, 0, false, 3, vec![]);
+        let mut snapshot = GroupSnapshot::basic(0, 0, false, 3, vec![]);
         snapshot.window = vec![Slot {
             offset: 0,
             attempt: u32::MAX - 1,

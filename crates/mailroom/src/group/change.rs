@@ -1,4 +1,4 @@
-//! [`Change`]: the full vocabulary of group transitions, of which the seed's
+//! [`Change`]: the full vocabulary of group transitions, of which the basic
 //! [`GroupEvent`] is the subset without time, consumers or reasons.
 
 use std::ops::Range;
@@ -111,9 +111,9 @@ impl Change {
         )
     }
 
-    /// The seed event this change is, if it carries nothing the seed cannot say (no
+    /// The basic event this change is, if it carries nothing a basic event cannot say (no
     /// consumer, lease, reason, time or delay, and a plain nack).
-    pub fn seed_event(&self) -> Option<GroupEvent> {
+    pub fn basic_event(&self) -> Option<GroupEvent> {
         match self {
             Change::Delivered {
                 id,
@@ -133,6 +133,40 @@ impl Change {
                 Some(_) => None,
             },
             _ => None,
+        }
+    }
+}
+
+/// What a nack did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Nack {
+    /// Attempts remain (or it was a release): ownership was released and the message will
+    /// be delivered again, as attempt + 1.
+    Retry,
+    /// That was the final attempt: the message is in the group's dead-letter queue and
+    /// the cursor moved past it.
+    DeadLettered,
+}
+
+impl Change {
+    /// What this change, applied as the answer to a nack (of any kind), did: every home
+    /// answers a nack with this.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use mailroom::group::{Change, DeliveryId, GroupEvent, Nack};
+    ///
+    /// let id = DeliveryId { offset: 0, attempt: 1 };
+    /// assert_eq!(Change::from(GroupEvent::Retried(id)).nack_outcome(), Nack::Retry);
+    /// assert_eq!(Change::from(GroupEvent::DeadLettered(id)).nack_outcome(), Nack::DeadLettered);
+    /// ```
+    #[inline]
+    pub fn nack_outcome(&self) -> Nack {
+        if self.dead_letters() {
+            Nack::DeadLettered
+        } else {
+            Nack::Retry
         }
     }
 }

@@ -1,7 +1,7 @@
-//! A group's settings beyond the seed: leases, backoff and parallel deliveries, and the
-//! options of a nack. All are optional; unset, a group follows the seed rules exactly.
+//! A group's settings: leases, backoff and parallel deliveries, and the options of a
+//! nack. All are optional; unset, a group follows the basic rules exactly.
 
-use super::GroupError;
+use super::{ArgumentError, GroupError};
 
 /// The longest lease a group may set, in milliseconds (one week).
 pub const LEASE_MS_MAX: u64 = 7 * 24 * 60 * 60 * 1000;
@@ -13,16 +13,6 @@ pub const MAX_IN_FLIGHT_MAX: u32 = 65_536;
 pub const REASON_BYTES_MAX: usize = 1024;
 /// The longest consumer identity accepted on a poll, in bytes of UTF-8.
 pub const CONSUMER_BYTES_MAX: usize = 128;
-
-// What each refused setting says. The limits are spelled out as numbers, not named by
-// their constants, because these texts reach people (over HTTP, say) who never see the
-// constants; the tests below keep the numbers equal to the constants.
-const BACKOFF_BASE_ABOVE_CAP: &str = "backoff base_ms must not exceed cap_ms";
-const BACKOFF_DELAY_TOO_LONG: &str = "a backoff delay must be at most 604800000 ms (7 days)";
-const LEASE_MS_OUT_OF_RANGE: &str = "lease_ms must be 1 to 604800000 (7 days)";
-const MAX_IN_FLIGHT_OUT_OF_RANGE: &str = "max_in_flight must be 1 to 65536";
-const DELAY_MS_TOO_LONG: &str = "delay_ms must be at most 604800000 (7 days)";
-const REASON_TOO_LONG: &str = "a reason must be at most 1024 bytes";
 
 /// How long a message waits before it is delivered again after a failure (a `nack` or
 /// an expired lease). A release is not a failure and waits only for its own delay.
@@ -71,22 +61,25 @@ impl Backoff {
 
     fn check(&self) -> Result<(), GroupError> {
         let longest = match *self {
-            Backoff::Fixed { delay_ms } => delay_ms,
+            Backoff::Fixed { delay_ms } => ("backoff.delay_ms", delay_ms),
             Backoff::Exponential { base_ms, cap_ms } => {
                 if base_ms > cap_ms {
-                    return Err(GroupError::InvalidConfig(BACKOFF_BASE_ABOVE_CAP));
+                    return Err(GroupError::InvalidConfig(ArgumentError::Misordered {
+                        low_field: "backoff.base_ms",
+                        high_field: "backoff.cap_ms",
+                        low: base_ms,
+                        high: cap_ms,
+                    }));
                 }
-                cap_ms
+                ("backoff.cap_ms", cap_ms)
             }
         };
-        if longest > DELAY_MS_MAX {
-            return Err(GroupError::InvalidConfig(BACKOFF_DELAY_TOO_LONG));
-        }
-        Ok(())
+        ArgumentError::check_range(longest.0, 0, DELAY_MS_MAX, longest.1)
+            .map_err(GroupError::InvalidConfig)
     }
 }
 
-/// A group's settings. [`GroupConfig::new`] gives the seed's rules; the other fields
+/// A group's settings. [`GroupConfig::new`] gives the basic rules; the other fields
 /// are optional extensions.
 ///
 /// # Example
@@ -110,16 +103,16 @@ pub struct GroupConfig {
     /// `mailroom_api::groups::CreateGroup::max_attempts`.)
     pub max_attempts: u32,
     /// How long a delivery stays owned without an ack, nack or touch, in milliseconds.
-    /// `None`: for ever (the seed).
+    /// `None`: for ever (the basic rules).
     pub lease_ms: Option<u64>,
-    /// The delay before a failed message is delivered again. `None`: at once (the seed).
+    /// The delay before a failed message is delivered again. `None`: at once (the basic rules).
     pub backoff: Option<Backoff>,
-    /// How many deliveries may be in flight at once (W). 1 is the seed.
+    /// How many deliveries may be in flight at once (W). 1 is the basic rules.
     pub max_in_flight: u32,
 }
 
 impl GroupConfig {
-    /// The seed's rules with `max_attempts`: no lease, no backoff, one delivery in flight.
+    /// The basic rules with `max_attempts`: no lease, no backoff, one delivery in flight.
     pub fn new(max_attempts: u32) -> Self {
         GroupConfig {
             max_attempts,
@@ -165,17 +158,15 @@ impl GroupConfig {
             return Err(GroupError::ZeroMaxAttempts);
         }
         if let Some(lease_ms) = self.lease_ms {
-            if lease_ms == 0 || lease_ms > LEASE_MS_MAX {
-                return Err(GroupError::InvalidConfig(LEASE_MS_OUT_OF_RANGE));
-            }
+            ArgumentError::check_range("lease_ms", 1, LEASE_MS_MAX, lease_ms)
+                .map_err(GroupError::InvalidConfig)?;
         }
         if let Some(backoff) = &self.backoff {
             backoff.check()?;
         }
-        if self.max_in_flight == 0 || self.max_in_flight > MAX_IN_FLIGHT_MAX {
-            return Err(GroupError::InvalidConfig(MAX_IN_FLIGHT_OUT_OF_RANGE));
-        }
-        Ok(())
+        let window = u64::from(self.max_in_flight);
+        ArgumentError::check_range("max_in_flight", 1, u64::from(MAX_IN_FLIGHT_MAX), window)
+            .map_err(GroupError::InvalidConfig)
     }
 }
 
@@ -183,7 +174,7 @@ impl GroupConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum NackKind {
     /// It failed: counts against `max_attempts`, then the group's backoff applies. The
-    /// final one dead-letters. The seed's `nack`.
+    /// final one dead-letters. The basic `nack`.
     #[default]
     Nack,
     /// Handed back unprocessed (say, the consumer is shutting down): not a failure, no
@@ -245,15 +236,13 @@ impl NackOptions {
     /// [`GroupError::InvalidConfig`] for a delay over [`DELAY_MS_MAX`] or a reason over
     /// [`REASON_BYTES_MAX`].
     pub fn check(&self) -> Result<(), GroupError> {
-        if self.delay_ms.is_some_and(|delay| delay > DELAY_MS_MAX) {
-            return Err(GroupError::InvalidConfig(DELAY_MS_TOO_LONG));
+        if let Some(delay_ms) = self.delay_ms {
+            ArgumentError::check_range("delay_ms", 0, DELAY_MS_MAX, delay_ms)
+                .map_err(GroupError::InvalidConfig)?;
         }
-        if self
-            .reason
-            .as_ref()
-            .is_some_and(|reason| reason.len() > REASON_BYTES_MAX)
-        {
-            return Err(GroupError::InvalidConfig(REASON_TOO_LONG));
+        if let Some(reason) = &self.reason {
+            ArgumentError::check_length("reason", 0, REASON_BYTES_MAX, reason)
+                .map_err(GroupError::InvalidConfig)?;
         }
         Ok(())
     }

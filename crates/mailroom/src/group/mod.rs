@@ -15,20 +15,20 @@
 //!    [`plan_ack`](GroupState::plan_ack), [`plan_nack`](GroupState::plan_nack),
 //!    [`plan_touch`](GroupState::plan_touch), [`plan_expiry`](GroupState::plan_expiry),
 //!    [`plan_redrive`](GroupState::plan_redrive), [`plan_purge`](GroupState::plan_purge),
-//!    and the seed's [`poll`](GroupState::poll), [`ack`](GroupState::ack),
+//!    and the basic [`poll`](GroupState::poll), [`ack`](GroupState::ack),
 //!    [`nack`](GroupState::nack)) reads the state, checks the rules and returns the
-//!    [`Change`] (or seed [`GroupEvent`]) that would happen. It changes nothing.
-//! 2. [`apply_change`](GroupState::apply_change) (or the seed's
+//!    [`Change`] (or basic [`GroupEvent`]) that would happen. It changes nothing.
+//! 2. [`apply_change`](GroupState::apply_change) (or the basic
 //!    [`apply`](GroupState::apply)) performs it. A durable home writes the change to disk
 //!    first and applies it once it is synced; on restart it replays the same changes
 //!    through the same `apply_change`, which re-checks each one, so a damaged history is
 //!    refused rather than trusted.
 //!
-//! Time enters only as the `now_ms` argument of plan methods. The seed methods plan at
+//! Time enters only as the `now_ms` argument of plan methods. The basic methods plan at
 //! time 0 as the anonymous consumer; on a group with a lease or backoff use the `plan_*`
 //! methods.
 //!
-//! # Seed rules (every setting unset)
+//! # The basic rules (every setting unset)
 //!
 //! - A poll at the end of the log plans nothing.
 //! - A poll while a delivery is in flight returns that same delivery: a repeated poll is
@@ -56,7 +56,7 @@
 //!
 //! # Nack kinds, delays and backoff
 //!
-//! [`NackOptions`] choose the kind: [`NackKind::Nack`] counts a failure (the seed's
+//! [`NackOptions`] choose the kind: [`NackKind::Nack`] counts a failure (the basic
 //! nack); [`NackKind::Release`] hands the message back without counting one;
 //! [`NackKind::Reject`] dead-letters at once. Each takes an optional reason, kept with
 //! the dead letter, and an optional delay. A failed or released message is not delivered
@@ -156,18 +156,24 @@
 //! ```
 
 mod apply;
+mod argument;
+mod batch;
 mod change;
 mod config;
 mod due;
+mod info;
 mod snapshot;
 mod state;
 mod types;
 
-pub use change::{Change, Failure, LEASE_EXPIRED_REASON};
+pub use argument::{check_consumer, ArgumentError};
+pub use batch::{plan_batch, BatchEnd, BatchHome, BatchPoll, Offer};
+pub use change::{Change, Failure, Nack, LEASE_EXPIRED_REASON};
 pub use config::{
     Backoff, GroupConfig, NackKind, NackOptions, CONSUMER_BYTES_MAX, DELAY_MS_MAX, LEASE_MS_MAX,
     MAX_IN_FLIGHT_MAX, REASON_BYTES_MAX,
 };
+pub use info::GroupInfo;
 pub use snapshot::GroupSnapshot;
 pub use state::GroupState;
 pub use types::{DeadLetterNote, GroupCounters, NewDelivery, PollStep, Slot, SlotPhase};
@@ -201,7 +207,7 @@ pub struct DeadLetterEntry {
     pub attempts: u32,
 }
 
-/// One change to a group's state in the seed's vocabulary (no time, consumers or
+/// One change to a group's state in the basic vocabulary (no time, consumers or
 /// reasons). Every `GroupEvent` is a [`Change`]; homes persist changes and replay them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum GroupEvent {
@@ -282,7 +288,7 @@ pub enum GroupError {
     /// A snapshot's fields contradict each other.
     InvalidSnapshot(&'static str),
     /// A setting is out of range (see [`GroupConfig::check`], [`NackOptions::check`]).
-    InvalidConfig(&'static str),
+    InvalidConfig(ArgumentError),
     /// The change does not follow from the current state (see
     /// [`GroupState::apply_change`]).
     InvalidChange {
@@ -318,7 +324,7 @@ impl fmt::Display for GroupError {
 impl std::error::Error for GroupError {}
 
 impl GroupState {
-    /// Performs a seed `event`, after checking that it follows from the current state.
+    /// Performs a basic `event`, after checking that it follows from the current state.
     ///
     /// Events come from the plan methods, or from a durable home replaying what it
     /// persisted. The check means a replayed history that does not fit is refused

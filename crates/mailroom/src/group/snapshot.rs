@@ -9,7 +9,7 @@ use super::{DeadLetterEntry, GroupError};
 /// The plain-data form of a group, for checkpoints. Restore it with
 /// [`GroupState::from_snapshot`], which checks it.
 ///
-/// The first five fields are the seed's view: `attempt` and `in_flight` describe the
+/// The first five fields are the basic view (every setting unset): `attempt` and `in_flight` describe the
 /// message at `position` and must agree with `window`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupSnapshot {
@@ -36,19 +36,19 @@ pub struct GroupSnapshot {
 }
 
 impl GroupSnapshot {
-    /// The snapshot of a seed group (no extended settings or history) from the seed's
-    /// five fields, as checkpoints written before the extensions hold them.
+    /// The snapshot of a group with every setting unset and no history, from the five
+    /// basic fields, as version 1 checkpoints hold them.
     ///
     /// # Example
     ///
     /// ```
     /// use mailroom::group::{GroupSnapshot, GroupState};
     ///
-    /// let snapshot = GroupSnapshot::seed(4, 2, true, 3, vec![]);
+    /// let snapshot = GroupSnapshot::basic(4, 2, true, 3, vec![]);
     /// let group = GroupState::from_snapshot(snapshot).unwrap();
     /// assert_eq!((group.position(), group.attempt()), (4, 2));
     /// ```
-    pub fn seed(
+    pub fn basic(
         position: u64,
         attempt: u32,
         in_flight: bool,

@@ -164,7 +164,7 @@ impl GroupState {
     }
 
     /// Plans a poll against a log whose next offset is `log_end`, ignoring time and
-    /// consumers: the seed's poll. Changes nothing.
+    /// consumers: the basic poll. Changes nothing.
     #[inline]
     pub fn poll(&self, log_end: u64) -> PollPlan {
         match self.plan_poll(log_end, 0, None) {
@@ -289,7 +289,7 @@ impl GroupState {
         Ok(fresh)
     }
 
-    /// Plans an ack of `delivery`, ignoring time: the seed's ack. Changes nothing.
+    /// Plans an ack of `delivery`, ignoring time: the basic ack. Changes nothing.
     ///
     /// # Errors
     ///
@@ -301,7 +301,7 @@ impl GroupState {
     }
 
     /// Plans a nack of `delivery`, ignoring time: a retry while attempts remain, else a
-    /// dead letter. The seed's nack. Changes nothing.
+    /// dead letter. The basic nack. Changes nothing.
     ///
     /// # Errors
     ///

@@ -44,7 +44,7 @@ pub struct Slot {
 pub struct DeadLetterNote {
     /// The reason of the final failure, if one was given ("lease expired" for a lease).
     pub reason: Option<String>,
-    /// When it was dead-lettered (ms); 0 when time was not known (the seed API).
+    /// When it was dead-lettered (ms); 0 when time was not known (the basic API).
     pub at_ms: u64,
 }
 
@@ -63,7 +63,7 @@ pub struct GroupCounters {
     pub purged: u64,
 }
 
-/// What a poll would do, for a group with the extended settings.
+/// What a poll would do, for a group with any settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PollStep {
     /// Nothing to deliver: the log is consumed, or the window is full of unfinished
@@ -86,7 +86,7 @@ pub enum PollStep {
 }
 
 /// A delivery a poll plans to make (see [`PollStep::Deliver`]). Kept small and `Copy`,
-/// so that the in-memory home's poll costs no more than the seed's.
+/// so that the in-memory home's poll costs no more than the basic [`PollPlan`](super::PollPlan).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct NewDelivery {
     /// The delivery's id.

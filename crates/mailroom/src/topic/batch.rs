@@ -24,9 +24,9 @@
 //! Arguments are checked before the group is looked up.
 
 use super::consumer_group::AckedThenPolled;
-use super::extended::{check_consumer, check_nack};
+use super::deliveries::{check_consumer, check_nack};
 use super::{Delivery, DeliveryId, GroupHandle, Nack, Topic, TopicError, BATCH_DELIVERIES_MAX};
-use crate::group::{NackOptions, NotOwned};
+use crate::group::{ArgumentError, NackOptions, NotOwned};
 
 impl<M: Clone> Topic<M> {
     /// Polls up to `max` deliveries as `consumer` (`None`: the anonymous consumer of
@@ -342,9 +342,12 @@ impl<M: Clone> GroupHandle<M> {
 /// ```
 pub fn check_batch_poll(consumer: Option<&str>, max: usize) -> Result<(), TopicError> {
     if max == 0 || max > BATCH_DELIVERIES_MAX {
-        return Err(TopicError::InvalidArgument {
-            reason: "a batch poll's max must be 1 to 65536",
-        });
+        return Err(TopicError::InvalidArgument(ArgumentError::OutOfRange {
+            field: "max",
+            min: 1,
+            max: BATCH_DELIVERIES_MAX as u64,
+            got: max as u64,
+        }));
     }
     consumer.map_or(Ok(()), check_consumer)
 }
@@ -365,16 +368,22 @@ pub fn check_batch_poll(consumer: Option<&str>, max: usize) -> Result<(), TopicE
 /// ```
 pub fn check_batch_len(deliveries: &[DeliveryId]) -> Result<(), TopicError> {
     if deliveries.len() > BATCH_DELIVERIES_MAX {
-        return Err(TopicError::InvalidArgument {
-            reason: "a batch may name at most 65536 deliveries",
-        });
+        return Err(TopicError::InvalidArgument(
+            ArgumentError::CountOutOfRange {
+                field: "deliveries",
+                items: "deliveries",
+                min: 0,
+                max: BATCH_DELIVERIES_MAX as u64,
+                got: deliveries.len() as u64,
+            },
+        ));
     }
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::extended::check_consumer;
+    use super::super::deliveries::check_consumer;
     use super::*;
     use crate::group::CONSUMER_BYTES_MAX;
 

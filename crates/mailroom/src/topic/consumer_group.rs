@@ -8,11 +8,15 @@
 
 use parking_lot::{Mutex, MutexGuard};
 
+use std::convert::Infallible;
 use std::ops::Range;
 
 use super::log::Log;
 use super::{DeadLetter, DeadLetterInfo, Delivery, DeliveryId, GroupInfo, Nack, TopicError};
-use crate::group::{Change, GroupState, NackOptions, NotOwned, PollStep};
+use crate::group::{
+    plan_batch, BatchEnd, BatchHome, BatchPoll, Change, GroupState, NackOptions, NewDelivery,
+    NotOwned, Offer, PollStep,
+};
 
 /// A named group and its state. Shared by the topic's registry and by group handles.
 ///
@@ -136,7 +140,7 @@ impl ConsumerGroup {
             .plan_nack(delivery, options, now_ms)
             .map_err(|source| self.not_owned(source))?;
         apply(&mut state.machine, &change);
-        Ok(nack_outcome(&change))
+        Ok(change.nack_outcome())
     }
 
     /// Polls up to `max` deliveries as `consumer` at `now_ms`, under one hold of the lock:
@@ -201,7 +205,7 @@ impl ConsumerGroup {
             .map(|&id| {
                 let change = state.machine.plan_nack(id, options, now_ms)?;
                 apply(&mut state.machine, &change);
-                Ok(nack_outcome(&change))
+                Ok(change.nack_outcome())
             })
             .collect())
     }
@@ -297,18 +301,7 @@ impl ConsumerGroup {
 
     pub(crate) fn info<M>(&self, log: &Log<M>, now_ms: u64) -> Result<GroupInfo, TopicError> {
         let state = self.lock_at(now_ms)?;
-        let machine = &state.machine;
-        // Read after the position, so the lag is never negative: the log only grows.
-        let log_end = log.len();
-        Ok(GroupInfo {
-            name: self.name.to_string(),
-            position: machine.position(),
-            attempt: machine.attempt(),
-            in_flight: machine.in_flight(),
-            max_attempts: machine.max_attempts(),
-            lag: machine.lag(log_end),
-            dead_letters: machine.dead_letters().len() as u64,
-        })
+        Ok(state.machine.info(&self.name, log.len()))
     }
 
     fn not_owned(&self, source: NotOwned) -> TopicError {
@@ -324,15 +317,6 @@ impl ConsumerGroup {
 fn apply(machine: &mut GroupState, change: &Change) {
     if let Err(error) = machine.apply_change(change) {
         unreachable!("a freshly planned event must follow: {error}");
-    }
-}
-
-/// What an applied nack `change` did.
-fn nack_outcome(change: &Change) -> Nack {
-    if change.dead_letters() {
-        Nack::DeadLettered
-    } else {
-        Nack::Retry
     }
 }
 
@@ -358,8 +342,9 @@ fn published<M>(log: &Log<M>, offset: u64) -> &M {
 /// What an ack-then-poll batch answers: one result per ack, then the deliveries polled.
 pub(crate) type AckedThenPolled<M> = (Vec<Result<(), NotOwned>>, Vec<Delivery<M>>);
 
-/// A batch poll on a locked group: its own deliveries in flight, then new ones until `max`
-/// or the group has nothing more to hand out (idle, full or waiting).
+/// A batch poll on a locked group, planned by [`plan_batch`]: the consumer's own
+/// deliveries in flight, then new ones until `max` or the group has nothing more to hand
+/// out (idle, full or waiting).
 fn poll_locked<M: Clone>(
     machine: &mut GroupState,
     log: &Log<M>,
@@ -367,29 +352,58 @@ fn poll_locked<M: Clone>(
     consumer: Option<&str>,
     max: usize,
 ) -> Vec<Delivery<M>> {
-    let log_end = log.len();
-    let mut batch: Vec<Delivery<M>> = machine
-        .owned(consumer)
-        .take(max)
-        .map(|id| delivery(log, id))
-        .collect();
-    while batch.len() < max {
-        let new = match machine.plan_poll_new(log_end, now_ms) {
-            PollStep::Idle | PollStep::Full | PollStep::Wait { .. } => break,
-            PollStep::Expire(change) => {
-                apply(machine, &change);
-                continue;
-            }
-            PollStep::InFlight(id) => unreachable!("plan_poll_new planned in-flight {id}"),
-            PollStep::Deliver(new) => new,
-        };
+    let poll = BatchPoll {
+        consumer,
+        max,
+        log_end: log.len(),
+        now_ms,
+    };
+    let mut home = MemoryBatch {
+        machine,
+        log,
+        consumer,
+        batch: Vec::new(),
+    };
+    match plan_batch(&mut home, &poll) {
+        Ok(BatchEnd::Done) => home.batch,
+        Ok(BatchEnd::Vanished) => unreachable!("an in-memory log never loses a message"),
+        Err(never) => match never {},
+    }
+}
+
+/// A batch poll's home in memory: every step is applied at once.
+struct MemoryBatch<'a, M> {
+    machine: &'a mut GroupState,
+    log: &'a Log<M>,
+    consumer: Option<&'a str>,
+    batch: Vec<Delivery<M>>,
+}
+
+impl<M: Clone> BatchHome for MemoryBatch<'_, M> {
+    type Error = Infallible;
+
+    fn state(&self) -> &GroupState {
+        self.machine
+    }
+
+    fn expire(&mut self, change: Change) -> Result<(), Infallible> {
+        apply(self.machine, &change);
+        Ok(())
+    }
+
+    fn owned(&mut self, id: DeliveryId) -> Result<Offer, Infallible> {
+        self.batch.push(delivery(self.log, id));
+        Ok(Offer::Taken)
+    }
+
+    fn deliver(&mut self, new: NewDelivery) -> Result<Offer, Infallible> {
         // Cloned before applying, as in `poll`: a panicking `Clone` leaves this
-        // delivery unmade (those already made stay owned by `consumer`).
-        let next = delivery(log, new.id);
-        if let Err(error) = machine.apply_delivery(new, consumer) {
+        // delivery unmade (those already made stay owned by the consumer).
+        let next = delivery(self.log, new.id);
+        if let Err(error) = self.machine.apply_delivery(new, self.consumer) {
             unreachable!("a freshly planned delivery must follow: {error}");
         }
-        batch.push(next);
+        self.batch.push(next);
+        Ok(Offer::Taken)
     }
-    batch
 }

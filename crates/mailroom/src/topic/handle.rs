@@ -1,12 +1,12 @@
-//! [`GroupHandle`]: one group of a topic, without the name lookup, with the seed's
-//! operations and those beyond it.
+//! [`GroupHandle`]: one group of a topic, without the name lookup, with every
+//! operation a group has.
 
 use std::fmt;
 use std::ops::Range;
 use std::sync::Arc;
 
 use super::consumer_group::ConsumerGroup;
-use super::extended::{check_consumer, check_nack, in_flight};
+use super::deliveries::{check_consumer, check_nack};
 use super::log::Log;
 use super::time::TopicTime;
 use super::{DeadLetter, DeadLetterInfo, Delivery, DeliveryId, GroupInfo, Nack, TopicError};
@@ -375,6 +375,7 @@ impl<M: Clone> GroupHandle<M> {
     /// assert!(topic.group("g").unwrap().in_flight().unwrap().is_empty());
     /// ```
     pub fn in_flight(&self) -> Result<Vec<DeliveryId>, TopicError> {
-        self.group.read(self.time.now_ms(), in_flight)
+        self.group
+            .read(self.time.now_ms(), GroupState::deliveries_in_flight)
     }
 }

@@ -64,7 +64,7 @@
 //! assert_eq!(topic.position("billing").unwrap(), 1);
 //! ```
 //!
-//! # Beyond the seed
+//! # Group settings
 //!
 //! Per group and optional, through [`Topic::create_group_with`] and a
 //! [`GroupConfig`](crate::group::GroupConfig) (the rules are in [`crate::group`], the full
@@ -185,19 +185,27 @@
 
 mod batch;
 mod consumer_group;
-mod extended;
+mod dead_letters;
+mod deliveries;
+mod groups;
 mod handle;
 mod log;
 mod registry;
-mod retained;
 mod sync;
 mod time;
 mod types;
 
+use std::fmt;
+use std::sync::Arc;
+
+use crate::clock::Clock;
+use log::Log;
+use registry::Registry;
+use time::TopicTime;
+
 pub use crate::group::DeliveryId;
 pub use batch::{check_batch_len, check_batch_poll};
 pub use handle::GroupHandle;
-pub use retained::Topic;
 pub use types::{DeadLetter, DeadLetterInfo, Delivery, GroupInfo, Nack, StartPosition, TopicError};
 
 /// The longest group name accepted, in bytes of UTF-8.
@@ -211,3 +219,136 @@ pub const MESSAGES_MAX: u64 = log::MESSAGES_MAX;
 
 /// The most deliveries one batch may poll, ack or nack.
 pub const BATCH_DELIVERIES_MAX: usize = 65_536;
+
+/// A retained, append-only log of messages read by independent consumer groups.
+///
+/// See the [module docs](self) for the rules. Every method takes `&self`; share a topic
+/// between threads with `Arc<Topic<M>>` (it is `Send + Sync` when `M` is). Messages are
+/// cloned for every delivery, so use `Arc<_>` or `Bytes` for large payloads.
+pub struct Topic<M> {
+    pub(super) log: Arc<Log<M>>,
+    pub(super) groups: Registry,
+    pub(super) time: TopicTime,
+}
+
+impl<M: Clone> Topic<M> {
+    /// An empty topic with no groups. Allocates no message storage until the first
+    /// publish.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use mailroom::topic::Topic;
+    ///
+    /// let topic: Topic<String> = Topic::new();
+    /// assert!(topic.is_empty());
+    /// assert!(topic.groups().is_empty());
+    /// ```
+    pub fn new() -> Self {
+        Topic {
+            log: Arc::new(Log::new()),
+            groups: Registry::default(),
+            time: TopicTime::default(),
+        }
+    }
+
+    /// An empty topic whose groups read time from `clock`: the one way to use leases,
+    /// backoff and delays, which a topic without a clock refuses (its time would stand
+    /// still, so they would never run out).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use mailroom::clock::ManualClock;
+    /// use mailroom::group::GroupConfig;
+    /// use mailroom::topic::{StartPosition, Topic};
+    ///
+    /// let clock = Arc::new(ManualClock::new(0));
+    /// let topic = Topic::with_clock(clock.clone());
+    /// topic
+    ///     .create_group_with("g", StartPosition::Earliest, GroupConfig::new(3).with_lease_ms(1_000))
+    ///     .unwrap();
+    /// topic.publish("job");
+    /// let first = topic.poll("g").unwrap().unwrap();
+    /// clock.advance_ms(1_000);
+    /// // The lease ran out: the old owner's ack is refused, the next poll is attempt 2.
+    /// assert!(topic.ack("g", first.id()).is_err());
+    /// assert_eq!(topic.poll("g").unwrap().unwrap().attempt, 2);
+    /// ```
+    pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
+        let mut topic = Topic::new();
+        topic.time = TopicTime::new(clock);
+        topic
+    }
+
+    /// Appends `message` and returns its offset: 0, 1, 2, … with no gaps, in the order
+    /// the appends took the log's short append lock. Never waits on any group.
+    ///
+    /// # Panics
+    ///
+    /// If the topic already holds [`MESSAGES_MAX`] messages (memory
+    /// runs out long before that for any payload that is not zero-sized).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use mailroom::topic::Topic;
+    ///
+    /// let topic = Topic::new();
+    /// assert_eq!(topic.publish("a"), 0);
+    /// assert_eq!(topic.publish("b"), 1);
+    /// ```
+    #[inline]
+    pub fn publish(&self, message: M) -> u64 {
+        self.log.publish(message)
+    }
+
+    /// How many messages have been published; also the offset the next one gets.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use mailroom::topic::Topic;
+    ///
+    /// let topic = Topic::new();
+    /// topic.publish(7u64);
+    /// assert_eq!(topic.len(), 1);
+    /// ```
+    pub fn len(&self) -> u64 {
+        self.log.len()
+    }
+
+    /// Whether nothing has been published yet.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use mailroom::topic::Topic;
+    ///
+    /// let topic = Topic::new();
+    /// assert!(topic.is_empty());
+    /// topic.publish(());
+    /// assert!(!topic.is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl<M: Clone> Default for Topic<M> {
+    /// The same as [`Topic::new`].
+    fn default() -> Self {
+        Topic::new()
+    }
+}
+
+impl<M> fmt::Debug for Topic<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Topic")
+            .field("len", &self.log.len())
+            .field("groups", &self.groups.names())
+            .field("clock", &self.time)
+            .finish()
+    }
+}

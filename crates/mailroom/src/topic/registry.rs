@@ -10,7 +10,7 @@ use parking_lot::RwLock;
 
 use super::consumer_group::ConsumerGroup;
 use super::{TopicError, GROUPS_MAX, GROUP_NAME_BYTES_MAX};
-use crate::group::GroupState;
+use crate::group::{ArgumentError, GroupState};
 
 /// Groups by name.
 #[derive(Debug, Default)]
@@ -33,9 +33,10 @@ impl Registry {
             });
         }
         if groups.len() >= GROUPS_MAX {
-            return Err(TopicError::InvalidArgument {
-                reason: GROUPS_FULL,
-            });
+            return Err(TopicError::InvalidArgument(ArgumentError::Full {
+                items: "groups",
+                max: GROUPS_MAX as u64,
+            }));
         }
         let group = Arc::new(ConsumerGroup::new(name, machine));
         groups.insert(name.into(), Arc::clone(&group));
@@ -83,20 +84,16 @@ impl Registry {
     }
 }
 
-/// What a topic with [`GROUPS_MAX`] groups says to one more; spelled out for people who
-/// never see the constant (a test keeps the number equal to it).
-const GROUPS_FULL: &str = "the topic already has 65536 groups, the most it may have";
-
 fn check_name(name: &str) -> Result<(), TopicError> {
-    if name.is_empty() {
-        return Err(TopicError::InvalidArgument {
-            reason: "the group name is empty",
-        });
-    }
-    if name.len() > GROUP_NAME_BYTES_MAX {
-        return Err(TopicError::InvalidArgument {
-            reason: "the group name is longer than 128 bytes",
-        });
+    if name.is_empty() || name.len() > GROUP_NAME_BYTES_MAX {
+        return Err(TopicError::InvalidArgument(
+            ArgumentError::LengthOutOfRange {
+                field: "group",
+                min: 1,
+                max: GROUP_NAME_BYTES_MAX,
+                got: name.len(),
+            },
+        ));
     }
     Ok(())
 }
@@ -115,7 +112,11 @@ mod tests {
     // rather than the constants' names.
     #[test]
     fn limit_messages_spell_out_the_numbers() {
-        assert!(GROUPS_FULL.contains(&GROUPS_MAX.to_string()));
+        let full = TopicError::InvalidArgument(ArgumentError::Full {
+            items: "groups",
+            max: GROUPS_MAX as u64,
+        });
+        assert!(full.to_string().contains(&GROUPS_MAX.to_string()));
         let long = "g".repeat(GROUP_NAME_BYTES_MAX + 1);
         let message = check_name(&long).unwrap_err().to_string();
         assert!(

@@ -1,7 +1,9 @@
 //! The value types that every home of a topic hands out: deliveries, dead letters,
 //! nack outcomes, group information and errors.
 
-use crate::group::{DeliveryId, NotOwned};
+use crate::group::{ArgumentError, DeliveryId, GroupError, NotOwned};
+
+pub use crate::group::{GroupInfo, Nack};
 
 /// One delivery of a message to a consumer group.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,17 +53,6 @@ pub struct DeadLetterInfo<M> {
     pub message: M,
 }
 
-/// What a nack did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Nack {
-    /// Attempts remain (or it was a release): ownership was released and the message will
-    /// be delivered again, as attempt + 1.
-    Retry,
-    /// That was the final attempt: the message is in the group's dead-letter queue and
-    /// the cursor moved past it.
-    DeadLettered,
-}
-
 /// Where a new group starts reading.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum StartPosition {
@@ -74,37 +65,15 @@ pub enum StartPosition {
     Offset(u64),
 }
 
-/// A snapshot of one group, for operators.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupInfo {
-    /// The group's name.
-    pub name: String,
-    /// The offset of the next message the group has to finish.
-    pub position: u64,
-    /// Deliveries made so far of the message at `position` (0 if none).
-    pub attempt: u32,
-    /// The delivery in flight, if any.
-    pub in_flight: Option<DeliveryId>,
-    /// The failures allowed for one message
-    /// ([`GroupConfig::max_attempts`](crate::group::GroupConfig::max_attempts)).
-    pub max_attempts: u32,
-    /// Messages published but not yet finished by this group.
-    pub lag: u64,
-    /// How many messages this group has dead-lettered.
-    pub dead_letters: u64,
-}
-
 /// Why a topic operation was refused. Nothing changed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum TopicError {
-    /// An argument was out of range: an empty group name, `max_attempts == 0`, or a
-    /// start offset past the end of the log.
-    #[error("invalid argument: {reason}")]
-    InvalidArgument {
-        /// What was wrong.
-        reason: &'static str,
-    },
+    /// An argument was out of range: an empty group name, `max_attempts == 0`, a start
+    /// offset past the end of the log, a setting or option past its limit. It names the
+    /// field, the bound and the value.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(#[from] ArgumentError),
     /// No group of that name exists.
     #[error("unknown group {group:?}")]
     UnknownGroup {
@@ -125,4 +94,26 @@ pub enum TopicError {
         /// What was named and what is in flight.
         source: NotOwned,
     },
+}
+
+impl From<GroupError> for TopicError {
+    /// The refusal of a group's settings (or snapshot) as a topic's refusal of the
+    /// arguments that made them.
+    fn from(error: GroupError) -> TopicError {
+        TopicError::InvalidArgument(match error {
+            GroupError::ZeroMaxAttempts => ArgumentError::OutOfRange {
+                field: "max_attempts",
+                min: 1,
+                max: u64::from(u32::MAX),
+                got: 0,
+            },
+            GroupError::InvalidConfig(argument) => argument,
+            GroupError::InvalidSnapshot(reason) => ArgumentError::Unsupported { reason },
+            GroupError::InvalidTransition { .. } | GroupError::InvalidChange { .. } => {
+                ArgumentError::Unsupported {
+                    reason: "invalid group settings",
+                }
+            }
+        })
+    }
 }

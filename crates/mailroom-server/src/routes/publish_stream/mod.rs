@@ -65,12 +65,15 @@
 //! those (to a restarted server) without duplicates.
 
 use axum::extract::ws::{Message, WebSocketUpgrade};
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::response::Response;
 use futures_util::{Sink, Stream};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::error::{ApiError, ErrorBody};
 use crate::names::check_name;
+use crate::paths::TopicPath;
 use crate::state::AppState;
 
 mod publisher;
@@ -96,14 +99,6 @@ pub const PUBLISH_STREAM_READ_BUFFER_BYTES: usize = 64 << 10;
 /// How long, after its close frame, the server keeps reading (and discarding) what the
 /// client sends while it waits for the client's close frame.
 pub const PUBLISH_STREAM_CLOSE_WAIT_MS_MAX: u64 = 2_000;
-
-// A batch holds at most the in-flight bound of records and under the batch bytes plus
-// one frame (the frame that crosses the mark), so the store never refuses one for its size.
-const _: () = assert!(PUBLISH_STREAM_IN_FLIGHT_MAX <= mailroom_store::log::APPEND_RECORDS_MAX);
-const _: () = assert!(
-    PUBLISH_STREAM_BATCH_BYTES_MAX as u64 + crate::config::PAYLOAD_BYTES_MAX_LIMIT
-        <= mailroom_store::log::APPEND_BYTES_MAX
-);
 
 /// The confirmation of frames `seq .. seq + count`, which were published from `offset` on
 /// or refused with the error.
@@ -145,12 +140,11 @@ pub(super) fn confirmation(
     ))]
 pub async fn publish_stream(
     State(state): State<AppState>,
-    Path(topic): Path<String>,
+    TopicPath { topic }: TopicPath,
     upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
-    // Name and topic first: a 404 says more than "not a WebSocket request".
-    check_name("topic", &topic)?;
-    let handle = state.store.topic(&topic)?;
+    // The topic first: a 404 says more than "not a WebSocket request".
+    let handle = state.backend.publisher(&topic)?;
     let upgrade = upgrade.map_err(|rejection| ApiError::not_websocket(&rejection))?;
     let publisher = Publisher::new(state, topic, handle);
     let frame_bytes_max = publisher
@@ -178,7 +172,12 @@ where
     S: Stream<Item = Result<Message, axum::Error>> + Sink<Message, Error = axum::Error> + Unpin,
 {
     check_name("topic", &topic)?;
-    let handle = state.store.topic(&topic)?;
+    let handle = state.backend.publisher(&topic)?;
     Publisher::new(state, topic, handle).run(socket).await;
     Ok(())
+}
+
+/// The publish stream's route.
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(publish_stream))
 }

@@ -9,9 +9,9 @@ use axum::extract::ws::{close_code, CloseFrame, Message};
 use bytes::Bytes;
 use futures_util::stream::FuturesOrdered;
 use futures_util::{FutureExt as _, Sink, SinkExt as _, Stream, StreamExt as _};
-use mailroom_store::DurableTopic;
 
 use super::*;
+use crate::backend::TopicPublisher;
 use crate::error::ApiError;
 use crate::metrics::TopicLabels;
 use crate::state::{AppState, PublishStreamTicket};
@@ -57,7 +57,7 @@ impl Incoming {
 pub(super) struct Publisher {
     state: AppState,
     labels: TopicLabels,
-    handle: DurableTopic,
+    handle: Box<dyn TopicPublisher>,
     pub(super) payload_bytes_max: usize,
     /// The seq the next frame read gets.
     next_seq: u64,
@@ -73,7 +73,11 @@ pub(super) struct Publisher {
 }
 
 impl Publisher {
-    pub(super) fn new(state: AppState, topic: String, handle: DurableTopic) -> Publisher {
+    pub(super) fn new(
+        state: AppState,
+        topic: String,
+        handle: Box<dyn TopicPublisher>,
+    ) -> Publisher {
         let payload_bytes_max =
             usize::try_from(state.config.payload_bytes_max).unwrap_or(usize::MAX);
         let ticket = state.publish_streams.ticket();
@@ -194,21 +198,20 @@ impl Publisher {
             return;
         }
         let (seq, count) = (batch.seq, batch.payloads.len());
-        let confirmation: PendingConfirmation =
-            match self.handle.publish_batch_deferred(&batch.payloads) {
-                Ok(written) => Box::pin(async move {
-                    let outcome = written.await.map(|offsets| offsets.start);
-                    confirmation(seq, count, outcome.map_err(ApiError::from))
-                }),
-                Err(error) => {
-                    // Later frames would fail alike: stop reading at once.
-                    let error = ApiError::from(error);
-                    if is_ending_code(error.code.as_str()) {
-                        self.end(close_code::ERROR, ending_code(error.code.as_str()));
-                    }
-                    Box::pin(std::future::ready(confirmation(seq, count, Err(error))))
+        let confirmation: PendingConfirmation = match self.handle.publish_batch(&batch.payloads) {
+            Ok(written) => Box::pin(async move {
+                let outcome = written.await.map(|offsets| offsets.start);
+                confirmation(seq, count, outcome.map_err(ApiError::from))
+            }),
+            Err(error) => {
+                // Later frames would fail alike: stop reading at once.
+                let error = ApiError::from(error);
+                if is_ending_code(error.code.as_str()) {
+                    self.end(close_code::ERROR, ending_code(error.code.as_str()));
                 }
-            };
+                Box::pin(std::future::ready(confirmation(seq, count, Err(error))))
+            }
+        };
         self.pending.push_back(confirmation);
     }
 
@@ -241,8 +244,8 @@ impl Publisher {
             next = self.pending.next().now_or_never().flatten();
         }
         socket.flush().await?;
+        // The backend woke the topic's long polls when each batch became durable.
         if published > 0 {
-            self.state.long_polls.wake(&self.labels.topic);
             let metrics = &self.state.metrics;
             metrics
                 .publishes

@@ -8,7 +8,7 @@ use mailroom::group::{
 
 use super::GroupCheckpoint;
 use crate::groups::reader::{DecodeError, Reader};
-use crate::groups::record::{decode_config, encode_config};
+use crate::groups::transition::{decode_config, encode_config};
 use crate::store::names::NAME_BYTES_MAX;
 
 pub(super) fn encode_group(group: &GroupCheckpoint, out: &mut Vec<u8>) {
@@ -159,7 +159,7 @@ pub(super) fn decode_group(
             notes.push(decode_note(reader)?);
         }
     }
-    let mut state = GroupSnapshot::seed(position, attempt, in_flight, max_attempts, dead_letters);
+    let mut state = GroupSnapshot::basic(position, attempt, in_flight, max_attempts, dead_letters);
     let mut redriven_records = Vec::new();
     if version >= 2 {
         state.dead_letter_notes = notes;

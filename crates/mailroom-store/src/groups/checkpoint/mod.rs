@@ -24,7 +24,7 @@
 //!
 //! Version 2 adds, per dead letter after its record offset: at_ms u64, reason flag u8,
 //! reason length u16, reason; and per group after its dead letters: the settings (as in
-//! an extended `Created` record: flags u8, lease_ms u64, backoff kind u8, two backoff
+//! a `Created` transition with settings: flags u8, lease_ms u64, backoff kind u8, two backoff
 //! u64s, max_in_flight u32), five counters u64 (redeliveries, releases, expired leases,
 //! redrives, purged), the window (count u32, then slots), the redriven messages below
 //! the position (count u32, then slots) and the records of unfinished redriven messages
@@ -32,7 +32,7 @@
 //! record that holds its payload; a redriven message may also sit in the window). A slot
 //! is: offset u64, attempt u32, failures u32, phase u8 (0 ready, 1 in flight, 2 done),
 //! time u64 (not-before or lease deadline), flags u8 (1: lease, 2: consumer), consumer
-//! length u8, consumer. A version 1 file holds seed groups only and is read as such.
+//! length u8, consumer. A version 1 file holds only groups with every setting unset, and is read as such.
 
 mod file;
 mod group;
@@ -170,7 +170,7 @@ mod tests {
                     id: 0,
                     name: "billing".into(),
                     applied_through: 12,
-                    state: GroupSnapshot::seed(
+                    state: GroupSnapshot::basic(
                         4,
                         2,
                         true,
@@ -187,7 +187,7 @@ mod tests {
                     id: 2,
                     name: "audit".into(),
                     applied_through: 5,
-                    state: extended_state(),
+                    state: state_with_settings(),
                     dead_letter_records: vec![9],
                     redriven_records: vec![(2, 3), (5, 4)],
                 },
@@ -197,8 +197,8 @@ mod tests {
 
     /// A group using every extension: settings, counters, a reason, a window with all
     /// three phases, a redriven message.
-    fn extended_state() -> GroupSnapshot {
-        let mut state = GroupSnapshot::seed(
+    fn state_with_settings() -> GroupSnapshot {
+        let mut state = GroupSnapshot::basic(
             5,
             0,
             false,
@@ -243,7 +243,8 @@ mod tests {
         state
     }
 
-    // Proves a version 1 checkpoint (seed groups only) is still read, as seed groups.
+    // Proves a version 1 checkpoint (groups with every setting unset) is still read, as
+    // such groups.
     #[test]
     fn version_1_checkpoint_is_read() {
         let mut body = Vec::new();
@@ -267,7 +268,7 @@ mod tests {
         file.extend_from_slice(&body);
         let checkpoint = Checkpoint::decode(&file).unwrap();
         let state = &checkpoint.groups[0].state;
-        assert_eq!(state, &GroupSnapshot::seed(4, 1, true, 2, vec![]));
+        assert_eq!(state, &GroupSnapshot::basic(4, 1, true, 2, vec![]));
         let group = mailroom::group::GroupState::from_snapshot(state.clone()).unwrap();
         assert_eq!(group.in_flight().map(|id| id.attempt), Some(1));
     }

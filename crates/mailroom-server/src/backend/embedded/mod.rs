@@ -1,0 +1,489 @@
+//! The embedded backend: the durable store (`mailroom_store::Store`) in this process,
+//! with the long polls woken in-process.
+//!
+//! Where each call runs is chosen for speed, by the kind of call:
+//!
+//! - the hot calls (publish, poll, ack, nack and their batches) in their deferred form,
+//!   the call part inline and the durability wait awaited ([`Embedded::durable`]);
+//! - every other call on the blocking pool under `--fsync always`, inline under the
+//!   relaxed policies ([`Embedded::blocking`]);
+//! - reading a group's next due time and opening a topic's publisher always inline: they
+//!   take one lock briefly and never wait for the disk.
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use mailroom::group::{DeliveryId, GroupConfig, NackOptions, NotOwned};
+use mailroom::topic::{Delivery, Nack, StartPosition};
+use mailroom_store::log::{APPEND_BYTES_MAX, APPEND_RECORDS_MAX};
+use mailroom_store::{AckedThenPolled, DeadLetterPage, Deferred, DurableTopic, Store, StoreError};
+use tokio::time::Instant;
+
+use super::{
+    Backend, BackendError, Durable, GroupDetail, GroupGauges, TopicOffsets, TopicPublisher,
+    TopicState,
+};
+use crate::config::PAYLOAD_BYTES_MAX_LIMIT;
+use crate::long_poll::LongPolls;
+use crate::routes::publish_stream::{PUBLISH_STREAM_BATCH_BYTES_MAX, PUBLISH_STREAM_IN_FLIGHT_MAX};
+
+mod reads;
+
+/// The store in this process behind the [`Backend`] seam.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use bytes::Bytes;
+/// use mailroom_server::backend::{Backend, Embedded};
+/// use mailroom_server::long_poll::LongPolls;
+///
+/// let dir = tempfile::tempdir()?;
+/// let store = mailroom_store::Store::open(dir.path(), Default::default())?;
+/// let backend = Embedded::new(store, false, Arc::new(LongPolls::default()));
+/// assert!(backend.create_topic("orders").await?);
+/// assert_eq!(backend.publish("orders", Bytes::from("hello")).await?, 0);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Embedded {
+    store: Store,
+    long_polls: Arc<LongPolls>,
+    /// Whether [`Embedded::blocking`] runs its calls on the async worker itself rather
+    /// than the blocking pool.
+    calls_inline: bool,
+}
+
+impl Embedded {
+    /// The backend over `store`, waking `long_polls`. `blocking_pool` is whether the
+    /// store's writes wait for fsync (`--fsync always`), so that its calls without a
+    /// deferred form must leave the async workers ([`Embedded::blocking`] says why).
+    pub fn new(store: Store, blocking_pool: bool, long_polls: Arc<LongPolls>) -> Embedded {
+        Embedded {
+            store,
+            long_polls,
+            calls_inline: !blocking_pool,
+        }
+    }
+
+    /// The store, for embedding and tests.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Runs one of the store's hot calls (publish, poll, ack, nack and their batches)
+    /// in its deferred form: the call part inline on the async worker, then an await
+    /// until what it wrote (or saw) is durable. Used under every fsync policy.
+    ///
+    /// The call part checks, plans and writes to the log's buffer or the page cache; it
+    /// never waits for an `fdatasync` (what it may still block on, briefly, is listed
+    /// under "Blocking in the deferred calls" in `DurableTopic`'s docs). Under
+    /// `--fsync always` the wait is a future that the log's sync thread completes after
+    /// the one `fdatasync` it shares with every concurrent caller, so no worker blocks
+    /// on the disk and no call hops to the blocking pool and back; under the other
+    /// policies the future is ready at once. The trade-off is [`Embedded::blocking`]'s
+    /// under the relaxed policies: the rare call part that does touch the disk (a
+    /// segment roll and its sync) stalls its worker for as long.
+    ///
+    /// Cancellation: when the client goes away, axum drops the handler's future, and
+    /// with it the [`Deferred`] mid-await. The call has happened by then (the call part
+    /// ran to completion before the first await, and the sync it asked for still runs),
+    /// but its answer is dropped unread: nothing that follows the await (the long-poll
+    /// wake-ups here; the response and metrics in the handler) runs, so it is confirmed
+    /// to nobody, as when a response is lost on the way. A poll's deliveries made that
+    /// way stay in flight for their consumer (its next poll returns them first) until
+    /// acked, nacked or their lease runs out; a long poll that misses the wake-up of
+    /// such a call finds its effect at its next re-check
+    /// (`long_poll::LONG_POLL_RECHECK_MS`).
+    ///
+    /// # Errors
+    /// The call's own error, or the durability wait's (a failed sync, fail-stop).
+    pub async fn durable<T, F>(&self, call: F) -> Result<T, BackendError>
+    where
+        F: FnOnce(&Store) -> Result<Deferred<T>, StoreError>,
+    {
+        let written = call(&self.store)?;
+        Ok(written.await?)
+    }
+
+    /// Runs a store call (one with no deferred form) where it costs least.
+    ///
+    /// Under `--fsync always` a store call waits for fdatasync (milliseconds), which must
+    /// not stall the async workers that serve every other connection, so it runs on the
+    /// blocking pool. Under any other policy a store call does not wait for the disk: it
+    /// writes to the page cache under short locks, so it runs inline on the async worker,
+    /// saving the hand-off to the blocking pool and back (two context switches, which
+    /// were most of the server's CPU). The trade-off: the rare call that does touch the
+    /// disk (a checkpoint, a segment roll and its sync) then stalls that one worker for
+    /// as long, the way a single-threaded server like Redis takes such pauses on its
+    /// main thread.
+    ///
+    /// # Errors
+    /// The call's own error; [`BackendError::Internal`] if it panicked on the blocking
+    /// pool.
+    pub async fn blocking<T, F>(&self, call: F) -> Result<T, BackendError>
+    where
+        F: FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
+        T: Send + 'static,
+    {
+        if self.calls_inline {
+            return call(&self.store).map_err(BackendError::from);
+        }
+        let store = self.store.clone();
+        match tokio::task::spawn_blocking(move || call(&store)).await {
+            Ok(result) => result.map_err(BackendError::from),
+            Err(join) => Err(BackendError::Internal(format!("store task failed: {join}"))),
+        }
+    }
+
+    /// Tells the long polls of the leases a poll of `group` made, if it made any.
+    fn leased(&self, topic: &str, group: &str, polled_at: Instant, made_any: bool) {
+        if made_any {
+            self.long_polls.leased(topic, group, polled_at);
+        }
+    }
+
+    /// Wakes the long polls of `topic` if a settlement freed anything.
+    fn woken_by<T, E>(&self, topic: &str, outcomes: &[Result<T, E>]) {
+        if outcomes.iter().any(Result::is_ok) {
+            self.long_polls.wake(topic);
+        }
+    }
+}
+
+// A publish stream's batch holds at most its in-flight bound of records and under its
+// batch bytes plus one frame (the frame that crosses the mark), so the store never
+// refuses one for its size.
+const _: () = assert!(PUBLISH_STREAM_IN_FLIGHT_MAX <= APPEND_RECORDS_MAX);
+const _: () =
+    assert!(PUBLISH_STREAM_BATCH_BYTES_MAX as u64 + PAYLOAD_BYTES_MAX_LIMIT <= APPEND_BYTES_MAX);
+
+/// A publish stream's hold on its topic: the store's handle, opened once.
+#[derive(Debug)]
+struct EmbeddedPublisher {
+    handle: DurableTopic,
+    topic: String,
+    long_polls: Arc<LongPolls>,
+}
+
+impl TopicPublisher for EmbeddedPublisher {
+    fn publish_batch(&self, payloads: &[Bytes]) -> Result<Durable<Range<u64>>, BackendError> {
+        let written = self.handle.publish_batch_deferred(payloads)?;
+        let (topic, long_polls) = (self.topic.clone(), Arc::clone(&self.long_polls));
+        Ok(Box::pin(async move {
+            let offsets = written.await?;
+            long_polls.wake(&topic);
+            Ok(offsets)
+        }))
+    }
+}
+
+/// Refuses a start offset outside the retained log with the log's bounds in the message.
+/// The store checks again under its lock (retention may move the start meanwhile), in
+/// fewer words.
+fn check_start(topic: &DurableTopic, start: StartPosition) -> Result<(), StoreError> {
+    let StartPosition::Offset(offset) = start else {
+        return Ok(());
+    };
+    let (first, end) = (topic.start(), topic.len());
+    if offset < first || offset > end {
+        return Err(StoreError::InvalidArgument {
+            reason: format!(
+                "start must be an offset in the retained log, {first}..={end}, got {offset}"
+            ),
+        });
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl Backend for Embedded {
+    fn long_polls(&self) -> &Arc<LongPolls> {
+        &self.long_polls
+    }
+
+    async fn create_topic(&self, topic: &str) -> Result<bool, BackendError> {
+        let topic = topic.to_owned();
+        self.blocking(move |store| store.create_topic(&topic)).await
+    }
+
+    async fn list_topics(&self) -> Result<Vec<TopicOffsets>, BackendError> {
+        self.blocking(reads::list_topics).await
+    }
+
+    async fn topic_state(&self, topic: &str) -> Result<TopicState, BackendError> {
+        let name = topic.to_owned();
+        self.blocking(move |store| reads::topic_state(store, name))
+            .await
+    }
+
+    async fn delete_topic(&self, topic: &str) -> Result<Vec<String>, BackendError> {
+        let name = topic.to_owned();
+        let groups = self
+            .blocking(move |store| {
+                let groups = store.topic(&name)?.groups();
+                store.delete_topic(&name)?;
+                Ok(groups)
+            })
+            .await?;
+        self.long_polls.forget(topic);
+        Ok(groups)
+    }
+
+    async fn publish(&self, topic: &str, payload: Bytes) -> Result<u64, BackendError> {
+        let offset = self
+            .durable(|store| store.topic(topic)?.publish_deferred(payload))
+            .await?;
+        self.long_polls.wake(topic);
+        Ok(offset)
+    }
+
+    async fn publish_batch(
+        &self,
+        topic: &str,
+        payloads: &[Bytes],
+    ) -> Result<Range<u64>, BackendError> {
+        let offsets = self
+            .durable(|store| store.topic(topic)?.publish_batch_deferred(payloads))
+            .await?;
+        self.long_polls.wake(topic);
+        Ok(offsets)
+    }
+
+    fn publisher(&self, topic: &str) -> Result<Box<dyn TopicPublisher>, BackendError> {
+        Ok(Box::new(EmbeddedPublisher {
+            handle: self.store.topic(topic)?,
+            topic: topic.to_owned(),
+            long_polls: Arc::clone(&self.long_polls),
+        }))
+    }
+
+    async fn create_group(
+        &self,
+        topic: &str,
+        group: &str,
+        start: StartPosition,
+        config: GroupConfig,
+    ) -> Result<(), BackendError> {
+        let (topic, group) = (topic.to_owned(), group.to_owned());
+        self.blocking(move |store| {
+            let topic = store.topic(&topic)?;
+            check_start(&topic, start)?;
+            topic.create_group_with(&group, start, config)
+        })
+        .await
+    }
+
+    async fn group_detail(&self, topic: &str, group: &str) -> Result<GroupDetail, BackendError> {
+        let (topic, group) = (topic.to_owned(), group.to_owned());
+        self.blocking(move |store| reads::group_detail(store, &topic, &group))
+            .await
+    }
+
+    async fn group_config(&self, topic: &str, group: &str) -> Result<GroupConfig, BackendError> {
+        let (topic, group) = (topic.to_owned(), group.to_owned());
+        self.blocking(move |store| store.topic(&topic)?.group_config(&group))
+            .await
+    }
+
+    async fn delete_group(&self, topic: &str, group: &str) -> Result<(), BackendError> {
+        let (name, group) = (topic.to_owned(), group.to_owned());
+        self.blocking(move |store| store.topic(&name)?.delete_group(&group))
+            .await?;
+        // Its long polls re-poll, find the group gone and answer 404 `unknown_group`.
+        self.long_polls.wake(topic);
+        Ok(())
+    }
+
+    async fn poll(
+        &self,
+        topic: &str,
+        group: &str,
+        consumer: Option<&str>,
+    ) -> Result<Option<Delivery<Bytes>>, BackendError> {
+        let polled_at = Instant::now();
+        let delivery = self
+            .durable(|store| {
+                let topic = store.topic(topic)?;
+                match consumer {
+                    None => topic.poll_deferred(group),
+                    Some(consumer) => topic.poll_as_deferred(group, consumer),
+                }
+            })
+            .await?;
+        self.leased(topic, group, polled_at, delivery.is_some());
+        Ok(delivery)
+    }
+
+    async fn poll_batch(
+        &self,
+        topic: &str,
+        group: &str,
+        consumer: Option<&str>,
+        max: usize,
+    ) -> Result<Vec<Delivery<Bytes>>, BackendError> {
+        let polled_at = Instant::now();
+        let deliveries = self
+            .durable(|store| {
+                store
+                    .topic(topic)?
+                    .poll_batch_deferred(group, consumer, max)
+            })
+            .await?;
+        self.leased(topic, group, polled_at, !deliveries.is_empty());
+        Ok(deliveries)
+    }
+
+    async fn ack_then_poll_batch(
+        &self,
+        topic: &str,
+        group: &str,
+        acks: &[DeliveryId],
+        consumer: Option<&str>,
+        max: usize,
+    ) -> Result<AckedThenPolled, BackendError> {
+        let polled_at = Instant::now();
+        let (acked, polled) = self
+            .durable(|store| {
+                store
+                    .topic(topic)?
+                    .ack_then_poll_batch_deferred(group, acks, consumer, max)
+            })
+            .await?;
+        self.woken_by(topic, &acked);
+        self.leased(topic, group, polled_at, !polled.is_empty());
+        Ok((acked, polled))
+    }
+
+    async fn ack(&self, topic: &str, group: &str, id: DeliveryId) -> Result<(), BackendError> {
+        self.durable(|store| store.topic(topic)?.ack_deferred(group, id))
+            .await?;
+        self.long_polls.wake(topic);
+        Ok(())
+    }
+
+    async fn ack_batch(
+        &self,
+        topic: &str,
+        group: &str,
+        ids: &[DeliveryId],
+    ) -> Result<Vec<Result<(), NotOwned>>, BackendError> {
+        let outcomes = self
+            .durable(|store| store.topic(topic)?.ack_batch_deferred(group, ids))
+            .await?;
+        self.woken_by(topic, &outcomes);
+        Ok(outcomes)
+    }
+
+    async fn nack(
+        &self,
+        topic: &str,
+        group: &str,
+        id: DeliveryId,
+        options: NackOptions,
+    ) -> Result<Nack, BackendError> {
+        let nack = self
+            .durable(|store| store.topic(topic)?.nack_with_deferred(group, id, options))
+            .await?;
+        self.long_polls.wake(topic);
+        Ok(nack)
+    }
+
+    async fn nack_batch(
+        &self,
+        topic: &str,
+        group: &str,
+        ids: &[DeliveryId],
+        options: &NackOptions,
+    ) -> Result<Vec<Result<Nack, NotOwned>>, BackendError> {
+        let outcomes = self
+            .durable(|store| store.topic(topic)?.nack_batch_deferred(group, ids, options))
+            .await?;
+        self.woken_by(topic, &outcomes);
+        Ok(outcomes)
+    }
+
+    async fn touch(&self, topic: &str, group: &str, id: DeliveryId) -> Result<(), BackendError> {
+        let (topic, group) = (topic.to_owned(), group.to_owned());
+        // No wake-up: a touch frees nothing and only moves a lease deadline later, so
+        // every waiting long poll is armed no later than it needs (see
+        // `crate::long_poll`).
+        self.blocking(move |store| store.topic(&topic)?.touch(&group, id))
+            .await
+    }
+
+    async fn redrive(
+        &self,
+        topic: &str,
+        group: &str,
+        offsets: Range<u64>,
+    ) -> Result<u64, BackendError> {
+        let (name, group) = (topic.to_owned(), group.to_owned());
+        let count = self
+            .blocking(move |store| store.topic(&name)?.redrive(&group, offsets))
+            .await?;
+        if count > 0 {
+            self.long_polls.wake(topic);
+        }
+        Ok(count)
+    }
+
+    async fn purge(
+        &self,
+        topic: &str,
+        group: &str,
+        offsets: Range<u64>,
+    ) -> Result<u64, BackendError> {
+        let (name, group) = (topic.to_owned(), group.to_owned());
+        let count = self
+            .blocking(move |store| store.topic(&name)?.purge(&group, offsets))
+            .await?;
+        // A purge frees nothing, but it wakes as a redrive does: one rule for both is
+        // simpler than a flag, and a needless re-poll is cheap.
+        if count > 0 {
+            self.long_polls.wake(topic);
+        }
+        Ok(count)
+    }
+
+    async fn dead_letter_page(
+        &self,
+        topic: &str,
+        group: &str,
+        from: u64,
+        limit: usize,
+    ) -> Result<DeadLetterPage, BackendError> {
+        let (topic, group) = (topic.to_owned(), group.to_owned());
+        // The store reads only this page's payloads, in offset order.
+        self.blocking(move |store| store.topic(&topic)?.dead_letter_page(&group, from, limit))
+            .await
+    }
+
+    async fn next_due_in(
+        &self,
+        topic: &str,
+        group: &str,
+    ) -> Result<Option<Duration>, BackendError> {
+        // Inline under every fsync policy: it takes one group's lock briefly and never
+        // waits for the disk.
+        Ok(self.store.topic(topic)?.next_due_in(group)?)
+    }
+
+    async fn group_gauges(&self) -> Result<Vec<GroupGauges>, BackendError> {
+        self.blocking(reads::group_gauges).await
+    }
+
+    async fn sync(&self) -> Result<(), BackendError> {
+        // On the blocking pool under every policy: it waits for the disk, and at
+        // shutdown nothing else needs the worker sooner.
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || store.sync())
+            .await
+            .map_err(|join| BackendError::Internal(join.to_string()))??;
+        Ok(())
+    }
+}

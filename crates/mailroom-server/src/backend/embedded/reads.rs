@@ -1,0 +1,83 @@
+//! The embedded backend's reads that gather several store calls into one answer: a
+//! listing, a topic's or a group's whole state, the metrics' gauges. Each runs where
+//! [`Embedded::blocking`](super::Embedded::blocking) puts it.
+
+use mailroom_store::{Store, StoreError};
+
+use crate::backend::{GroupDetail, GroupGauges, TopicOffsets, TopicState};
+
+/// Every topic with its offsets and groups.
+pub(super) fn list_topics(store: &Store) -> Result<Vec<TopicOffsets>, StoreError> {
+    let mut topics = Vec::new();
+    for name in store.topics() {
+        // A topic deleted between the listing and this lookup is simply skipped.
+        if let Ok(topic) = store.topic(&name) {
+            topics.push(TopicOffsets {
+                start: topic.start(),
+                end: topic.len(),
+                groups: topic.groups(),
+                name,
+            });
+        }
+    }
+    Ok(topics)
+}
+
+/// One topic with every group's state.
+pub(super) fn topic_state(store: &Store, name: String) -> Result<TopicState, StoreError> {
+    let handle = store.topic(&name)?;
+    let mut groups = Vec::new();
+    for group in handle.groups() {
+        match handle.group_info(&group) {
+            Ok(info) => groups.push(info),
+            // Deleted since the listing: not an error for the caller.
+            Err(StoreError::Topic(_)) => {}
+            Err(other) => return Err(other),
+        }
+    }
+    Ok(TopicState {
+        name,
+        start: handle.start(),
+        end: handle.len(),
+        groups,
+    })
+}
+
+/// Everything known of one group.
+pub(super) fn group_detail(
+    store: &Store,
+    topic: &str,
+    group: &str,
+) -> Result<GroupDetail, StoreError> {
+    let topic = store.topic(topic)?;
+    Ok(GroupDetail {
+        info: topic.group_info(group)?,
+        config: topic.group_config(group)?,
+        counters: topic.group_counters(group)?,
+        in_flight: topic.in_flight(group)?,
+        dead_letters: topic.dead_letter_info(group)?,
+    })
+}
+
+/// The lag and counters of every group; groups and topics deleted meanwhile are skipped.
+pub(super) fn group_gauges(store: &Store) -> Result<Vec<GroupGauges>, StoreError> {
+    let mut gauges = Vec::new();
+    for name in store.topics() {
+        let Ok(topic) = store.topic(&name) else {
+            continue;
+        };
+        for group in topic.groups() {
+            let Ok(info) = topic.group_info(&group) else {
+                continue;
+            };
+            let counters = topic.group_counters(&group).unwrap_or_default();
+            gauges.push(GroupGauges {
+                topic: name.clone(),
+                group,
+                lag: info.lag,
+                counters,
+            });
+        }
+    }
+    Ok(gauges)
+}

@@ -1,0 +1,306 @@
+//! The one seam between the routes and where topics and groups are kept: the
+//! [`Backend`] trait.
+//!
+//! Handlers see `Arc<dyn Backend>` and nothing else of the storage: they check and
+//! decode a request, make one backend call, and encode its answer. The backend owns
+//! everything between: where a call runs (inline, on the blocking pool, awaited on a
+//! sync thread), how long it waits for durability, and which long polls it wakes. So a
+//! second backend (a networked one such as PostgreSQL) is added by implementing this
+//! trait, without touching a route.
+//!
+//! # Durability
+//!
+//! Every method that changes state answers only once the change is durable under the
+//! backend's policy (for the embedded store: the `--fsync` setting). A caller that drops
+//! the future mid-await leaves the change made but unconfirmed, as when a response is
+//! lost on the way ([`embedded`] spells out what that means for the store).
+//!
+//! # Wake-ups
+//!
+//! Long polls wait on [`Backend::long_polls`], the registry of waiters by topic and
+//! group. The backend wakes it after each of its calls that may change a poll's answer
+//! (a publish, an ack, a nack, a redrive, a delete) and tells it of the leases its polls
+//! make ([`LongPolls::leased`]); a backend shared by several brokers also wakes it when
+//! another broker wrote. The clock's events (a lease running out, a backoff ending) are
+//! read through [`Backend::next_due_in`]. `crate::long_poll` says how waiters use both.
+//!
+//! # Errors
+//!
+//! Every method fails with [`BackendError`], which the server maps to its API errors
+//! (`From<BackendError> for ApiError`): the store's errors as the store's, so a
+//! networked backend reports an unknown topic, a refused delivery and so on with the
+//! store's variants.
+//!
+//! # The trait is object-safe
+//!
+//! Its async methods are written with `async-trait`, which turns each into a method
+//! returning a boxed `Send` future: `Arc<dyn Backend>` needs that (native `async fn` in
+//! traits is not object-safe), and the box costs one allocation per call, next to the
+//! request's own dozens. Writing those signatures out by hand would give the same code.
+
+use std::fmt;
+use std::future::Future;
+use std::ops::Range;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use mailroom::group::{DeliveryId, GroupConfig, GroupCounters, NackOptions, NotOwned};
+use mailroom::topic::{DeadLetterInfo, Delivery, GroupInfo, Nack, StartPosition};
+use mailroom_store::{AckedThenPolled, DeadLetterPage, StoreError};
+
+use crate::error::ApiError;
+use crate::long_poll::LongPolls;
+
+pub mod embedded;
+
+pub use embedded::Embedded;
+
+/// A change on its way to durability: resolves with the call's answer once what it
+/// wrote is durable (see [`TopicPublisher`]).
+pub type Durable<T> = Pin<Box<dyn Future<Output = Result<T, BackendError>> + Send>>;
+
+/// Why a backend call failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BackendError {
+    /// The store refused the call or failed: an unknown topic or group, a delivery not
+    /// in flight, an argument out of range, an I/O error, a fail-stop. Answered as the
+    /// store's error ([`ApiError`]'s `From<StoreError>`).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The backend itself failed, such as a task of it that panicked: 500 `internal`
+    /// with this message.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl From<BackendError> for ApiError {
+    fn from(error: BackendError) -> ApiError {
+        match error {
+            BackendError::Store(error) => ApiError::from(error),
+            BackendError::Internal(message) => ApiError::internal(message),
+        }
+    }
+}
+
+/// One topic in a listing: its offsets and its groups' names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicOffsets {
+    /// The topic's name.
+    pub name: String,
+    /// The oldest retained offset.
+    pub start: u64,
+    /// The offset the next message will get.
+    pub end: u64,
+    /// Its groups' names.
+    pub groups: Vec<String>,
+}
+
+/// One topic with the state of every group on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicState {
+    /// The topic's name.
+    pub name: String,
+    /// The oldest retained offset.
+    pub start: u64,
+    /// The offset the next message will get.
+    pub end: u64,
+    /// Every group's state (a group deleted while this was read is left out).
+    pub groups: Vec<GroupInfo>,
+}
+
+/// Everything known of one group: its state, settings, counters, deliveries in flight
+/// and dead letters (their reasons and times).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupDetail {
+    /// The group's state.
+    pub info: GroupInfo,
+    /// Its settings.
+    pub config: GroupConfig,
+    /// Its event counters.
+    pub counters: GroupCounters,
+    /// Every delivery in flight, lowest offset first.
+    pub in_flight: Vec<DeliveryId>,
+    /// Its dead letters, oldest first.
+    pub dead_letters: Vec<DeadLetterInfo<Bytes>>,
+}
+
+/// The figures of one group that the metrics export as gauges.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupGauges {
+    /// The topic.
+    pub topic: String,
+    /// The group.
+    pub group: String,
+    /// Messages published but not finished by the group.
+    pub lag: u64,
+    /// Its event counters.
+    pub counters: GroupCounters,
+}
+
+/// A topic's publishing end, held by a publish stream for as long as it runs: the
+/// stream keeps publishing to the topic it opened, and learns that it was deleted from
+/// the next publish's error.
+pub trait TopicPublisher: fmt::Debug + Send + Sync {
+    /// Publishes `payloads` as one write and returns the wait for its durability, which
+    /// resolves with the offsets given. The call part runs here, so batches get their
+    /// offsets in the order of these calls while their waits overlap; waking long polls
+    /// happens in the wait, once the batch is durable.
+    ///
+    /// # Errors
+    /// At once, when the batch cannot be written (unknown topic, a fail-stop, a batch
+    /// over the store's limits); from the wait, when it is not made durable.
+    fn publish_batch(&self, payloads: &[Bytes]) -> Result<Durable<Range<u64>>, BackendError>;
+}
+
+/// Where the server keeps its topics and groups. See the [module docs](self).
+#[async_trait]
+pub trait Backend: fmt::Debug + Send + Sync + 'static {
+    /// The registry of long-poll waiters that this backend wakes.
+    fn long_polls(&self) -> &Arc<LongPolls>;
+
+    /// Creates `topic`; `false` if it existed already.
+    async fn create_topic(&self, topic: &str) -> Result<bool, BackendError>;
+
+    /// Every topic with its offsets and groups, sorted by name.
+    async fn list_topics(&self) -> Result<Vec<TopicOffsets>, BackendError>;
+
+    /// One topic with every group's state.
+    async fn topic_state(&self, topic: &str) -> Result<TopicState, BackendError>;
+
+    /// Deletes `topic` with its messages and groups, durably, and ends its long polls;
+    /// answers the names of the groups it had.
+    async fn delete_topic(&self, topic: &str) -> Result<Vec<String>, BackendError>;
+
+    /// Publishes one message; answers its offset.
+    async fn publish(&self, topic: &str, payload: Bytes) -> Result<u64, BackendError>;
+
+    /// Publishes messages in one write, with consecutive offsets; answers them.
+    async fn publish_batch(
+        &self,
+        topic: &str,
+        payloads: &[Bytes],
+    ) -> Result<Range<u64>, BackendError>;
+
+    /// The publishing end of `topic`, for a publish stream.
+    ///
+    /// # Errors
+    /// An unknown topic.
+    fn publisher(&self, topic: &str) -> Result<Box<dyn TopicPublisher>, BackendError>;
+
+    /// Creates `group` on `topic`, starting at `start`, with `config`.
+    async fn create_group(
+        &self,
+        topic: &str,
+        group: &str,
+        start: StartPosition,
+        config: GroupConfig,
+    ) -> Result<(), BackendError>;
+
+    /// Everything known of one group.
+    async fn group_detail(&self, topic: &str, group: &str) -> Result<GroupDetail, BackendError>;
+
+    /// A group's settings.
+    async fn group_config(&self, topic: &str, group: &str) -> Result<GroupConfig, BackendError>;
+
+    /// Deletes a group and its dead letters, durably; its long polls end.
+    async fn delete_group(&self, topic: &str, group: &str) -> Result<(), BackendError>;
+
+    /// Polls one delivery for `consumer` (`None`: the anonymous consumer).
+    async fn poll(
+        &self,
+        topic: &str,
+        group: &str,
+        consumer: Option<&str>,
+    ) -> Result<Option<Delivery<Bytes>>, BackendError>;
+
+    /// Polls up to `max` deliveries for `consumer`, without waiting.
+    async fn poll_batch(
+        &self,
+        topic: &str,
+        group: &str,
+        consumer: Option<&str>,
+        max: usize,
+    ) -> Result<Vec<Delivery<Bytes>>, BackendError>;
+
+    /// Acks `acks`, then polls up to `max` deliveries, in one write.
+    async fn ack_then_poll_batch(
+        &self,
+        topic: &str,
+        group: &str,
+        acks: &[DeliveryId],
+        consumer: Option<&str>,
+        max: usize,
+    ) -> Result<AckedThenPolled, BackendError>;
+
+    /// Acks the exact delivery in flight.
+    async fn ack(&self, topic: &str, group: &str, id: DeliveryId) -> Result<(), BackendError>;
+
+    /// Acks each delivery, in order; each succeeds or fails alone.
+    async fn ack_batch(
+        &self,
+        topic: &str,
+        group: &str,
+        ids: &[DeliveryId],
+    ) -> Result<Vec<Result<(), NotOwned>>, BackendError>;
+
+    /// Nacks, releases or rejects the exact delivery in flight, per `options`.
+    async fn nack(
+        &self,
+        topic: &str,
+        group: &str,
+        id: DeliveryId,
+        options: NackOptions,
+    ) -> Result<Nack, BackendError>;
+
+    /// Nacks each delivery, in order, with the same options; each alone.
+    async fn nack_batch(
+        &self,
+        topic: &str,
+        group: &str,
+        ids: &[DeliveryId],
+        options: &NackOptions,
+    ) -> Result<Vec<Result<Nack, NotOwned>>, BackendError>;
+
+    /// Extends the lease of the exact delivery in flight.
+    async fn touch(&self, topic: &str, group: &str, id: DeliveryId) -> Result<(), BackendError>;
+
+    /// Puts the group's dead letters in `offsets` back for delivery; answers how many.
+    async fn redrive(
+        &self,
+        topic: &str,
+        group: &str,
+        offsets: Range<u64>,
+    ) -> Result<u64, BackendError>;
+
+    /// Deletes the group's dead letters in `offsets`; answers how many.
+    async fn purge(
+        &self,
+        topic: &str,
+        group: &str,
+        offsets: Range<u64>,
+    ) -> Result<u64, BackendError>;
+
+    /// Up to `limit` of the group's dead letters from offset `from`, with payloads.
+    async fn dead_letter_page(
+        &self,
+        topic: &str,
+        group: &str,
+        from: u64,
+        limit: usize,
+    ) -> Result<DeadLetterPage, BackendError>;
+
+    /// How long until the group's answer to a poll changes by the clock alone (a
+    /// backoff ending, a lease running out), if anything is due.
+    async fn next_due_in(&self, topic: &str, group: &str)
+        -> Result<Option<Duration>, BackendError>;
+
+    /// The lag and counters of every group of every topic, for the metrics.
+    async fn group_gauges(&self) -> Result<Vec<GroupGauges>, BackendError>;
+
+    /// Makes everything written so far durable: the last call of a shutdown.
+    async fn sync(&self) -> Result<(), BackendError>;
+}

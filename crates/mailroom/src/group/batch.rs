@@ -1,0 +1,159 @@
+//! The batch poll, planned once for every home of a group.
+//!
+//! A batch poll by one consumer hands out, in this order: first the consumer's own
+//! deliveries in flight (redriven messages first, then by offset), then new deliveries
+//! until the batch holds `max` or the group has nothing more to hand out (idle, full, or
+//! a lower message waiting out a delay). Lease expiries that come due while planning are
+//! applied as they are met, before the delivery they would precede.
+//!
+//! [`plan_batch`] walks that order on a [`GroupState`] and hands each step to the home
+//! through [`BatchHome`]: the home fetches the payload, decides whether it still fits,
+//! and performs the change its own way (the in-memory topic applies it at once; the
+//! durable store stages its record for the write, then applies it). The planner never
+//! changes the state itself, so a home that must persist a change before applying it
+//! can.
+
+use super::{Change, DeliveryId, GroupState, NewDelivery, PollStep};
+
+/// What a batch poll asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchPoll<'a> {
+    /// The polling consumer (`None`: the anonymous consumer).
+    pub consumer: Option<&'a str>,
+    /// The most deliveries to hand out (at least 1).
+    pub max: usize,
+    /// The next offset of the log.
+    pub log_end: u64,
+    /// The caller's time (ms).
+    pub now_ms: u64,
+}
+
+/// What a home did with a delivery the planner offered it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Offer {
+    /// The delivery is in the batch (a new one was made).
+    Taken,
+    /// The batch ends before this delivery (say, it would pass a byte budget): an owned
+    /// delivery stays in flight for the next poll, a new one is not made.
+    Declined,
+    /// The message is gone (retention deleted it): the batch ends here, and the home
+    /// decides what to do about it.
+    Vanished,
+}
+
+/// How a batch poll ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchEnd {
+    /// It ran to `max`, to a declined delivery, or to the group having nothing more.
+    Done,
+    /// A message vanished under it ([`Offer::Vanished`]).
+    Vanished,
+}
+
+/// A home's side of a batch poll: its view of the state and how it performs each step.
+pub trait BatchHome {
+    /// What a step may fail with (the in-memory topic: nothing; the store: I/O).
+    type Error;
+
+    /// The group's state, as every step so far left it.
+    fn state(&self) -> &GroupState;
+
+    /// Performs a due lease expiry (planned on [`state`](Self::state)).
+    ///
+    /// # Errors
+    ///
+    /// Whatever the home's write can fail with; the batch stops with it.
+    fn expire(&mut self, change: Change) -> Result<(), Self::Error>;
+
+    /// Adds the consumer's own delivery `id`, already in flight, to the batch.
+    ///
+    /// # Errors
+    ///
+    /// Whatever the home's read can fail with; the batch stops with it.
+    fn owned(&mut self, id: DeliveryId) -> Result<Offer, Self::Error>;
+
+    /// Makes the new delivery `new` (planned on [`state`](Self::state)) for the polling
+    /// consumer and adds it to the batch, or declines it.
+    ///
+    /// # Errors
+    ///
+    /// Whatever the home's read or write can fail with; the batch stops with it.
+    fn deliver(&mut self, new: NewDelivery) -> Result<Offer, Self::Error>;
+}
+
+/// Plans a batch poll on `home` (see the module docs), handing it each step in order.
+///
+/// # Errors
+///
+/// The first error a step of `home` returns.
+///
+/// # Example
+///
+/// ```
+/// use mailroom::group::{
+///     plan_batch, BatchEnd, BatchHome, BatchPoll, Change, DeliveryId, GroupConfig, GroupState,
+///     NewDelivery, Offer,
+/// };
+///
+/// // A home that applies every step at once and collects the ids.
+/// struct Memory(GroupState, Vec<DeliveryId>);
+///
+/// impl BatchHome for Memory {
+///     type Error = std::convert::Infallible;
+///     fn state(&self) -> &GroupState {
+///         &self.0
+///     }
+///     fn expire(&mut self, change: Change) -> Result<(), Self::Error> {
+///         self.0.apply_change(&change).unwrap();
+///         Ok(())
+///     }
+///     fn owned(&mut self, id: DeliveryId) -> Result<Offer, Self::Error> {
+///         self.1.push(id);
+///         Ok(Offer::Taken)
+///     }
+///     fn deliver(&mut self, new: NewDelivery) -> Result<Offer, Self::Error> {
+///         self.0.apply_delivery(new, Some("a")).unwrap();
+///         self.1.push(new.id);
+///         Ok(Offer::Taken)
+///     }
+/// }
+///
+/// let state = GroupState::with_config(GroupConfig::new(3).with_max_in_flight(4), 0).unwrap();
+/// let mut home = Memory(state, Vec::new());
+/// let poll = BatchPoll { consumer: Some("a"), max: 3, log_end: 2, now_ms: 0 };
+/// // Two messages: the batch stops when the log runs out.
+/// assert_eq!(plan_batch(&mut home, &poll), Ok(BatchEnd::Done));
+/// assert_eq!(home.1.len(), 2);
+/// // Polled again, "a" gets its own two back first.
+/// home.1.clear();
+/// plan_batch(&mut home, &poll).unwrap();
+/// assert_eq!(home.1.iter().map(|id| id.offset).collect::<Vec<_>>(), [0, 1]);
+/// ```
+pub fn plan_batch<H: BatchHome>(home: &mut H, poll: &BatchPoll<'_>) -> Result<BatchEnd, H::Error> {
+    let owned: Vec<DeliveryId> = home.state().owned(poll.consumer).take(poll.max).collect();
+    let mut taken = 0;
+    for id in owned {
+        match home.owned(id)? {
+            Offer::Taken => taken += 1,
+            Offer::Declined => return Ok(BatchEnd::Done),
+            Offer::Vanished => return Ok(BatchEnd::Vanished),
+        }
+    }
+    while taken < poll.max {
+        let new = match home.state().plan_poll_new(poll.log_end, poll.now_ms) {
+            PollStep::Idle | PollStep::Full | PollStep::Wait { .. } => break,
+            PollStep::Expire(change) => {
+                home.expire(change)?;
+                continue;
+            }
+            PollStep::InFlight(id) => unreachable!("plan_poll_new planned in-flight {id}"),
+            PollStep::Deliver(new) => new,
+        };
+        match home.deliver(new)? {
+            Offer::Taken => taken += 1,
+            Offer::Declined => break,
+            Offer::Vanished => return Ok(BatchEnd::Vanished),
+        }
+    }
+    Ok(BatchEnd::Done)
+}
