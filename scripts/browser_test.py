@@ -202,7 +202,8 @@ def run(binary, work):
     try:
         for base, token in [(guarded_url, TOKEN), (open_url, None)]:
             api(base, "PUT", "/v1/topics/t", token=token)
-        api(guarded_url, "PUT", "/v1/channels/c", body={}, token=TOKEN)
+        for base, token in [(guarded_url, TOKEN), (open_url, None)]:
+            api(base, "PUT", "/v1/channels/c", body={}, token=token)
         driver = browser()
 
         driver.get(allowed + "/page.html")
@@ -218,6 +219,10 @@ def run(binary, work):
         answer = driver.execute_async_script(WS, guarded_url, TOKEN, "subprotocol")
         check(answer.get("data") == "over-ws-subprotocol" and answer["protocol"] == "mailroom.bearer",
               f"a WebSocket with the token subprotocol receives a message: {answer}")
+
+        answer = driver.execute_async_script(WS, open_url, TOKEN, "subprotocol")
+        check(answer.get("data") == "over-ws-subprotocol" and answer["protocol"] == "mailroom.bearer",
+              f"the subprotocol is named back by a server without a token too: {answer}")
 
         before = end_offset(open_url)
         text = submit_form(driver, allowed, open_url)

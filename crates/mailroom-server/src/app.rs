@@ -64,7 +64,14 @@ async fn require_token(
 ) -> Response {
     let ticket = credentials::take_ticket(&mut request);
     let Some(expected) = state.config.token.as_deref() else {
-        return next.run(request).await;
+        // A browser client written for a server with a token offers the bearer
+        // subprotocol here too, and fails the handshake unless one is named back.
+        let offered = credentials::subprotocol_token(&request).is_some();
+        let mut response = next.run(request).await;
+        if offered {
+            credentials::accept_bearer_protocol(&mut response);
+        }
+        return response;
     };
     let presented = request
         .headers()
