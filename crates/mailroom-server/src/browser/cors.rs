@@ -26,6 +26,12 @@ pub const ALLOWED_HEADERS: [HeaderName; 4] = [
 
 /// The CORS layer for `origins` (already normalized), or `None` when the list is empty:
 /// CORS is off by default.
+///
+/// ```
+/// use mailroom_server::browser::cors::cors_layer;
+/// assert!(cors_layer(&[]).is_none());
+/// assert!(cors_layer(&["https://app.example".to_owned()]).is_some());
+/// ```
 pub fn cors_layer(origins: &[String]) -> Option<CorsLayer> {
     if origins.is_empty() {
         return None;

@@ -78,6 +78,15 @@ fn is_allowed(origin: &HeaderValue, headers: &HeaderMap, allowed: &[String]) -> 
 
 /// Whether the request's `Origin` is listed in `--cors-origin`: the requests that get
 /// CORS headers.
+///
+/// ```
+/// use axum::http::HeaderMap;
+/// use mailroom_server::browser::origins::is_listed;
+/// let mut headers = HeaderMap::new();
+/// headers.insert("origin", "https://app.example".parse().unwrap());
+/// assert!(is_listed(&headers, &["https://app.example".to_owned()]));
+/// assert!(!is_listed(&headers, &[]));
+/// ```
 pub fn is_listed(headers: &HeaderMap, allowed: &[String]) -> bool {
     headers
         .get(header::ORIGIN)
@@ -86,6 +95,18 @@ pub fn is_listed(headers: &HeaderMap, allowed: &[String]) -> bool {
 }
 
 /// Why a browser request is refused, or `None` if it may go on.
+///
+/// ```
+/// use axum::http::HeaderMap;
+/// use mailroom_server::browser::origins::foreign_origin;
+/// let listed = vec!["https://app.example".to_owned()];
+/// let mut headers = HeaderMap::new();
+/// assert_eq!(foreign_origin(&headers, &listed), None, "curl sends no Origin");
+/// headers.insert("origin", "https://app.example".parse().unwrap());
+/// assert_eq!(foreign_origin(&headers, &listed), None);
+/// headers.insert("origin", "https://evil.example".parse().unwrap());
+/// assert!(foreign_origin(&headers, &listed).is_some());
+/// ```
 pub fn foreign_origin(headers: &HeaderMap, allowed: &[String]) -> Option<String> {
     if let Some(origin) = headers.get(header::ORIGIN) {
         if is_allowed(origin, headers, allowed) {
