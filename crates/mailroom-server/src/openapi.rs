@@ -28,6 +28,7 @@ pub fn document() -> &'static utoipa::openapi::OpenApi {
         document.merge(routes.v1.merge(routes.operations).into_openapi());
         BearerOnV1.modify(&mut document);
         RawBodiesOptional.modify(&mut document);
+        crate::browser::openapi::BrowserRules.modify(&mut document);
         document
     });
     &DOCUMENT
