@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use cli_support::{assert_fails_cleanly, documents, mailroom};
-use common::{temp_dir, ServerProcess, PROCESS_WAIT_MS_MAX};
+use common::{temp_dir, Deadline, ServerProcess, PROCESS_WAIT_MS_MAX};
 use serde_json::{json, Value};
 
 /// `mailroom --json ARGS` against `server`, which must succeed; its documents.
@@ -221,7 +221,9 @@ fn following_consumers_stop_when_their_topic_or_group_goes() {
     ok(&server, &["topic", "create", "doomed"]);
     ok(&server, &["group", "create", "doomed", "g"]);
     let waiting = background_consumer(&server, &["doomed", "g", "--follow", "--batch", "4"]);
+    let deadline = Deadline::new("the server to count the consumer's long poll as waiting");
     while long_polls_waiting(&server) == 0 {
+        deadline.check();
         std::thread::sleep(Duration::from_millis(10));
     }
     ok(&server, &["topic", "delete", "doomed"]);

@@ -4,7 +4,7 @@
 mod common;
 
 use bytes::Bytes;
-use common::{temp_dir, ServerProcess, SseReader};
+use common::{temp_dir, Deadline, ServerProcess, SseReader};
 use mailroom_client::SubscribeOptions;
 
 /// Each message is this large, so a stalled reader's socket buffers fill after a bounded
@@ -159,7 +159,9 @@ async fn encodings_and_slots() {
         Some("subscriber_limit")
     );
     ws.close().await.unwrap();
+    let deadline = Deadline::new("the closed subscriber's slot to be freed");
     let reconnected = loop {
+        deadline.check();
         match client.subscribe("c").await {
             Ok(subscription) => break subscription,
             Err(error) => assert_eq!(error.code(), Some("subscriber_limit")),

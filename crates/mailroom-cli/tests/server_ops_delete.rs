@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{temp_dir, ServerProcess};
+use common::{temp_dir, Deadline, ServerProcess};
 use mailroom_client::{
     BatchPoll, Client, ClientError, GroupOptions, NackKind, NackOptions, StartPosition,
 };
@@ -134,7 +134,9 @@ async fn waiting_long_poll(
         };
         client.poll_batch(topic, group, &request).await
     });
+    let deadline = Deadline::new("the server to count the long poll as waiting");
     while long_polls_waiting(server).await == 0 {
+        deadline.check();
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     poll

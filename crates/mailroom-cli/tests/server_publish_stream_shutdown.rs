@@ -31,6 +31,17 @@ const FLUSH_EVERY_FRAMES: u64 = 64;
 const SLOW_READER_PAUSE_MS: u64 = 500;
 /// Messages read back per poll after the restart.
 const READ_BACK_PAGE: u32 = 4_096;
+/// How long one read or write of a stream may wait before the test fails: far beyond
+/// the server's shutdown grace, so only a stream that never ends runs into it.
+const STREAM_WAIT_MAX: Duration = Duration::from_secs(60);
+
+/// `future`'s output; fails the test, naming `awaited`, after [`STREAM_WAIT_MAX`].
+async fn awaited<T>(future: impl std::future::Future<Output = T>, awaited: &str) -> T {
+    match tokio::time::timeout(STREAM_WAIT_MAX, future).await {
+        Ok(output) => output,
+        Err(_) => panic!("waited {STREAM_WAIT_MAX:?} for {awaited}"),
+    }
+}
 
 /// Payload `seq` of publisher `name`: distinct bytes for every message.
 fn payload(name: &str, seq: u64) -> Bytes {
@@ -87,7 +98,7 @@ async fn raw_publisher(
     let mut close: Option<CloseFrame> = None;
     let end = loop {
         let read = tokio::select! {
-            read = stream.next() => read,
+            read = awaited(stream.next(), "the stream's next frame") => read,
             Ok(()) = terminating.changed() => {
                 tokio::time::sleep(Duration::from_millis(SLOW_READER_PAUSE_MS)).await;
                 continue;
@@ -131,7 +142,7 @@ async fn client_publisher(client: Client, progress: watch::Sender<u64>) -> Outco
         if sent == FRAMES_MAX {
             panic!("the server never ended the stream");
         }
-        match stream.feed(payload("client", sent)).await {
+        match awaited(stream.feed(payload("client", sent)), "a feed").await {
             Ok(seq) => assert_eq!(seq, sent),
             Err(error) => break error,
         }
@@ -145,7 +156,7 @@ async fn client_publisher(client: Client, progress: watch::Sender<u64>) -> Outco
     // message sent was confirmed (the server had read them all).
     let mut confirmations = Vec::new();
     loop {
-        match stream.confirmed().await {
+        match awaited(stream.confirmed(), "the next confirmation").await {
             Ok(Some(Confirmation {
                 seq,
                 count,

@@ -5,7 +5,7 @@ mod common;
 
 use std::sync::{Arc, Mutex};
 
-use common::{temp_dir, ServerProcess};
+use common::{temp_dir, Deadline, ServerProcess};
 use mailroom_client::{Client, StartPosition};
 
 /// Confirmed publishes needed before the kill: enough that the kill lands mid-stream.
@@ -45,7 +45,14 @@ async fn kill_mid_traffic_loses_nothing_confirmed() {
             }
         })
     };
+    let deadline = Deadline::new("the publisher's first confirmations");
     while confirmed.lock().unwrap().len() < CONFIRMED_BEFORE_KILL {
+        // A publisher that stopped (its publish failed) will confirm no more.
+        assert!(
+            !publisher.is_finished(),
+            "the publisher stopped before the kill"
+        );
+        deadline.check();
         tokio::task::yield_now().await;
     }
     tokio::task::spawn_blocking(move || server.kill())

@@ -73,7 +73,9 @@ async fn a_stopped_stream_confirms_what_it_wrote_then_closes_going_away() {
     drop(held);
     let mut confirmed = 0;
     let close = loop {
-        match answers.recv().await.expect("a close frame") {
+        let wait = Duration::from_millis(CONDITION_WAIT_MS_MAX);
+        let answer = tokio::time::timeout(wait, answers.recv()).await;
+        match answer.expect("an answer in time").expect("a close frame") {
             Message::Text(text) => {
                 let frame: serde_json::Value = serde_json::from_str(text.as_str()).unwrap();
                 assert_eq!(frame["seq"], confirmed, "{frame}");

@@ -6,6 +6,7 @@
 //! long one.
 
 use std::path::Path;
+use std::process::Command;
 
 use bytes::Bytes;
 use mailroom::topic::{DeadLetter, DeliveryId};
@@ -16,7 +17,7 @@ use mailroom_store::{Store, StoreOptions};
 #[allow(dead_code)]
 mod crashloop_support;
 
-use crashloop_support::{env_u64, run_child_until_killed, Draws};
+use crashloop_support::{env_u64, run_child_until_killed, run_until_killed, Draws};
 
 const GROUPS: [(&str, u32); 2] = [("g0", 2), ("g1", 3)];
 
@@ -257,4 +258,30 @@ fn kill_minus_nine_loses_nothing_confirmed() {
         check(dir.path(), &mut model);
     }
     assert!(!model.messages.is_empty());
+}
+
+/// A shell running `script`, for the runner's own tests.
+fn shell(script: &str) -> Command {
+    let mut command = Command::new("sh");
+    command.args(["-c", script]);
+    command
+}
+
+// Proves the runner fails a cycle whose child exited by itself (status 2, as the child
+// does when it finds a fault) just before the kill, and shows the child's stderr: the
+// child exits at once, and a line printed later by a process it left behind triggers a
+// kill that finds it already dead.
+#[test]
+fn a_child_that_exits_before_the_kill_fails_the_cycle() {
+    let child = shell("(sleep 0.3; echo late) & echo 'fault found' >&2; exit 2");
+    let error = run_until_killed(child, 1, |_| Ok(())).expect_err("the child was not killed");
+    assert!(error.contains("exit status: 2"), "{error}");
+    assert!(error.contains("fault found"), "{error}");
+}
+
+// Proves the runner accepts a child that the SIGKILL killed.
+#[test]
+fn a_child_killed_by_the_runner_passes() {
+    let child = shell("echo ready; exec sleep 30");
+    run_until_killed(child, 1, |_| Ok(())).unwrap();
 }

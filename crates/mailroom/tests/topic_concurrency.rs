@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Barrier};
 use std::thread;
+use std::time::{Duration, Instant};
 
 use mailroom::topic::{Delivery, Nack, Topic, TopicError};
 
@@ -15,14 +16,24 @@ fn payload(offset: u64) -> u64 {
     offset.wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
-/// Polls until something is delivered, yielding while the group is caught up.
+/// How long [`poll_until_some`] waits for a delivery before it fails the test: far
+/// beyond what this file's bounded loops take.
+const DELIVERY_WAIT_MAX: Duration = Duration::from_secs(30);
+
+/// Polls until something is delivered, yielding while the group is caught up; fails the
+/// test after [`DELIVERY_WAIT_MAX`].
 fn poll_until_some(
     mut poll: impl FnMut() -> Result<Option<Delivery<u64>>, TopicError>,
 ) -> Delivery<u64> {
+    let deadline = Instant::now() + DELIVERY_WAIT_MAX;
     loop {
         if let Some(delivery) = poll().unwrap() {
             return delivery;
         }
+        assert!(
+            Instant::now() < deadline,
+            "nothing delivered in {DELIVERY_WAIT_MAX:?}"
+        );
         thread::yield_now();
     }
 }

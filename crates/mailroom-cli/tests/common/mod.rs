@@ -13,6 +13,36 @@ use mailroom_client::Client;
 /// How long a test waits for the server to print its address or to exit.
 pub const PROCESS_WAIT_MS_MAX: u64 = 20_000;
 
+/// How long a test awaits a condition on a running server (a long poll counted as
+/// waiting, enough publishes confirmed, a subscriber slot freed) before it fails.
+pub const CONDITION_WAIT_MAX: Duration = Duration::from_secs(20);
+
+/// The deadline of one wait for a condition: [`check`](Self::check) fails the test,
+/// naming what it awaited, once [`CONDITION_WAIT_MAX`] has passed since [`new`](Self::new).
+pub struct Deadline {
+    at: Instant,
+    awaited: &'static str,
+}
+
+impl Deadline {
+    /// Starts the wait for `awaited`.
+    pub fn new(awaited: &'static str) -> Self {
+        Deadline {
+            at: Instant::now() + CONDITION_WAIT_MAX,
+            awaited,
+        }
+    }
+
+    /// Fails the test if the wait has run out.
+    pub fn check(&self) {
+        assert!(
+            Instant::now() < self.at,
+            "waited {CONDITION_WAIT_MAX:?} for {}",
+            self.awaited
+        );
+    }
+}
+
 /// A running `mailroom serve` child process, killed on drop.
 pub struct ServerProcess {
     child: Child,

@@ -5,6 +5,17 @@
 //! chosen under the group's lock, from the in-memory state; the payloads are read after
 //! the lock is released. A page reads only its own payloads, however many dead letters
 //! the group holds.
+//!
+//! # Why the chosen records are still there
+//!
+//! A compacting checkpoint may point the group at copies while its payloads are being
+//! read, and then delete the segments that held the records chosen. So a read pins the
+//! groups log's segments: it holds `segment_deletion` shared from before it chooses until
+//! the last payload is read, and a checkpoint deletes segments only holding it
+//! exclusively. Every record a read chose is therefore readable until it is done; there
+//! is nothing to retry. The read's own transaction (due lease expiries) may make a
+//! checkpoint due; that checkpoint runs after the pin is released, since it would wait
+//! for the pin itself.
 
 use std::collections::BinaryHeap;
 
@@ -16,14 +27,6 @@ use super::set::GroupSet;
 use super::GroupEntry;
 use crate::log::Log;
 use crate::StoreError;
-
-/// How many times a read of a group's dead letters starts again when a compaction moved
-/// them while it read. A try fails only if a whole compaction finished between choosing
-/// the records and reading them; with default settings compactions are far apart, but with
-/// a checkpoint every few dozen records on a loaded 2-core machine several in a row were
-/// seen (4 tries failed about 1 run in 40 of `dead_letters_read_concurrently_with_
-/// compaction`; 64 failed none of 120). The bound only keeps a reader from spinning for ever.
-const DEAD_LETTER_READ_TRIES: u32 = 64;
 
 /// Dead letters chosen under the group's lock, payloads not read yet: each one's entry,
 /// note and the groups-log offset of the record holding its payload.
@@ -95,27 +98,37 @@ impl GroupSet {
         self.read_chosen(messages, group, |entry| choose_page(entry, from, limit))
     }
 
-    /// Chooses dead letters with `choose` under the group's lock, then reads their
-    /// payloads; returns them with what else `choose` answered.
+    /// Chooses dead letters with `choose` under the group's lock (after writing due
+    /// expiries, as every read does), then reads their payloads with the groups log's
+    /// segments pinned (see the module docs); returns them with what else `choose`
+    /// answered, once every record the choice saw is durable.
     fn read_chosen<T>(
         &self,
         messages: &Log,
         group: &str,
-        choose: impl Fn(&GroupEntry) -> (Chosen, T),
+        choose: impl FnOnce(&GroupEntry) -> (Chosen, T),
     ) -> Result<(Vec<DeadLetterInfo<Bytes>>, T), StoreError> {
-        let mut tries = 1;
-        loop {
-            let (chosen, extra) = self.read(messages, group, &choose)?;
-            // The payloads are read after the group's lock is released, so a compacting
-            // checkpoint may meanwhile have pointed the group at copies and deleted the
-            // records named here: then read the (new) pointers again.
-            let moved = |records: &[u64]| records.iter().any(|&at| at < self.log.start());
-            let records = chosen.records.clone();
-            match self.read_dead_letters(chosen) {
-                Err(_) if tries < DEAD_LETTER_READ_TRIES && moved(&records) => tries += 1,
-                result => return result.map(|letters| (letters, extra)),
-            }
+        let (read, durable) = {
+            let _pinned = self.segment_deletion.read();
+            let staged = self.stage_transaction(messages, group, |_, entry, pending, _| {
+                // A due expiry staged just now may have dead-lettered: write it first,
+                // so the choice names records with real offsets.
+                self.flush(entry, std::mem::take(pending))?;
+                Ok(choose(entry))
+            })?;
+            let durable = self.log.wait_durable(staged.written_end);
+            self.after_wait(&durable);
+            let durable_ok = durable.is_ok();
+            let read = durable.and(staged.outcome).and_then(|(chosen, extra)| {
+                let letters = self.read_dead_letters(chosen)?;
+                Ok((letters, extra))
+            });
+            (read, durable_ok)
+        };
+        if durable && self.checkpoint_due() {
+            self.maybe_checkpoint(messages);
         }
+        read
     }
 
     fn read_dead_letters(&self, chosen: Chosen) -> Result<Vec<DeadLetterInfo<Bytes>>, StoreError> {

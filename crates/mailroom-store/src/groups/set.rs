@@ -49,6 +49,10 @@ pub struct GroupSet {
     /// Held by a checkpoint, so checkpoints (and the compaction inside them, which reads
     /// records an overlapping checkpoint could delete) never overlap.
     checkpoint_running: Mutex<()>,
+    /// Holds groups-log segment deletion off while dead letters' payloads are read after
+    /// their group's lock is released: readers take it shared for the whole read
+    /// (`dead_letters.rs`), a checkpoint takes it exclusively around its deletion only.
+    pub(super) segment_deletion: RwLock<()>,
     /// What the last compaction copied, in bytes, or `COPIED_BYTES_UNKNOWN` until the
     /// first look at compaction since opening (see `compaction.rs`).
     pub(super) compaction_copied_bytes: AtomicU64,
@@ -130,6 +134,7 @@ impl GroupSet {
             checkpoint_every: store_options.checkpoint_every.max(1),
             poll_batch_bytes_max: store_options.poll_batch_bytes_max.max(1),
             checkpoint_running: Mutex::new(()),
+            segment_deletion: RwLock::new(()),
             compaction_copied_bytes: AtomicU64::new(compaction::COPIED_BYTES_UNKNOWN),
             checkpoint_queued: AtomicBool::new(false),
             failed: OnceLock::new(),
@@ -409,6 +414,9 @@ impl GroupSet {
                 dead.into_iter().chain(redriven)
             })
             .fold(checkpoint.replay_from(), u64::min);
+        // A reader may still be reading records chosen before the compaction above
+        // pointed its group at the copies: they go only once no read holds them.
+        let _no_reader = self.segment_deletion.write();
         self.log.delete_segments_before(needed_from)?;
         Ok(())
     }

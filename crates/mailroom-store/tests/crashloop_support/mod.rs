@@ -3,9 +3,10 @@
 //! points, copying a killed store's directory, and the loops' environment knobs.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{ChildStdout, Command, Stdio};
+use std::process::{ChildStderr, ChildStdout, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::Duration;
 
@@ -48,19 +49,36 @@ impl Draws {
 /// (a line cut short by the kill is no confirmation, so it is dropped), and SIGKILLs it
 /// once it has printed `lines_before_kill` lines; lines already in the pipe by then are
 /// still handed over. Fails if `take` refuses a line, the child prints nothing for
-/// [`CHILD_SILENCE_MAX`], or it exits before the kill.
+/// [`CHILD_SILENCE_MAX`], it exits before the kill, or it did not die by the SIGKILL (it
+/// exited by itself just before it, say with status 2 after finding a fault, or
+/// panicked); each failure carries the child's stderr.
 pub fn run_child_until_killed(
     args: &[String],
     lines_before_kill: u64,
+    take: impl FnMut(&str) -> Result<(), String>,
+) -> Result<(), String> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mailroom-store-crashloop"));
+    child.args(args);
+    run_until_killed(child, lines_before_kill, take)
+}
+
+/// [`run_child_until_killed`] for any `command` (the runner's own tests use a shell).
+pub fn run_until_killed(
+    mut command: Command,
+    lines_before_kill: u64,
     mut take: impl FnMut(&str) -> Result<(), String>,
 ) -> Result<(), String> {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mailroom-store-crashloop"))
-        .args(args)
+    let mut child = command
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("spawn the child");
     let lines = complete_lines(child.stdout.take().expect("piped stdout"));
+    let stderr = collect(child.stderr.take().expect("piped stderr"));
+    let with_stderr = |error: String| {
+        let stderr = stderr.join().expect("read the child's stderr");
+        format!("{error}; the child's stderr:\n{stderr}")
+    };
     let (mut seen, mut killed) = (0, false);
     loop {
         let line = match lines.recv_timeout(CHILD_SILENCE_MAX) {
@@ -73,7 +91,7 @@ pub fn run_child_until_killed(
         if let Err(error) = line.and_then(|line| take(&line)) {
             child.kill().expect("kill the child");
             child.wait().expect("reap the child");
-            return Err(error);
+            return Err(with_stderr(error));
         }
         seen += 1;
         if seen == lines_before_kill && !killed {
@@ -84,11 +102,45 @@ pub fn run_child_until_killed(
     }
     let status = child.wait().expect("reap the child");
     if !killed {
-        return Err(format!(
+        return Err(with_stderr(format!(
             "the child exited by itself ({status}) after {seen} lines"
-        ));
+        )));
+    }
+    // `kill` succeeds on a child that has exited but is not reaped yet: only the status
+    // tells a kill from a child that stopped on its own (a fault it found, a panic).
+    if status.signal() != Some(SIGKILL) {
+        return Err(with_stderr(format!(
+            "the child was to die by SIGKILL but ended with {status} after {seen} lines"
+        )));
     }
     Ok(())
+}
+
+/// SIGKILL's number (9 on every Unix).
+const SIGKILL: i32 = 9;
+
+/// The most of a child's stderr kept for a failure's message: its end, where the
+/// reason for a failure is.
+const STDERR_BYTES_MAX: usize = 64 << 10;
+
+/// Reads `err` to its end on a thread; the handle answers its last
+/// [`STDERR_BYTES_MAX`] bytes.
+fn collect(mut err: ChildStderr) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            match err.read(&mut chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(read) => {
+                    kept.extend_from_slice(&chunk[..read]);
+                    let over = kept.len().saturating_sub(STDERR_BYTES_MAX);
+                    kept.drain(..over);
+                }
+            }
+        }
+        String::from_utf8_lossy(&kept).into_owned()
+    })
 }
 
 /// The child's complete lines, from a reader thread (so the parent can notice a child
