@@ -136,7 +136,11 @@ impl SyncedMark {
     /// Writes `claim` into the slot after the newest, not synced (the commit path).
     pub fn write(&mut self, claim: Claim) -> Result<(), StoreError> {
         let sequence = self.sequence + 1;
-        let at = if sequence.is_multiple_of(2) { 0 } else { SLOT1_AT };
+        let at = if sequence.is_multiple_of(2) {
+            0
+        } else {
+            SLOT1_AT
+        };
         self.file
             .write_at(&encode_slot(sequence, claim), at)
             .map_err(io_error("write", &self.path))?;

@@ -25,8 +25,10 @@
 //!
 //! [`Log::open`] trusts sealed segments by their index trailer and checks only the tail
 //! of the active segment. A torn tail (a record cut short by a crash, with nothing valid
-//! after it) is truncated; any other damage is reported as [`StoreError::Corrupt`],
-//! never skipped. `docs/storage.md` gives the formats byte by byte and the full rules.
+//! after it, past the log's *synced mark*) is truncated; any other damage, including
+//! damage to a record the mark says was durable, is reported as [`StoreError::Corrupt`],
+//! never skipped, and [`Log::repair`] is the way on. A damaged index is rebuilt, never
+//! reported. `docs/storage.md` gives the formats byte by byte and the full rules.
 //!
 //! # Example
 //!
