@@ -27,8 +27,9 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::index::{self, IndexContents, IndexEntry, Seal};
+use super::index::{self, IndexContents, IndexEntry};
 use super::mark::{self, Claim, SyncedMark};
+use super::reindex::{rewrite_open_index, write_sealed_index};
 use super::segment::{self, Damage, ScanEnd, Segment, SegmentMeta, Window};
 use super::LogOptions;
 use crate::record::RecordRef;
@@ -306,29 +307,6 @@ fn open_sealed(
     Ok(segment)
 }
 
-/// Writes and syncs the index of a segment that will take no more records.
-pub(crate) fn write_sealed_index(segment: &Segment, meta: &SegmentMeta) -> Result<(), StoreError> {
-    let seal = Seal {
-        end_offset: meta.end_offset,
-        segment_bytes: meta.bytes,
-        last_timestamp_ms: meta.last_timestamp_ms,
-    };
-    let bytes = index::encode_sealed(&meta.entries, seal);
-    let path = &segment.index_path;
-    segment
-        .index_file
-        .write_at(&bytes, 0)
-        .map_err(io_error("write", path))?;
-    segment
-        .index_file
-        .set_len(bytes.len() as u64)
-        .map_err(io_error("truncate", path))?;
-    segment
-        .index_file
-        .sync()
-        .map_err(io_error("fdatasync", path))
-}
-
 /// Records that `record` sits at `position` of the segment. Returns the index entry it
 /// earned, if any (entries are spaced at least `interval_bytes` apart).
 pub(crate) fn note_record(
@@ -475,27 +453,6 @@ fn truncate_torn_tail(
         .file
         .set_len(position)
         .map_err(io_error("truncate", &segment.path))
-}
-
-/// Replaces the active segment's index file with exactly `entries` (no trailer). Not
-/// synced: it is a cache, and open re-checks it.
-pub(crate) fn rewrite_open_index(
-    segment: &Segment,
-    entries: &[IndexEntry],
-) -> Result<(), StoreError> {
-    let mut bytes = Vec::with_capacity(entries.len() * 8);
-    for entry in entries {
-        bytes.extend_from_slice(&index::encode_entry(*entry));
-    }
-    let path = &segment.index_path;
-    segment
-        .index_file
-        .set_len(0)
-        .map_err(io_error("truncate", path))?;
-    segment
-        .index_file
-        .write_at(&bytes, 0)
-        .map_err(io_error("write", path))
 }
 
 #[cfg(test)]

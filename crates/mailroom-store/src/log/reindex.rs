@@ -1,10 +1,11 @@
-//! Rebuilding a segment's index from its records when a read finds an entry that does
-//! not point at the record it names: the index is a cache, so its damage is repaired,
-//! never reported.
+//! Writing a segment's index file from what is known about the segment, and rebuilding
+//! the index from its records when a read finds an entry that does not point at the
+//! record it names: the index is a cache, so its damage is repaired, never reported.
 
 use std::sync::Arc;
 
-use super::recovery::{self, note_record, SCAN_CHUNK_BYTES};
+use super::index::{self, IndexEntry, Seal};
+use super::recovery::{io_error, note_record, SCAN_CHUNK_BYTES};
 use super::segment::{self, ScanEnd, Segment, SegmentMeta, Window};
 use super::Shared;
 use crate::StoreError;
@@ -72,9 +73,9 @@ impl Shared {
             let mut meta = segment.meta.lock();
             meta.entries = rebuilt.entries;
             if active {
-                recovery::rewrite_open_index(segment, &meta.entries)
+                rewrite_open_index(segment, &meta.entries)
             } else {
-                recovery::write_sealed_index(segment, &meta)
+                write_sealed_index(segment, &meta)
             }
         };
         if let Err(error) = written {
@@ -82,4 +83,48 @@ impl Shared {
         }
         Ok(())
     }
+}
+
+/// Writes and syncs the index of a segment that will take no more records.
+pub(crate) fn write_sealed_index(segment: &Segment, meta: &SegmentMeta) -> Result<(), StoreError> {
+    let seal = Seal {
+        end_offset: meta.end_offset,
+        segment_bytes: meta.bytes,
+        last_timestamp_ms: meta.last_timestamp_ms,
+    };
+    let bytes = index::encode_sealed(&meta.entries, seal);
+    let path = &segment.index_path;
+    segment
+        .index_file
+        .write_at(&bytes, 0)
+        .map_err(io_error("write", path))?;
+    segment
+        .index_file
+        .set_len(bytes.len() as u64)
+        .map_err(io_error("truncate", path))?;
+    segment
+        .index_file
+        .sync()
+        .map_err(io_error("fdatasync", path))
+}
+
+/// Replaces the active segment's index file with exactly `entries` (no trailer). Not
+/// synced: it is a cache, and open re-checks it.
+pub(crate) fn rewrite_open_index(
+    segment: &Segment,
+    entries: &[IndexEntry],
+) -> Result<(), StoreError> {
+    let mut bytes = Vec::with_capacity(entries.len() * 8);
+    for entry in entries {
+        bytes.extend_from_slice(&index::encode_entry(*entry));
+    }
+    let path = &segment.index_path;
+    segment
+        .index_file
+        .set_len(0)
+        .map_err(io_error("truncate", path))?;
+    segment
+        .index_file
+        .write_at(&bytes, 0)
+        .map_err(io_error("write", path))
 }
