@@ -11,7 +11,9 @@
 //! bytes), `reserved: u32 = 0`. It lets opening trust a sealed segment without reading it.
 //!
 //! Anything that does not parse as that (torn, truncated, missing) is rebuilt from the
-//! segment, so the index never decides what data exists.
+//! segment, so the index never decides what data exists. An entry that parses but does not
+//! point at the record it names is caught by the read that uses it (`Segment::read`) and
+//! the index is rebuilt then (`reindex.rs`).
 
 const ENTRY_BYTES: usize = 8;
 const TRAILER_BYTES: usize = 40;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use super::segment::ReadOutcome;
 use super::Log;
 use crate::StoreError;
 
@@ -55,9 +56,30 @@ impl Log {
         let chunk_bytes = (options.index_interval_bytes as usize)
             .saturating_add(4096)
             .min(1 << 20);
-        segment
-            .read(offset, options.record_bytes_max, chunk_bytes)
-            .map(Some)
+        let max = options.record_bytes_max;
+        match segment.read(offset, max, chunk_bytes)? {
+            ReadOutcome::Record(record) => return Ok(Some(record)),
+            ReadOutcome::BadIndexEntry(entry) => {
+                tracing::warn!(
+                    path = %segment.index_path.display(), offset,
+                    relative_offset = entry.relative_offset, position = entry.position,
+                    "an index entry does not point at its record: rebuilding the index"
+                );
+            }
+        }
+        self.shared.rebuild_index(&segment)?;
+        match segment.read(offset, max, chunk_bytes)? {
+            ReadOutcome::Record(record) => Ok(Some(record)),
+            // A rebuilt index points at records it has just read; only a file changing
+            // under the log gets here.
+            ReadOutcome::BadIndexEntry(entry) => Err(StoreError::Corrupt {
+                path: segment.path.clone(),
+                position: u64::from(entry.position),
+                reason: format!(
+                    "reading offset {offset}: the rebuilt index does not match the segment"
+                ),
+            }),
+        }
     }
 
     /// The oldest retained offset.

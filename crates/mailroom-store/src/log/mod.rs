@@ -25,8 +25,10 @@
 //!
 //! [`Log::open`] trusts sealed segments by their index trailer and checks only the tail
 //! of the active segment. A torn tail (a record cut short by a crash, with nothing valid
-//! after it) is truncated; any other damage is reported as [`StoreError::Corrupt`],
-//! never skipped. `docs/storage.md` gives the formats byte by byte and the full rules.
+//! after it, past the log's *synced mark*) is truncated; any other damage, including
+//! damage to a record the mark says was durable, is reported as [`StoreError::Corrupt`],
+//! never skipped, and [`Log::repair`] is the way on. A damaged index is rebuilt, never
+//! reported. `docs/storage.md` gives the formats byte by byte and the full rules.
 //!
 //! # Example
 //!
@@ -54,8 +56,11 @@ mod durable;
 mod flusher;
 mod index;
 mod lookup;
+mod mark;
 mod options;
 mod recovery;
+mod reindex;
+mod repair;
 mod retention;
 mod segment;
 mod writer;
@@ -71,10 +76,12 @@ use parking_lot::{Mutex, RwLock};
 pub use self::durable::Durable;
 pub use self::lookup::Record;
 pub use self::options::{LogOptions, SyncPolicy, RECORD_BYTES_LIMIT, SEGMENT_BYTES_LIMIT};
+pub use self::repair::Repaired;
 pub use self::retention::SegmentInfo;
 
 use self::commit::GroupCommit;
 use self::flusher::Flusher;
+use self::mark::SyncedMark;
 use self::recovery::io_error;
 use self::segment::Segment;
 use self::writer::Writer;
@@ -115,6 +122,9 @@ struct Shared {
     /// The first write or sync failure; set once, never cleared.
     failure: Mutex<Option<String>>,
     flusher: Flusher,
+    /// How far the active segment is known to be durable; written after every sync
+    /// round (see `mark.rs`). Taken on its own, never while holding another lock.
+    mark: Mutex<SyncedMark>,
 }
 
 impl Log {
@@ -147,7 +157,8 @@ impl Log {
         options: LogOptions,
     ) -> Result<Log, StoreError> {
         options.validate()?;
-        let segments = recovery::recover(storage.as_ref(), dir, &options)?;
+        let recovery::Recovered { segments, mark } =
+            recovery::recover(storage.as_ref(), dir, &options)?;
         let active = Arc::clone(
             segments
                 .last()
@@ -168,6 +179,7 @@ impl Log {
             commit: GroupCommit::new(end),
             failure: Mutex::new(None),
             flusher: Flusher::default(),
+            mark: Mutex::new(mark),
         });
         let background = match sync {
             SyncPolicy::Always => {
@@ -382,6 +394,15 @@ impl Drop for Log {
             let mut writer = self.shared.writer.lock();
             // A failure is logged by fail_stop; there is no caller left to tell.
             let _ = self.shared.flush_pending(&mut writer);
+        }
+        // Under Always every confirmed record is in the mark: make it durable, so a power
+        // cut after a clean close cannot turn rot in the newest records into a "torn
+        // tail". The relaxed policies promise no sync at drop, so they leave it.
+        if self.shared.options.sync == SyncPolicy::Always && self.shared.check_not_failed().is_ok()
+        {
+            if let Err(error) = self.shared.mark.lock().sync_if_dirty() {
+                tracing::warn!(%error, "could not sync the synced mark at close");
+            }
         }
     }
 }

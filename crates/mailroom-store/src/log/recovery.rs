@@ -15,6 +15,11 @@
 //!   later offset follows it, it is a torn tail: the segment is truncated there. If a
 //!   valid later record follows, data that was written after the damage reached the disk,
 //!   so the damage is not a torn write: [`StoreError::Corrupt`].
+//! - The synced mark (`SYNCED`, see `mark.rs`) says how far the active segment was
+//!   durable. Damage to a record that starts before that point is rot, never a torn
+//!   tail: [`StoreError::Corrupt`] naming the file, byte and offset. So is a segment
+//!   shorter than the mark, or a mark naming a segment that is gone. Without a usable
+//!   mark (a log written before marks existed) the rules above are all there is.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -22,15 +27,19 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::index::{self, IndexContents, IndexEntry, Seal};
+use super::index::{self, IndexContents, IndexEntry};
+use super::mark::{self, Claim, SyncedMark};
+use super::reindex::{rewrite_open_index, write_sealed_index};
 use super::segment::{self, Damage, ScanEnd, Segment, SegmentMeta, Window};
 use super::LogOptions;
 use crate::record::RecordRef;
 use crate::storage::{create_dir_durable, Storage};
 use crate::StoreError;
 
+/// The folder inside a log directory where [`super::Log::repair`] moves damaged segments.
+pub(crate) const DAMAGED_DIR: &str = "damaged";
 /// Recovery reads segments in chunks this big.
-const SCAN_CHUNK_BYTES: usize = 1 << 20;
+pub(crate) const SCAN_CHUNK_BYTES: usize = 1 << 20;
 /// An index file longer than this is not one of ours (1 GiB segments need 2 MiB).
 const INDEX_FILE_BYTES_MAX: u64 = 64 << 20;
 
@@ -52,17 +61,30 @@ pub(crate) fn recover(
     storage: &dyn Storage,
     dir: &Path,
     options: &LogOptions,
-) -> Result<Vec<Arc<Segment>>, StoreError> {
+) -> Result<Recovered, StoreError> {
     create_dir_durable(storage, dir).map_err(io_error("create directory", dir))?;
+    // Read before listing: creating a missing mark here puts its entry under the
+    // directory sync that listing does.
+    let (mut mark, claim) = SyncedMark::open(storage, dir)?;
     let bases = list_segments(storage, dir)?;
     let Some((&active_base, sealed_bases)) = bases.split_last() else {
-        return Ok(vec![create_segment(storage, dir, 0)?]);
+        let base = mark::empty_log_base(&mark, claim)?;
+        let segment = create_segment(storage, dir, base)?;
+        mark.write_synced(Claim {
+            base_offset: base,
+            end_offset: base,
+            segment_bytes: 0,
+        })?;
+        let segments = vec![segment];
+        return Ok(Recovered { segments, mark });
     };
+    let synced = mark::claim_for_active(&mark, claim, dir, active_base)?;
     let mut segments = Vec::with_capacity(bases.len());
     for &base in sealed_bases {
         segments.push(Arc::new(open_sealed(storage, dir, base, options)?));
     }
-    segments.push(Arc::new(open_active(storage, dir, active_base, options)?));
+    let active = open_active(storage, dir, active_base, options, synced)?;
+    segments.push(Arc::new(active));
     for pair in segments.windows(2) {
         let end = pair[0].meta.lock().end_offset;
         if end != pair[1].base_offset {
@@ -76,7 +98,27 @@ pub(crate) fn recover(
             });
         }
     }
-    Ok(segments)
+    // Open synced the whole active segment: all of it is durable now.
+    let claim = {
+        let active = segments.last().expect("pushed above");
+        let meta = active.meta.lock();
+        Claim {
+            base_offset: active.base_offset,
+            end_offset: meta.end_offset,
+            segment_bytes: meta.bytes,
+        }
+    };
+    mark.write_synced(claim)?;
+    Ok(Recovered { segments, mark })
+}
+
+/// What recovery hands to a new `Log`.
+#[derive(Debug)]
+pub(crate) struct Recovered {
+    /// The segments, oldest first; the last is the active one.
+    pub segments: Vec<Arc<Segment>>,
+    /// The synced mark, claiming everything recovered.
+    pub mark: SyncedMark,
 }
 
 /// The base offsets of the segments in `dir`, sorted; removes orphan index files and
@@ -88,11 +130,15 @@ fn list_segments(storage: &dyn Storage, dir: &Path) -> Result<Vec<u64>, StoreErr
             .file_name()
             .and_then(|n| n.to_str())
             .and_then(segment::parse_file_name);
+        let name = path.file_name().and_then(|n| n.to_str());
+        if name.is_some_and(|n| n == mark::FILE_NAME || n == DAMAGED_DIR) {
+            continue;
+        }
         let Some((base, extension)) = parsed else {
             return Err(StoreError::Corrupt {
                 path,
                 position: 0,
-                reason: "foreign file in a log directory (only <20-digit base offset>.log and .idx belong here)"
+                reason: "foreign file in a log directory (only <20-digit base offset>.log and .idx, SYNCED and damaged/ belong here)"
                     .into(),
             });
         };
@@ -261,29 +307,6 @@ fn open_sealed(
     Ok(segment)
 }
 
-/// Writes and syncs the index of a segment that will take no more records.
-pub(crate) fn write_sealed_index(segment: &Segment, meta: &SegmentMeta) -> Result<(), StoreError> {
-    let seal = Seal {
-        end_offset: meta.end_offset,
-        segment_bytes: meta.bytes,
-        last_timestamp_ms: meta.last_timestamp_ms,
-    };
-    let bytes = index::encode_sealed(&meta.entries, seal);
-    let path = &segment.index_path;
-    segment
-        .index_file
-        .write_at(&bytes, 0)
-        .map_err(io_error("write", path))?;
-    segment
-        .index_file
-        .set_len(bytes.len() as u64)
-        .map_err(io_error("truncate", path))?;
-    segment
-        .index_file
-        .sync()
-        .map_err(io_error("fdatasync", path))
-}
-
 /// Records that `record` sits at `position` of the segment. Returns the index entry it
 /// earned, if any (entries are spaced at least `interval_bytes` apart).
 pub(crate) fn note_record(
@@ -317,6 +340,7 @@ fn open_active(
     dir: &Path,
     base_offset: u64,
     options: &LogOptions,
+    synced: Option<Claim>,
 ) -> Result<Segment, StoreError> {
     let (segment, bytes, contents) = open_files(storage, dir, base_offset)?;
     let (IndexContents::Sealed { mut entries, .. } | IndexContents::Open { mut entries }) =
@@ -363,6 +387,15 @@ fn open_active(
         },
     )?;
     if let ScanEnd::Damaged { position, reason } = end {
+        if let Some(claim) = synced.filter(|claim| position < claim.segment_bytes) {
+            return Err(mark::rotten(
+                &segment.path,
+                position,
+                reason,
+                meta.end_offset,
+                claim,
+            ));
+        }
         truncate_torn_tail(
             &segment,
             &mut window,
@@ -371,6 +404,13 @@ fn open_active(
             meta.end_offset,
             max,
         )?;
+    } else if let Some(claim) = synced.filter(|claim| meta.bytes < claim.segment_bytes) {
+        return Err(mark::cut_short(
+            &segment.path,
+            meta.bytes,
+            meta.end_offset,
+            claim,
+        ));
     }
     // After a process crash the tail may still sit in the page cache, unsynced; one sync
     // now makes everything readers are about to see durable, and makes a truncation stick.
@@ -413,24 +453,6 @@ fn truncate_torn_tail(
         .file
         .set_len(position)
         .map_err(io_error("truncate", &segment.path))
-}
-
-/// Replaces the active segment's index file with exactly `entries` (no trailer). Not
-/// synced: it is a cache, and open re-checks it.
-fn rewrite_open_index(segment: &Segment, entries: &[IndexEntry]) -> Result<(), StoreError> {
-    let mut bytes = Vec::with_capacity(entries.len() * 8);
-    for entry in entries {
-        bytes.extend_from_slice(&index::encode_entry(*entry));
-    }
-    let path = &segment.index_path;
-    segment
-        .index_file
-        .set_len(0)
-        .map_err(io_error("truncate", path))?;
-    segment
-        .index_file
-        .write_at(&bytes, 0)
-        .map_err(io_error("write", path))
 }
 
 #[cfg(test)]

@@ -227,14 +227,28 @@ pub(crate) fn valid_record_after(
     Ok(None)
 }
 
+/// What [`Segment::read`] found.
+#[derive(Debug)]
+pub(crate) enum ReadOutcome {
+    /// The record asked for.
+    Record(super::Record),
+    /// The index entry the read started from does not point at the record it names: the
+    /// index (a cache) is damaged, not the data. Rebuild it and read again.
+    BadIndexEntry(IndexEntry),
+}
+
 impl Segment {
     /// Reads the record with `offset`, which the caller knows is in this segment.
+    ///
+    /// The first record read must be the one its index entry names (its offset is in its
+    /// checksum); if it is not, the entry is reported, not the data: a flipped bit in an
+    /// index must never read as a damaged record.
     pub fn read(
         &self,
         offset: u64,
         payload_bytes_max: u32,
         chunk_bytes: usize,
-    ) -> Result<super::Record, StoreError> {
+    ) -> Result<ReadOutcome, StoreError> {
         let (start, limit) = {
             let meta = self.meta.lock();
             let relative = u32::try_from(offset - self.base_offset).unwrap_or(u32::MAX);
@@ -247,11 +261,11 @@ impl Segment {
         loop {
             let damage = match window.decode_at(position, payload_bytes_max)? {
                 Decoded::Record { record, .. } if record.offset == due && due == offset => {
-                    return Ok(super::Record {
+                    return Ok(ReadOutcome::Record(super::Record {
                         offset,
                         timestamp_ms: record.timestamp_ms,
                         payload: bytes::Bytes::copy_from_slice(record.payload),
-                    });
+                    }));
                 }
                 Decoded::Record { record, bytes } if record.offset == due => {
                     position += bytes as u64;
@@ -262,6 +276,9 @@ impl Segment {
                 Decoded::Incomplete { .. } => Damage::Incomplete,
                 Decoded::Corrupt(reason) => Damage::Corrupt(reason),
             };
+            if start.position > 0 && position == u64::from(start.position) {
+                return Ok(ReadOutcome::BadIndexEntry(start));
+            }
             return Err(StoreError::Corrupt {
                 path: self.path.clone(),
                 position,

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::flusher::{WRITEBACK_PARTS, WRITEBACK_STEP_BYTES_MIN};
 use super::recovery::{self, io_error, note_record};
+use super::reindex;
 use super::segment::Segment;
 use super::{index, LogOptions, Shared, SyncPolicy, APPEND_BYTES_MAX, APPEND_RECORDS_MAX};
 use crate::record::{self, Decoded, RecordRef};
@@ -300,7 +301,7 @@ impl Shared {
         old.file.sync().map_err(io_error("fdatasync", &old.path))?;
         self.note_synced_by_roll(writer.next_offset);
         let meta = old.meta.lock().clone();
-        recovery::write_sealed_index(&old, &meta)?;
+        reindex::write_sealed_index(&old, &meta)?;
         let new = recovery::create_segment(self.storage.as_ref(), &self.dir, writer.next_offset)?;
         self.segments.write().push(Arc::clone(&new));
         writer.active = new;
