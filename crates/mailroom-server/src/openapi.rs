@@ -32,6 +32,7 @@ pub fn document() -> &'static utoipa::openapi::OpenApi {
         BearerOnV1.modify(&mut document);
         RawBodiesOptional.modify(&mut document);
         BinaryBodies.modify(&mut document);
+        AllOptionalBodiesOptional.modify(&mut document);
         ServerErrorsListed.modify(&mut document);
         document
     });
@@ -201,6 +202,54 @@ impl Modify for ServerErrorsListed {
                         .entry(status.to_owned())
                         .or_insert(RefOr::T(error));
                 }
+            }
+        }
+    }
+}
+
+/// Marks a JSON request body optional where its schema requires no field: the server
+/// takes an empty body there as `{}` (`body::parse`), so the document must not call it
+/// required.
+struct AllOptionalBodiesOptional;
+
+impl Modify for AllOptionalBodiesOptional {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let Some(components) = openapi.components.as_ref() else {
+            return;
+        };
+        let all_optional = |name: &str| match components.schemas.get(name) {
+            Some(RefOr::T(Schema::Object(object))) => object.required.is_empty(),
+            _ => false,
+        };
+        let mut optional = Vec::new();
+        for (path, item) in &openapi.paths.paths {
+            for (method, operation) in [("put", &item.put), ("post", &item.post)] {
+                let Some(body) = operation.as_ref().and_then(|op| op.request_body.as_ref()) else {
+                    continue;
+                };
+                let schema = body
+                    .content
+                    .get("application/json")
+                    .and_then(|content| content.schema.as_ref());
+                if let Some(RefOr::Ref(reference)) = schema {
+                    let name = reference.ref_location.rsplit('/').next().unwrap_or("");
+                    if all_optional(name) {
+                        optional.push((path.clone(), method));
+                    }
+                }
+            }
+        }
+        for (path, method) in optional {
+            let Some(item) = openapi.paths.paths.get_mut(&path) else {
+                continue;
+            };
+            let operation = if method == "put" {
+                &mut item.put
+            } else {
+                &mut item.post
+            };
+            if let Some(body) = operation.as_mut().and_then(|op| op.request_body.as_mut()) {
+                body.required = Some(utoipa::openapi::Required::False);
             }
         }
     }
