@@ -74,6 +74,9 @@ error_codes! {
     NotWebsocket => "not_websocket",
     /// 401: the bearer token is missing or wrong.
     Unauthorized => "unauthorized",
+    /// 403: a browser request from an origin the server does not allow (not its own and
+    /// not one of `--cors-origin`), refused before it changed anything.
+    ForbiddenOrigin => "forbidden_origin",
     /// 404: no such route.
     NotFound => "not_found",
     /// 404: no such topic.
@@ -104,6 +107,8 @@ error_codes! {
     UpgradeRequired => "upgrade_required",
     /// 429: too many long polls are waiting.
     TooManyLongPolls => "too_many_long_polls",
+    /// 429: too many stream tickets are outstanding.
+    TooManyTickets => "too_many_tickets",
     /// 500: a server fault.
     Internal => "internal",
     /// 500: the store failed to read or write.

@@ -9,7 +9,7 @@
 //!
 //! One per resource: [`topics`], [`groups`], [`deliveries`] (one at a time) and
 //! [`batch`] (many at a time), [`dead_letters`], [`channels`], [`publish_stream`],
-//! [`ops`]; and what they share: [`error`] (every error is `{"error": "<code>",
+//! [`tickets`] (how a browser opens a stream), [`ops`]; and what they share: [`error`] (every error is `{"error": "<code>",
 //! "message": "..."}` with a stable [`ErrorCode`]), [`names`], [`limits`], [`whole`].
 //!
 //! # Features
@@ -47,6 +47,7 @@ pub mod limits;
 pub mod names;
 pub mod ops;
 pub mod publish_stream;
+pub mod tickets;
 pub mod topics;
 pub mod whole;
 

@@ -258,6 +258,7 @@ async fn openapi_documents_every_endpoint() {
         ("/v1/channels/{channel}/messages", "post"),
         ("/v1/channels/{channel}/ws", "get"),
         ("/v1/channels/{channel}/events", "get"),
+        ("/v1/tickets", "post"),
         ("/healthz", "get"),
         ("/metrics", "get"),
         ("/openapi.json", "get"),

@@ -1,14 +1,16 @@
-//! The router: every route, its body limit, the token check, latency metrics and the
-//! JSON error shape for whatever the framework rejects.
+//! The router: every route, its body limit, the token check, the browser rules (CORS,
+//! cross-site refusal: [`crate::browser`]), latency metrics and the JSON error shape for
+//! whatever the framework rejects.
 
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::{header, StatusCode};
+use axum::http::{header, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 
+use crate::browser::{self, credentials};
 use crate::error::{errors_as_json, ApiError, ErrorCode};
 use crate::metrics::RequestLabels;
 use crate::routes::{routes, Routes};
@@ -23,12 +25,25 @@ pub fn router(state: AppState) -> Router {
         .merge(operations)
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
+            browser::origins::refuse_cross_site,
+        ))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
             record_latency,
         ))
         .split_for_parts();
-    app.fallback(not_found)
-        .layer(middleware::from_fn(errors_as_json))
-        .with_state(state)
+    let app = app
+        .fallback(not_found)
+        .layer(middleware::from_fn(errors_as_json));
+    // Outside the error shaping, so that error answers carry the CORS headers too.
+    let app = match browser::cors::cors_layer(&state.config.cors_origins) {
+        Some(cors) => app.layer(cors).layer(middleware::from_fn_with_state(
+            state.clone(),
+            browser::cors::tidy_cors_answers,
+        )),
+        None => app,
+    };
+    app.with_state(state)
 }
 
 async fn not_found(request: Request) -> ApiError {
@@ -39,10 +54,24 @@ async fn not_found(request: Request) -> ApiError {
     )
 }
 
-/// Refuses `/v1` calls without the configured bearer token.
-async fn require_token(State(state): State<AppState>, request: Request, next: Next) -> Response {
+/// Refuses `/v1` calls without the configured bearer token: in `Authorization`, or for
+/// a browser stream a ticket (`GET` only) or the WebSocket bearer subprotocol
+/// ([`crate::browser`]). A `?ticket=` is taken out of the URI first, token or not.
+async fn require_token(
+    State(state): State<AppState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let ticket = credentials::take_ticket(&mut request);
     let Some(expected) = state.config.token.as_deref() else {
-        return next.run(request).await;
+        // A browser client written for a server with a token offers the bearer
+        // subprotocol here too, and fails the handshake unless one is named back.
+        let offered = credentials::subprotocol_token(&request).is_some();
+        let mut response = next.run(request).await;
+        if offered {
+            credentials::accept_bearer_protocol(&mut response);
+        }
+        return response;
     };
     let presented = request
         .headers()
@@ -51,9 +80,24 @@ async fn require_token(State(state): State<AppState>, request: Request, next: Ne
         .and_then(bearer_credentials);
     match presented {
         Some(token) if same_secret(token.as_bytes(), expected.as_bytes()) => {
-            next.run(request).await
+            return next.run(request).await
         }
-        Some(_) => unauthorized("wrong bearer token"),
+        Some(_) => return unauthorized("wrong bearer token"),
+        None => {}
+    }
+    if let Some(ticket) = ticket.filter(|_| request.method() == Method::GET) {
+        return match state.tickets.redeem(&ticket, request.uri().path()) {
+            Ok(()) => next.run(request).await,
+            Err(refused) => unauthorized(&refused.to_string()),
+        };
+    }
+    match credentials::subprotocol_token(&request) {
+        Some(token) if same_secret(token.as_bytes(), expected.as_bytes()) => {
+            let mut response = next.run(request).await;
+            credentials::accept_bearer_protocol(&mut response);
+            response
+        }
+        Some(_) => unauthorized("wrong bearer token in the WebSocket subprotocol"),
         None => unauthorized("this server requires Authorization: Bearer <token>"),
     }
 }

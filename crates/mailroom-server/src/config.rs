@@ -126,6 +126,7 @@ pub enum ConfigError {
 ///     fsync = "interval:50"
 ///     max_payload_bytes = 65536
 ///     header_read_timeout_ms = 5000
+///     cors_origins = ["https://app.example"]
 /// "#).unwrap();
 /// assert_eq!(layer.fsync, Some(FsyncPolicy::Interval(std::time::Duration::from_millis(50))));
 /// ```
@@ -145,6 +146,9 @@ pub struct ConfigLayer {
     /// How long a request's head may take to arrive, and an idle keep-alive connection
     /// may wait for the next one, in milliseconds.
     pub header_read_timeout_ms: Option<u64>,
+    /// The origins browsers may call from (`--cors-origin`); each entry may itself be a
+    /// comma-separated list.
+    pub cors_origins: Option<Vec<String>>,
 }
 
 impl ConfigLayer {
@@ -197,6 +201,10 @@ pub struct Config {
     /// being handled (a long poll) and upgraded or streaming connections (WebSocket, SSE)
     /// are not affected.
     pub header_read_timeout_ms: u64,
+    /// The origins (`scheme://host[:port]`, normalized by
+    /// [`parse_origin`](crate::browser::origins::parse_origin)) that get CORS headers and
+    /// may write from a browser; empty: CORS off, only the server's own origin writes.
+    pub cors_origins: Vec<String>,
 }
 
 impl fmt::Debug for Config {
@@ -209,6 +217,7 @@ impl fmt::Debug for Config {
             .field("token", &self.token.as_ref().map(|_| "<set>"))
             .field("payload_bytes_max", &self.payload_bytes_max)
             .field("header_read_timeout_ms", &self.header_read_timeout_ms)
+            .field("cors_origins", &self.cors_origins)
             .finish()
     }
 }
@@ -222,6 +231,7 @@ impl Default for Config {
             token: None,
             payload_bytes_max: PAYLOAD_BYTES_MAX_DEFAULT,
             header_read_timeout_ms: HEADER_READ_TIMEOUT_MS_DEFAULT,
+            cors_origins: Vec::new(),
         }
     }
 }
@@ -242,7 +252,7 @@ impl Config {
     /// # Errors
     /// [`ConfigError::Invalid`] for an empty token, a payload limit of 0 or above
     /// [`PAYLOAD_BYTES_MAX_LIMIT`], or a header read timeout of 0 or above
-    /// [`HEADER_READ_TIMEOUT_MS_MAX`].
+    /// [`HEADER_READ_TIMEOUT_MS_MAX`], or a CORS origin that is not `http(s)://HOST[:PORT]`.
     pub fn resolve(flags: ConfigLayer, file: Option<ConfigLayer>) -> Result<Config, ConfigError> {
         let file = file.unwrap_or_default();
         let defaults = Config::default();
@@ -259,6 +269,7 @@ impl Config {
                 .header_read_timeout_ms
                 .or(file.header_read_timeout_ms)
                 .unwrap_or(defaults.header_read_timeout_ms),
+            cors_origins: cors_origins(flags.cors_origins.or(file.cors_origins))?,
         };
         config.check()?;
         Ok(config)
@@ -297,6 +308,20 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// The `--cors-origin` values, split at commas, checked and normalized, without repeats.
+fn cors_origins(values: Option<Vec<String>>) -> Result<Vec<String>, ConfigError> {
+    let mut origins = Vec::new();
+    for value in values.iter().flatten() {
+        for text in value.split(',').filter(|text| !text.trim().is_empty()) {
+            let origin = crate::browser::origins::parse_origin(text)?;
+            if !origins.contains(&origin) {
+                origins.push(origin);
+            }
+        }
+    }
+    Ok(origins)
 }
 
 #[cfg(test)]
@@ -362,6 +387,33 @@ mod tests {
         let config = Config::resolve(ConfigLayer::default(), Some(file)).unwrap();
         assert_eq!(config.header_read_timeout_ms, 250);
         assert!(ConfigLayer::from_toml("colour = \"blue\"").is_err());
+    }
+
+    // Proves CORS origins come from flags or the file, split at commas and normalized,
+    // and that a malformed one is refused.
+    #[test]
+    fn cors_origins_resolve() {
+        let file = ConfigLayer::from_toml(r#"cors_origins = ["https://a.example"]"#).unwrap();
+        let config = Config::resolve(ConfigLayer::default(), Some(file.clone())).unwrap();
+        assert_eq!(config.cors_origins, ["https://a.example"]);
+        let flags = ConfigLayer {
+            cors_origins: Some(vec![
+                "http://B.example:8080/, http://c.example".into(),
+                "http://c.example".into(),
+            ]),
+            ..Default::default()
+        };
+        let config = Config::resolve(flags, Some(file)).unwrap();
+        assert_eq!(
+            config.cors_origins,
+            ["http://b.example:8080", "http://c.example"]
+        );
+        assert!(Config::default().cors_origins.is_empty());
+        let bad = ConfigLayer {
+            cors_origins: Some(vec!["*".into()]),
+            ..Default::default()
+        };
+        assert!(Config::resolve(bad, None).is_err());
     }
 
     // Proves the token never appears in debug output, where logs would keep it.

@@ -21,7 +21,9 @@
 //!   stays open.
 //!
 //! Every error is JSON `{"error": "<stable code>", "message": "..."}`; see [`error`].
-//! When a token is configured every `/v1` call needs `Authorization: Bearer <token>`.
+//! When a token is configured every `/v1` call needs `Authorization: Bearer <token>`
+//! (a browser stream may use a ticket or the WebSocket subprotocol instead; see
+//! [`browser`], which also holds the CORS and cross-site rules).
 //!
 //! Handlers reach the topics and groups only through one trait, [`backend::Backend`];
 //! the embedded store implements it ([`backend::Embedded`]). Under `--fsync always` its
@@ -68,6 +70,7 @@
 pub mod app;
 pub mod backend;
 pub mod body;
+pub mod browser;
 pub mod channels;
 pub mod config;
 pub mod connections;

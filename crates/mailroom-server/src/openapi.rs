@@ -34,6 +34,7 @@ pub fn document() -> &'static utoipa::openapi::OpenApi {
         BinaryBodies.modify(&mut document);
         AllOptionalBodiesOptional.modify(&mut document);
         ServerErrorsListed.modify(&mut document);
+        crate::browser::openapi::BrowserRules.modify(&mut document);
         document
     });
     &DOCUMENT

@@ -7,6 +7,7 @@ use mailroom_store::Store;
 use tokio::sync::watch;
 
 use crate::backend::{Backend, Embedded};
+use crate::browser::tickets::Tickets;
 use crate::channels::Channels;
 use crate::config::{Config, FsyncPolicy};
 use crate::long_poll::LongPolls;
@@ -28,6 +29,8 @@ pub struct AppState {
     pub long_polls: Arc<LongPolls>,
     /// The running publish streams, told to finish on shutdown.
     pub publish_streams: Arc<PublishStreams>,
+    /// The outstanding stream tickets ([`crate::browser::tickets`]).
+    pub tickets: Arc<Tickets>,
 }
 
 impl AppState {
@@ -60,6 +63,7 @@ impl AppState {
             metrics,
             config: Arc::new(config),
             publish_streams: Arc::new(PublishStreams::default()),
+            tickets: Arc::new(Tickets::default()),
         }
     }
 }

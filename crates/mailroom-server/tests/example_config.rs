@@ -19,6 +19,7 @@ fn example_config_sets_every_key() {
         token,
         max_payload_bytes,
         header_read_timeout_ms,
+        cors_origins,
     } = layer.clone();
     assert!(listen.is_some(), "listen");
     assert!(data.is_some(), "data");
@@ -26,6 +27,7 @@ fn example_config_sets_every_key() {
     assert!(token.is_some(), "token");
     assert!(max_payload_bytes.is_some(), "max_payload_bytes");
     assert!(header_read_timeout_ms.is_some(), "header_read_timeout_ms");
+    assert!(cors_origins.is_some(), "cors_origins");
     let config = Config::resolve(ConfigLayer::default(), Some(layer)).expect("resolves");
     assert_eq!(config.data_dir, Path::new("/var/lib/mailroom"));
 }

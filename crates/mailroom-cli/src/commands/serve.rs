@@ -27,8 +27,16 @@ pub struct Args {
     /// requests, before it is closed [default: 10000].
     #[arg(long, env = "MAILROOM_HEADER_READ_TIMEOUT_MS")]
     header_read_timeout_ms: Option<u64>,
+    /// An origin (http(s)://HOST[:PORT]) browsers may call from; repeat it or separate
+    /// origins with commas [default: none, CORS off].
+    #[arg(
+        long = "cors-origin",
+        env = "MAILROOM_CORS_ORIGIN",
+        value_name = "ORIGIN"
+    )]
+    cors_origin: Vec<String>,
     /// A TOML file with any of: listen, data, fsync, token, max_payload_bytes,
-    /// header_read_timeout_ms.
+    /// header_read_timeout_ms, cors_origins.
     #[arg(long, env = "MAILROOM_CONFIG")]
     config: Option<PathBuf>,
 }
@@ -51,6 +59,7 @@ pub async fn run(args: Args, token: Option<String>) -> anyhow::Result<()> {
         token,
         max_payload_bytes: args.max_payload_bytes,
         header_read_timeout_ms: args.header_read_timeout_ms,
+        cors_origins: Some(args.cors_origin).filter(|origins| !origins.is_empty()),
     };
     let config = Config::resolve(flags, file)?;
     tracing::info!(?config, "starting");
