@@ -15,7 +15,6 @@ mod timeout;
 
 use std::time::Duration;
 
-use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use mailroom_client::Client;
 
@@ -96,10 +95,27 @@ fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("mailroom: {}", report::one_line(&error, &server));
-            std::process::ExitCode::FAILURE
+            // Bad usage found after parsing (nothing was sent) exits 2, like clap's own.
+            if error.downcast_ref::<BadServer>().is_some() {
+                std::process::ExitCode::from(2)
+            } else {
+                std::process::ExitCode::FAILURE
+            }
         }
     }
 }
+
+/// A `--server` value that is not a server URL: bad usage, exit 2 as the README says.
+#[derive(Debug)]
+struct BadServer(String, String);
+
+impl std::fmt::Display for BadServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "invalid --server {:?}: {}", self.0, self.1)
+    }
+}
+
+impl std::error::Error for BadServer {}
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let output = Output { json: cli.json };
@@ -108,7 +124,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
     init_logging("warn");
     let mut client = Client::with_timeouts(&cli.server, timeout::timeouts(cli.timeout))
-        .with_context(|| format!("--server {:?}", cli.server))?;
+        .map_err(|error| BadServer(cli.server.clone(), error.to_string()))?;
     if let Some(token) = cli.token {
         check_token(&token)?;
         client = client.with_token(token);

@@ -441,8 +441,6 @@ fn values_refused_at_run_time() {
     std::fs::write(&config, "listen = 5\n").expect("write the config file");
     let config = config.to_str().expect("a UTF-8 path");
     let runs: &[(&str, Option<&str>, &[&str], &str)] = &[
-        ("notaurl", None, &["topic", "list"], "--server \"notaurl\""),
-        ("ftp://x", None, &["stats"], "--server \"ftp://x\""),
         (url, Some("has space"), &["topic", "list"], "invalid token"),
         (url, Some(""), &["topic", "list"], "invalid token"),
         (url, Some("line\nbreak"), &["stats"], "invalid token"),
@@ -472,5 +470,27 @@ fn values_refused_at_run_time() {
             !line.contains("has space") && !line.contains("line\nbreak"),
             "{line}"
         );
+    }
+}
+
+// Proves a `--server` value that is not a server URL is bad usage, as the README says:
+// exit 2 and one `mailroom: ...` line naming the flag and the value; nothing is sent.
+#[test]
+fn bad_server_value_exits_2() {
+    for (server, args) in [
+        ("notaurl", ["topic", "list"]),
+        ("ftp://x", ["stats", "--json"]),
+    ] {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_mailroom"))
+            .arg("--server")
+            .arg(server)
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{server}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{server}: {stderr}");
+        assert!(stderr.starts_with("mailroom: "), "{server}: {stderr}");
+        assert!(stderr.contains(&format!("--server {server:?}")), "{stderr}");
     }
 }

@@ -77,7 +77,7 @@ async fn require_token(
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "));
+        .and_then(bearer_credentials);
     match presented {
         Some(token) if same_secret(token.as_bytes(), expected.as_bytes()) => {
             return next.run(request).await
@@ -102,6 +102,13 @@ async fn require_token(
     }
 }
 
+/// The credentials of an `Authorization: Bearer <token>` header: the scheme is matched
+/// without regard to case (RFC 7235, section 2.1), so `bearer` and `BEARER` work too.
+fn bearer_credentials(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then_some(token)
+}
+
 fn unauthorized(message: &str) -> Response {
     ApiError::new(StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized, message).into_response()
 }
@@ -119,7 +126,10 @@ fn same_secret(presented: &[u8], expected: &[u8]) -> bool {
         == 0
 }
 
-/// Records each request's latency under its route pattern.
+/// Records each request's latency under its route pattern, and writes its access-log
+/// line at INFO (target `mailroom::access`): method, route pattern, status and
+/// duration. Never the raw path or query string, which may carry a ticket or names a
+/// log reader should not need, and never a header.
 async fn record_latency(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let started = Instant::now();
     let method = request.method().to_string();
@@ -128,16 +138,26 @@ async fn record_latency(State(state): State<AppState>, request: Request, next: N
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_owned(), |path| path.as_str().to_owned());
     let response = next.run(request).await;
+    let elapsed = started.elapsed();
+    let status = response.status().as_u16();
+    tracing::info!(
+        target: "mailroom::access",
+        method = %method,
+        route = %route,
+        status,
+        duration_ms = elapsed.as_micros() as f64 / 1000.0,
+        "request"
+    );
     let labels = RequestLabels {
         method,
         route,
-        status: response.status().as_u16().to_string(),
+        status: status.to_string(),
     };
     state
         .metrics
         .request_seconds
         .get_or_create(&labels)
-        .observe(started.elapsed().as_secs_f64());
+        .observe(elapsed.as_secs_f64());
     response
 }
 
@@ -152,5 +172,16 @@ mod tests {
         assert!(!same_secret(b"abd", b"abc"));
         assert!(!same_secret(b"ab", b"abc"));
         assert!(!same_secret(b"", b"abc"));
+    }
+
+    // Proves the bearer scheme is matched in any case, and nothing else is taken.
+    #[test]
+    fn bearer_scheme_in_any_case() {
+        for header in ["Bearer abc", "bearer abc", "BEARER abc", "bEaReR abc"] {
+            assert_eq!(bearer_credentials(header), Some("abc"), "{header}");
+        }
+        assert_eq!(bearer_credentials("Basic abc"), None);
+        assert_eq!(bearer_credentials("Bearerabc"), None);
+        assert_eq!(bearer_credentials("abc"), None);
     }
 }

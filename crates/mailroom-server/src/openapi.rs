@@ -5,7 +5,10 @@
 
 use std::sync::LazyLock;
 
+use utoipa::openapi::path::Operation;
+use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, Schema, SchemaFormat, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
+use utoipa::openapi::{Content, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
 use crate::error::ErrorBody;
@@ -28,6 +31,9 @@ pub fn document() -> &'static utoipa::openapi::OpenApi {
         document.merge(routes.v1.merge(routes.operations).into_openapi());
         BearerOnV1.modify(&mut document);
         RawBodiesOptional.modify(&mut document);
+        BinaryBodies.modify(&mut document);
+        AllOptionalBodiesOptional.modify(&mut document);
+        ServerErrorsListed.modify(&mut document);
         crate::browser::openapi::BrowserRules.modify(&mut document);
         document
     });
@@ -103,6 +109,147 @@ impl Modify for RawBodiesOptional {
                 .get_mut(path)
                 .and_then(|item| item.post.as_mut());
             if let Some(body) = post.and_then(|operation| operation.request_body.as_mut()) {
+                body.required = Some(utoipa::openapi::Required::False);
+            }
+        }
+    }
+}
+
+/// The operations of a path, whichever methods it has.
+fn operations(item: &mut utoipa::openapi::PathItem) -> impl Iterator<Item = &mut Operation> {
+    [
+        &mut item.get,
+        &mut item.put,
+        &mut item.post,
+        &mut item.delete,
+        &mut item.patch,
+    ]
+    .into_iter()
+    .flatten()
+}
+
+/// Describes every `application/octet-stream` body, sent or answered, as
+/// `{"type": "string", "format": "binary"}`: what client generators read as "bytes"
+/// (a bare string makes them send text, and cannot carry any byte).
+struct BinaryBodies;
+
+impl Modify for BinaryBodies {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let binary = || {
+            RefOr::T(Schema::Object(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .format(Some(SchemaFormat::KnownFormat(KnownFormat::Binary)))
+                    .build(),
+            ))
+        };
+        for item in openapi.paths.paths.values_mut() {
+            for operation in operations(item) {
+                if let Some(body) = operation.request_body.as_mut() {
+                    if let Some(content) = body.content.get_mut(OCTET_STREAM) {
+                        content.schema = Some(binary());
+                    }
+                }
+                for response in operation.responses.responses.values_mut() {
+                    if let RefOr::T(response) = response {
+                        if let Some(content) = response.content.get_mut(OCTET_STREAM) {
+                            content.schema = Some(binary());
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+const OCTET_STREAM: &str = "application/octet-stream";
+
+/// Lists on every operation the answers any call may get besides its own: 500
+/// `internal` (a bug or a failed task) and 503 (`store_failed`: the store is
+/// fail-stop), both with the error body, so generated clients decode them as errors
+/// instead of failing on an undocumented status.
+struct ServerErrorsListed;
+
+impl Modify for ServerErrorsListed {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let answers = [
+            (
+                "500",
+                "`internal`: the server failed (a bug, a failed task), or \
+                 `storage_error`: a disk read or write failed",
+            ),
+            (
+                "503",
+                "`store_failed`: the store is fail-stop after a failed write or sync",
+            ),
+        ];
+        for (path, item) in openapi.paths.paths.iter_mut() {
+            // /healthz documents its own 503 body; the document itself cannot fail.
+            if path == "/healthz" || path == "/openapi.json" {
+                continue;
+            }
+            for operation in operations(item) {
+                for (status, description) in answers {
+                    let error = ResponseBuilder::new()
+                        .description(description)
+                        .content(
+                            "application/json",
+                            Content::new(Some(Ref::from_schema_name("ErrorBody"))),
+                        )
+                        .build();
+                    operation
+                        .responses
+                        .responses
+                        .entry(status.to_owned())
+                        .or_insert(RefOr::T(error));
+                }
+            }
+        }
+    }
+}
+
+/// Marks a JSON request body optional where its schema requires no field: the server
+/// takes an empty body there as `{}` (`body::parse`), so the document must not call it
+/// required.
+struct AllOptionalBodiesOptional;
+
+impl Modify for AllOptionalBodiesOptional {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let Some(components) = openapi.components.as_ref() else {
+            return;
+        };
+        let all_optional = |name: &str| match components.schemas.get(name) {
+            Some(RefOr::T(Schema::Object(object))) => object.required.is_empty(),
+            _ => false,
+        };
+        let mut optional = Vec::new();
+        for (path, item) in &openapi.paths.paths {
+            for (method, operation) in [("put", &item.put), ("post", &item.post)] {
+                let Some(body) = operation.as_ref().and_then(|op| op.request_body.as_ref()) else {
+                    continue;
+                };
+                let schema = body
+                    .content
+                    .get("application/json")
+                    .and_then(|content| content.schema.as_ref());
+                if let Some(RefOr::Ref(reference)) = schema {
+                    let name = reference.ref_location.rsplit('/').next().unwrap_or("");
+                    if all_optional(name) {
+                        optional.push((path.clone(), method));
+                    }
+                }
+            }
+        }
+        for (path, method) in optional {
+            let Some(item) = openapi.paths.paths.get_mut(&path) else {
+                continue;
+            };
+            let operation = if method == "put" {
+                &mut item.put
+            } else {
+                &mut item.post
+            };
+            if let Some(body) = operation.as_mut().and_then(|op| op.request_body.as_mut()) {
                 body.required = Some(utoipa::openapi::Required::False);
             }
         }

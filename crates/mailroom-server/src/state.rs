@@ -36,19 +36,31 @@ pub struct AppState {
 impl AppState {
     /// State over an open store: the [`Embedded`] backend, whose calls without a
     /// deferred form run on the blocking pool only under `--fsync always`.
+    /// Its disk use is reported for `config.data_dir`, and its fsync waits timed.
     pub fn new(store: Store, config: Config) -> AppState {
         let blocking_pool = config.fsync == FsyncPolicy::Always;
-        let backend = Embedded::new(store, blocking_pool, Arc::new(LongPolls::default()));
-        AppState::with_backend(Arc::new(backend), config)
+        let metrics = Arc::new(Metrics::new());
+        let backend = Embedded::new(store, blocking_pool, Arc::new(LongPolls::default()))
+            .with_data_dir(config.data_dir.clone())
+            .with_sync_histogram(metrics.store_sync_seconds.clone());
+        AppState::with_backend_and_metrics(Arc::new(backend), config, metrics)
     }
 
     /// State over any backend.
     pub fn with_backend(backend: Arc<dyn Backend>, config: Config) -> AppState {
+        AppState::with_backend_and_metrics(backend, config, Arc::new(Metrics::new()))
+    }
+
+    fn with_backend_and_metrics(
+        backend: Arc<dyn Backend>,
+        config: Config,
+        metrics: Arc<Metrics>,
+    ) -> AppState {
         AppState {
             long_polls: Arc::clone(backend.long_polls()),
             backend,
             channels: Arc::new(Channels::default()),
-            metrics: Arc::new(Metrics::new()),
+            metrics,
             config: Arc::new(config),
             publish_streams: Arc::new(PublishStreams::default()),
             tickets: Arc::new(Tickets::default()),

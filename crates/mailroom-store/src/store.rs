@@ -277,6 +277,26 @@ impl Store {
             .map_err(io_error("fsync directory", topics_dir))
     }
 
+    /// Why the store is fail-stop, or `None` while every topic accepts writes: the first
+    /// topic (by name) whose log or groups stopped after a failed write or sync, with
+    /// that failure. A fail-stop is never cleared in this process; reopening the store
+    /// recovers it.
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir()?;
+    /// let store = mailroom_store::Store::open(dir.path(), Default::default())?;
+    /// store.create_topic("orders")?;
+    /// assert_eq!(store.failure(), None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn failure(&self) -> Option<String> {
+        // `all_topics` comes from a map sorted by name.
+        self.all_topics().iter().find_map(|topic| {
+            let reason = topic.failure()?;
+            Some(format!("topic {}: {reason}", topic.name()))
+        })
+    }
+
     /// Syncs every topic's logs now (useful under the relaxed sync policies).
     ///
     /// # Errors

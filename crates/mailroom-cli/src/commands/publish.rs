@@ -56,7 +56,11 @@ pub async fn run(api: &impl Api, args: Args, output: Output) -> anyhow::Result<(
         json!({ "topic": args.topic, "published": count, "first_offset": first, "last_offset": last }),
         || match (first, last) {
             (Some(first), Some(last)) => {
-                format!("published {count} messages to {} at offsets {first}..={last}", args.topic)
+                let messages = if count == 1 { "message" } else { "messages" };
+                format!(
+                    "published {count} {messages} to {} at offsets {first}..={last}",
+                    args.topic
+                )
             }
             _ => "no lines to publish".to_owned(),
         },

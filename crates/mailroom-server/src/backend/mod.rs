@@ -141,6 +141,23 @@ pub struct GroupGauges {
     pub counters: GroupCounters,
 }
 
+/// Whether the backend can take writes.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct BackendHealth {
+    /// Why it cannot (for the embedded store: the first failed write or sync that made
+    /// it fail-stop), or `None` while it is healthy.
+    pub failure: Option<String>,
+}
+
+/// Bytes on disk, for the metrics.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DiskUsage {
+    /// Every file under the data directory.
+    pub total_bytes: u64,
+    /// The files under each topic's directory, by topic name.
+    pub topics: Vec<(String, u64)>,
+}
+
 /// A topic's publishing end, held by a publish stream for as long as it runs: the
 /// stream keeps publishing to the topic it opened, and learns that it was deleted from
 /// the next publish's error.
@@ -303,4 +320,16 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
 
     /// Makes everything written so far durable: the last call of a shutdown.
     async fn sync(&self) -> Result<(), BackendError>;
+
+    /// Whether the backend can take writes: what `/healthz` and the `store_healthy`
+    /// gauge report. Cheap (no I/O), since probes call it often. By default healthy.
+    fn health(&self) -> BackendHealth {
+        BackendHealth::default()
+    }
+
+    /// The bytes the backend keeps on this machine's disk, for the metrics; `None` if
+    /// it keeps none here or cannot tell (the default).
+    async fn disk_usage(&self) -> Result<Option<DiskUsage>, BackendError> {
+        Ok(None)
+    }
 }

@@ -2,7 +2,7 @@
 //! the token, so probes and scrapers work without secrets.
 
 use axum::extract::State;
-use axum::http::header;
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::Json;
 pub use mailroom_api::ops::Health;
@@ -10,37 +10,90 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::error::ApiError;
-use crate::metrics::Metrics;
+use crate::metrics::exposition::{
+    wants_openmetrics, OPENMETRICS_CONTENT_TYPE, PROMETHEUS_TEXT_CONTENT_TYPE,
+};
+use crate::metrics::{Metrics, TopicLabels};
 use crate::state::AppState;
 
-/// Liveness: 200 while the server accepts requests.
+/// Health: 200 while the server serves and its store accepts writes, 503 with the
+/// reason once the store is fail-stop (it then refuses every write until restarted).
 #[utoipa::path(get, path = "/healthz", tag = "operations",
-    responses((status = 200, description = "Serving", body = Health)))]
-pub async fn healthz() -> Json<Health> {
-    Json(Health {
-        status: "ok".to_owned(),
-    })
+    responses(
+        (status = 200, description = "Serving, the store accepts writes", body = Health),
+        (status = 503, description = "The store is fail-stop: `status` is `unhealthy` and \
+            `reason` says why", body = Health),
+    ))]
+pub async fn healthz(State(state): State<AppState>) -> (StatusCode, Json<Health>) {
+    match state.backend.health().failure {
+        None => (StatusCode::OK, Json(Health::ok())),
+        Some(reason) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(Health::unhealthy(reason)),
+        ),
+    }
 }
 
-/// Prometheus metrics in the text exposition format.
+/// Prometheus metrics: the text format 0.0.4, or OpenMetrics 1.0 when the `Accept`
+/// header asks for `application/openmetrics-text` (as Prometheus does).
 #[utoipa::path(get, path = "/metrics", tag = "operations",
-    responses((status = 200, description = "OpenMetrics text, which Prometheus scrapes",
-        content_type = "application/openmetrics-text", body = String)))]
-pub async fn metrics(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
+    responses(
+        (status = 200, description = "Prometheus text 0.0.4 (`text/plain; version=0.0.4`), \
+            or OpenMetrics text when `Accept` asks for `application/openmetrics-text`",
+            content_type = "text/plain", body = String),
+        (status = 500, description = "The store could not be read: `internal`",
+            body = crate::error::ErrorBody),
+        (status = 503, description = "The store is fail-stop: `store_failed`",
+            body = crate::error::ErrorBody),
+    ))]
+pub async fn metrics(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+) -> Result<impl IntoResponse, ApiError> {
     refresh_gauges(&state).await?;
-    Ok((
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        state.metrics.render(),
-    ))
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|value| value.to_str().ok());
+    let (content_type, text) = if wants_openmetrics(accept) {
+        (OPENMETRICS_CONTENT_TYPE, state.metrics.render())
+    } else {
+        (
+            PROMETHEUS_TEXT_CONTENT_TYPE,
+            state.metrics.render_prometheus(),
+        )
+    };
+    Ok(([(header::CONTENT_TYPE, content_type)], text))
+}
+
+/// Sets the store's and the process's gauges, and makes every topic's and group's
+/// counters exist (at zero until something happens).
+async fn refresh_store(state: &AppState) -> Result<(), ApiError> {
+    let metrics = &state.metrics;
+    let healthy = state.backend.health().failure.is_none();
+    metrics.store_healthy.set(i64::from(healthy));
+    metrics.refresh_process();
+    for topic in state.backend.list_topics().await? {
+        metrics.ensure_series(&topic.name, &topic.groups);
+    }
+    if let Some(usage) = state.backend.disk_usage().await? {
+        let clamp = |bytes: u64| i64::try_from(bytes).unwrap_or(i64::MAX);
+        metrics.store_disk_bytes.set(clamp(usage.total_bytes));
+        metrics.topic_disk_bytes.clear();
+        for (topic, bytes) in usage.topics {
+            metrics
+                .topic_disk_bytes
+                .get_or_create(&TopicLabels { topic })
+                .set(clamp(bytes));
+        }
+    }
+    Ok(())
 }
 
 /// Sets the gauges that describe current state rather than count events (the lag of
 /// every group, the waiting long polls and the subscribers of every channel), and catches the per-group event
 /// counters up with the store.
 async fn refresh_gauges(state: &AppState) -> Result<(), ApiError> {
+    refresh_store(state).await?;
     let gauges = state.backend.group_gauges().await?;
     // Rebuilt from scratch so deleted groups and channels stop being reported.
     state.metrics.lag.clear();
@@ -58,6 +111,7 @@ async fn refresh_gauges(state: &AppState) -> Result<(), ApiError> {
     state.metrics.channel_subscribers.clear();
     for channel in state.channels.list() {
         let subscribers = channel.stats().subscribers;
+        state.metrics.ensure_channel_series(&channel.name);
         state
             .metrics
             .channel_subscribers

@@ -195,6 +195,12 @@ impl GroupSet {
         }
     }
 
+    /// Why the groups stopped accepting writes (theirs or their log's first failure),
+    /// or `None`.
+    pub(crate) fn failure(&self) -> Option<String> {
+        self.failed.get().cloned().or_else(|| self.log.failure())
+    }
+
     pub(crate) fn fail(&self, error: &StoreError) {
         let _ = self.failed.set(error.to_string());
     }

@@ -338,6 +338,12 @@ impl Log {
     pub fn sync(&self) -> Result<(), StoreError> {
         self.shared.sync_written()
     }
+
+    /// Why the log is fail-stop (the first write or sync failure), or `None` while it
+    /// accepts writes: what a health check reports.
+    pub fn failure(&self) -> Option<String> {
+        self.shared.failure.lock().clone()
+    }
 }
 
 impl Shared {

@@ -328,6 +328,15 @@ impl DurableTopic {
         Ok(self.on_groups(staged))
     }
 
+    /// Why the topic stopped accepting writes (its message log's or its groups' first
+    /// failure), or `None` while it is healthy.
+    pub(crate) fn failure(&self) -> Option<String> {
+        self.inner
+            .messages
+            .failure()
+            .or_else(|| self.inner.groups.failure())
+    }
+
     /// Syncs both logs.
     pub(crate) fn sync(&self) -> Result<(), StoreError> {
         let _live = self.live()?;

@@ -11,6 +11,7 @@
 //!   take one lock briefly and never wait for the disk.
 
 use std::ops::Range;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,16 +21,18 @@ use mailroom::group::{DeliveryId, GroupConfig, NackOptions, NotOwned};
 use mailroom::topic::{Delivery, Nack, StartPosition};
 use mailroom_store::log::{APPEND_BYTES_MAX, APPEND_RECORDS_MAX};
 use mailroom_store::{AckedThenPolled, DeadLetterPage, Deferred, DurableTopic, Store, StoreError};
+use prometheus_client::metrics::histogram::Histogram;
 use tokio::time::Instant;
 
 use super::{
-    Backend, BackendError, Durable, GroupDetail, GroupGauges, TopicOffsets, TopicPublisher,
-    TopicState,
+    Backend, BackendError, BackendHealth, DiskUsage, Durable, GroupDetail, GroupGauges,
+    TopicOffsets, TopicPublisher, TopicState,
 };
 use crate::config::PAYLOAD_BYTES_MAX_LIMIT;
 use crate::long_poll::LongPolls;
 use crate::routes::publish_stream::{PUBLISH_STREAM_BATCH_BYTES_MAX, PUBLISH_STREAM_IN_FLIGHT_MAX};
 
+mod disk;
 mod reads;
 
 /// The store in this process behind the [`Backend`] seam.
@@ -56,6 +59,10 @@ pub struct Embedded {
     /// Whether [`Embedded::blocking`] runs its calls on the async worker itself rather
     /// than the blocking pool.
     calls_inline: bool,
+    /// The store's directory, whose size [`Backend::disk_usage`] reports.
+    data_dir: Option<PathBuf>,
+    /// Where the hot calls' waits for an fsync round are timed (`--fsync always`).
+    sync_waits: Option<Histogram>,
 }
 
 impl Embedded {
@@ -67,6 +74,26 @@ impl Embedded {
             store,
             long_polls,
             calls_inline: !blocking_pool,
+            data_dir: None,
+            sync_waits: None,
+        }
+    }
+
+    /// Reports the size of `dir`, the store's directory, as its disk usage.
+    pub fn with_data_dir(self, dir: impl Into<PathBuf>) -> Embedded {
+        Embedded {
+            data_dir: Some(dir.into()),
+            ..self
+        }
+    }
+
+    /// Times each wait of a hot call for its fsync round into `histogram`. Only waits
+    /// under `--fsync always` are timed: under the relaxed policies they end at once,
+    /// and zeros would hide the real rounds.
+    pub fn with_sync_histogram(self, histogram: Histogram) -> Embedded {
+        Embedded {
+            sync_waits: Some(histogram),
+            ..self
         }
     }
 
@@ -107,7 +134,15 @@ impl Embedded {
         F: FnOnce(&Store) -> Result<Deferred<T>, StoreError>,
     {
         let written = call(&self.store)?;
-        Ok(written.await?)
+        match self.sync_waits.as_ref().filter(|_| !self.calls_inline) {
+            Some(histogram) => {
+                let started = std::time::Instant::now();
+                let answer = written.await;
+                histogram.observe(started.elapsed().as_secs_f64());
+                Ok(answer?)
+            }
+            None => Ok(written.await?),
+        }
     }
 
     /// Runs a store call (one with no deferred form) where it costs least.
@@ -485,5 +520,22 @@ impl Backend for Embedded {
             .await
             .map_err(|join| BackendError::Internal(join.to_string()))??;
         Ok(())
+    }
+
+    fn health(&self) -> BackendHealth {
+        BackendHealth {
+            failure: self.store.failure(),
+        }
+    }
+
+    async fn disk_usage(&self) -> Result<Option<DiskUsage>, BackendError> {
+        let Some(dir) = self.data_dir.clone() else {
+            return Ok(None);
+        };
+        // A walk of the directory tree: off the async workers under every policy.
+        tokio::task::spawn_blocking(move || disk::usage(&dir))
+            .await
+            .map(Some)
+            .map_err(|join| BackendError::Internal(join.to_string()))
     }
 }

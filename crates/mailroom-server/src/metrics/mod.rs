@@ -1,11 +1,15 @@
 //! Prometheus metrics: counters bumped by the handlers, gauges refreshed when scraped,
 //! and request latency histograms.
 //!
-//! Every series is named `mailroom_...`. Labels carry topic, group and channel names,
+//! Every series is named `mailroom_...`, except the process's own (`process_...`, the
+//! names every client library uses; see [`process`]). `/metrics` answers in either
+//! text format ([`exposition`]). Every family is described from the start, and the
+//! per-topic and per-group counters of every resource exist at zero from the first
+//! scrape after a start, so a rate over a restart has no holes. Labels carry topic, group and channel names,
 //! which are validated (short, `[A-Za-z0-9._-]`), so they never need escaping and the
 //! number of series grows only with the number of resources created.
 
-use std::sync::atomic::AtomicI64;
+use std::sync::atomic::{AtomicI64, AtomicU64};
 
 use mailroom::group::GroupCounters;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -14,6 +18,11 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
+
+pub mod exposition;
+pub mod process;
+
+use process::ProcessStats;
 
 /// Labels for per-topic series.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -111,6 +120,28 @@ pub struct Metrics {
     pub request_seconds: HistogramFamily<RequestLabels>,
     /// Long polls waiting now; refreshed on every scrape.
     pub long_polls_waiting: Gauge<i64, AtomicI64>,
+    /// 1 while the store accepts writes, 0 once it is fail-stop; refreshed on every
+    /// scrape.
+    pub store_healthy: Gauge<i64, AtomicI64>,
+    /// Bytes of files under the data directory; refreshed on every scrape.
+    pub store_disk_bytes: Gauge<i64, AtomicI64>,
+    /// Bytes of files under each topic's directory; refreshed on every scrape.
+    pub topic_disk_bytes: Family<TopicLabels, Gauge<i64, AtomicI64>>,
+    /// How long writes waited for the store's fsync round (under `--fsync always`;
+    /// the relaxed policies do not wait).
+    pub store_sync_seconds: Histogram,
+    /// The process's figures, refreshed on every scrape.
+    process: ProcessMetrics,
+}
+
+/// The `process_...` series.
+#[derive(Debug, Default)]
+struct ProcessMetrics {
+    cpu_seconds: Counter<f64, AtomicU64>,
+    resident_bytes: Gauge<i64, AtomicI64>,
+    open_fds: Gauge<i64, AtomicI64>,
+    max_fds: Gauge<i64, AtomicI64>,
+    start_time_seconds: Gauge<f64, AtomicU64>,
 }
 
 impl Default for Metrics {
@@ -160,7 +191,7 @@ impl Metrics {
 
     /// A fresh set of metrics, all at zero.
     pub fn new() -> Metrics {
-        let mut registry = Registry::with_prefix("mailroom");
+        let mut registry = Registry::default();
         let metrics = Metrics {
             publishes: Family::default(),
             deliveries: Family::default(),
@@ -179,87 +210,188 @@ impl Metrics {
             channel_subscribers: Family::default(),
             request_seconds: Family::new_with_constructor(latency_histogram),
             long_polls_waiting: Gauge::default(),
+            store_healthy: Gauge::default(),
+            store_disk_bytes: Gauge::default(),
+            topic_disk_bytes: Family::default(),
+            store_sync_seconds: latency_histogram(),
+            process: ProcessMetrics::default(),
             registry: Registry::default(),
         };
+        metrics.register_events(registry.sub_registry_with_prefix("mailroom"));
+        metrics.register_state(registry.sub_registry_with_prefix("mailroom"));
+        metrics
+            .process
+            .register(registry.sub_registry_with_prefix("process"));
+        metrics.refresh_process();
+        Metrics {
+            registry,
+            ..metrics
+        }
+    }
+
+    /// Registers the counters of what happened to topics, groups and channels.
+    fn register_events(&self, registry: &mut Registry) {
         registry.register(
             "publishes",
             "Messages published to topics",
-            metrics.publishes.clone(),
+            self.publishes.clone(),
         );
-        registry.register(
-            "deliveries",
-            "Deliveries handed out by polls",
-            metrics.deliveries.clone(),
-        );
-        registry.register("acks", "Deliveries acknowledged", metrics.acks.clone());
-        registry.register(
-            "nacks",
-            "Deliveries nacked, by outcome",
-            metrics.nacks.clone(),
-        );
-        registry.register(
-            "dead_letters",
-            "Messages dead-lettered",
-            metrics.dead_letters.clone(),
-        );
+        let group_counters = [
+            (
+                "deliveries",
+                "Deliveries handed out by polls",
+                &self.deliveries,
+            ),
+            ("acks", "Deliveries acknowledged", &self.acks),
+            ("dead_letters", "Messages dead-lettered", &self.dead_letters),
+            (
+                "redeliveries",
+                "Deliveries that were not a message's first",
+                &self.redeliveries,
+            ),
+            (
+                "expired_leases",
+                "Deliveries whose lease ran out",
+                &self.expired_leases,
+            ),
+            (
+                "releases",
+                "Deliveries handed back without counting as a failure",
+                &self.releases,
+            ),
+            (
+                "redrives",
+                "Dead letters put back for delivery",
+                &self.redrives,
+            ),
+        ];
+        for (name, help, family) in group_counters {
+            registry.register(name, help, family.clone());
+        }
+        registry.register("nacks", "Deliveries nacked, by outcome", self.nacks.clone());
+        let channel_counters = [
+            (
+                "channel_publishes",
+                "Messages published to live channels",
+                &self.channel_publishes,
+            ),
+            (
+                "channel_deliveries",
+                "Messages enqueued into subscribers' mailboxes",
+                &self.channel_deliveries,
+            ),
+            (
+                "channel_drops",
+                "Messages dropped at a subscriber's full mailbox",
+                &self.channel_drops,
+            ),
+        ];
+        for (name, help, family) in channel_counters {
+            registry.register(name, help, family.clone());
+        }
+    }
+
+    /// Registers the gauges of current state and the latency histograms.
+    fn register_state(&self, registry: &mut Registry) {
         registry.register(
             "group_lag",
             "Messages not yet finished by a group",
-            metrics.lag.clone(),
-        );
-        registry.register(
-            "redeliveries",
-            "Deliveries that were not a message's first",
-            metrics.redeliveries.clone(),
-        );
-        registry.register(
-            "expired_leases",
-            "Deliveries whose lease ran out",
-            metrics.expired_leases.clone(),
-        );
-        registry.register(
-            "releases",
-            "Deliveries handed back without counting as a failure",
-            metrics.releases.clone(),
-        );
-        registry.register(
-            "redrives",
-            "Dead letters put back for delivery",
-            metrics.redrives.clone(),
-        );
-        registry.register(
-            "channel_publishes",
-            "Messages published to live channels",
-            metrics.channel_publishes.clone(),
-        );
-        registry.register(
-            "channel_deliveries",
-            "Messages enqueued into subscribers' mailboxes",
-            metrics.channel_deliveries.clone(),
-        );
-        registry.register(
-            "channel_drops",
-            "Messages dropped at a subscriber's full mailbox",
-            metrics.channel_drops.clone(),
+            self.lag.clone(),
         );
         registry.register(
             "channel_subscribers",
             "Subscribers connected to a live channel",
-            metrics.channel_subscribers.clone(),
+            self.channel_subscribers.clone(),
         );
         registry.register(
             "long_polls_waiting",
             "Batch polls waiting for a delivery (wait_ms)",
-            metrics.long_polls_waiting.clone(),
+            self.long_polls_waiting.clone(),
+        );
+        registry.register(
+            "store_healthy",
+            "1 while the store accepts writes, 0 once it is fail-stop (see /healthz)",
+            self.store_healthy.clone(),
+        );
+        registry.register(
+            "store_disk_bytes",
+            "Bytes of files under the data directory",
+            self.store_disk_bytes.clone(),
+        );
+        registry.register(
+            "topic_disk_bytes",
+            "Bytes of files under a topic's directory",
+            self.topic_disk_bytes.clone(),
+        );
+        registry.register(
+            "store_sync_wait_seconds",
+            "Time a write waited for its fsync round (--fsync always)",
+            self.store_sync_seconds.clone(),
         );
         registry.register(
             "http_request_duration_seconds",
             "Time from request to response head, by route",
-            metrics.request_seconds.clone(),
+            self.request_seconds.clone(),
         );
-        Metrics {
-            registry,
-            ..metrics
+    }
+
+    /// Reads the process's figures (on Linux) into the `process_...` series.
+    pub fn refresh_process(&self) {
+        let Some(stats) = ProcessStats::read() else {
+            return;
+        };
+        let process = &self.process;
+        let seen = process.cpu_seconds.get();
+        if stats.cpu_seconds > seen {
+            process.cpu_seconds.inc_by(stats.cpu_seconds - seen);
+        }
+        let clamp = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
+        process.resident_bytes.set(clamp(stats.resident_bytes));
+        process.open_fds.set(clamp(stats.open_fds));
+        process.max_fds.set(stats.max_fds.map_or(i64::MAX, clamp));
+        process.start_time_seconds.set(stats.start_time_seconds);
+    }
+
+    /// Makes every per-topic and per-group counter of `topic` and its `groups` exist,
+    /// at zero if nothing happened yet, so the families are complete from the first
+    /// scrape (after a restart too).
+    pub fn ensure_series(&self, topic: &str, groups: &[String]) {
+        // The series are made by looking them up; the guard returned is not needed.
+        drop(self.publishes.get_or_create(&TopicLabels {
+            topic: topic.to_owned(),
+        }));
+        for group in groups {
+            let labels = Metrics::group(topic, group);
+            for family in [
+                &self.deliveries,
+                &self.acks,
+                &self.dead_letters,
+                &self.redeliveries,
+                &self.expired_leases,
+                &self.releases,
+                &self.redrives,
+            ] {
+                drop(family.get_or_create(&labels));
+            }
+            for outcome in NACK_OUTCOMES {
+                drop(self.nacks.get_or_create(&NackLabels {
+                    topic: topic.to_owned(),
+                    group: group.clone(),
+                    outcome: outcome.to_owned(),
+                }));
+            }
+        }
+    }
+
+    /// Makes every counter of `channel` exist, at zero if nothing happened yet.
+    pub fn ensure_channel_series(&self, channel: &str) {
+        let labels = Metrics::channel(channel);
+        for family in [
+            &self.channel_publishes,
+            &self.channel_deliveries,
+            &self.channel_drops,
+        ] {
+            drop(family.get_or_create(&labels));
         }
     }
 
@@ -301,7 +433,13 @@ impl Metrics {
         }
     }
 
-    /// The Prometheus text exposition of every series.
+    /// Every series in the Prometheus text format 0.0.4, what a scraper gets unless it
+    /// asks for OpenMetrics.
+    pub fn render_prometheus(&self) -> String {
+        exposition::to_prometheus_text(&self.render())
+    }
+
+    /// Every series in the OpenMetrics text format.
     pub fn render(&self) -> String {
         let mut text = String::new();
         // Writing into a String cannot fail; the Result only exists for io::Write sinks.
@@ -309,6 +447,32 @@ impl Metrics {
             text.clear();
         }
         text
+    }
+}
+
+impl ProcessMetrics {
+    fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "cpu_seconds",
+            "User and system CPU time spent, in seconds",
+            self.cpu_seconds.clone(),
+        );
+        registry.register(
+            "resident_memory_bytes",
+            "Resident memory size, in bytes",
+            self.resident_bytes.clone(),
+        );
+        registry.register("open_fds", "Open file descriptors", self.open_fds.clone());
+        registry.register(
+            "max_fds",
+            "The limit on open file descriptors",
+            self.max_fds.clone(),
+        );
+        registry.register(
+            "start_time_seconds",
+            "Start time of the process since the Unix epoch, in seconds",
+            self.start_time_seconds.clone(),
+        );
     }
 }
 
