@@ -357,6 +357,12 @@ impl Store {
         self.inner.options.retention
     }
 
+    /// The store's clock ([`StoreOptions::clock`]): what stamps records, so what
+    /// retention by age measures against.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.inner.options.clock
+    }
+
     fn all_topics(&self) -> Vec<DurableTopic> {
         self.inner.topics.read().values().cloned().collect()
     }

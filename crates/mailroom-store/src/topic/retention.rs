@@ -48,11 +48,31 @@ impl DurableTopic {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn set_retention(&self, retention: TopicRetention) -> Result<(), StoreError> {
+        self.change_retention(|current| *current = retention)
+            .map(|_| ())
+    }
+
+    /// Changes the topic's own retention settings with `change`, atomically with respect
+    /// to other changes (for a partial update), durably as
+    /// [`set_retention`](Self::set_retention); answers the new settings. Nothing is
+    /// written if `change` changes nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`set_retention`](Self::set_retention).
+    pub fn change_retention(
+        &self,
+        change: impl FnOnce(&mut TopicRetention),
+    ) -> Result<TopicRetention, StoreError> {
         let _live = self.live()?;
         let mut current = self.inner.retention.lock();
-        settings::write(self.inner.storage.as_ref(), &self.inner.dir, &retention)?;
-        *current = retention;
-        Ok(())
+        let mut changed = *current;
+        change(&mut changed);
+        if changed != *current {
+            settings::write(self.inner.storage.as_ref(), &self.inner.dir, &changed)?;
+            *current = changed;
+        }
+        Ok(changed)
     }
 
     /// What retention removed from this topic since the store was opened. (The
