@@ -2,16 +2,21 @@
 //! `mailroom_client::Client`; tests substitute a fake, so command logic (what to ack,
 //! when to nack, what to print) is tested without a server.
 
+use std::future::Future;
+use std::ops::Range;
+
 use bytes::Bytes;
 use mailroom_client::{
     BatchItemError, BatchPoll, ChannelDelivery, ChannelInfo, Client, ClientError, DeadLetter,
-    Delivery, DeliveryId, NackOptions, NackOutcome, Subscription, TopicInfo, TopicSummary,
+    Delivery, DeliveryId, GroupDetail, GroupOptions, NackOptions, NackOutcome, SubscribeOptions,
+    Subscription, TopicInfo, TopicSummary,
 };
 
-/// A stream of live-channel messages.
-pub trait Messages {
+/// A stream of live-channel messages. It may move to another task (`demo` reads each
+/// subscription on its own), so it and its reads are `Send`.
+pub trait Messages: Send + 'static {
     /// The next message; `None` once the channel closed and the mailbox drained.
-    async fn next_message(&mut self) -> Option<Result<Bytes, ClientError>>;
+    fn next_message(&mut self) -> impl Future<Output = Option<Result<Bytes, ClientError>>> + Send;
 }
 
 impl Messages for Subscription {
@@ -32,6 +37,14 @@ pub trait Api {
     async fn publish(&self, topic: &str, payload: Bytes) -> Result<u64, ClientError>;
     async fn publish_batch(&self, topic: &str, payloads: &[Bytes])
         -> Result<Vec<u64>, ClientError>;
+    async fn create_group_with(
+        &self,
+        topic: &str,
+        group: &str,
+        options: &GroupOptions,
+    ) -> Result<(), ClientError>;
+    async fn group_detail(&self, topic: &str, group: &str) -> Result<GroupDetail, ClientError>;
+    async fn delete_group(&self, topic: &str, group: &str) -> Result<(), ClientError>;
     async fn poll(&self, topic: &str, group: &str) -> Result<Option<Delivery>, ClientError>;
     async fn poll_as(
         &self,
@@ -66,7 +79,20 @@ pub trait Api {
         ids: &[DeliveryId],
         options: &NackOptions,
     ) -> Result<Vec<Result<NackOutcome, BatchItemError>>, ClientError>;
+    async fn touch(&self, topic: &str, group: &str, id: DeliveryId) -> Result<(), ClientError>;
     async fn dead_letters(&self, topic: &str, group: &str) -> Result<Vec<DeadLetter>, ClientError>;
+    async fn redrive(
+        &self,
+        topic: &str,
+        group: &str,
+        offsets: Option<Range<u64>>,
+    ) -> Result<u64, ClientError>;
+    async fn purge(
+        &self,
+        topic: &str,
+        group: &str,
+        offsets: Option<Range<u64>>,
+    ) -> Result<u64, ClientError>;
     async fn create_channel(
         &self,
         channel: &str,
@@ -80,7 +106,11 @@ pub trait Api {
         payload: Bytes,
     ) -> Result<ChannelDelivery, ClientError>;
     async fn close_channel(&self, channel: &str) -> Result<(), ClientError>;
-    async fn subscribe(&self, channel: &str) -> Result<Self::Subscription, ClientError>;
+    async fn subscribe_with(
+        &self,
+        channel: &str,
+        options: SubscribeOptions,
+    ) -> Result<Self::Subscription, ClientError>;
 }
 
 impl Api for Client {
@@ -104,6 +134,20 @@ impl Api for Client {
         payloads: &[Bytes],
     ) -> Result<Vec<u64>, ClientError> {
         Client::publish_batch(self, topic, payloads).await
+    }
+    async fn create_group_with(
+        &self,
+        topic: &str,
+        group: &str,
+        options: &GroupOptions,
+    ) -> Result<(), ClientError> {
+        Client::create_group_with(self, topic, group, options).await
+    }
+    async fn group_detail(&self, topic: &str, group: &str) -> Result<GroupDetail, ClientError> {
+        Client::group_detail(self, topic, group).await
+    }
+    async fn delete_group(&self, topic: &str, group: &str) -> Result<(), ClientError> {
+        Client::delete_group(self, topic, group).await
     }
     async fn poll(&self, topic: &str, group: &str) -> Result<Option<Delivery>, ClientError> {
         Client::poll(self, topic, group).await
@@ -153,8 +197,27 @@ impl Api for Client {
     ) -> Result<Vec<Result<NackOutcome, BatchItemError>>, ClientError> {
         Client::nack_batch(self, topic, group, ids, options).await
     }
+    async fn touch(&self, topic: &str, group: &str, id: DeliveryId) -> Result<(), ClientError> {
+        Client::touch(self, topic, group, id).await
+    }
     async fn dead_letters(&self, topic: &str, group: &str) -> Result<Vec<DeadLetter>, ClientError> {
         Client::dead_letters(self, topic, group).await
+    }
+    async fn redrive(
+        &self,
+        topic: &str,
+        group: &str,
+        offsets: Option<Range<u64>>,
+    ) -> Result<u64, ClientError> {
+        Client::redrive(self, topic, group, offsets).await
+    }
+    async fn purge(
+        &self,
+        topic: &str,
+        group: &str,
+        offsets: Option<Range<u64>>,
+    ) -> Result<u64, ClientError> {
+        Client::purge(self, topic, group, offsets).await
     }
     async fn create_channel(
         &self,
@@ -180,7 +243,11 @@ impl Api for Client {
     async fn delete_topic(&self, topic: &str) -> Result<(), ClientError> {
         Client::delete_topic(self, topic).await
     }
-    async fn subscribe(&self, channel: &str) -> Result<Subscription, ClientError> {
-        Client::subscribe(self, channel).await
+    async fn subscribe_with(
+        &self,
+        channel: &str,
+        options: SubscribeOptions,
+    ) -> Result<Subscription, ClientError> {
+        Client::subscribe_with(self, channel, options).await
     }
 }

@@ -6,6 +6,8 @@
 
 mod api;
 mod commands;
+#[cfg(test)]
+mod fake;
 mod names;
 mod output;
 mod report;

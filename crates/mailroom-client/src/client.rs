@@ -1,23 +1,19 @@
-//! The HTTP client: one method per endpoint of the API.
+//! The HTTP client: its handle, the paths (with their name checks), and the calls on
+//! topics and live channels. Groups, deliveries, batches and dead letters have their own
+//! files.
 
 use base64::Engine as _;
 use bytes::Bytes;
 use mailroom_api::channels::{ChannelList, CreateChannel};
-use mailroom_api::deliveries::{DeliveryBody, Nacked};
-use mailroom_api::groups::CreateGroup;
 use mailroom_api::topics::TopicList;
 use mailroom_api::topics::{Base64Message, BatchMessage, BatchPublished, BatchRequest, Published};
 use mailroom_api::NameKind;
 use reqwest::{Method, RequestBuilder, StatusCode};
 use url::Url;
 
-use crate::exchange::Answer;
 use crate::subscription::{self, SubscribeOptions, Subscription};
 use crate::timeouts::Timeouts;
-use crate::{
-    ChannelDelivery, ChannelInfo, ClientError, Delivery, DeliveryId, GroupInfo, NackOutcome,
-    StartPosition, TopicInfo, TopicSummary,
-};
+use crate::{ChannelDelivery, ChannelInfo, ClientError, TopicInfo, TopicSummary};
 
 /// A handle to one mailroom server. Cheap to clone; clones share a connection pool.
 ///
@@ -251,97 +247,6 @@ impl Client {
         Ok(published.offsets)
     }
 
-    /// Creates a consumer group on a topic.
-    ///
-    /// # Errors
-    /// `group_exists` (409), `invalid_argument` (400), `unknown_topic` (404), or a
-    /// transport error.
-    pub async fn create_group(
-        &self,
-        topic: &str,
-        group: &str,
-        max_attempts: u32,
-        start: StartPosition,
-    ) -> Result<(), ClientError> {
-        let body = CreateGroup {
-            max_attempts,
-            start: Some(start.into()),
-            lease_ms: None,
-            backoff: None,
-            max_in_flight: None,
-        };
-        let request = self
-            .request(Method::PUT, &Self::group_path(topic, group, &[])?)?
-            .json(&body);
-        self.send(request).await?;
-        Ok(())
-    }
-
-    /// One group's position, attempt, in-flight delivery, lag and dead-letter count.
-    ///
-    /// # Errors
-    /// `unknown_topic` or `unknown_group` (404), or a transport error.
-    pub async fn group_info(&self, topic: &str, group: &str) -> Result<GroupInfo, ClientError> {
-        self.json(self.request(Method::GET, &Self::group_path(topic, group, &[])?)?)
-            .await
-    }
-
-    /// Polls a group: the delivery in flight, a new attempt at the next message, or
-    /// `None` when the group has finished everything published.
-    ///
-    /// # Errors
-    /// `unknown_topic` or `unknown_group` (404), or a transport error.
-    pub async fn poll(&self, topic: &str, group: &str) -> Result<Option<Delivery>, ClientError> {
-        let request = self.request(Method::POST, &Self::group_path(topic, group, &["poll"])?)?;
-        Self::delivery_from(&self.send(request).await?)
-    }
-
-    /// Decodes a poll's answer: 204 is nothing waiting, 200 a delivery. Both poll forms
-    /// (anonymous and as a consumer) answer alike.
-    pub(crate) fn delivery_from(answer: &Answer) -> Result<Option<Delivery>, ClientError> {
-        if answer.status == StatusCode::NO_CONTENT {
-            return Ok(None);
-        }
-        let body: DeliveryBody = Self::decode(answer)?;
-        Delivery::try_from(body).map(Some)
-    }
-
-    /// Acknowledges the group's in-flight delivery, moving the group past it.
-    ///
-    /// # Errors
-    /// `not_owned` (409) if `delivery` is not exactly the delivery in flight; 404s for
-    /// unknown names; or a transport error.
-    pub async fn ack(
-        &self,
-        topic: &str,
-        group: &str,
-        delivery: DeliveryId,
-    ) -> Result<(), ClientError> {
-        let request = self
-            .request(Method::POST, &Self::group_path(topic, group, &["ack"])?)?
-            .json(&delivery);
-        self.send(request).await?;
-        Ok(())
-    }
-
-    /// Gives up on the group's in-flight delivery: a retry, or a dead letter after the
-    /// final attempt.
-    ///
-    /// # Errors
-    /// As for [`Client::ack`].
-    pub async fn nack(
-        &self,
-        topic: &str,
-        group: &str,
-        delivery: DeliveryId,
-    ) -> Result<NackOutcome, ClientError> {
-        let request = self
-            .request(Method::POST, &Self::group_path(topic, group, &["nack"])?)?
-            .json(&delivery);
-        let nacked: Nacked = self.json(request).await?;
-        Ok(nacked.outcome)
-    }
-
     /// Creates a live channel. Returns `true` if created, `false` if one with the same
     /// settings already existed.
     ///
@@ -461,7 +366,7 @@ mod tests {
     // sent: the listener behind the client never sees a connection.
     #[tokio::test]
     async fn bad_names_fail_before_any_request() {
-        use crate::{InvalidName, NameError, NameKind, StartPosition};
+        use crate::{DeliveryId, InvalidName, NameError, NameKind, StartPosition};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let client = Client::new(&format!("http://{}", listener.local_addr().unwrap())).unwrap();
         let refused = |result: Result<(), ClientError>, kind, reason| match result {

@@ -37,22 +37,25 @@
 //! # Ok(()) }
 //! ```
 
-mod admin;
 mod batch;
 mod client;
+mod dead_letters;
+mod deletion;
+mod deliveries;
 mod error;
 mod exchange;
-mod group_control;
+mod groups;
 mod publish_stream;
 mod subscription;
 mod timeouts;
 mod types;
 
-pub use admin::{DeadLetterPage, DEAD_LETTERS_PAGE_MAX};
 pub use batch::BatchPoll;
 pub use client::Client;
+pub use dead_letters::{DeadLetterPage, DEAD_LETTERS_PAGE_MAX};
+pub use deliveries::NackOptions;
 pub use error::{ClientError, TimeoutLimit};
-pub use group_control::{GroupOptions, NackOptions};
+pub use groups::GroupOptions;
 pub use publish_stream::{Confirmation, PublishStream, PUBLISH_WINDOW_DEFAULT, PUBLISH_WINDOW_MAX};
 pub use subscription::{SubscribeOptions, Subscription};
 pub use timeouts::{Timeouts, CONNECT_TIMEOUT_DEFAULT, REQUEST_TIMEOUT_DEFAULT};

@@ -12,9 +12,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use bytes::Bytes;
-use mailroom_client::{Client, SubscribeOptions, Subscription};
+use mailroom_client::SubscribeOptions;
 use serde_json::json;
 
+use crate::api::{Api, Messages};
 use crate::output::Output;
 
 /// The slow subscriber's socket receive buffer: small, so it pushes back quickly.
@@ -55,7 +56,7 @@ struct Listener {
 }
 
 /// Runs the scenario and prints what each subscriber received.
-pub async fn run(client: &Client, args: Args, output: Output) -> anyhow::Result<()> {
+pub async fn run(client: &impl Api, args: Args, output: Output) -> anyhow::Result<()> {
     client
         .create_channel(&args.channel, 3, args.mailbox_capacity)
         .await
@@ -139,12 +140,12 @@ pub async fn run(client: &Client, args: Args, output: Output) -> anyhow::Result<
 
 async fn listen(
     name: &'static str,
-    mut subscription: Subscription,
+    mut subscription: impl Messages,
     pause: Duration,
     publishing: Arc<AtomicBool>,
 ) -> anyhow::Result<Listener> {
     let mut received = 0;
-    while let Some(message) = subscription.next().await {
+    while let Some(message) = subscription.next_message().await {
         message?;
         received += 1;
         // A bad connection only while updates flow; afterwards it drains at full speed.
@@ -155,7 +156,7 @@ async fn listen(
     Ok(Listener { name, received })
 }
 
-async fn wait_for_subscribers(client: &Client, channel: &str, count: u64) -> anyhow::Result<()> {
+async fn wait_for_subscribers(client: &impl Api, channel: &str, count: u64) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_millis(CONNECT_TIMEOUT_MS);
     loop {
         let channels = client.list_channels().await?;
@@ -170,5 +171,45 @@ async fn wait_for_subscribers(client: &Client, channel: &str, count: u64) -> any
             "subscribers did not connect in time"
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake::Fake;
+
+    // Proves the scenario's calls: a channel for three subscribers, two fast and one with
+    // the small socket buffer, a wait until they are connected, every update published,
+    // then the channel closed, with each subscription read to its end.
+    #[tokio::test]
+    async fn the_scenario_publishes_every_update_then_closes() {
+        let fake = Fake::with_messages(&["a", "b"]);
+        let args = Args {
+            channel: "c".into(),
+            drivers: 2,
+            updates: 3,
+            mailbox_capacity: 8,
+            slow_delay_ms: 0,
+        };
+        run(&fake, args, Output { json: true }).await.unwrap();
+        let calls = fake.calls();
+        let buffer = format!("subscribe_with c buffer {SLOW_RECV_BUFFER_BYTES}");
+        assert_eq!(
+            calls[..5],
+            [
+                "create_channel c 3 8",
+                "subscribe_with c default",
+                "subscribe_with c default",
+                buffer.as_str(),
+                "list_channels",
+            ]
+        );
+        let published = calls[5..8]
+            .iter()
+            .filter(|call| call.starts_with("publish_channel c ("));
+        assert_eq!(published.count(), 3, "{calls:?}");
+        assert_eq!(calls[8..], ["close_channel c"]);
+        assert_eq!(fake.messages_read(), 3 * 2);
     }
 }

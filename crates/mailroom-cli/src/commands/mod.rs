@@ -1,11 +1,11 @@
-//! One file per command.
+//! The commands: one module per resource (`topic`, `group`, `channel`) with one file per
+//! verb, and one file per command that is a verb of its own.
 
 pub mod channel;
 pub mod consume;
 pub mod dead_letters;
 pub mod demo;
 pub mod group;
-pub mod group_control;
 pub mod publish;
 pub mod serve;
 pub mod stats;

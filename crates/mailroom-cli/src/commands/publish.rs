@@ -108,3 +108,40 @@ pub async fn publish_lines(
     progress.finish_and_clear();
     Ok((count, first, last))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake::Fake;
+
+    // Proves a message argument is one publish, and a file's lines go out in batches
+    // (every line once, an empty last line included as the reader yields it).
+    #[tokio::test]
+    async fn an_argument_is_one_publish_and_a_file_is_batches() {
+        let fake = Fake::default();
+        let one = Args {
+            topic: "t".into(),
+            message: Some("hello".into()),
+            file: None,
+        };
+        run(&fake, one, Output { json: true }).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lines");
+        let lines: Vec<String> = (0..BATCH_LINES_MAX + 5).map(|n| format!("m{n}")).collect();
+        std::fs::write(&path, lines.join("\n")).unwrap();
+        let file = Args {
+            topic: "t".into(),
+            message: None,
+            file: Some(path),
+        };
+        run(&fake, file, Output { json: true }).await.unwrap();
+        assert_eq!(
+            fake.calls(),
+            [
+                "publish t hello".to_owned(),
+                format!("publish_batch t {BATCH_LINES_MAX}"),
+                "publish_batch t 5".to_owned(),
+            ]
+        );
+    }
+}

@@ -44,3 +44,20 @@ pub async fn run(api: &impl Api, output: Output) -> anyhow::Result<()> {
     });
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake::Fake;
+
+    // Proves stats reads every listed topic in full, then the channels.
+    #[tokio::test]
+    async fn reads_each_topic_then_the_channels() {
+        let fake = Fake::default();
+        run(&fake, Output { json: false }).await.unwrap();
+        assert_eq!(
+            fake.calls(),
+            ["list_topics", "topic_info t", "list_channels"]
+        );
+    }
+}

@@ -34,8 +34,8 @@ impl DurableTopic {
         self.create_group_at(group, max_attempts, StartPosition::Earliest)
     }
 
-    /// Creates a group that starts at `start`; `max_attempts` is the total number of
-    /// deliveries allowed for one message.
+    /// Creates a group that starts at `start`; `max_attempts` bounds each message's
+    /// failures ([`GroupConfig::max_attempts`](mailroom::group::GroupConfig::max_attempts)).
     ///
     /// # Errors
     ///

@@ -17,7 +17,7 @@ use mailroom_client::{Delivery, NackKind, NackOptions, NackOutcome};
 use serde_json::json;
 
 use crate::api::Api;
-use crate::commands::group_control::parse_kind;
+use crate::commands::group::parse_kind;
 use crate::output::{merged, payload_fields, payload_text, Output};
 
 pub use batch_loop::consume_batches;

@@ -5,7 +5,8 @@ use std::sync::Mutex;
 use bytes::Bytes;
 use mailroom_client::{
     BatchItemError, BatchPoll, ChannelDelivery, ChannelInfo, ClientError, DeadLetter, Delivery,
-    DeliveryId, NackKind, NackOptions, NackOutcome, TopicInfo, TopicSummary,
+    DeliveryId, GroupDetail, GroupOptions, NackKind, NackOptions, NackOutcome, SubscribeOptions,
+    TopicInfo, TopicSummary,
 };
 
 use super::Args;
@@ -153,7 +154,44 @@ impl Api for Scripted {
     async fn delete_topic(&self, _: &str) -> Result<(), ClientError> {
         unused()
     }
-    async fn subscribe(&self, _: &str) -> Result<NoMessages, ClientError> {
+    async fn subscribe_with(
+        &self,
+        _: &str,
+        _: SubscribeOptions,
+    ) -> Result<NoMessages, ClientError> {
+        unused()
+    }
+    async fn create_group_with(
+        &self,
+        _: &str,
+        _: &str,
+        _: &GroupOptions,
+    ) -> Result<(), ClientError> {
+        unused()
+    }
+    async fn group_detail(&self, _: &str, _: &str) -> Result<GroupDetail, ClientError> {
+        unused()
+    }
+    async fn delete_group(&self, _: &str, _: &str) -> Result<(), ClientError> {
+        unused()
+    }
+    async fn touch(&self, _: &str, _: &str, _: DeliveryId) -> Result<(), ClientError> {
+        unused()
+    }
+    async fn redrive(
+        &self,
+        _: &str,
+        _: &str,
+        _: Option<std::ops::Range<u64>>,
+    ) -> Result<u64, ClientError> {
+        unused()
+    }
+    async fn purge(
+        &self,
+        _: &str,
+        _: &str,
+        _: Option<std::ops::Range<u64>>,
+    ) -> Result<u64, ClientError> {
         unused()
     }
 }

@@ -83,7 +83,7 @@ pub enum GroupTransition {
         id: GroupId,
         /// Its name.
         name: String,
-        /// Deliveries allowed per message.
+        /// Failures allowed per message (`GroupConfig::max_attempts`).
         max_attempts: u32,
         /// Where it starts reading.
         position: u64,

@@ -1,7 +1,9 @@
-//! Removing things and reading long lists in pages: topic and group deletion, and the
-//! dead-letter queue one page at a time.
+//! A group's dead letters: read one page at a time or all, redriven to this group, or
+//! purged.
 
-use mailroom_api::dead_letters::{DeadLetterQuery, DeadLetters};
+use std::ops::Range;
+
+use mailroom_api::dead_letters::{DeadLetterQuery, DeadLetters, DeadLettersTaken, OffsetRange};
 use reqwest::Method;
 
 use crate::{Client, ClientError, DeadLetter};
@@ -19,40 +21,6 @@ pub struct DeadLetterPage {
 }
 
 impl Client {
-    /// Deletes a topic with its messages and groups, durably.
-    ///
-    /// ```no_run
-    /// # async fn demo() -> Result<(), mailroom_client::ClientError> {
-    /// let client = mailroom_client::Client::new("http://127.0.0.1:7070")?;
-    /// client.delete_topic("orders").await?;
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// `unknown_topic` (404), `invalid_name` (400), or a transport error.
-    pub async fn delete_topic(&self, topic: &str) -> Result<(), ClientError> {
-        self.send(self.request(Method::DELETE, &Self::topic_path(topic, &[])?)?)
-            .await?;
-        Ok(())
-    }
-
-    /// Deletes a consumer group, durably; the topic stays.
-    ///
-    /// ```no_run
-    /// # async fn demo() -> Result<(), mailroom_client::ClientError> {
-    /// let client = mailroom_client::Client::new("http://127.0.0.1:7070")?;
-    /// client.delete_group("orders", "billing").await?;
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    /// `unknown_topic` or `unknown_group` (404), or a transport error.
-    pub async fn delete_group(&self, topic: &str, group: &str) -> Result<(), ClientError> {
-        let path = Self::group_path(topic, group, &[])?;
-        self.send(self.request(Method::DELETE, &path)?).await?;
-        Ok(())
-    }
-
     /// One page of the group's dead letters: at most `limit` (1 to
     /// [`DEAD_LETTERS_PAGE_MAX`]) with offsets from `from` on. Pass the page's `next` as
     /// the following call's `from` until it is `None`.
@@ -117,5 +85,54 @@ impl Client {
             from = page.next;
         }
         Ok(letters)
+    }
+
+    /// Puts this group's dead letters (all, or those with offsets in `offsets`) back for
+    /// delivery; returns how many.
+    ///
+    /// # Errors
+    /// `invalid_argument` (400) for an inverted range, 404s, or a transport error.
+    pub async fn redrive(
+        &self,
+        topic: &str,
+        group: &str,
+        offsets: Option<Range<u64>>,
+    ) -> Result<u64, ClientError> {
+        self.take_dead_letters(topic, group, "redrive", offsets)
+            .await
+    }
+
+    /// Deletes this group's dead letters (all, or those with offsets in `offsets`);
+    /// returns how many.
+    ///
+    /// # Errors
+    /// As for [`Client::redrive`].
+    pub async fn purge(
+        &self,
+        topic: &str,
+        group: &str,
+        offsets: Option<Range<u64>>,
+    ) -> Result<u64, ClientError> {
+        self.take_dead_letters(topic, group, "purge", offsets).await
+    }
+
+    async fn take_dead_letters(
+        &self,
+        topic: &str,
+        group: &str,
+        action: &str,
+        offsets: Option<Range<u64>>,
+    ) -> Result<u64, ClientError> {
+        let body = match offsets {
+            Some(range) => OffsetRange {
+                from: Some(range.start),
+                to: Some(range.end),
+            },
+            None => OffsetRange::default(),
+        };
+        let path = Self::group_path(topic, group, &["dead-letters", action])?;
+        let request = self.request(Method::POST, &path)?.json(&body);
+        let taken: DeadLettersTaken = self.json(request).await?;
+        Ok(taken.count)
     }
 }

@@ -1,0 +1,348 @@
+//! A fake server for the commands' unit tests: it records every call as one line of text
+//! (what was asked, with the arguments that matter) and answers with fixed values, so a
+//! test states exactly what a command asked of the server.
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use mailroom_client::{
+    BatchItemError, BatchPoll, ChannelDelivery, ChannelInfo, ClientError, DeadLetter,
+    DeadLetterNote, Delivery, DeliveryId, GroupCounters, GroupDetail, GroupInfo, GroupOptions,
+    NackOptions, NackOutcome, SubscribeOptions, TopicInfo, TopicSummary,
+};
+
+use crate::api::{Api, Messages};
+
+/// The fake server. `deliveries` are handed out by polls in order; `messages` are what
+/// every subscription yields before its channel ends.
+#[derive(Default)]
+pub struct Fake {
+    calls: Mutex<Vec<String>>,
+    deliveries: Mutex<Vec<Delivery>>,
+    messages: Vec<Bytes>,
+    read: Arc<AtomicU64>,
+    subscribers: u64,
+}
+
+impl Fake {
+    /// A fake with `count` deliveries waiting, offsets from 0.
+    pub fn with_deliveries(count: u64) -> Fake {
+        let deliveries = (0..count)
+            .map(|offset| Delivery {
+                offset,
+                attempt: 1,
+                payload: Bytes::from(format!("m{offset}")),
+            })
+            .collect();
+        Fake {
+            deliveries: Mutex::new(deliveries),
+            ..Fake::default()
+        }
+    }
+
+    /// A fake whose subscriptions each yield `messages`, then end; its channels report
+    /// three subscribers (what `demo` waits for).
+    pub fn with_messages(messages: &[&'static str]) -> Fake {
+        Fake {
+            messages: messages
+                .iter()
+                .map(|m| Bytes::from_static(m.as_bytes()))
+                .collect(),
+            subscribers: 3,
+            ..Fake::default()
+        }
+    }
+
+    /// The calls so far, in order.
+    pub fn calls(&self) -> Vec<String> {
+        self.calls.lock().unwrap().clone()
+    }
+
+    /// How many messages all subscriptions have handed out.
+    pub fn messages_read(&self) -> u64 {
+        self.read.load(Ordering::Relaxed)
+    }
+
+    /// The detail every `group_detail` answers with.
+    pub fn detail() -> GroupDetail {
+        GroupDetail {
+            info: GroupInfo {
+                name: "g".into(),
+                position: 4,
+                attempt: 2,
+                in_flight: Some(DeliveryId {
+                    offset: 4,
+                    attempt: 2,
+                }),
+                max_attempts: 3,
+                lag: 2,
+                dead_letters: 1,
+            },
+            lease_ms: Some(500),
+            backoff: None,
+            max_in_flight: 2,
+            counters: GroupCounters::default(),
+            deliveries: vec![DeliveryId {
+                offset: 5,
+                attempt: 1,
+            }],
+            dead_letter_notes: vec![DeadLetterNote {
+                offset: 1,
+                attempts: 3,
+                reason: Some("boom".into()),
+                at_ms: 9,
+            }],
+        }
+    }
+
+    fn record(&self, call: String) {
+        self.calls.lock().unwrap().push(call);
+    }
+
+    fn next(&self) -> Option<Delivery> {
+        let mut deliveries = self.deliveries.lock().unwrap();
+        (!deliveries.is_empty()).then(|| deliveries.remove(0))
+    }
+}
+
+/// A subscription of the fake: its messages, then the end of the channel.
+pub struct FakeMessages {
+    messages: std::vec::IntoIter<Bytes>,
+    read: Arc<AtomicU64>,
+}
+
+impl Messages for FakeMessages {
+    async fn next_message(&mut self) -> Option<Result<Bytes, ClientError>> {
+        let message = self.messages.next()?;
+        self.read.fetch_add(1, Ordering::Relaxed);
+        Some(Ok(message))
+    }
+}
+
+fn text(payload: &Bytes) -> String {
+    String::from_utf8_lossy(payload).into_owned()
+}
+
+impl Api for Fake {
+    type Subscription = FakeMessages;
+
+    async fn create_topic(&self, topic: &str) -> Result<bool, ClientError> {
+        self.record(format!("create_topic {topic}"));
+        Ok(true)
+    }
+    async fn list_topics(&self) -> Result<Vec<TopicSummary>, ClientError> {
+        self.record("list_topics".into());
+        Ok(vec![TopicSummary {
+            name: "t".into(),
+            start: 0,
+            end: 6,
+            groups: vec!["g".into()],
+        }])
+    }
+    async fn topic_info(&self, topic: &str) -> Result<TopicInfo, ClientError> {
+        self.record(format!("topic_info {topic}"));
+        Ok(TopicInfo {
+            name: topic.into(),
+            start: 0,
+            end: 6,
+            groups: vec![Fake::detail().info],
+        })
+    }
+    async fn delete_topic(&self, topic: &str) -> Result<(), ClientError> {
+        self.record(format!("delete_topic {topic}"));
+        Ok(())
+    }
+    async fn publish(&self, topic: &str, payload: Bytes) -> Result<u64, ClientError> {
+        self.record(format!("publish {topic} {}", text(&payload)));
+        Ok(0)
+    }
+    async fn publish_batch(
+        &self,
+        topic: &str,
+        payloads: &[Bytes],
+    ) -> Result<Vec<u64>, ClientError> {
+        self.record(format!("publish_batch {topic} {}", payloads.len()));
+        Ok((0..payloads.len() as u64).collect())
+    }
+    async fn create_group_with(
+        &self,
+        topic: &str,
+        group: &str,
+        options: &GroupOptions,
+    ) -> Result<(), ClientError> {
+        let GroupOptions {
+            max_attempts,
+            start,
+            lease_ms,
+            backoff,
+            max_in_flight,
+        } = options;
+        self.record(format!(
+            "create_group_with {topic} {group} max_attempts {max_attempts} start {start:?} \
+             lease {lease_ms:?} backoff {backoff:?} window {max_in_flight:?}"
+        ));
+        Ok(())
+    }
+    async fn group_detail(&self, topic: &str, group: &str) -> Result<GroupDetail, ClientError> {
+        self.record(format!("group_detail {topic} {group}"));
+        Ok(Fake::detail())
+    }
+    async fn delete_group(&self, topic: &str, group: &str) -> Result<(), ClientError> {
+        self.record(format!("delete_group {topic} {group}"));
+        Ok(())
+    }
+    async fn poll(&self, topic: &str, group: &str) -> Result<Option<Delivery>, ClientError> {
+        self.record(format!("poll {topic} {group}"));
+        Ok(self.next())
+    }
+    async fn poll_as(
+        &self,
+        topic: &str,
+        group: &str,
+        consumer: &str,
+    ) -> Result<Option<Delivery>, ClientError> {
+        self.record(format!("poll_as {topic} {group} {consumer}"));
+        Ok(self.next())
+    }
+    async fn poll_batch(
+        &self,
+        topic: &str,
+        group: &str,
+        request: &BatchPoll<'_>,
+    ) -> Result<Vec<Delivery>, ClientError> {
+        self.record(format!(
+            "poll_batch {topic} {group} consumer {:?} max {} wait {} acks {}",
+            request.consumer,
+            request.max,
+            request.wait_ms,
+            request.ack.len()
+        ));
+        Ok((0..request.max).map_while(|_| self.next()).collect())
+    }
+    async fn ack(&self, topic: &str, group: &str, id: DeliveryId) -> Result<(), ClientError> {
+        self.record(format!("ack {topic} {group} {}/{}", id.offset, id.attempt));
+        Ok(())
+    }
+    async fn ack_batch(
+        &self,
+        topic: &str,
+        group: &str,
+        ids: &[DeliveryId],
+    ) -> Result<Vec<Result<(), BatchItemError>>, ClientError> {
+        self.record(format!("ack_batch {topic} {group} {}", ids.len()));
+        Ok(ids.iter().map(|_| Ok(())).collect())
+    }
+    async fn nack_with(
+        &self,
+        topic: &str,
+        group: &str,
+        id: DeliveryId,
+        options: &NackOptions,
+    ) -> Result<NackOutcome, ClientError> {
+        self.record(format!(
+            "nack_with {topic} {group} {}/{} {:?} delay {:?} reason {:?}",
+            id.offset, id.attempt, options.kind, options.delay_ms, options.reason
+        ));
+        Ok(NackOutcome::Retry)
+    }
+    async fn nack_batch(
+        &self,
+        topic: &str,
+        group: &str,
+        ids: &[DeliveryId],
+        options: &NackOptions,
+    ) -> Result<Vec<Result<NackOutcome, BatchItemError>>, ClientError> {
+        self.record(format!(
+            "nack_batch {topic} {group} {} {:?}",
+            ids.len(),
+            options.kind
+        ));
+        Ok(ids.iter().map(|_| Ok(NackOutcome::Retry)).collect())
+    }
+    async fn touch(&self, topic: &str, group: &str, id: DeliveryId) -> Result<(), ClientError> {
+        self.record(format!(
+            "touch {topic} {group} {}/{}",
+            id.offset, id.attempt
+        ));
+        Ok(())
+    }
+    async fn dead_letters(&self, topic: &str, group: &str) -> Result<Vec<DeadLetter>, ClientError> {
+        self.record(format!("dead_letters {topic} {group}"));
+        Ok(Vec::new())
+    }
+    async fn redrive(
+        &self,
+        topic: &str,
+        group: &str,
+        offsets: Option<Range<u64>>,
+    ) -> Result<u64, ClientError> {
+        self.record(format!("redrive {topic} {group} {offsets:?}"));
+        Ok(2)
+    }
+    async fn purge(
+        &self,
+        topic: &str,
+        group: &str,
+        offsets: Option<Range<u64>>,
+    ) -> Result<u64, ClientError> {
+        self.record(format!("purge {topic} {group} {offsets:?}"));
+        Ok(3)
+    }
+    async fn create_channel(
+        &self,
+        channel: &str,
+        subscribers: u64,
+        mailbox: u64,
+    ) -> Result<bool, ClientError> {
+        self.record(format!("create_channel {channel} {subscribers} {mailbox}"));
+        Ok(true)
+    }
+    async fn list_channels(&self) -> Result<Vec<ChannelInfo>, ClientError> {
+        self.record("list_channels".into());
+        Ok(vec![ChannelInfo {
+            name: "c".into(),
+            max_subscribers: 3,
+            mailbox_capacity: 8,
+            subscribers: self.subscribers,
+            published: 0,
+            delivered: 0,
+            dropped: 0,
+        }])
+    }
+    async fn publish_channel(
+        &self,
+        channel: &str,
+        payload: Bytes,
+    ) -> Result<ChannelDelivery, ClientError> {
+        // Demo messages are long JSON documents: record their size, not their text.
+        match payload.len() {
+            0..=32 => self.record(format!("publish_channel {channel} {}", text(&payload))),
+            len => self.record(format!("publish_channel {channel} ({len} bytes)")),
+        }
+        Ok(ChannelDelivery {
+            delivered: 2,
+            dropped: 1,
+        })
+    }
+    async fn close_channel(&self, channel: &str) -> Result<(), ClientError> {
+        self.record(format!("close_channel {channel}"));
+        Ok(())
+    }
+    async fn subscribe_with(
+        &self,
+        channel: &str,
+        options: SubscribeOptions,
+    ) -> Result<FakeMessages, ClientError> {
+        let options = match options.recv_buffer_bytes {
+            None => "default".to_owned(),
+            Some(bytes) => format!("buffer {bytes}"),
+        };
+        self.record(format!("subscribe_with {channel} {options}"));
+        Ok(FakeMessages {
+            messages: self.messages.clone().into_iter(),
+            read: self.read.clone(),
+        })
+    }
+}
