@@ -3,6 +3,7 @@
 //! from flags, the topic view's figures, and the background task keeping a topic (and
 //! the data directory) within its limit while messages keep coming.
 
+mod cli_support;
 mod common;
 
 use std::path::Path;
@@ -259,4 +260,61 @@ async fn background_retention_keeps_disk_use_flat() {
         removed["bytes"].as_u64().unwrap() > 20 * 50 * 1000 - limit - 8192,
         "{view}"
     );
+}
+
+// Proves the CLI sets retention in human units at creation and changes it later
+// (`none` = unlimited, limits left out unchanged), as the server's view then shows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_sets_retention_in_human_units() {
+    let dir = temp_dir();
+    let server = ServerProcess::start(dir.path(), &[]);
+    let create = [
+        "topic",
+        "create",
+        "t",
+        "--retention-max-age",
+        "7d",
+        "--retention-max-bytes",
+        "1GiB",
+    ];
+    let created = cli_support::mailroom(&server.url, None, &create, b"");
+    assert!(created.status.success(), "{created:?}");
+    let (_, view) = call(&server, Method::GET, "/v1/topics/t", None).await;
+    let week = json!({"max_age_ms": 604800000, "max_bytes": 1073741824, "max_messages": null, "keep_unconsumed": true});
+    assert_eq!(view["retention"], week);
+
+    let change = [
+        "--json",
+        "topic",
+        "retention",
+        "t",
+        "--retention-max-age",
+        "none",
+        "--retention-max-messages",
+        "1000",
+    ];
+    let changed = cli_support::mailroom(&server.url, None, &change, b"");
+    assert!(changed.status.success(), "{changed:?}");
+    let documents = cli_support::documents(&changed);
+    let expected = json!({"max_age_ms": null, "max_bytes": 1073741824, "max_messages": 1000, "keep_unconsumed": true});
+    assert_eq!(documents[0]["retention"], expected);
+    let shown = cli_support::mailroom(&server.url, None, &["topic", "retention", "t"], b"");
+    let text = String::from_utf8(shown.stdout).unwrap();
+    assert!(
+        text.contains("max age unlimited, max size 1GiB, max messages 1000"),
+        "{text}"
+    );
+    let bad = cli_support::mailroom(
+        &server.url,
+        None,
+        &[
+            "topic",
+            "retention",
+            "t",
+            "--retention-max-bytes",
+            "1 parsec",
+        ],
+        b"",
+    );
+    assert_eq!(bad.status.code(), Some(2), "{bad:?}");
 }
