@@ -74,3 +74,10 @@ const _: () = {
     assert!(BATCH_DELIVERIES_MAX == mailroom::topic::BATCH_DELIVERIES_MAX);
     assert!(NAME_BYTES_MAX == mailroom::topic::GROUP_NAME_BYTES_MAX);
 };
+/// The longest retention age a topic accepts (`max_age_ms`): about ten years.
+pub const RETENTION_AGE_MS_MAX: u64 = 3_650 * 24 * 60 * 60 * 1000;
+/// The largest retention size a topic accepts (`max_bytes`): 1 EiB.
+pub const RETENTION_BYTES_MAX: u64 = 1 << 60;
+/// The largest retention count a topic accepts (`max_messages`): 2^53, the largest
+/// integer every JSON reader keeps exactly.
+pub const RETENTION_MESSAGES_MAX: u64 = 1 << 53;

@@ -1,4 +1,19 @@
-//! Topics: create, list, describe, delete, publish one message, publish a batch.
+//! Topics: create, list, describe, change, delete, publish one message, publish a batch.
+//!
+//! A topic's retention is set at creation (`PUT /v1/topics/{topic}` with
+//! [`TopicCreateRequest`]) and changed later (`PATCH`, [`TopicUpdateRequest`]). In
+//! [`RetentionSettings`] every limit is three-way: absent (at creation the server-wide
+//! default, in a change "unchanged"), `null` (unlimited) or a number:
+//!
+//! ```
+//! use mailroom_api::topics::TopicUpdateRequest;
+//! let change: TopicUpdateRequest =
+//!     serde_json::from_str(r#"{"retention": {"max_bytes": 1073741824, "max_age_ms": null}}"#).unwrap();
+//! assert_eq!(change.retention.max_bytes, Some(Some(1 << 30)));
+//! assert_eq!(change.retention.max_age_ms, Some(None));
+//! assert_eq!(change.retention.max_messages, None);
+//! assert!(change.retention.check().is_ok());
+//! ```
 //!
 //! A batch message is a string, or `{"base64": ...}` for bytes that are not UTF-8:
 //!
@@ -13,6 +28,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::groups::GroupInfo;
+use crate::limits::{RETENTION_AGE_MS_MAX, RETENTION_BYTES_MAX, RETENTION_MESSAGES_MAX};
 
 /// The answer to `PUT /v1/topics/{topic}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,6 +52,15 @@ pub struct TopicSummary {
     pub end: u64,
     /// Its consumer groups' names.
     pub groups: Vec<String>,
+    /// The retention in force (the topic's own over the server's defaults).
+    #[serde(default)]
+    pub retention: RetentionInForce,
+    /// The bytes of its message log on disk.
+    #[serde(default)]
+    pub bytes: u64,
+    /// What retention removed since the server started.
+    #[serde(default)]
+    pub removed: RetentionRemoved,
 }
 
 /// The answer to `DELETE /v1/topics/{topic}` (and to a group's delete, with its name).
@@ -68,6 +93,15 @@ pub struct TopicInfo {
     pub end: u64,
     /// Every group with its state.
     pub groups: Vec<GroupInfo>,
+    /// The retention in force (the topic's own over the server's defaults).
+    #[serde(default)]
+    pub retention: RetentionInForce,
+    /// The bytes of its message log on disk.
+    #[serde(default)]
+    pub bytes: u64,
+    /// What retention removed since the server started.
+    #[serde(default)]
+    pub removed: RetentionRemoved,
 }
 
 /// The answer to a single publish.
@@ -115,4 +149,142 @@ pub struct BatchRequest {
 pub struct BatchPublished {
     /// The offsets given to the messages, in request order (consecutive).
     pub offsets: Vec<u64>,
+}
+
+/// The body of `PUT /v1/topics/{topic}`; an empty body is the same as `{}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct TopicCreateRequest {
+    /// The topic's own retention; absent limits follow the server's defaults. Ignored
+    /// (not applied) when the topic exists already: change it with `PATCH`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention: Option<RetentionSettings>,
+}
+
+/// The body of `PATCH /v1/topics/{topic}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct TopicUpdateRequest {
+    /// The limits to change; absent ones stay as they are.
+    pub retention: RetentionSettings,
+}
+
+/// A topic's own retention limits, as sent. Each limit is absent (`None`), `null`
+/// (`Some(None)`: unlimited, whatever the server's default) or a number. Retention
+/// deletes whole segments of the message log, oldest first, never the newest, so a
+/// limit is met to within one segment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct RetentionSettings {
+    /// Delete messages older than this many milliseconds (1 to about ten years).
+    #[serde(
+        default,
+        deserialize_with = "crate::whole::deserialize_nullable",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<u64>, minimum = 1, maximum = 315_360_000_000_u64))]
+    pub max_age_ms: Option<Option<u64>>,
+    /// Delete the oldest messages while the log holds more bytes than this (1 to 2^60).
+    #[serde(
+        default,
+        deserialize_with = "crate::whole::deserialize_nullable",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<u64>, minimum = 1, maximum = 1_152_921_504_606_846_976_u64))]
+    pub max_bytes: Option<Option<u64>>,
+    /// Delete the oldest messages while the log holds more than this many (1 to 2^53).
+    #[serde(
+        default,
+        deserialize_with = "crate::whole::deserialize_nullable",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<u64>, minimum = 1, maximum = 9_007_199_254_740_992_u64))]
+    pub max_messages: Option<Option<u64>>,
+    /// `false` lets retention delete messages a group has not finished (that group then
+    /// skips to the oldest message left). Absent or `null`: the default, `true`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_unconsumed: Option<bool>,
+}
+
+/// A retention limit outside its bounds.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("retention.{field} must be in {min}..={max}, got {value}")]
+pub struct RetentionOutOfRange {
+    /// The field's name, as on the wire.
+    pub field: &'static str,
+    /// The value sent.
+    pub value: u64,
+    /// The smallest allowed.
+    pub min: u64,
+    /// The largest allowed.
+    pub max: u64,
+}
+
+impl RetentionSettings {
+    /// Checks every limit given against its bounds
+    /// ([`RETENTION_AGE_MS_MAX`], [`RETENTION_BYTES_MAX`], [`RETENTION_MESSAGES_MAX`]).
+    ///
+    /// # Errors
+    /// The first limit out of range, by name.
+    pub fn check(&self) -> Result<(), RetentionOutOfRange> {
+        let limits = [
+            ("max_age_ms", self.max_age_ms, RETENTION_AGE_MS_MAX),
+            ("max_bytes", self.max_bytes, RETENTION_BYTES_MAX),
+            ("max_messages", self.max_messages, RETENTION_MESSAGES_MAX),
+        ];
+        for (field, value, max) in limits {
+            if let Some(Some(value)) = value {
+                if value == 0 || value > max {
+                    return Err(RetentionOutOfRange {
+                        field,
+                        value,
+                        min: 1,
+                        max,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The retention in force for a topic, in its view: `null` is unlimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RetentionInForce {
+    /// Messages older than this many milliseconds are deleted.
+    pub max_age_ms: Option<u64>,
+    /// The oldest messages are deleted while the log holds more bytes than this.
+    pub max_bytes: Option<u64>,
+    /// The oldest messages are deleted while the log holds more than this many.
+    pub max_messages: Option<u64>,
+    /// Whether messages a group has not finished are kept whatever the limits say.
+    pub keep_unconsumed: bool,
+}
+
+impl Default for RetentionInForce {
+    fn default() -> Self {
+        RetentionInForce {
+            max_age_ms: None,
+            max_bytes: None,
+            max_messages: None,
+            keep_unconsumed: true,
+        }
+    }
+}
+
+/// What retention removed from a topic's message log since the server started. (All
+/// messages ever removed number `start`: offsets begin at 0.)
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RetentionRemoved {
+    /// Messages removed.
+    pub messages: u64,
+    /// Their bytes on disk.
+    pub bytes: u64,
+    /// Whole segments removed.
+    pub segments: u64,
 }

@@ -52,3 +52,25 @@ pub fn deserialize_option<'de, D: Deserializer<'de>, T: TryFrom<u64>>(
         Some(number) => convert::<D::Error, T>(number).map(Some),
     }
 }
+
+/// Deserializes an integer field where `null` means something of its own: absent is
+/// `None` (pair it with `#[serde(default)]`), `null` is `Some(None)`, a number
+/// `Some(Some(n))`.
+///
+/// ```
+/// #[derive(serde::Deserialize)]
+/// struct Body {
+///     #[serde(default, deserialize_with = "mailroom_api::whole::deserialize_nullable")]
+///     n: Option<Option<u64>>,
+/// }
+/// let parse = |json| serde_json::from_str::<Body>(json).unwrap().n;
+/// assert_eq!((parse("{}"), parse(r#"{"n":null}"#), parse(r#"{"n":3.0}"#)), (None, Some(None), Some(Some(3))));
+/// ```
+///
+/// # Errors
+/// As for [`deserialize`].
+pub fn deserialize_nullable<'de, D: Deserializer<'de>, T: TryFrom<u64>>(
+    d: D,
+) -> Result<Option<Option<T>>, D::Error> {
+    deserialize_option(d).map(Some)
+}

@@ -8,8 +8,8 @@ use std::ops::Range;
 use bytes::Bytes;
 use mailroom_client::{
     BatchItemError, BatchPoll, ChannelDelivery, ChannelInfo, Client, ClientError, DeadLetter,
-    Delivery, DeliveryId, GroupDetail, GroupOptions, NackOptions, NackOutcome, SubscribeOptions,
-    Subscription, TopicInfo, TopicSummary,
+    Delivery, DeliveryId, GroupDetail, GroupOptions, NackOptions, NackOutcome, RetentionSettings,
+    SubscribeOptions, Subscription, TopicInfo, TopicSummary,
 };
 
 /// A stream of live-channel messages. It may move to another task (`demo` reads each
@@ -31,6 +31,16 @@ pub trait Api {
     type Subscription: Messages;
 
     async fn create_topic(&self, topic: &str) -> Result<bool, ClientError>;
+    async fn create_topic_with(
+        &self,
+        topic: &str,
+        retention: &RetentionSettings,
+    ) -> Result<bool, ClientError>;
+    async fn change_retention(
+        &self,
+        topic: &str,
+        change: &RetentionSettings,
+    ) -> Result<TopicInfo, ClientError>;
     async fn list_topics(&self) -> Result<Vec<TopicSummary>, ClientError>;
     async fn topic_info(&self, topic: &str) -> Result<TopicInfo, ClientError>;
     async fn delete_topic(&self, topic: &str) -> Result<(), ClientError>;
@@ -118,6 +128,20 @@ impl Api for Client {
 
     async fn create_topic(&self, topic: &str) -> Result<bool, ClientError> {
         Client::create_topic(self, topic).await
+    }
+    async fn create_topic_with(
+        &self,
+        topic: &str,
+        retention: &RetentionSettings,
+    ) -> Result<bool, ClientError> {
+        Client::create_topic_with(self, topic, retention).await
+    }
+    async fn change_retention(
+        &self,
+        topic: &str,
+        change: &RetentionSettings,
+    ) -> Result<TopicInfo, ClientError> {
+        Client::change_retention(self, topic, change).await
     }
     async fn list_topics(&self) -> Result<Vec<TopicSummary>, ClientError> {
         Client::list_topics(self).await

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use mailroom_client::{
     BatchItemError, BatchPoll, ChannelDelivery, ChannelInfo, ClientError, DeadLetter,
     DeadLetterNote, Delivery, DeliveryId, GroupCounters, GroupDetail, GroupInfo, GroupOptions,
-    NackOptions, NackOutcome, SubscribeOptions, TopicInfo, TopicSummary,
+    NackOptions, NackOutcome, RetentionSettings, SubscribeOptions, TopicInfo, TopicSummary,
 };
 
 use crate::api::{Api, Messages};
@@ -27,6 +27,19 @@ pub struct Fake {
 }
 
 impl Fake {
+    /// The topic every topic call describes: offsets 0..6 and one group.
+    pub fn info(topic: &str) -> TopicInfo {
+        TopicInfo {
+            name: topic.into(),
+            start: 0,
+            end: 6,
+            groups: vec![Fake::detail().info],
+            retention: Default::default(),
+            bytes: 0,
+            removed: Default::default(),
+        }
+    }
+
     /// A fake with `count` deliveries waiting, offsets from 0.
     pub fn with_deliveries(count: u64) -> Fake {
         let deliveries = (0..count)
@@ -139,16 +152,30 @@ impl Api for Fake {
             start: 0,
             end: 6,
             groups: vec!["g".into()],
+            retention: Default::default(),
+            bytes: 0,
+            removed: Default::default(),
         }])
     }
     async fn topic_info(&self, topic: &str) -> Result<TopicInfo, ClientError> {
         self.record(format!("topic_info {topic}"));
-        Ok(TopicInfo {
-            name: topic.into(),
-            start: 0,
-            end: 6,
-            groups: vec![Fake::detail().info],
-        })
+        Ok(Fake::info(topic))
+    }
+    async fn create_topic_with(
+        &self,
+        topic: &str,
+        retention: &RetentionSettings,
+    ) -> Result<bool, ClientError> {
+        self.record(format!("create_topic_with {topic} {retention:?}"));
+        Ok(true)
+    }
+    async fn change_retention(
+        &self,
+        topic: &str,
+        change: &RetentionSettings,
+    ) -> Result<TopicInfo, ClientError> {
+        self.record(format!("change_retention {topic} {change:?}"));
+        Ok(Fake::info(topic))
     }
     async fn delete_topic(&self, topic: &str) -> Result<(), ClientError> {
         self.record(format!("delete_topic {topic}"));

@@ -12,6 +12,7 @@ mod names;
 mod output;
 mod report;
 mod timeout;
+mod units;
 
 use std::time::Duration;
 

@@ -227,6 +227,7 @@ async fn openapi_documents_every_endpoint() {
         ("/v1/topics", "get"),
         ("/v1/topics/{topic}", "put"),
         ("/v1/topics/{topic}", "get"),
+        ("/v1/topics/{topic}", "patch"),
         ("/v1/topics/{topic}", "delete"),
         ("/v1/topics/{topic}/messages", "post"),
         ("/v1/topics/{topic}/messages/batch", "post"),

@@ -46,6 +46,7 @@ mod error;
 mod exchange;
 mod groups;
 mod publish_stream;
+mod retention;
 mod subscription;
 mod timeouts;
 mod types;
@@ -68,5 +69,7 @@ pub use mailroom_api::channels::{ChannelDelivery, ChannelInfo};
 pub use mailroom_api::deliveries::{DeliveryId, NackKind, NackOutcome};
 pub use mailroom_api::groups::{Backoff, DeadLetterNote, GroupCounters, GroupDetail, GroupInfo};
 pub use mailroom_api::publish_stream::StreamError as Refusal;
-pub use mailroom_api::topics::{TopicInfo, TopicSummary};
+pub use mailroom_api::topics::{
+    RetentionInForce, RetentionRemoved, RetentionSettings, TopicInfo, TopicSummary,
+};
 pub use mailroom_api::{ErrorCode, InvalidName, NameError, NameKind};

@@ -26,6 +26,21 @@ pub const HEADER_READ_TIMEOUT_MS_DEFAULT: u64 = 10_000;
 /// The longest `--header-read-timeout-ms` accepted: ten minutes. Beyond that the limit
 /// no longer protects the connection cap from clients that hold sockets open for free.
 pub const HEADER_READ_TIMEOUT_MS_MAX: u64 = 600_000;
+/// How often the background task applies retention unless told otherwise: 10 seconds.
+pub const RETENTION_INTERVAL_MS_DEFAULT: u64 = 10_000;
+/// The shortest `--retention-interval-ms` accepted (each pass looks at every topic).
+pub const RETENTION_INTERVAL_MS_MIN: u64 = 10;
+/// The longest `--retention-interval-ms` accepted: one day.
+pub const RETENTION_INTERVAL_MS_MAX: u64 = 86_400_000;
+/// The size at which a topic's message log starts a new segment unless told otherwise
+/// (64 MiB). Retention deletes whole segments, so this is how finely it cuts.
+pub const SEGMENT_BYTES_DEFAULT: u64 = 64 << 20;
+/// The smallest `--segment-bytes` accepted: 4 KiB.
+pub const SEGMENT_BYTES_MIN: u64 = 4096;
+/// The largest `--segment-bytes` accepted: the store's limit, 1 GiB.
+pub const SEGMENT_BYTES_MAX: u64 = mailroom_store::log::SEGMENT_BYTES_LIMIT;
+// The bounds of the retention defaults are the wire's bounds of a topic's own limits.
+pub use mailroom_api::limits::{RETENTION_AGE_MS_MAX, RETENTION_BYTES_MAX};
 
 /// When the store makes writes durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -149,6 +164,14 @@ pub struct ConfigLayer {
     /// The origins browsers may call from (`--cors-origin`); each entry may itself be a
     /// comma-separated list.
     pub cors_origins: Option<Vec<String>>,
+    /// The default age limit of every topic's retention, in milliseconds.
+    pub retention_max_age_ms: Option<u64>,
+    /// The default size limit of every topic's retention, in bytes.
+    pub retention_max_bytes: Option<u64>,
+    /// How often the background task applies retention, in milliseconds.
+    pub retention_interval_ms: Option<u64>,
+    /// The size at which a log starts a new segment, in bytes.
+    pub segment_bytes: Option<u64>,
 }
 
 impl ConfigLayer {
@@ -205,6 +228,14 @@ pub struct Config {
     /// [`parse_origin`](crate::browser::origins::parse_origin)) that get CORS headers and
     /// may write from a browser; empty: CORS off, only the server's own origin writes.
     pub cors_origins: Vec<String>,
+    /// The age limit of every topic that has none of its own (`None`: unlimited).
+    pub retention_max_age_ms: Option<u64>,
+    /// The size limit of every topic that has none of its own (`None`: unlimited).
+    pub retention_max_bytes: Option<u64>,
+    /// How often the background task applies retention, in milliseconds.
+    pub retention_interval_ms: u64,
+    /// The size at which every log (message and groups logs) starts a new segment.
+    pub segment_bytes: u64,
 }
 
 impl fmt::Debug for Config {
@@ -218,6 +249,10 @@ impl fmt::Debug for Config {
             .field("payload_bytes_max", &self.payload_bytes_max)
             .field("header_read_timeout_ms", &self.header_read_timeout_ms)
             .field("cors_origins", &self.cors_origins)
+            .field("retention_max_age_ms", &self.retention_max_age_ms)
+            .field("retention_max_bytes", &self.retention_max_bytes)
+            .field("retention_interval_ms", &self.retention_interval_ms)
+            .field("segment_bytes", &self.segment_bytes)
             .finish()
     }
 }
@@ -232,6 +267,10 @@ impl Default for Config {
             payload_bytes_max: PAYLOAD_BYTES_MAX_DEFAULT,
             header_read_timeout_ms: HEADER_READ_TIMEOUT_MS_DEFAULT,
             cors_origins: Vec::new(),
+            retention_max_age_ms: None,
+            retention_max_bytes: None,
+            retention_interval_ms: RETENTION_INTERVAL_MS_DEFAULT,
+            segment_bytes: SEGMENT_BYTES_DEFAULT,
         }
     }
 }
@@ -270,8 +309,19 @@ impl Config {
                 .or(file.header_read_timeout_ms)
                 .unwrap_or(defaults.header_read_timeout_ms),
             cors_origins: cors_origins(flags.cors_origins.or(file.cors_origins))?,
+            retention_max_age_ms: flags.retention_max_age_ms.or(file.retention_max_age_ms),
+            retention_max_bytes: flags.retention_max_bytes.or(file.retention_max_bytes),
+            retention_interval_ms: flags
+                .retention_interval_ms
+                .or(file.retention_interval_ms)
+                .unwrap_or(defaults.retention_interval_ms),
+            segment_bytes: flags
+                .segment_bytes
+                .or(file.segment_bytes)
+                .unwrap_or(defaults.segment_bytes),
         };
         config.check()?;
+        config.check_retention()?;
         Ok(config)
     }
 
@@ -322,6 +372,46 @@ fn cors_origins(values: Option<Vec<String>>) -> Result<Vec<String>, ConfigError>
         }
     }
     Ok(origins)
+}
+
+impl Config {
+    fn check_retention(&self) -> Result<(), ConfigError> {
+        let bounds = [
+            (
+                "retention-max-age-ms",
+                self.retention_max_age_ms,
+                1,
+                RETENTION_AGE_MS_MAX,
+            ),
+            (
+                "retention-max-bytes",
+                self.retention_max_bytes,
+                1,
+                RETENTION_BYTES_MAX,
+            ),
+            (
+                "retention-interval-ms",
+                Some(self.retention_interval_ms),
+                RETENTION_INTERVAL_MS_MIN,
+                RETENTION_INTERVAL_MS_MAX,
+            ),
+            (
+                "segment-bytes",
+                Some(self.segment_bytes),
+                SEGMENT_BYTES_MIN,
+                SEGMENT_BYTES_MAX,
+            ),
+        ];
+        for (setting, value, min, max) in bounds {
+            if let Some(value) = value.filter(|value| !(min..=max).contains(value)) {
+                return Err(ConfigError::Invalid {
+                    setting,
+                    reason: format!("{value} is outside {min}..={max}"),
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -414,6 +504,48 @@ mod tests {
             ..Default::default()
         };
         assert!(Config::resolve(bad, None).is_err());
+    }
+
+    // Proves the retention settings layer like the others and are refused out of range.
+    #[test]
+    fn retention_settings_resolve_and_check() {
+        let file = ConfigLayer::from_toml(
+            "retention_max_age_ms = 60000\nretention_max_bytes = 4096\nretention_interval_ms = 50",
+        )
+        .unwrap();
+        let flags = ConfigLayer {
+            retention_max_bytes: Some(8192),
+            ..Default::default()
+        };
+        let config = Config::resolve(flags, Some(file)).unwrap();
+        assert_eq!(config.retention_max_age_ms, Some(60_000));
+        assert_eq!(config.retention_max_bytes, Some(8192));
+        assert_eq!(config.retention_interval_ms, 50);
+        let defaults = Config::resolve(ConfigLayer::default(), None).unwrap();
+        assert_eq!(defaults.retention_max_bytes, None);
+        assert_eq!(
+            defaults.retention_interval_ms,
+            RETENTION_INTERVAL_MS_DEFAULT
+        );
+        for layer in [
+            ConfigLayer {
+                retention_max_age_ms: Some(0),
+                ..Default::default()
+            },
+            ConfigLayer {
+                retention_max_bytes: Some(RETENTION_BYTES_MAX + 1),
+                ..Default::default()
+            },
+            ConfigLayer {
+                retention_interval_ms: Some(1),
+                ..Default::default()
+            },
+        ] {
+            assert!(
+                Config::resolve(layer.clone(), None).is_err(),
+                "{layer:?} accepted"
+            );
+        }
     }
 
     // Proves the token never appears in debug output, where logs would keep it.

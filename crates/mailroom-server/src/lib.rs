@@ -14,6 +14,10 @@
 //! - **Live channels** (`/v1/channels/...`): best-effort fan-out to WebSocket and SSE
 //!   subscribers, each with a bounded mailbox; a slow subscriber drops messages (counted)
 //!   and never slows the publisher or the others.
+//! - **Retention** ([`retention`]): each topic's limits by age, bytes and count (its
+//!   own, set by `PUT`/`PATCH /v1/topics/{topic}`, over the server's defaults), applied
+//!   by a background task; never past the lowest group position unless the topic says
+//!   so.
 //! - **Operations**: `/healthz`, `/metrics` (Prometheus), `/openapi.json`.
 //! - **Connections** ([`connections`]): HTTP/1.1; a request head that does not arrive
 //!   within the configured header read timeout, or a keep-alive connection idle that
@@ -81,6 +85,7 @@ pub mod metrics;
 pub mod names;
 pub mod openapi;
 pub mod paths;
+pub mod retention;
 pub mod routes;
 pub mod server;
 pub mod state;

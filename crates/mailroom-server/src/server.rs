@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use axum::Router;
 use mailroom_store::log::{LogOptions, SyncPolicy};
-use mailroom_store::{Store, StoreError, StoreOptions};
+use mailroom_store::{Retention, Store, StoreError, StoreOptions};
 use tokio::net::TcpListener;
 
 use crate::app::router;
@@ -14,6 +14,7 @@ use crate::backend::BackendError;
 use crate::config::{Config, FsyncPolicy};
 use crate::connections::{serve_connections, ConnectionOptions};
 use crate::listener::{CappedListener, CONNECTIONS_MAX};
+use crate::retention::RetentionTask;
 use crate::state::AppState;
 
 /// How long shutdown waits for in-flight requests and open streams (a subscriber that
@@ -69,7 +70,13 @@ pub fn store_options(config: &Config) -> StoreOptions {
         log: LogOptions {
             sync,
             record_bytes_max,
+            segment_bytes_max: config.segment_bytes,
             ..LogOptions::default()
+        },
+        retention: Retention {
+            age_ms_max: config.retention_max_age_ms,
+            bytes_max: config.retention_max_bytes,
+            ..Retention::default()
         },
         ..StoreOptions::default()
     }
@@ -174,6 +181,10 @@ impl Server {
         let channels = state.channels.clone();
         let long_polls = state.long_polls.clone();
         let publish_streams = state.publish_streams.clone();
+        let retention = RetentionTask::start(
+            state.backend.clone(),
+            Duration::from_millis(state.config.retention_interval_ms),
+        );
         let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
         let signal = async move {
             shutdown.await;
@@ -215,6 +226,8 @@ impl Server {
                 abort.abort();
             }
         }
+        // Retention deletes files: it is done before the final sync.
+        retention.stop().await;
         state.backend.sync().await.map_err(|error| match error {
             BackendError::Store(error) => ServerError::Store(error),
             other => ServerError::Serve(other.to_string()),

@@ -16,7 +16,8 @@ use http_body_util::BodyExt as _;
 use mailroom::group::{DeliveryId, GroupConfig, NackOptions, NotOwned};
 use mailroom::topic::{Delivery, Nack, StartPosition};
 use mailroom_server::backend::{
-    Backend, BackendError, GroupDetail, GroupGauges, TopicOffsets, TopicPublisher, TopicState,
+    Backend, BackendError, GroupDetail, GroupGauges, RetentionState, TopicOffsets, TopicPublisher,
+    TopicState,
 };
 use mailroom_server::long_poll::LongPolls;
 use mailroom_server::{app::router, state::AppState, Config};
@@ -70,6 +71,7 @@ impl Backend for Fake {
             start: 0,
             end: messages.len() as u64,
             groups: Vec::new(),
+            retention: RetentionState::default(),
         });
         Ok(listed.collect())
     }
@@ -81,6 +83,7 @@ impl Backend for Fake {
             start: 0,
             end: messages.len() as u64,
             groups: Vec::new(),
+            retention: RetentionState::default(),
         })
     }
     async fn delete_topic(&self, topic: &str) -> Result<Vec<String>, BackendError> {
@@ -235,12 +238,17 @@ async fn topic_routes_run_over_any_backend() {
     let two = send(&app, "POST", "/v1/topics/a/messages/batch", batch).await;
     assert_eq!(two, (StatusCode::CREATED, json!({"offsets": [1, 2]})));
 
-    let listed = json!({"topics": [{"name": "a", "start": 0, "end": 3, "groups": []}]});
+    // A backend that keeps no retention shows the defaults: unlimited, nothing removed.
+    let retention = json!({"max_age_ms": null, "max_bytes": null, "max_messages": null, "keep_unconsumed": true});
+    let removed = json!({"messages": 0, "bytes": 0, "segments": 0});
+    let listed = json!({"topics": [{"name": "a", "start": 0, "end": 3, "groups": [],
+        "retention": retention, "bytes": 0, "removed": removed}]});
     assert_eq!(
         send(&app, "GET", "/v1/topics", "").await,
         (StatusCode::OK, listed)
     );
-    let described = json!({"name": "a", "start": 0, "end": 3, "groups": []});
+    let described = json!({"name": "a", "start": 0, "end": 3, "groups": [],
+        "retention": retention, "bytes": 0, "removed": removed});
     assert_eq!(
         send(&app, "GET", "/v1/topics/a", "").await,
         (StatusCode::OK, described)

@@ -20,6 +20,10 @@ fn example_config_sets_every_key() {
         max_payload_bytes,
         header_read_timeout_ms,
         cors_origins,
+        retention_max_age_ms,
+        retention_max_bytes,
+        retention_interval_ms,
+        segment_bytes,
     } = layer.clone();
     assert!(listen.is_some(), "listen");
     assert!(data.is_some(), "data");
@@ -28,6 +32,10 @@ fn example_config_sets_every_key() {
     assert!(max_payload_bytes.is_some(), "max_payload_bytes");
     assert!(header_read_timeout_ms.is_some(), "header_read_timeout_ms");
     assert!(cors_origins.is_some(), "cors_origins");
+    assert!(retention_max_age_ms.is_some(), "retention_max_age_ms");
+    assert!(retention_max_bytes.is_some(), "retention_max_bytes");
+    assert!(retention_interval_ms.is_some(), "retention_interval_ms");
+    assert!(segment_bytes.is_some(), "segment_bytes");
     let config = Config::resolve(ConfigLayer::default(), Some(layer)).expect("resolves");
     assert_eq!(config.data_dir, Path::new("/var/lib/mailroom"));
 }

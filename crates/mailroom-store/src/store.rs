@@ -9,6 +9,7 @@
 //! <dir>/topics/<name>/messages/         the message log
 //! <dir>/topics/<name>/groups/           the groups log
 //! <dir>/topics/<name>/CHECKPOINT        the groups' checkpoint
+//! <dir>/topics/<name>/SETTINGS          the topic's own retention (absent: the defaults)
 //! ```
 //!
 //! A topic exists exactly when its `TOPIC` marker does: creating a topic writes the marker
@@ -27,8 +28,9 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::clock::{Clock, SystemClock};
 use crate::log::LogOptions;
-use crate::retention::Retention;
+use crate::retention::{Retention, TopicRetention};
 use crate::storage::{create_dir_durable, FsStorage, Storage};
+use crate::topic::settings::{self, replace_durable};
 use crate::topic::DurableTopic;
 use crate::StoreError;
 use lock::{DirLock, LOCK_FILE};
@@ -46,7 +48,8 @@ const FORMAT_VERSION: u32 = 1;
 pub struct StoreOptions {
     /// Options of every log (message logs and groups logs), including the sync policy.
     pub log: LogOptions,
-    /// What [`Store::enforce_retention`] may delete.
+    /// What [`Store::enforce_retention`] may delete: the default of every topic, for
+    /// each limit its own settings ([`TopicRetention`]) leave to the default.
     pub retention: Retention,
     /// Write a topic's group checkpoint after this many group records, bounding what
     /// opening replays. Default 4096.
@@ -205,6 +208,22 @@ impl Store {
     ///
     /// [`StoreError::InvalidName`]; I/O failures.
     pub fn create_topic(&self, name: &str) -> Result<bool, StoreError> {
+        self.create_topic_with(name, &TopicRetention::default())
+    }
+
+    /// Creates topic `name` with its own `retention`; returns `false` (and changes
+    /// nothing, not even the retention) if it already existed. Durable on return: the
+    /// settings are written before the `TOPIC` marker, so a topic never exists without
+    /// them. Settings equal to the default write no file.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::InvalidName`]; I/O failures.
+    pub fn create_topic_with(
+        &self,
+        name: &str,
+        retention: &TopicRetention,
+    ) -> Result<bool, StoreError> {
         validate_name(name)?;
         let _changes = self.inner.changes.lock();
         if self.inner.topics.read().contains_key(name) {
@@ -219,6 +238,9 @@ impl Store {
                 .map_err(io_error("remove", &dir))?;
         }
         create_dir_durable(storage.as_ref(), &dir).map_err(io_error("create directory", &dir))?;
+        if *retention != TopicRetention::default() {
+            settings::write(storage.as_ref(), &dir, retention)?;
+        }
         let topic = DurableTopic::open(storage.clone(), name, &dir, &self.inner.options)?;
         write_marker(storage.as_ref(), &dir, TOPIC_FILE, TOPIC_MAGIC)?;
         self.inner.topics.write().insert(name.to_owned(), topic);
@@ -323,23 +345,42 @@ impl Store {
         Ok(())
     }
 
-    /// Deletes the whole message-log segments that the retention options allow at
-    /// `now_ms`, in every topic; returns how many segments were deleted.
+    /// Deletes the whole message-log segments that each topic's retention in force
+    /// ([`DurableTopic::effective_retention`]) allows at `now_ms`, in every topic;
+    /// returns how many segments were deleted. A topic that fails is skipped, and the
+    /// first failure returned after the others had their turn.
     ///
     /// # Errors
     ///
-    /// I/O failures.
+    /// I/O failures and fail-stop.
     pub fn enforce_retention(&self, now_ms: u64) -> Result<usize, StoreError> {
         let mut deleted = 0;
+        let mut first_error = None;
         for topic in self.all_topics() {
-            match topic.enforce_retention(&self.inner.options.retention, now_ms) {
-                Ok(count) => deleted += count,
+            match topic.enforce_retention(now_ms) {
+                Ok(removed) => deleted += removed.segments as usize,
                 // Deleted meanwhile: nothing left to retain.
                 Err(StoreError::UnknownTopic { .. }) => {}
-                Err(error) => return Err(error),
+                Err(error) => {
+                    first_error.get_or_insert(error);
+                }
             }
         }
-        Ok(deleted)
+        match first_error {
+            Some(error) => Err(error),
+            None => Ok(deleted),
+        }
+    }
+
+    /// The store-wide retention defaults ([`StoreOptions::retention`]).
+    pub fn retention_defaults(&self) -> Retention {
+        self.inner.options.retention
+    }
+
+    /// The store's clock ([`StoreOptions::clock`]): what stamps records, so what
+    /// retention by age measures against.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.inner.options.clock
     }
 
     fn all_topics(&self) -> Vec<DurableTopic> {
@@ -418,7 +459,14 @@ fn open_topic_dir(
             .is_some_and(|name| {
                 matches!(
                     name,
-                    "TOPIC" | "TOPIC.tmp" | "messages" | "groups" | "CHECKPOINT" | "CHECKPOINT.tmp"
+                    "TOPIC"
+                        | "TOPIC.tmp"
+                        | "messages"
+                        | "groups"
+                        | "CHECKPOINT"
+                        | "CHECKPOINT.tmp"
+                        | "SETTINGS"
+                        | "SETTINGS.tmp"
                 )
             });
         if !known {
@@ -443,21 +491,7 @@ fn write_marker(
     file: &str,
     magic: [u8; 8],
 ) -> Result<(), StoreError> {
-    let tmp = dir.join(format!("{file}.tmp"));
-    let path = dir.join(file);
-    let handle = storage.open(&tmp, true).map_err(io_error("create", &tmp))?;
-    handle.set_len(0).map_err(io_error("truncate", &tmp))?;
-    handle
-        .write_at(&marker_bytes(magic), 0)
-        .map_err(io_error("write", &tmp))?;
-    handle.sync().map_err(io_error("fdatasync", &tmp))?;
-    drop(handle);
-    storage
-        .rename(&tmp, &path)
-        .map_err(io_error("rename", &tmp))?;
-    storage
-        .sync_dir(dir)
-        .map_err(io_error("fsync directory", dir))
+    replace_durable(storage, dir, file, &marker_bytes(magic))
 }
 
 fn check_marker(storage: &dyn Storage, path: &Path, magic: [u8; 8]) -> Result<(), StoreError> {

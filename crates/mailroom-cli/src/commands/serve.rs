@@ -35,8 +35,24 @@ pub struct Args {
         value_name = "ORIGIN"
     )]
     cors_origin: Vec<String>,
+    /// Default retention age of every topic without its own, in milliseconds
+    /// [default: unlimited].
+    #[arg(long, env = "MAILROOM_RETENTION_MAX_AGE_MS")]
+    retention_max_age_ms: Option<u64>,
+    /// Default retention size of every topic without its own, in bytes
+    /// [default: unlimited].
+    #[arg(long, env = "MAILROOM_RETENTION_MAX_BYTES")]
+    retention_max_bytes: Option<u64>,
+    /// How often retention runs, in milliseconds [default: 10000].
+    #[arg(long, env = "MAILROOM_RETENTION_INTERVAL_MS")]
+    retention_interval_ms: Option<u64>,
+    /// Size at which a log starts a new segment, in bytes; retention removes whole
+    /// segments [default: 67108864].
+    #[arg(long, env = "MAILROOM_SEGMENT_BYTES")]
+    segment_bytes: Option<u64>,
     /// A TOML file with any of: listen, data, fsync, token, max_payload_bytes,
-    /// header_read_timeout_ms, cors_origins.
+    /// header_read_timeout_ms, cors_origins, retention_max_age_ms, retention_max_bytes,
+    /// retention_interval_ms, segment_bytes.
     #[arg(long, env = "MAILROOM_CONFIG")]
     config: Option<PathBuf>,
 }
@@ -60,6 +76,10 @@ pub async fn run(args: Args, token: Option<String>) -> anyhow::Result<()> {
         max_payload_bytes: args.max_payload_bytes,
         header_read_timeout_ms: args.header_read_timeout_ms,
         cors_origins: Some(args.cors_origin).filter(|origins| !origins.is_empty()),
+        retention_max_age_ms: args.retention_max_age_ms,
+        retention_max_bytes: args.retention_max_bytes,
+        retention_interval_ms: args.retention_interval_ms,
+        segment_bytes: args.segment_bytes,
     };
     let config = Config::resolve(flags, file)?;
     tracing::info!(?config, "starting");

@@ -49,14 +49,16 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use mailroom::group::{DeliveryId, GroupConfig, GroupCounters, NackOptions, NotOwned};
 use mailroom::topic::{DeadLetterInfo, Delivery, GroupInfo, Nack, StartPosition};
-use mailroom_store::{AckedThenPolled, DeadLetterPage, StoreError};
+use mailroom_store::{AckedThenPolled, DeadLetterPage, StoreError, TopicRetention};
 
 use crate::error::ApiError;
 use crate::long_poll::LongPolls;
 
 pub mod embedded;
+mod retention;
 
 pub use embedded::Embedded;
+pub use retention::{RetentionChange, RetentionPass, RetentionState};
 
 /// A change on its way to durability: resolves with the call's answer once what it
 /// wrote is durable (see [`TopicPublisher`]).
@@ -97,6 +99,8 @@ pub struct TopicOffsets {
     pub end: u64,
     /// Its groups' names.
     pub groups: Vec<String>,
+    /// Its retention, size on disk and what retention removed.
+    pub retention: RetentionState,
 }
 
 /// One topic with the state of every group on it.
@@ -110,6 +114,8 @@ pub struct TopicState {
     pub end: u64,
     /// Every group's state (a group deleted while this was read is left out).
     pub groups: Vec<GroupInfo>,
+    /// Its retention, size on disk and what retention removed.
+    pub retention: RetentionState,
 }
 
 /// Everything known of one group: its state, settings, counters, deliveries in flight
@@ -181,6 +187,41 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
 
     /// Creates `topic`; `false` if it existed already.
     async fn create_topic(&self, topic: &str) -> Result<bool, BackendError>;
+
+    /// Creates `topic` with its own `retention`; `false` (and nothing changed) if it
+    /// existed already. The default refuses settings other than the defaults: a backend
+    /// that keeps retention overrides it.
+    async fn create_topic_with(
+        &self,
+        topic: &str,
+        retention: &TopicRetention,
+    ) -> Result<bool, BackendError> {
+        if *retention != TopicRetention::default() {
+            return Err(BackendError::Internal(
+                "this backend keeps no retention settings".into(),
+            ));
+        }
+        self.create_topic(topic).await
+    }
+
+    /// Changes some of `topic`'s own retention limits, durably; answers the topic's
+    /// state afterwards. The default refuses.
+    async fn change_retention(
+        &self,
+        topic: &str,
+        change: RetentionChange,
+    ) -> Result<TopicState, BackendError> {
+        let _ = (topic, change);
+        Err(BackendError::Internal(
+            "this backend keeps no retention settings".into(),
+        ))
+    }
+
+    /// Runs retention over every topic once, each by the limits in force for it; a
+    /// topic that fails does not stop the others. The default removes nothing.
+    async fn enforce_retention(&self) -> Result<RetentionPass, BackendError> {
+        Ok(RetentionPass::default())
+    }
 
     /// Every topic with its offsets and groups, sorted by name.
     async fn list_topics(&self) -> Result<Vec<TopicOffsets>, BackendError>;

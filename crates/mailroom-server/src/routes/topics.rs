@@ -1,4 +1,11 @@
-//! Topics: create, list, describe, delete, publish one message, publish a batch.
+//! Topics: create, list, describe, change, delete, publish one message, publish a batch.
+//!
+//! A topic's retention is set by `PUT` (an optional body; an empty one keeps the
+//! server's defaults) and changed by `PATCH`: each limit absent (at creation the
+//! server's default, in a change unchanged), `null` (unlimited) or a number within the
+//! bounds of `mailroom_api::limits` (else 400 `invalid_argument` naming the field). A
+//! `PUT` of a topic that exists changes nothing, its retention included. The background
+//! task (`crate::retention`) applies the limits.
 //!
 //! Deleting a topic is the store's `delete_topic`: durable, and from then on every call
 //! on it (in flight or new) answers 404 `unknown_topic`. Its long polls are woken and so
@@ -12,13 +19,16 @@ use axum::Json;
 use base64::Engine as _;
 pub use mailroom_api::limits::{BATCH_BODY_PAYLOADS_MAX, BATCH_MESSAGES_MAX};
 pub use mailroom_api::topics::{
-    Base64Message, BatchMessage, BatchPublished, BatchRequest, Published, TopicCreated,
-    TopicDeleted, TopicInfo, TopicList, TopicSummary,
+    Base64Message, BatchMessage, BatchPublished, BatchRequest, Published, RetentionInForce,
+    RetentionRemoved, RetentionSettings, TopicCreateRequest, TopicCreated, TopicDeleted, TopicInfo,
+    TopicList, TopicSummary, TopicUpdateRequest,
 };
+use mailroom_store::{Limit, TopicRetention};
 use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt as _};
 use utoipa_axum::routes;
 
-use crate::body::{JsonBody, RawBody};
+use crate::backend::{RetentionChange, RetentionState, TopicState};
+use crate::body::{parse, JsonBody, RawBody};
 use crate::error::{ApiError, ErrorBody};
 use crate::metrics::TopicLabels;
 use crate::paths::TopicPath;
@@ -26,26 +36,117 @@ use crate::routes::groups::group_info_body;
 use crate::routes::BodyLimits;
 use crate::state::AppState;
 
-/// Creates a topic (idempotent).
+/// Creates a topic (idempotent), optionally with its own retention.
 #[utoipa::path(put, path = "/v1/topics/{topic}", tag = "topics",
     params(("topic" = crate::names::Name, Path, description = "1-128 characters of [A-Za-z0-9._-]")),
+    request_body(content = TopicCreateRequest,
+        description = "Optional: an empty body creates the topic with the server's retention defaults"),
     responses(
         (status = 201, description = "Created", body = TopicCreated),
-        (status = 200, description = "Already existed", body = TopicCreated),
-        (status = 400, description = "Invalid name", body = ErrorBody),
+        (status = 200, description = "Already existed (nothing changed, retention included)", body = TopicCreated),
+        (status = 400, description = "Invalid name, bad JSON or a retention limit out of range", body = ErrorBody),
         (status = 401, description = "Missing or wrong token", body = ErrorBody),
     ))]
 pub async fn create_topic(
     State(state): State<AppState>,
     TopicPath { topic }: TopicPath,
+    body: Result<RawBody, ApiError>,
 ) -> Result<Response, ApiError> {
-    let created = state.backend.create_topic(&topic).await?;
+    let RawBody(bytes) = body?;
+    // An empty body is today's create: every limit the server's default.
+    let request = if bytes.iter().all(u8::is_ascii_whitespace) {
+        TopicCreateRequest::default()
+    } else {
+        parse::<TopicCreateRequest>(&bytes)?
+    };
+    let settings = request.retention.unwrap_or_default();
+    settings
+        .check()
+        .map_err(|error| ApiError::invalid_argument(error.to_string()))?;
+    let created = state
+        .backend
+        .create_topic_with(&topic, &own_retention(&settings))
+        .await?;
     let status = if created {
         StatusCode::CREATED
     } else {
         StatusCode::OK
     };
     Ok((status, Json(TopicCreated { topic, created })).into_response())
+}
+
+/// Changes a topic's retention: absent limits stay, `null` is unlimited.
+#[utoipa::path(patch, path = "/v1/topics/{topic}", tag = "topics",
+    params(("topic" = crate::names::Name, Path, description = "Topic name")),
+    request_body(content = TopicUpdateRequest, description = "The limits to change"),
+    responses(
+        (status = 200, description = "Changed (durably); the topic as it is now", body = TopicInfo),
+        (status = 400, description = "Invalid name, bad JSON or a retention limit out of range", body = ErrorBody),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 404, description = "Unknown topic", body = ErrorBody),
+    ))]
+pub async fn update_topic(
+    State(state): State<AppState>,
+    TopicPath { topic }: TopicPath,
+    JsonBody(request): JsonBody<TopicUpdateRequest>,
+) -> Result<Json<TopicInfo>, ApiError> {
+    let settings = request.retention;
+    settings
+        .check()
+        .map_err(|error| ApiError::invalid_argument(error.to_string()))?;
+    let change = RetentionChange {
+        age_ms_max: limit(settings.max_age_ms),
+        bytes_max: limit(settings.max_bytes),
+        messages_max: limit(settings.max_messages),
+        keep_unconsumed: settings.keep_unconsumed,
+    };
+    let topic = state.backend.change_retention(&topic, change).await?;
+    Ok(Json(topic_info_body(topic)))
+}
+
+/// One wire limit as the store's: absent `None`, `null` unlimited, a number the limit.
+fn limit(value: Option<Option<u64>>) -> Option<Limit> {
+    value.map(|value| value.map_or(Limit::Unlimited, Limit::Max))
+}
+
+/// A topic's own retention at creation: absent limits follow the server's defaults.
+fn own_retention(settings: &RetentionSettings) -> TopicRetention {
+    TopicRetention {
+        age_ms_max: limit(settings.max_age_ms).unwrap_or_default(),
+        bytes_max: limit(settings.max_bytes).unwrap_or_default(),
+        messages_max: limit(settings.max_messages).unwrap_or_default(),
+        keep_unconsumed: settings.keep_unconsumed,
+    }
+}
+
+/// The view's retention fields: the limits in force, the bytes held, what was removed.
+fn retention_view(state: &RetentionState) -> (RetentionInForce, u64, RetentionRemoved) {
+    let in_force = RetentionInForce {
+        max_age_ms: state.in_force.age_ms_max,
+        max_bytes: state.in_force.bytes_max,
+        max_messages: state.in_force.messages_max,
+        keep_unconsumed: state.in_force.keep_unconsumed,
+    };
+    let removed = RetentionRemoved {
+        messages: state.removed.messages,
+        bytes: state.removed.bytes,
+        segments: state.removed.segments,
+    };
+    (in_force, state.bytes, removed)
+}
+
+/// A topic's view, as `GET /v1/topics/{topic}` and `PATCH` answer it.
+fn topic_info_body(topic: TopicState) -> TopicInfo {
+    let (retention, bytes, removed) = retention_view(&topic.retention);
+    TopicInfo {
+        name: topic.name,
+        start: topic.start,
+        end: topic.end,
+        groups: topic.groups.into_iter().map(group_info_body).collect(),
+        retention,
+        bytes,
+        removed,
+    }
 }
 
 /// Deletes a topic with its messages and groups, durably.
@@ -70,7 +171,7 @@ pub async fn delete_topic(
     }))
 }
 
-/// Lists topics with their offsets and group names.
+/// Lists topics with their offsets, group names and retention.
 #[utoipa::path(get, path = "/v1/topics", tag = "topics",
     responses(
         (status = 200, description = "Every topic", body = TopicList),
@@ -80,11 +181,17 @@ pub async fn list_topics(State(state): State<AppState>) -> Result<Json<TopicList
     let topics = state.backend.list_topics().await?;
     let topics = topics
         .into_iter()
-        .map(|topic| TopicSummary {
-            name: topic.name,
-            start: topic.start,
-            end: topic.end,
-            groups: topic.groups,
+        .map(|topic| {
+            let (retention, bytes, removed) = retention_view(&topic.retention);
+            TopicSummary {
+                name: topic.name,
+                start: topic.start,
+                end: topic.end,
+                groups: topic.groups,
+                retention,
+                bytes,
+                removed,
+            }
         })
         .collect();
     Ok(Json(TopicList { topics }))
@@ -104,12 +211,7 @@ pub async fn topic_info(
     TopicPath { topic }: TopicPath,
 ) -> Result<Json<TopicInfo>, ApiError> {
     let topic = state.backend.topic_state(&topic).await?;
-    Ok(Json(TopicInfo {
-        name: topic.name,
-        start: topic.start,
-        end: topic.end,
-        groups: topic.groups.into_iter().map(group_info_body).collect(),
-    }))
+    Ok(Json(topic_info_body(topic)))
 }
 
 /// Publishes the raw request body as one message.
@@ -201,11 +303,12 @@ fn decode_batch(request: BatchRequest, payload_bytes_max: u64) -> Result<Vec<Byt
     Ok(payloads)
 }
 
-/// The topic routes: list, create, describe, delete, publish one, publish a batch.
+/// The topic routes: list, create, describe, change, delete, publish one, publish a
+/// batch.
 pub fn router(limits: BodyLimits) -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(list_topics))
-        .routes(routes!(create_topic, topic_info, delete_topic))
+        .routes(routes!(create_topic, topic_info, update_topic, delete_topic).layer(limits.json))
         .routes(routes!(publish).layer(limits.payload))
         .routes(routes!(publish_batch).layer(limits.message_batch))
 }

@@ -4,8 +4,10 @@
 //! `Bytes` payloads, with the same rules and the same errors (wrapped in
 //! [`StoreError::Topic`]). Every call that changes something returns only once the change
 //! is durable per the store's sync policy. This module holds the topic itself and its
-//! log (publish, read, retention, checkpoints); the rooms below hold the rest, by what
-//! they act on: `groups.rs` (create, delete, settings and reads of groups),
+//! log (publish, read, checkpoints); the rooms below hold the rest, by what
+//! they act on: `retention.rs` (the topic's own retention and enforcing it),
+//! `settings.rs` (the `SETTINGS` file that keeps it), `groups.rs` (create, delete,
+//! settings and reads of groups),
 //! `deliveries.rs` (poll, ack, nack, touch), `batch.rs` (`poll_batch`, `ack_batch`,
 //! `nack_batch`) and `dead_letters.rs` (reads, pages, redrive, purge).
 //!
@@ -17,6 +19,8 @@ mod batch;
 mod dead_letters;
 mod deliveries;
 mod groups;
+mod retention;
+pub(crate) mod settings;
 
 pub use batch::AckedThenPolled;
 pub use dead_letters::{DeadLetterPage, DEAD_LETTERS_PAGE_MAX};
@@ -29,12 +33,12 @@ use std::sync::Arc;
 use bytes::Bytes;
 use mailroom::group::{DeliveryId, NackOptions, NotOwned};
 use mailroom::topic::Nack;
-use parking_lot::{RwLock, RwLockReadGuard};
+use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 
 use crate::clock::Clock;
 use crate::groups::{GroupSet, Staged};
 use crate::log::Log;
-use crate::retention::Retention;
+use crate::retention::{Retention, RetentionRemoved, TopicRetention};
 use crate::storage::Storage;
 use crate::{Deferred, StoreError, StoreOptions};
 
@@ -94,6 +98,14 @@ pub(crate) struct TopicInner {
     pub(crate) messages: Log,
     pub(crate) groups: GroupSet,
     pub(crate) clock: Arc<dyn Clock>,
+    storage: Arc<dyn Storage>,
+    /// The store-wide retention, for the limits the topic leaves to the default.
+    retention_defaults: Retention,
+    /// The topic's own retention, as its `SETTINGS` file holds it. Held while the file
+    /// is replaced, so changes are written in the order they are made.
+    retention: Mutex<TopicRetention>,
+    /// What retention removed since the store was opened.
+    removed: Mutex<RetentionRemoved>,
     /// `true` once deleted. Every operation holds the read side, so a delete (the write
     /// side) waits for operations in flight and none starts after it.
     deleted: RwLock<bool>,
@@ -155,15 +167,17 @@ impl TopicInner {
 }
 
 impl DurableTopic {
-    /// Opens the topic stored in `dir` (its `messages/` and `groups/` logs and checkpoint).
+    /// Opens the topic stored in `dir` (its `messages/` and `groups/` logs, checkpoint
+    /// and settings).
     pub(crate) fn open(
         storage: Arc<dyn Storage>,
         name: &str,
         dir: &Path,
         options: &StoreOptions,
     ) -> Result<DurableTopic, StoreError> {
+        let retention = settings::read(storage.as_ref(), dir)?;
         let messages = Log::open(storage.clone(), &dir.join("messages"), options.log.clone())?;
-        let groups = GroupSet::open(storage, dir, &messages, options)?;
+        let groups = GroupSet::open(storage.clone(), dir, &messages, options)?;
         let clock = options.clock.clone();
         Ok(DurableTopic {
             inner: Arc::new(TopicInner {
@@ -172,6 +186,10 @@ impl DurableTopic {
                 messages,
                 groups,
                 clock,
+                storage,
+                retention_defaults: options.retention,
+                retention: Mutex::new(retention),
+                removed: Mutex::new(RetentionRemoved::default()),
                 deleted: RwLock::new(false),
             }),
         })
@@ -342,28 +360,6 @@ impl DurableTopic {
         let _live = self.live()?;
         self.inner.messages.sync()?;
         self.inner.groups.log().sync()
-    }
-
-    /// Deletes the message segments that `retention` allows at `now_ms`; returns how many.
-    pub(crate) fn enforce_retention(
-        &self,
-        retention: &Retention,
-        now_ms: u64,
-    ) -> Result<usize, StoreError> {
-        let _live = self.live()?;
-        let messages = &self.inner.messages;
-        self.inner.groups.with_floor(|floor| {
-            let mut cut = retention.cut_offset(&messages.segments(), now_ms);
-            if retention.keep_unconsumed {
-                if let Some(floor) = floor {
-                    cut = cut.min(floor);
-                }
-            }
-            if cut <= messages.start() {
-                return Ok(0);
-            }
-            messages.delete_segments_before(cut)
-        })?
     }
 
     /// Writes a checkpoint of the topic's groups now (normally done every

@@ -124,6 +124,20 @@ impl Api for Scripted {
     async fn create_topic(&self, _: &str) -> Result<bool, ClientError> {
         unused()
     }
+    async fn create_topic_with(
+        &self,
+        _: &str,
+        _: &mailroom_client::RetentionSettings,
+    ) -> Result<bool, ClientError> {
+        unused()
+    }
+    async fn change_retention(
+        &self,
+        _: &str,
+        _: &mailroom_client::RetentionSettings,
+    ) -> Result<TopicInfo, ClientError> {
+        unused()
+    }
     async fn list_topics(&self) -> Result<Vec<TopicSummary>, ClientError> {
         unused()
     }

@@ -1,4 +1,4 @@
-//! `mailroom topic create|list|info|delete`, one file per verb.
+//! `mailroom topic create|list|info|retention|delete`, one file per verb.
 
 use crate::api::Api;
 use crate::output::Output;
@@ -7,6 +7,7 @@ mod create;
 mod delete;
 mod info;
 mod list;
+mod retention;
 
 /// Topic subcommands.
 #[derive(Debug, clap::Subcommand)]
@@ -17,6 +18,8 @@ pub enum TopicCommand {
     List,
     /// Show a topic and the state of each of its groups.
     Info(TopicArgs),
+    /// Show a topic's retention, or change the limits given (none = unlimited).
+    Retention(retention::Args),
     /// Delete a topic with its messages and groups (durable; cannot be undone).
     Delete(TopicArgs),
 }
@@ -35,6 +38,7 @@ pub async fn run(api: &impl Api, command: TopicCommand, output: Output) -> anyho
         TopicCommand::Create(args) => create::run(api, args, output).await,
         TopicCommand::List => list::run(api, output).await,
         TopicCommand::Info(args) => info::run(api, args, output).await,
+        TopicCommand::Retention(args) => retention::run(api, args, output).await,
         TopicCommand::Delete(args) => delete::run(api, args, output).await,
     }
 }

@@ -20,13 +20,15 @@ use bytes::Bytes;
 use mailroom::group::{DeliveryId, GroupConfig, NackOptions, NotOwned};
 use mailroom::topic::{Delivery, Nack, StartPosition};
 use mailroom_store::log::{APPEND_BYTES_MAX, APPEND_RECORDS_MAX};
-use mailroom_store::{AckedThenPolled, DeadLetterPage, Deferred, DurableTopic, Store, StoreError};
+use mailroom_store::{
+    AckedThenPolled, DeadLetterPage, Deferred, DurableTopic, Store, StoreError, TopicRetention,
+};
 use prometheus_client::metrics::histogram::Histogram;
 use tokio::time::Instant;
 
 use super::{
     Backend, BackendError, BackendHealth, DiskUsage, Durable, GroupDetail, GroupGauges,
-    TopicOffsets, TopicPublisher, TopicState,
+    RetentionChange, RetentionPass, TopicOffsets, TopicPublisher, TopicState,
 };
 use crate::config::PAYLOAD_BYTES_MAX_LIMIT;
 use crate::long_poll::LongPolls;
@@ -244,6 +246,40 @@ impl Backend for Embedded {
     async fn create_topic(&self, topic: &str) -> Result<bool, BackendError> {
         let topic = topic.to_owned();
         self.blocking(move |store| store.create_topic(&topic)).await
+    }
+
+    async fn create_topic_with(
+        &self,
+        topic: &str,
+        retention: &TopicRetention,
+    ) -> Result<bool, BackendError> {
+        let (topic, retention) = (topic.to_owned(), *retention);
+        self.blocking(move |store| store.create_topic_with(&topic, &retention))
+            .await
+    }
+
+    async fn change_retention(
+        &self,
+        topic: &str,
+        change: RetentionChange,
+    ) -> Result<TopicState, BackendError> {
+        let name = topic.to_owned();
+        self.blocking(move |store| {
+            store
+                .topic(&name)?
+                .change_retention(|settings| change.apply(settings))?;
+            reads::topic_state(store, name)
+        })
+        .await
+    }
+
+    async fn enforce_retention(&self) -> Result<RetentionPass, BackendError> {
+        // The store's clock, which stamps the records, decides their age.
+        self.blocking(|store| {
+            let now_ms = store.clock().now_ms();
+            Ok(reads::enforce_retention(store, now_ms))
+        })
+        .await
     }
 
     async fn list_topics(&self) -> Result<Vec<TopicOffsets>, BackendError> {

@@ -2,9 +2,20 @@
 //! listing, a topic's or a group's whole state, the metrics' gauges. Each runs where
 //! [`Embedded::blocking`](super::Embedded::blocking) puts it.
 
-use mailroom_store::{Store, StoreError};
+use mailroom_store::{DurableTopic, Store, StoreError};
 
-use crate::backend::{GroupDetail, GroupGauges, TopicOffsets, TopicState};
+use crate::backend::{
+    GroupDetail, GroupGauges, RetentionPass, RetentionState, TopicOffsets, TopicState,
+};
+
+/// A topic's retention, size and what retention removed.
+pub(super) fn retention_state(topic: &DurableTopic) -> RetentionState {
+    RetentionState {
+        in_force: topic.effective_retention(),
+        bytes: topic.bytes(),
+        removed: topic.retention_removed(),
+    }
+}
 
 /// Every topic with its offsets and groups.
 pub(super) fn list_topics(store: &Store) -> Result<Vec<TopicOffsets>, StoreError> {
@@ -16,6 +27,7 @@ pub(super) fn list_topics(store: &Store) -> Result<Vec<TopicOffsets>, StoreError
                 start: topic.start(),
                 end: topic.len(),
                 groups: topic.groups(),
+                retention: retention_state(&topic),
                 name,
             });
         }
@@ -40,6 +52,7 @@ pub(super) fn topic_state(store: &Store, name: String) -> Result<TopicState, Sto
         start: handle.start(),
         end: handle.len(),
         groups,
+        retention: retention_state(&handle),
     })
 }
 
@@ -80,4 +93,21 @@ pub(super) fn group_gauges(store: &Store) -> Result<Vec<GroupGauges>, StoreError
         }
     }
     Ok(gauges)
+}
+
+/// One retention pass over every topic, by the clock of the store; a topic deleted
+/// meanwhile is skipped, one that fails is reported and does not stop the rest.
+pub(super) fn enforce_retention(store: &Store, now_ms: u64) -> RetentionPass {
+    let mut pass = RetentionPass::default();
+    for name in store.topics() {
+        let Ok(topic) = store.topic(&name) else {
+            continue;
+        };
+        match topic.enforce_retention(now_ms) {
+            Ok(removed) if removed.segments > 0 => pass.removed.push((name, removed)),
+            Ok(_) | Err(StoreError::UnknownTopic { .. }) => {}
+            Err(error) => pass.failed.push((name, error.to_string())),
+        }
+    }
+    pass
 }
