@@ -45,6 +45,7 @@ pub mod error;
 pub mod groups;
 pub mod limits;
 pub mod names;
+pub mod object;
 pub mod ops;
 pub mod publish_stream;
 pub mod tickets;

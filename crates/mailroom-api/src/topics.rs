@@ -158,7 +158,11 @@ pub struct BatchPublished {
 pub struct TopicCreateRequest {
     /// The topic's own retention; absent limits follow the server's defaults. Ignored
     /// (not applied) when the topic exists already: change it with `PATCH`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::object::deserialize_option",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub retention: Option<RetentionSettings>,
 }
 
@@ -168,6 +172,7 @@ pub struct TopicCreateRequest {
 #[serde(deny_unknown_fields)]
 pub struct TopicUpdateRequest {
     /// The limits to change; absent ones stay as they are.
+    #[serde(deserialize_with = "crate::object::deserialize")]
     pub retention: RetentionSettings,
 }
 
