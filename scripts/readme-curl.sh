@@ -9,31 +9,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-TARGET="${CARGO_TARGET_DIR:-target}"
 work="$(mktemp -d)"
-log="$work/server.out"
-server=""
+source scripts/fresh-server.sh
 cleanup() {
-  if [ -n "$server" ]; then
-    kill -TERM "$server" 2>/dev/null || true
-    wait "$server" 2>/dev/null || true
-  fi
+  stop_fresh_server
   rm -rf "$work"
 }
 trap cleanup EXIT
-
-cargo build --quiet --bin mailroom
-"$TARGET/debug/mailroom" serve --listen 127.0.0.1:0 --data "$work/store" --fsync never \
-  >"$log" 2>"$work/server.err" &
-server=$!
-url=""
-for _ in $(seq 1 200); do
-  url="$(sed -n 's/^mailroom listening on //p' "$log")"
-  [ -n "$url" ] && break
-  kill -0 "$server" 2>/dev/null || { echo "server exited early" >&2; exit 1; }
-  sleep 0.05
-done
-[ -n "$url" ] || { echo "server did not start" >&2; exit 1; }
+start_fresh_server "$work"
 
 MAILROOM_ADDRESS="${url#http://}" python3 - README.md <<'PY'
 import os

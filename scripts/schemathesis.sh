@@ -26,27 +26,14 @@ if [ ! -x "$VENV/bin/schemathesis" ]; then
   "$VENV/bin/pip" install --quiet 'schemathesis>=4,<5'
 fi
 
-cargo build --quiet --bin mailroom
 data="$(mktemp -d)"
-log="$data/server.out"
-"$TARGET/debug/mailroom" serve --listen 127.0.0.1:0 --data "$data/store" --fsync never >"$log" &
-server=$!
+source scripts/fresh-server.sh
 cleanup() {
-  kill -TERM "$server" 2>/dev/null || true
-  wait "$server" 2>/dev/null || true
+  stop_fresh_server
   rm -rf "$data"
 }
 trap cleanup EXIT
-
-# Wait for the server to print its address (it does so once the socket is bound).
-url=""
-for _ in $(seq 1 200); do
-  url="$(sed -n 's/^mailroom listening on //p' "$log")"
-  [ -n "$url" ] && break
-  kill -0 "$server" 2>/dev/null || { echo "server exited early" >&2; exit 1; }
-  sleep 0.05
-done
-[ -n "$url" ] || { echo "server did not start" >&2; exit 1; }
+start_fresh_server "$data"
 
 # CI pins a seed (SCHEMATHESIS_SEED) so a red run replays; by hand each run explores anew.
 seed_args=()
