@@ -19,23 +19,24 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use mailroom::group::{DeliveryId, GroupConfig, NackOptions, NotOwned};
 use mailroom::topic::{Delivery, Nack, StartPosition};
-use mailroom_store::log::{APPEND_BYTES_MAX, APPEND_RECORDS_MAX};
 use mailroom_store::{
-    AckedThenPolled, DeadLetterPage, Deferred, DurableTopic, Store, StoreError, TopicRetention,
+    AckedThenPolled, DeadLetterPage, DurableTopic, Store, StoreError, TopicRetention,
 };
 use prometheus_client::metrics::histogram::Histogram;
 use tokio::time::Instant;
 
 use super::{
-    Backend, BackendError, BackendHealth, DiskUsage, Durable, GroupDetail, GroupGauges,
-    RetentionChange, RetentionPass, TopicOffsets, TopicPublisher, TopicState,
+    Backend, BackendError, BackendHealth, DiskUsage, GroupDetail, GroupGauges, RetentionChange,
+    RetentionPass, TopicOffsets, TopicPublisher, TopicState,
 };
-use crate::config::PAYLOAD_BYTES_MAX_LIMIT;
 use crate::long_poll::LongPolls;
-use crate::routes::publish_stream::{PUBLISH_STREAM_BATCH_BYTES_MAX, PUBLISH_STREAM_IN_FLIGHT_MAX};
 
+mod calls;
 mod disk;
+mod publisher;
 mod reads;
+
+use publisher::EmbeddedPublisher;
 
 /// The store in this process behind the [`Backend`] seam.
 ///
@@ -102,120 +103,6 @@ impl Embedded {
     /// The store, for embedding and tests.
     pub fn store(&self) -> &Store {
         &self.store
-    }
-
-    /// Runs one of the store's hot calls (publish, poll, ack, nack and their batches)
-    /// in its deferred form: the call part inline on the async worker, then an await
-    /// until what it wrote (or saw) is durable. Used under every fsync policy.
-    ///
-    /// The call part checks, plans and writes to the log's buffer or the page cache; it
-    /// never waits for an `fdatasync` (what it may still block on, briefly, is listed
-    /// under "Blocking in the deferred calls" in `DurableTopic`'s docs). Under
-    /// `--fsync always` the wait is a future that the log's sync thread completes after
-    /// the one `fdatasync` it shares with every concurrent caller, so no worker blocks
-    /// on the disk and no call hops to the blocking pool and back; under the other
-    /// policies the future is ready at once. The trade-off is [`Embedded::blocking`]'s
-    /// under the relaxed policies: the rare call part that does touch the disk (a
-    /// segment roll and its sync) stalls its worker for as long.
-    ///
-    /// Cancellation: when the client goes away, axum drops the handler's future, and
-    /// with it the [`Deferred`] mid-await. The call has happened by then (the call part
-    /// ran to completion before the first await, and the sync it asked for still runs),
-    /// but its answer is dropped unread: nothing that follows the await (the long-poll
-    /// wake-ups here; the response and metrics in the handler) runs, so it is confirmed
-    /// to nobody, as when a response is lost on the way. A poll's deliveries made that
-    /// way stay in flight for their consumer (its next poll returns them first) until
-    /// acked, nacked or their lease runs out; a long poll that misses the wake-up of
-    /// such a call finds its effect at its next re-check
-    /// (`long_poll::LONG_POLL_RECHECK_MS`).
-    ///
-    /// # Errors
-    /// The call's own error, or the durability wait's (a failed sync, fail-stop).
-    pub async fn durable<T, F>(&self, call: F) -> Result<T, BackendError>
-    where
-        F: FnOnce(&Store) -> Result<Deferred<T>, StoreError>,
-    {
-        let written = call(&self.store)?;
-        match self.sync_waits.as_ref().filter(|_| !self.calls_inline) {
-            Some(histogram) => {
-                let started = std::time::Instant::now();
-                let answer = written.await;
-                histogram.observe(started.elapsed().as_secs_f64());
-                Ok(answer?)
-            }
-            None => Ok(written.await?),
-        }
-    }
-
-    /// Runs a store call (one with no deferred form) where it costs least.
-    ///
-    /// Under `--fsync always` a store call waits for fdatasync (milliseconds), which must
-    /// not stall the async workers that serve every other connection, so it runs on the
-    /// blocking pool. Under any other policy a store call does not wait for the disk: it
-    /// writes to the page cache under short locks, so it runs inline on the async worker,
-    /// saving the hand-off to the blocking pool and back (two context switches, which
-    /// were most of the server's CPU). The trade-off: the rare call that does touch the
-    /// disk (a checkpoint, a segment roll and its sync) then stalls that one worker for
-    /// as long, the way a single-threaded server like Redis takes such pauses on its
-    /// main thread.
-    ///
-    /// # Errors
-    /// The call's own error; [`BackendError::Internal`] if it panicked on the blocking
-    /// pool.
-    pub async fn blocking<T, F>(&self, call: F) -> Result<T, BackendError>
-    where
-        F: FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
-        T: Send + 'static,
-    {
-        if self.calls_inline {
-            return call(&self.store).map_err(BackendError::from);
-        }
-        let store = self.store.clone();
-        match tokio::task::spawn_blocking(move || call(&store)).await {
-            Ok(result) => result.map_err(BackendError::from),
-            Err(join) => Err(BackendError::Internal(format!("store task failed: {join}"))),
-        }
-    }
-
-    /// Tells the long polls of the leases a poll of `group` made, if it made any.
-    fn leased(&self, topic: &str, group: &str, polled_at: Instant, made_any: bool) {
-        if made_any {
-            self.long_polls.leased(topic, group, polled_at);
-        }
-    }
-
-    /// Wakes the long polls of `topic` if a settlement freed anything.
-    fn woken_by<T, E>(&self, topic: &str, outcomes: &[Result<T, E>]) {
-        if outcomes.iter().any(Result::is_ok) {
-            self.long_polls.wake(topic);
-        }
-    }
-}
-
-// A publish stream's batch holds at most its in-flight bound of records and under its
-// batch bytes plus one frame (the frame that crosses the mark), so the store never
-// refuses one for its size.
-const _: () = assert!(PUBLISH_STREAM_IN_FLIGHT_MAX <= APPEND_RECORDS_MAX);
-const _: () =
-    assert!(PUBLISH_STREAM_BATCH_BYTES_MAX as u64 + PAYLOAD_BYTES_MAX_LIMIT <= APPEND_BYTES_MAX);
-
-/// A publish stream's hold on its topic: the store's handle, opened once.
-#[derive(Debug)]
-struct EmbeddedPublisher {
-    handle: DurableTopic,
-    topic: String,
-    long_polls: Arc<LongPolls>,
-}
-
-impl TopicPublisher for EmbeddedPublisher {
-    fn publish_batch(&self, payloads: &[Bytes]) -> Result<Durable<Range<u64>>, BackendError> {
-        let written = self.handle.publish_batch_deferred(payloads)?;
-        let (topic, long_polls) = (self.topic.clone(), Arc::clone(&self.long_polls));
-        Ok(Box::pin(async move {
-            let offsets = written.await?;
-            long_polls.wake(&topic);
-            Ok(offsets)
-        }))
     }
 }
 
@@ -493,14 +380,10 @@ impl Backend for Embedded {
         group: &str,
         offsets: Range<u64>,
     ) -> Result<u64, BackendError> {
-        let (name, group) = (topic.to_owned(), group.to_owned());
-        let count = self
-            .blocking(move |store| store.topic(&name)?.redrive(&group, offsets))
-            .await?;
-        if count > 0 {
-            self.long_polls.wake(topic);
-        }
-        Ok(count)
+        self.take_dead_letters(topic, group, move |handle, group| {
+            handle.redrive(group, offsets)
+        })
+        .await
     }
 
     async fn purge(
@@ -509,16 +392,10 @@ impl Backend for Embedded {
         group: &str,
         offsets: Range<u64>,
     ) -> Result<u64, BackendError> {
-        let (name, group) = (topic.to_owned(), group.to_owned());
-        let count = self
-            .blocking(move |store| store.topic(&name)?.purge(&group, offsets))
-            .await?;
-        // A purge frees nothing, but it wakes as a redrive does: one rule for both is
-        // simpler than a flag, and a needless re-poll is cheap.
-        if count > 0 {
-            self.long_polls.wake(topic);
-        }
-        Ok(count)
+        self.take_dead_letters(topic, group, move |handle, group| {
+            handle.purge(group, offsets)
+        })
+        .await
     }
 
     async fn dead_letter_page(

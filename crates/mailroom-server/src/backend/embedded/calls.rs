@@ -1,0 +1,119 @@
+//! Where the embedded backend runs a store call, and whom it wakes afterwards.
+
+use mailroom_store::{Deferred, DurableTopic, Store, StoreError};
+use tokio::time::Instant;
+
+use super::Embedded;
+use crate::backend::BackendError;
+
+impl Embedded {
+    /// Runs one of the store's hot calls (publish, poll, ack, nack and their batches)
+    /// in its deferred form: the call part inline on the async worker, then an await
+    /// until what it wrote (or saw) is durable. Used under every fsync policy.
+    ///
+    /// The call part checks, plans and writes to the log's buffer or the page cache; it
+    /// never waits for an `fdatasync` (what it may still block on, briefly, is listed
+    /// under "Blocking in the deferred calls" in `DurableTopic`'s docs). Under
+    /// `--fsync always` the wait is a future that the log's sync thread completes after
+    /// the one `fdatasync` it shares with every concurrent caller, so no worker blocks
+    /// on the disk and no call hops to the blocking pool and back; under the other
+    /// policies the future is ready at once. The trade-off is [`Embedded::blocking`]'s
+    /// under the relaxed policies: the rare call part that does touch the disk (a
+    /// segment roll and its sync) stalls its worker for as long.
+    ///
+    /// Cancellation: when the client goes away, axum drops the handler's future, and
+    /// with it the [`Deferred`] mid-await. The call has happened by then (the call part
+    /// ran to completion before the first await, and the sync it asked for still runs),
+    /// but its answer is dropped unread: nothing that follows the await (the long-poll
+    /// wake-ups here; the response and metrics in the handler) runs, so it is confirmed
+    /// to nobody, as when a response is lost on the way. A poll's deliveries made that
+    /// way stay in flight for their consumer (its next poll returns them first) until
+    /// acked, nacked or their lease runs out; a long poll that misses the wake-up of
+    /// such a call finds its effect at its next re-check
+    /// (`long_poll::LONG_POLL_RECHECK_MS`).
+    ///
+    /// # Errors
+    /// The call's own error, or the durability wait's (a failed sync, fail-stop).
+    pub async fn durable<T, F>(&self, call: F) -> Result<T, BackendError>
+    where
+        F: FnOnce(&Store) -> Result<Deferred<T>, StoreError>,
+    {
+        let written = call(&self.store)?;
+        match self.sync_waits.as_ref().filter(|_| !self.calls_inline) {
+            Some(histogram) => {
+                let started = std::time::Instant::now();
+                let answer = written.await;
+                histogram.observe(started.elapsed().as_secs_f64());
+                Ok(answer?)
+            }
+            None => Ok(written.await?),
+        }
+    }
+
+    /// Runs a store call (one with no deferred form) where it costs least.
+    ///
+    /// Under `--fsync always` a store call waits for fdatasync (milliseconds), which must
+    /// not stall the async workers that serve every other connection, so it runs on the
+    /// blocking pool. Under any other policy a store call does not wait for the disk: it
+    /// writes to the page cache under short locks, so it runs inline on the async worker,
+    /// saving the hand-off to the blocking pool and back (two context switches, which
+    /// were most of the server's CPU). The trade-off: the rare call that does touch the
+    /// disk (a checkpoint, a segment roll and its sync) then stalls that one worker for
+    /// as long, the way a single-threaded server like Redis takes such pauses on its
+    /// main thread.
+    ///
+    /// # Errors
+    /// The call's own error; [`BackendError::Internal`] if it panicked on the blocking
+    /// pool.
+    pub async fn blocking<T, F>(&self, call: F) -> Result<T, BackendError>
+    where
+        F: FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
+        T: Send + 'static,
+    {
+        if self.calls_inline {
+            return call(&self.store).map_err(BackendError::from);
+        }
+        let store = self.store.clone();
+        match tokio::task::spawn_blocking(move || call(&store)).await {
+            Ok(result) => result.map_err(BackendError::from),
+            Err(join) => Err(BackendError::Internal(format!("store task failed: {join}"))),
+        }
+    }
+
+    /// Tells the long polls of the leases a poll of `group` made, if it made any.
+    pub(super) fn leased(&self, topic: &str, group: &str, polled_at: Instant, made_any: bool) {
+        if made_any {
+            self.long_polls.leased(topic, group, polled_at);
+        }
+    }
+
+    /// Wakes the long polls of `topic` if a settlement freed anything.
+    pub(super) fn woken_by<T, E>(&self, topic: &str, outcomes: &[Result<T, E>]) {
+        if outcomes.iter().any(Result::is_ok) {
+            self.long_polls.wake(topic);
+        }
+    }
+
+    /// Runs a redrive or a purge of `group`'s dead letters on the blocking pool (see
+    /// [`Embedded::blocking`]) and wakes the long polls of `topic` if it took any. A
+    /// purge frees nothing, but it wakes as a redrive does: one rule for both is simpler
+    /// than a flag, and a needless re-poll is cheap.
+    pub(super) async fn take_dead_letters<F>(
+        &self,
+        topic: &str,
+        group: &str,
+        take: F,
+    ) -> Result<u64, BackendError>
+    where
+        F: FnOnce(&DurableTopic, &str) -> Result<u64, StoreError> + Send + 'static,
+    {
+        let (name, group) = (topic.to_owned(), group.to_owned());
+        let count = self
+            .blocking(move |store| take(&store.topic(&name)?, &group))
+            .await?;
+        if count > 0 {
+            self.long_polls.wake(topic);
+        }
+        Ok(count)
+    }
+}

@@ -1,0 +1,40 @@
+//! A publish stream's hold on its topic in the embedded backend.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use mailroom_store::log::{APPEND_BYTES_MAX, APPEND_RECORDS_MAX};
+use mailroom_store::DurableTopic;
+
+use crate::backend::{BackendError, Durable, TopicPublisher};
+use crate::config::PAYLOAD_BYTES_MAX_LIMIT;
+use crate::long_poll::LongPolls;
+use crate::routes::publish_stream::{PUBLISH_STREAM_BATCH_BYTES_MAX, PUBLISH_STREAM_IN_FLIGHT_MAX};
+
+// A publish stream's batch holds at most its in-flight bound of records and under its
+// batch bytes plus one frame (the frame that crosses the mark), so the store never
+// refuses one for its size.
+const _: () = assert!(PUBLISH_STREAM_IN_FLIGHT_MAX <= APPEND_RECORDS_MAX);
+const _: () =
+    assert!(PUBLISH_STREAM_BATCH_BYTES_MAX as u64 + PAYLOAD_BYTES_MAX_LIMIT <= APPEND_BYTES_MAX);
+
+/// A publish stream's hold on its topic: the store's handle, opened once.
+#[derive(Debug)]
+pub(super) struct EmbeddedPublisher {
+    pub(super) handle: DurableTopic,
+    pub(super) topic: String,
+    pub(super) long_polls: Arc<LongPolls>,
+}
+
+impl TopicPublisher for EmbeddedPublisher {
+    fn publish_batch(&self, payloads: &[Bytes]) -> Result<Durable<Range<u64>>, BackendError> {
+        let written = self.handle.publish_batch_deferred(payloads)?;
+        let (topic, long_polls) = (self.topic.clone(), Arc::clone(&self.long_polls));
+        Ok(Box::pin(async move {
+            let offsets = written.await?;
+            long_polls.wake(&topic);
+            Ok(offsets)
+        }))
+    }
+}
