@@ -4,10 +4,12 @@
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
-use std::time::Duration;
 
 use serde::Deserialize;
+
+mod fsync;
+
+pub use fsync::{FsyncPolicy, FSYNC_INTERVAL_MS_MAX};
 
 /// The address `mailroom serve` listens on unless told otherwise.
 pub const LISTEN_DEFAULT: &str = "127.0.0.1:7070";
@@ -17,8 +19,6 @@ pub const DATA_DIR_DEFAULT: &str = "mailroom-data";
 // `--max-payload-bytes` accepts (the store frames records with a 32-bit length, and one
 // request must fit comfortably in memory): limits of the wire format.
 pub use mailroom_api::limits::{PAYLOAD_BYTES_MAX_DEFAULT, PAYLOAD_BYTES_MAX_LIMIT};
-/// The longest `interval:MS` fsync period accepted: one hour.
-pub const FSYNC_INTERVAL_MS_MAX: u64 = 3_600_000;
 /// How long a connection may take to deliver a request's head (request line and
 /// headers), and how long an idle keep-alive connection may wait for its next request,
 /// unless told otherwise: 10 seconds.
@@ -41,62 +41,6 @@ pub const SEGMENT_BYTES_MIN: u64 = 4096;
 pub const SEGMENT_BYTES_MAX: u64 = mailroom_store::log::SEGMENT_BYTES_LIMIT;
 // The bounds of the retention defaults are the wire's bounds of a topic's own limits.
 pub use mailroom_api::limits::{RETENTION_AGE_MS_MAX, RETENTION_BYTES_MAX};
-
-/// When the store makes writes durable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum FsyncPolicy {
-    /// Every confirmed write is on disk before the response is sent.
-    #[default]
-    Always,
-    /// Writes are synced by a background timer; a power cut loses at most one period.
-    Interval(Duration),
-    /// Only on shutdown; a power cut can lose anything since the start.
-    Never,
-}
-
-impl FromStr for FsyncPolicy {
-    type Err = ConfigError;
-
-    /// Parses `always`, `never` or `interval:MS` (1 ≤ MS ≤ [`FSYNC_INTERVAL_MS_MAX`]).
-    fn from_str(text: &str) -> Result<Self, ConfigError> {
-        let invalid = |reason: &str| ConfigError::Invalid {
-            setting: "fsync",
-            reason: format!("{text:?}: {reason} (expected always, never or interval:MS)"),
-        };
-        match text {
-            "always" => Ok(FsyncPolicy::Always),
-            "never" => Ok(FsyncPolicy::Never),
-            _ => {
-                let millis = text
-                    .strip_prefix("interval:")
-                    .ok_or_else(|| invalid("unknown policy"))?
-                    .parse::<u64>()
-                    .map_err(|_| invalid("the interval is not a whole number of milliseconds"))?;
-                if millis == 0 || millis > FSYNC_INTERVAL_MS_MAX {
-                    return Err(invalid("the interval is out of range"));
-                }
-                Ok(FsyncPolicy::Interval(Duration::from_millis(millis)))
-            }
-        }
-    }
-}
-
-impl fmt::Display for FsyncPolicy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            FsyncPolicy::Always => f.write_str("always"),
-            FsyncPolicy::Never => f.write_str("never"),
-            FsyncPolicy::Interval(period) => write!(f, "interval:{}", period.as_millis()),
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for FsyncPolicy {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(deserializer)?;
-        text.parse().map_err(serde::de::Error::custom)
-    }
-}
 
 /// Why the settings could not be put together.
 #[derive(Debug, thiserror::Error)]
@@ -415,146 +359,4 @@ impl Config {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    // Proves every fsync spelling round-trips and every malformed one is refused.
-    #[test]
-    fn fsync_policy_parses_and_refuses() {
-        for text in ["always", "never", "interval:1", "interval:3600000"] {
-            assert_eq!(text.parse::<FsyncPolicy>().unwrap().to_string(), text);
-        }
-        for text in [
-            "",
-            "Always",
-            "interval:",
-            "interval:0",
-            "interval:-5",
-            "interval:3600001",
-            "sometimes",
-        ] {
-            assert!(
-                text.parse::<FsyncPolicy>().is_err(),
-                "{text:?} was accepted"
-            );
-        }
-    }
-
-    // Proves flags beat the file, the file beats the defaults, and bad values are refused.
-    #[test]
-    fn resolve_layers_and_checks() {
-        let file = ConfigLayer::from_toml("fsync = \"never\"\nlisten = \"127.0.0.1:9\"").unwrap();
-        let flags = ConfigLayer {
-            listen: Some("127.0.0.1:0".parse().unwrap()),
-            ..Default::default()
-        };
-        let config = Config::resolve(flags, Some(file)).unwrap();
-        assert_eq!(config.listen.port(), 0);
-        assert_eq!(config.fsync, FsyncPolicy::Never);
-        assert_eq!(config.payload_bytes_max, PAYLOAD_BYTES_MAX_DEFAULT);
-
-        let zero = ConfigLayer {
-            max_payload_bytes: Some(0),
-            ..Default::default()
-        };
-        assert!(Config::resolve(zero, None).is_err());
-        let spaced = ConfigLayer {
-            token: Some("a b".into()),
-            ..Default::default()
-        };
-        assert!(Config::resolve(spaced, None).is_err());
-        for millis in [0, HEADER_READ_TIMEOUT_MS_MAX + 1] {
-            let timeout = ConfigLayer {
-                header_read_timeout_ms: Some(millis),
-                ..Default::default()
-            };
-            assert!(
-                Config::resolve(timeout, None).is_err(),
-                "{millis} ms was accepted"
-            );
-        }
-        let file = ConfigLayer::from_toml("header_read_timeout_ms = 250").unwrap();
-        let config = Config::resolve(ConfigLayer::default(), Some(file)).unwrap();
-        assert_eq!(config.header_read_timeout_ms, 250);
-        assert!(ConfigLayer::from_toml("colour = \"blue\"").is_err());
-    }
-
-    // Proves CORS origins come from flags or the file, split at commas and normalized,
-    // and that a malformed one is refused.
-    #[test]
-    fn cors_origins_resolve() {
-        let file = ConfigLayer::from_toml(r#"cors_origins = ["https://a.example"]"#).unwrap();
-        let config = Config::resolve(ConfigLayer::default(), Some(file.clone())).unwrap();
-        assert_eq!(config.cors_origins, ["https://a.example"]);
-        let flags = ConfigLayer {
-            cors_origins: Some(vec![
-                "http://B.example:8080/, http://c.example".into(),
-                "http://c.example".into(),
-            ]),
-            ..Default::default()
-        };
-        let config = Config::resolve(flags, Some(file)).unwrap();
-        assert_eq!(
-            config.cors_origins,
-            ["http://b.example:8080", "http://c.example"]
-        );
-        assert!(Config::default().cors_origins.is_empty());
-        let bad = ConfigLayer {
-            cors_origins: Some(vec!["*".into()]),
-            ..Default::default()
-        };
-        assert!(Config::resolve(bad, None).is_err());
-    }
-
-    // Proves the retention settings layer like the others and are refused out of range.
-    #[test]
-    fn retention_settings_resolve_and_check() {
-        let file = ConfigLayer::from_toml(
-            "retention_max_age_ms = 60000\nretention_max_bytes = 4096\nretention_interval_ms = 50",
-        )
-        .unwrap();
-        let flags = ConfigLayer {
-            retention_max_bytes: Some(8192),
-            ..Default::default()
-        };
-        let config = Config::resolve(flags, Some(file)).unwrap();
-        assert_eq!(config.retention_max_age_ms, Some(60_000));
-        assert_eq!(config.retention_max_bytes, Some(8192));
-        assert_eq!(config.retention_interval_ms, 50);
-        let defaults = Config::resolve(ConfigLayer::default(), None).unwrap();
-        assert_eq!(defaults.retention_max_bytes, None);
-        assert_eq!(
-            defaults.retention_interval_ms,
-            RETENTION_INTERVAL_MS_DEFAULT
-        );
-        for layer in [
-            ConfigLayer {
-                retention_max_age_ms: Some(0),
-                ..Default::default()
-            },
-            ConfigLayer {
-                retention_max_bytes: Some(RETENTION_BYTES_MAX + 1),
-                ..Default::default()
-            },
-            ConfigLayer {
-                retention_interval_ms: Some(1),
-                ..Default::default()
-            },
-        ] {
-            assert!(
-                Config::resolve(layer.clone(), None).is_err(),
-                "{layer:?} accepted"
-            );
-        }
-    }
-
-    // Proves the token never appears in debug output, where logs would keep it.
-    #[test]
-    fn debug_hides_the_token() {
-        let config = Config {
-            token: Some("hunter2".into()),
-            ..Config::default()
-        };
-        assert!(!format!("{config:?}").contains("hunter2"));
-    }
-}
+mod tests;
