@@ -35,10 +35,10 @@ class Server:
         self.process: subprocess.Popen[str] | None = None
         self.start()
 
-    def start(self) -> None:
+    def start(self, extra: list[str] | None = None) -> None:
         """Starts the server and waits for its ``mailroom listening on`` line."""
         command = [binary(), "serve", "--listen", self.listen, "--data", str(self.data)]
-        command += ["--fsync", "never"]
+        command += ["--fsync", "never", *(extra or [])]
         environment = {k: v for k, v in os.environ.items() if not k.startswith("MAILROOM_")}
         environment["RUST_LOG"] = "warn"
         self.process = subprocess.Popen(

@@ -72,7 +72,7 @@ _T = typing.TypeVar("_T")
 def from_json(cls: type[_T], body: dict[str, Any]) -> _T:
     """Builds dataclass ``cls`` from a JSON object, ignoring keys it does not know."""
     if hasattr(cls, "decode"):
-        return typing.cast(Any, cls).decode(body)
+        return typing.cast(_T, typing.cast(Any, cls).decode(body))
     hints = typing.get_type_hints(cls)
     values = {}
     for item in dataclasses.fields(typing.cast(Any, cls)):

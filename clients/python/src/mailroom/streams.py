@@ -186,7 +186,7 @@ def ws_subscription(client: Client, channel: str) -> WsSubscription:
 
 def sse_events(lines: Iterator[str]) -> Iterator[bytes]:
     """Payloads from Server-Sent Event lines (``event: base64`` carries bytes)."""
-    event, data = "message", []
+    event, data = "message", list[str]()
     for line in lines:
         if line == "":
             if data:
