@@ -1,0 +1,115 @@
+// What the behaviour suite does not show: every server error code has its class, unknown
+// codes still get the class of their status, time limits (a long poll's wait added), the
+// publish stream's window, the token on every kind of call, bad names refused unsent.
+
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { join } from "node:path";
+import { test } from "node:test";
+
+import * as mailroom from "../dist/index.js";
+import { REPO, Server } from "./server.mjs";
+
+const { ApiError, BY_CODE, Client, apiError, offsetsOf } = mailroom;
+
+test("every server code has its class", () => {
+  const source = readFileSync(join(REPO, "crates", "mailroom-api", "src", "error.rs"), "utf8");
+  const codes = [...source.slice(source.indexOf("error_codes! {")).matchAll(/=> "([a-z_]+)"/g)].map((m) => m[1]);
+  assert.ok(codes.includes("not_owned") && codes.length > 20);
+  assert.deepEqual([...codes].sort(), Object.keys(BY_CODE).sort());
+  assert.ok(apiError(409, "not_owned", "x") instanceof mailroom.NotOwned);
+  assert.ok(apiError(409, "not_owned", "x") instanceof mailroom.Conflict);
+});
+
+test("an unknown code gets the class of its status", () => {
+  const error = apiError(404, "brand_new_code", "from a newer server");
+  assert.equal(error.constructor, mailroom.NotFound);
+  assert.deepEqual([error.status, error.code, error.detail], [404, "brand_new_code", "from a newer server"]);
+  assert.equal(apiError(503, "whatever", "").constructor, mailroom.ServerError);
+  assert.equal(apiError(418, "teapot", "").constructor, ApiError);
+});
+
+test("bad names are refused before sending", async () => {
+  const client = new Client("http://127.0.0.1:9");
+  for (const bad of ["..", "a/b", "", "x".repeat(129)]) {
+    await assert.rejects(client.publish(bad, "x"), mailroom.InvalidName);
+  }
+});
+
+test("a silent server times out and a long poll gets its wait", async () => {
+  const held = [];
+  const silent = createServer((socket) => held.push(socket));
+  await new Promise((ready) => silent.listen(0, "127.0.0.1", ready));
+  const client = new Client(`http://127.0.0.1:${silent.address().port}`, { requestTimeoutMs: 300 });
+  try {
+    let started = performance.now();
+    await assert.rejects(client.createTopic("orders"), mailroom.Timeout);
+    const plain = performance.now() - started;
+    assert.ok(plain >= 290 && plain < 3000, `${plain}`);
+    started = performance.now();
+    await assert.rejects(client.pollBatch("orders", "billing", { max: 1, wait_ms: 700 }), mailroom.Timeout);
+    const waited = performance.now() - started;
+    assert.ok(waited >= 990 && waited < 4000, `${waited}`);
+  } finally {
+    for (const socket of held) socket.destroy();
+    silent.close();
+  }
+});
+
+test("an unreachable server is a transport error", async () => {
+  const probe = createServer();
+  await new Promise((ready) => probe.listen(0, "127.0.0.1", ready));
+  const { port } = probe.address();
+  await new Promise((closed) => probe.close(closed));
+  await assert.rejects(new Client(`http://127.0.0.1:${port}`).health(), mailroom.TransportError);
+});
+
+test("the publish stream keeps its window", async () => {
+  const server = await Server.start();
+  try {
+    const client = new Client(server.url);
+    await client.createTopic("orders");
+    const stream = await client.publishStream("orders", 8);
+    const seqs = [];
+    for (let i = 0; i < 500; i++) {
+      seqs.push(await stream.send(`m${i}`));
+      assert.ok(stream.inFlight <= 8);
+    }
+    const offsets = [];
+    for (let c = await stream.confirmed(); c !== null; c = await stream.confirmed()) offsets.push(...offsetsOf(c));
+    stream.close();
+    assert.deepEqual(seqs, [...Array(500).keys()]);
+    assert.deepEqual(offsets, [...Array(500).keys()]);
+    assert.equal((await client.topicInfo("orders")).end, 500);
+  } finally {
+    await server.stop();
+  }
+});
+
+test("the token goes on every call, streams included", async () => {
+  const server = await Server.start(["--token", "secret"]);
+  try {
+    await assert.rejects(new Client(server.url).listTopics(), mailroom.Unauthorized);
+    await assert.rejects(new Client(server.url).subscribe("drivers"), mailroom.Unauthorized);
+    const client = new Client(server.url, { token: "secret", WebSocket: globalThis.WebSocket });
+    await client.createTopic("orders");
+    await client.createChannel("drivers");
+    const stream = await client.publishStream("orders");
+    await stream.send("m");
+    assert.equal((await stream.flush())[0].offset, 0);
+    stream.close();
+    for (const transport of ["ws", "sse"]) {
+      const subscription = await client.subscribe("drivers", transport);
+      while ((await client.channelInfo("drivers")).subscribers === 0);
+      await client.publishChannel("drivers", transport);
+      assert.equal(new TextDecoder().decode(await subscription.next()), transport);
+      subscription.close();
+      while ((await client.channelInfo("drivers")).subscribers !== 0);
+    }
+    assert.equal((await client.health()).status, "ok");
+    assert.match(await client.metrics(), /mailroom_publishes_total/);
+  } finally {
+    await server.stop();
+  }
+});
