@@ -16,7 +16,7 @@ import httpx
 import pytest
 from conftest import REPO, Server
 
-from mailroom import AsyncClient, Client, Timeouts, errors
+from mailroom import AsyncClient, Client, Timeouts, errors, models
 
 ERROR_RS = REPO / "crates" / "mailroom-api" / "src" / "error.rs"
 
@@ -151,3 +151,70 @@ def test_the_token_goes_on_every_call(tmp_path: Path) -> None:
         assert httpx.get(f"{server.url}/v1/topics").status_code == 401
     finally:
         server.kill()
+
+
+#: The method of each operation in the server's OpenAPI document (both Python clients).
+METHODS = {
+    "healthz": "health",
+    "metrics": "metrics",
+    "openapi": "openapi",
+    "issue_ticket": "issue_ticket",
+    "list_topics": "list_topics",
+    "topic_info": "topic_info",
+    "create_topic": "create_topic",
+    "update_topic": "change_retention",
+    "delete_topic": "delete_topic",
+    "publish": "publish",
+    "publish_batch": "publish_batch",
+    "publish_stream": "publish_stream",
+    "group_info": "group_info",
+    "create_group": "create_group",
+    "delete_group": "delete_group",
+    "poll": "poll",
+    "poll_raw": "poll_raw",
+    "poll_batch": "poll_batch",
+    "ack": "ack",
+    "ack_batch": "ack_batch",
+    "nack": "nack",
+    "nack_batch": "nack_batch",
+    "touch": "touch",
+    "dead_letters": "dead_letters_page",
+    "redrive": "redrive",
+    "purge": "purge",
+    "list_channels": "list_channels",
+    "channel_info_route": "channel_info",
+    "create_channel": "create_channel",
+    "close_channel": "close_channel",
+    "publish_channel": "publish_channel",
+    "subscribe_events": "subscribe",
+    "subscribe_ws": "subscribe",
+}
+
+
+def test_every_endpoint_has_a_method(server: Server) -> None:
+    document = Client(server.url).openapi()
+    operations = {
+        operation["operationId"]
+        for methods in document["paths"].values()
+        for operation in methods.values()
+    }
+    assert operations == set(METHODS), "a new endpoint needs its method in both clients"
+    for method in METHODS.values():
+        assert callable(getattr(Client, method)) and callable(getattr(AsyncClient, method))
+
+
+def test_the_endpoints_the_suite_does_not_use(server: Server) -> None:
+    client = Client(server.url)
+    assert client.create_topic("logs", models.Retention(max_messages=1000)) is True
+    info = client.change_retention("logs", models.Retention(max_messages=None, max_bytes=1 << 30))
+    assert info.retention == models.RetentionInForce(True, None, 1 << 30, None)
+    assert [topic.name for topic in client.list_topics()] == ["logs"]
+    client.create_group("logs", "raw", 1)
+    assert client.poll_raw("logs", "raw") is None
+    client.publish("logs", bytes([0, 255]))
+    delivery = client.poll_raw("logs", "raw", consumer="r1")
+    assert delivery == models.Delivery(0, 1, bytes([0, 255]))
+    client.create_channel("drivers", max_subscribers=2)
+    assert [(c.name, c.max_subscribers) for c in client.list_channels()] == [("drivers", 2)]
+    ticket = client.issue_ticket("/v1/channels/drivers/events")
+    assert ticket.path == "/v1/channels/drivers/events" and ticket.expires_in_ms > 0

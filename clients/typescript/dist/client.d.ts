@@ -95,6 +95,8 @@ export declare class Client {
     deleteGroup(topic: string, group: string): Promise<void>;
     /** One delivery, or null; a consumer's repeated poll returns the same attempt. */
     poll(topic: string, group: string, consumer?: string): Promise<Delivery | null>;
+    /** As `poll`, with the payload sent raw (no base64 on the wire). */
+    pollRaw(topic: string, group: string, consumer?: string): Promise<Delivery | null>;
     /** Up to `max` (64) deliveries, waiting up to `wait_ms`; acks `ack` first. */
     pollBatch(topic: string, group: string, options?: PollBatchOptions): Promise<PolledBatch>;
     /** Acks a delivery: `"acked"`, or throws `NotOwned`. */

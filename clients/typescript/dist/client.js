@@ -217,6 +217,16 @@ export class Client {
             return null;
         return Delivery.decode((await response.json()));
     }
+    /** As `poll`, with the payload sent raw (no base64 on the wire). */
+    async pollRaw(topic, group, consumer) {
+        const json = consumer === undefined ? {} : { consumer };
+        const response = await this.send({ method: "POST", path: `${groupPath(topic, group)}/poll/raw`, json });
+        if (response.status === 204)
+            return null;
+        const offset = Number(response.headers.get("mailroom-offset"));
+        const attempt = Number(response.headers.get("mailroom-attempt"));
+        return new Delivery(offset, attempt, new Uint8Array(await response.arrayBuffer()));
+    }
     /** Up to `max` (64) deliveries, waiting up to `wait_ms`; acks `ack` first. */
     async pollBatch(topic, group, options = {}) {
         const { max = 64, consumer, wait_ms = 0, ack } = options;

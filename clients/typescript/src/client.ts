@@ -308,6 +308,16 @@ export class Client {
     return Delivery.decode((await response.json()) as WireDelivery);
   }
 
+  /** As `poll`, with the payload sent raw (no base64 on the wire). */
+  async pollRaw(topic: string, group: string, consumer?: string): Promise<Delivery | null> {
+    const json = consumer === undefined ? {} : { consumer };
+    const response = await this.send({ method: "POST", path: `${groupPath(topic, group)}/poll/raw`, json });
+    if (response.status === 204) return null;
+    const offset = Number(response.headers.get("mailroom-offset"));
+    const attempt = Number(response.headers.get("mailroom-attempt"));
+    return new Delivery(offset, attempt, new Uint8Array(await response.arrayBuffer()));
+  }
+
   /** Up to `max` (64) deliveries, waiting up to `wait_ms`; acks `ack` first. */
   async pollBatch(topic: string, group: string, options: PollBatchOptions = {}): Promise<PolledBatch> {
     const { max = 64, consumer, wait_ms = 0, ack } = options;

@@ -113,3 +113,67 @@ test("the token goes on every call, streams included", async () => {
     await server.stop();
   }
 });
+
+// The method of each operation in the server's OpenAPI document.
+const METHODS = {
+  healthz: "health",
+  metrics: "metrics",
+  openapi: "openapi",
+  issue_ticket: "issueTicket",
+  list_topics: "listTopics",
+  topic_info: "topicInfo",
+  create_topic: "createTopic",
+  update_topic: "changeRetention",
+  delete_topic: "deleteTopic",
+  publish: "publish",
+  publish_batch: "publishBatch",
+  publish_stream: "publishStream",
+  group_info: "groupInfo",
+  create_group: "createGroup",
+  delete_group: "deleteGroup",
+  poll: "poll",
+  poll_raw: "pollRaw",
+  poll_batch: "pollBatch",
+  ack: "ack",
+  ack_batch: "ackBatch",
+  nack: "nack",
+  nack_batch: "nackBatch",
+  touch: "touch",
+  dead_letters: "deadLettersPage",
+  redrive: "redrive",
+  purge: "purge",
+  list_channels: "listChannels",
+  channel_info_route: "channelInfo",
+  create_channel: "createChannel",
+  close_channel: "closeChannel",
+  publish_channel: "publishChannel",
+  subscribe_events: "subscribe",
+  subscribe_ws: "subscribe",
+};
+
+test("every endpoint has a method, and the ones the suite does not use work", async () => {
+  const server = await Server.start();
+  try {
+    const client = new Client(server.url);
+    const document = await client.openapi();
+    const operations = Object.values(document.paths).flatMap((methods) => Object.values(methods).map((o) => o.operationId));
+    assert.deepEqual([...new Set(operations)].sort(), Object.keys(METHODS).sort(), "a new endpoint needs its method");
+    for (const method of Object.values(METHODS)) assert.equal(typeof Client.prototype[method], "function", method);
+
+    assert.equal(await client.createTopic("logs", { max_messages: 1000 }), true);
+    const info = await client.changeRetention("logs", { max_messages: null, max_bytes: 2 ** 30 });
+    assert.deepEqual(info.retention, { keep_unconsumed: true, max_age_ms: null, max_bytes: 2 ** 30, max_messages: null });
+    assert.deepEqual((await client.listTopics()).map((t) => t.name), ["logs"]);
+    await client.createGroup("logs", "raw", { max_attempts: 1 });
+    assert.equal(await client.pollRaw("logs", "raw"), null);
+    await client.publish("logs", new Uint8Array([0, 255]));
+    const delivery = await client.pollRaw("logs", "raw", "r1");
+    assert.deepEqual([delivery.offset, delivery.attempt, [...delivery.payload]], [0, 1, [0, 255]]);
+    await client.createChannel("drivers", { max_subscribers: 2 });
+    assert.deepEqual((await client.listChannels()).map((c) => [c.name, c.max_subscribers]), [["drivers", 2]]);
+    const ticket = await client.issueTicket("/v1/channels/drivers/events");
+    assert.ok(ticket.path === "/v1/channels/drivers/events" && ticket.expires_in_ms > 0);
+  } finally {
+    await server.stop();
+  }
+});

@@ -190,6 +190,20 @@ def poll(topic: str, group: str, consumer: str | None) -> Call[models.Delivery |
     return Call("POST", f"{_group(topic, group)}/poll", _delivery_or_none, json=body)
 
 
+def _raw_delivery(response: httpx.Response) -> models.Delivery | None:
+    if response.status_code == 204:
+        return None
+    offset = int(response.headers["mailroom-offset"])
+    attempt = int(response.headers["mailroom-attempt"])
+    return models.Delivery(offset, attempt, response.content)
+
+
+def poll_raw(topic: str, group: str, consumer: str | None) -> Call[models.Delivery | None]:
+    """``POST .../poll/raw``: the payload as the body, offset and attempt as headers."""
+    body = {} if consumer is None else {"consumer": consumer}
+    return Call("POST", f"{_group(topic, group)}/poll/raw", _raw_delivery, json=body)
+
+
 def poll_batch(
     topic: str,
     group: str,

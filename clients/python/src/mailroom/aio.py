@@ -167,6 +167,12 @@ class AsyncClient:
         """One delivery, or None; a consumer's repeated poll returns the same attempt."""
         return await self.run(_calls.poll(topic, group, consumer))
 
+    async def poll_raw(
+        self, topic: str, group: str, consumer: str | None = None
+    ) -> models.Delivery | None:
+        """As :meth:`poll`, with the payload sent raw (no base64 on the wire)."""
+        return await self.run(_calls.poll_raw(topic, group, consumer))
+
     async def poll_batch(
         self,
         topic: str,

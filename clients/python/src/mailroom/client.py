@@ -162,6 +162,12 @@ class Client:
         """One delivery, or None; a consumer's repeated poll returns the same attempt."""
         return self.run(_calls.poll(topic, group, consumer))
 
+    def poll_raw(
+        self, topic: str, group: str, consumer: str | None = None
+    ) -> models.Delivery | None:
+        """As :meth:`poll`, with the payload sent raw (no base64 on the wire)."""
+        return self.run(_calls.poll_raw(topic, group, consumer))
+
     def poll_batch(
         self,
         topic: str,

@@ -145,7 +145,7 @@ class Subscription:
             yield message
 
     def next(self, timeout: float | None = None) -> bytes | None:
-        """The next message, or None once the stream ended."""
+        """The next message, or None once the stream ended (``timeout``: seconds, WebSocket only)."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -213,7 +213,8 @@ class SseSubscription(Subscription):
         self._events = sse_events(response.iter_lines())
 
     def next(self, timeout: float | None = None) -> bytes | None:
-        """The next message, or None once the stream ended (``timeout`` is the read limit)."""
+        """The next message, or None once the stream ended (``timeout`` is not used: SSE
+        reads wait until a message or the end arrives)."""
         try:
             return next(self._events)
         except StopIteration:
