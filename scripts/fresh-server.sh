@@ -1,6 +1,6 @@
 # Sourced by the scripts that test a real server (schemathesis.sh, readme-curl.sh,
-# openapi-clients.sh): one way to build the binary, start a fresh `mailroom serve` on a
-# free loopback port and stop it again.
+# openapi-clients.sh, clients-test.sh): one way to build the binary, start a fresh
+# `mailroom serve` on a free loopback port and stop it again.
 #
 #   source scripts/fresh-server.sh
 #   start_fresh_server "$work"      # sets $server (its pid) and $url (http://ADDR)
@@ -11,17 +11,25 @@
 
 server=""
 url=""
+mailroom_bin=""
+
+# Builds the debug binary and sets $mailroom_bin to its path (for scripts whose tests
+# start servers of their own, as the clients' tests do to restart them).
+build_server_binary() {
+  cargo build --quiet --bin mailroom
+  mailroom_bin="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/debug/mailroom"
+}
 
 start_fresh_server() {
   local work="$1"
-  local target="${CARGO_TARGET_DIR:-target}"
-  cargo build --quiet --bin mailroom
-  "$target/debug/mailroom" serve --listen 127.0.0.1:0 --data "$work/store" --fsync never \
+  build_server_binary
+  "$mailroom_bin" serve --listen 127.0.0.1:0 --data "$work/store" --fsync never \
     >"$work/server.out" 2>"$work/server.err" &
   server=$!
   # The server prints its address once the socket is bound; wait for that line.
   for _ in $(seq 1 200); do
-    url="$(sed -n 's/^mailroom listening on //p' "$work/server.out")"
+    # The file may not exist yet: the background shell may not have opened it.
+    url="$(sed -n 's/^mailroom listening on //p' "$work/server.out" 2>/dev/null || true)"
     [ -n "$url" ] && return 0
     kill -0 "$server" 2>/dev/null || { echo "server exited early" >&2; cat "$work/server.err" >&2; exit 1; }
     sleep 0.05

@@ -1,0 +1,156 @@
+/**
+ * The client: one method per endpoint over `fetch`, plus the publish stream, channel
+ * subscriptions and the consumer loop.
+ */
+import { Consumer, type ConsumeOptions } from "./consumer.js";
+import { type ChannelDelivery, type ChannelInfo, type DeadLetter, type DeadLetterPage, Delivery, type DeliveryRef, type GroupDetail, type GroupSettings, type Health, type ItemResult, type NackKind, type Payload, type PolledBatch, type Retention, type Ticket, type TopicInfo, type TopicSummary } from "./models.js";
+import { PublishStream, Subscription } from "./streams.js";
+/** Milliseconds for a whole call; a long poll's wait is added on top. */
+export declare const REQUEST_TIMEOUT_MS_DEFAULT = 30000;
+/** A WebSocket constructor, as browsers and Node 21+ have globally. */
+export type WebSocketConstructor = new (url: string, protocols?: string | string[]) => WebSocket;
+/** How to reach the server. */
+export interface ClientOptions {
+    /** A bearer token, sent on every call (on WebSockets as the `mailroom.bearer` subprotocol). */
+    token?: string;
+    /** The time limit of every call, in milliseconds (30 s); a long poll's wait is added. */
+    requestTimeoutMs?: number;
+    /** The WebSocket to use where there is no global one (Node 20 without `--experimental-websocket`). */
+    WebSocket?: WebSocketConstructor;
+    /** The fetch to use (the global one by default). */
+    fetch?: typeof fetch;
+}
+/** Options of a nack. */
+export interface NackOptions {
+    kind?: NackKind;
+    reason?: string;
+    delay_ms?: number;
+}
+/** Options of a batch poll. */
+export interface PollBatchOptions {
+    max?: number;
+    consumer?: string;
+    wait_ms?: number;
+    ack?: DeliveryRef[];
+}
+/**
+ * A mailroom server at `baseUrl` (`http://HOST:PORT`). Every call is bounded in time;
+ * failures throw typed errors (`ApiError` subclasses by code, `TransportError`).
+ *
+ * ```ts
+ * const client = new Client("http://127.0.0.1:7070");
+ * await client.createTopic("orders");
+ * const offset = await client.publish("orders", "hello");
+ * ```
+ */
+export declare class Client {
+    readonly baseUrl: string;
+    readonly token?: string;
+    readonly requestTimeoutMs: number;
+    private readonly fetcher;
+    private readonly socketClass?;
+    constructor(baseUrl: string, options?: ClientOptions);
+    /** The headers every call carries. */
+    headers(): Record<string, string>;
+    /** The WebSocket constructor: the option, or the global one. */
+    webSocket(): WebSocketConstructor;
+    /** A streaming GET (for SSE): no time limit once the answer's head arrived. */
+    stream(path: string, signal: AbortSignal): Promise<Response>;
+    /** Sends one call and returns its answer (or throws its typed error). */
+    private send;
+    private json;
+    private transportError;
+    private refusal;
+    /** `/healthz`: `ok`, or `unhealthy` with the reason. */
+    health(): Promise<Health>;
+    /** `/metrics` as Prometheus text. */
+    metrics(): Promise<string>;
+    /** The server's OpenAPI document. */
+    openapi(): Promise<Record<string, unknown>>;
+    /** A one-use ticket for a stream under `path` (for browsers' `EventSource`). */
+    issueTicket(path: string): Promise<Ticket>;
+    /** Creates a topic (idempotent): true if this call created it. */
+    createTopic(topic: string, retention?: Retention): Promise<boolean>;
+    /** Changes the limits `retention` sets; the others stay. */
+    changeRetention(topic: string, retention: Retention): Promise<TopicInfo>;
+    /** Every topic, by name. */
+    listTopics(): Promise<TopicSummary[]>;
+    /** A topic's view. */
+    topicInfo(topic: string): Promise<TopicInfo>;
+    /** Deletes a topic with its groups. */
+    deleteTopic(topic: string): Promise<void>;
+    /** Publishes one message; its offset once durable. */
+    publish(topic: string, payload: Payload): Promise<number>;
+    /** Publishes 1 to 10,000 messages in one write; their consecutive offsets. */
+    publishBatch(topic: string, payloads: Payload[]): Promise<number[]>;
+    /** A pipelined publish stream: up to `window` messages awaiting confirmation. */
+    publishStream(topic: string, window?: number): Promise<PublishStream>;
+    /** A handle on one consumer group (no request is made). */
+    group(topic: string, group: string): Group;
+    /** Creates a group (409 `group_exists` if it exists). */
+    createGroup(topic: string, group: string, settings: GroupSettings): Promise<void>;
+    /** A group's full view. */
+    groupInfo(topic: string, group: string): Promise<GroupDetail>;
+    /** Deletes a group. */
+    deleteGroup(topic: string, group: string): Promise<void>;
+    /** One delivery, or null; a consumer's repeated poll returns the same attempt. */
+    poll(topic: string, group: string, consumer?: string): Promise<Delivery | null>;
+    /** As `poll`, with the payload sent raw (no base64 on the wire). */
+    pollRaw(topic: string, group: string, consumer?: string): Promise<Delivery | null>;
+    /** Up to `max` (64) deliveries, waiting up to `wait_ms`; acks `ack` first. */
+    pollBatch(topic: string, group: string, options?: PollBatchOptions): Promise<PolledBatch>;
+    /** Acks a delivery: `"acked"`, or throws `NotOwned`. */
+    ack(topic: string, group: string, delivery: DeliveryRef): Promise<string>;
+    /** Nacks a delivery: `"retry"`, `"released"` or `"dead_lettered"`. */
+    nack(topic: string, group: string, delivery: DeliveryRef, options?: NackOptions): Promise<string>;
+    /** Extends a delivery's lease: `"touched"`. */
+    touch(topic: string, group: string, delivery: DeliveryRef): Promise<string>;
+    /** Acks many in order; each item succeeds or fails alone. */
+    ackBatch(topic: string, group: string, deliveries: DeliveryRef[]): Promise<ItemResult[]>;
+    /** Nacks many in order with the same options; each item succeeds or fails alone. */
+    nackBatch(topic: string, group: string, deliveries: DeliveryRef[], options?: NackOptions): Promise<ItemResult[]>;
+    /** One page of dead letters from offset `from`. */
+    deadLettersPage(topic: string, group: string, from?: number, limit?: number): Promise<DeadLetterPage>;
+    /** Every dead letter, page after page. */
+    deadLetters(topic: string, group: string): AsyncGenerator<DeadLetter>;
+    /** Puts dead letters in `[from, to)` back to this group; how many. */
+    redrive(topic: string, group: string, from?: number, to?: number): Promise<number>;
+    /** Deletes dead letters in `[from, to)`; how many. */
+    purge(topic: string, group: string, from?: number, to?: number): Promise<number>;
+    /** Creates a channel (idempotent with the same settings): true if created. */
+    createChannel(channel: string, settings?: {
+        max_subscribers?: number;
+        mailbox_capacity?: number;
+    }): Promise<boolean>;
+    /** Every live channel. */
+    listChannels(): Promise<ChannelInfo[]>;
+    /** A channel's settings and counters. */
+    channelInfo(channel: string): Promise<ChannelInfo>;
+    /** Closes a channel; its subscribers' streams end once drained. */
+    closeChannel(channel: string): Promise<void>;
+    /** Publishes to every subscriber's mailbox. */
+    publishChannel(channel: string, payload: Payload): Promise<ChannelDelivery>;
+    /** Subscribes to a channel over `"ws"` or `"sse"`: an async iterator of payloads. */
+    subscribe(channel: string, transport?: "ws" | "sse"): Promise<Subscription>;
+}
+/** One consumer group of a topic: its calls without the names, and the consumer loop. */
+export declare class Group {
+    readonly client: Client;
+    readonly topic: string;
+    readonly name: string;
+    constructor(client: Client, topic: string, name: string);
+    /** The group's full view. */
+    info(): Promise<GroupDetail>;
+    /** One delivery, or null. */
+    poll(consumer?: string): Promise<Delivery | null>;
+    /** Up to `max` deliveries (see `Client.pollBatch`). */
+    pollBatch(options?: PollBatchOptions): Promise<PolledBatch>;
+    /** Acks one delivery. */
+    ack(delivery: DeliveryRef): Promise<string>;
+    /** Nacks one delivery. */
+    nack(delivery: DeliveryRef, options?: NackOptions): Promise<string>;
+    /** Extends one delivery's lease. */
+    touch(delivery: DeliveryRef): Promise<string>;
+    /** The consumer loop: `for await (const delivery of group.consume({ batch: 64 })) ...`. */
+    consume(options?: ConsumeOptions): Consumer;
+}

@@ -1,0 +1,369 @@
+/**
+ * The client: one method per endpoint over `fetch`, plus the publish stream, channel
+ * subscriptions and the consumer loop.
+ */
+import { Consumer } from "./consumer.js";
+import { ApiError, InvalidName, Timeout, TransportError, apiError } from "./errors.js";
+import { Delivery, batchMessage, bytesOf, decodePayload, } from "./models.js";
+import { PublishStream, sseSubscription, wsSubscription } from "./streams.js";
+/** Milliseconds for a whole call; a long poll's wait is added on top. */
+export const REQUEST_TIMEOUT_MS_DEFAULT = 30_000;
+const NAME = /^[A-Za-z0-9._-]{1,128}$/;
+function name(kind, value) {
+    if (!NAME.test(value) || value === "." || value === "..") {
+        throw new InvalidName(400, "invalid_name", `${kind} name ${JSON.stringify(value)} breaks the name rule`);
+    }
+    return encodeURIComponent(value);
+}
+function groupPath(topic, group) {
+    return `/v1/topics/${name("topic", topic)}/groups/${name("group", group)}`;
+}
+function refs(deliveries) {
+    return deliveries.map(({ offset, attempt }) => ({ offset, attempt }));
+}
+function defined(value) {
+    return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined));
+}
+/**
+ * A mailroom server at `baseUrl` (`http://HOST:PORT`). Every call is bounded in time;
+ * failures throw typed errors (`ApiError` subclasses by code, `TransportError`).
+ *
+ * ```ts
+ * const client = new Client("http://127.0.0.1:7070");
+ * await client.createTopic("orders");
+ * const offset = await client.publish("orders", "hello");
+ * ```
+ */
+export class Client {
+    baseUrl;
+    token;
+    requestTimeoutMs;
+    fetcher;
+    socketClass;
+    constructor(baseUrl, options = {}) {
+        this.baseUrl = baseUrl.replace(/\/+$/, "");
+        this.token = options.token;
+        this.requestTimeoutMs = options.requestTimeoutMs ?? REQUEST_TIMEOUT_MS_DEFAULT;
+        this.fetcher = options.fetch ?? globalThis.fetch.bind(globalThis);
+        this.socketClass = options.WebSocket;
+    }
+    /** The headers every call carries. */
+    headers() {
+        return this.token === undefined ? {} : { Authorization: `Bearer ${this.token}` };
+    }
+    /** The WebSocket constructor: the option, or the global one. */
+    webSocket() {
+        const found = this.socketClass ?? globalThis.WebSocket;
+        if (found === undefined) {
+            throw new TransportError("no WebSocket: pass { WebSocket } to the Client (Node 20: or run with --experimental-websocket)");
+        }
+        return found;
+    }
+    /** A streaming GET (for SSE): no time limit once the answer's head arrived. */
+    async stream(path, signal) {
+        // The limit covers the answer's head only: a stream may then stay idle for long.
+        const limit = new AbortController();
+        const timer = setTimeout(() => limit.abort(), this.requestTimeoutMs);
+        signal.addEventListener("abort", () => limit.abort(), { once: true });
+        let response;
+        try {
+            response = await this.fetcher(this.baseUrl + path, { headers: this.headers(), signal: limit.signal });
+        }
+        catch (error) {
+            throw this.transportError(error, limit.signal);
+        }
+        finally {
+            clearTimeout(timer);
+        }
+        if (response.status >= 400)
+            throw await this.refusal(response);
+        return response;
+    }
+    /** Sends one call and returns its answer (or throws its typed error). */
+    async send(call) {
+        const headers = this.headers();
+        let body;
+        if (call.json !== undefined) {
+            headers["Content-Type"] = "application/json";
+            body = JSON.stringify(call.json);
+        }
+        else if (call.body !== undefined) {
+            headers["Content-Type"] = "application/octet-stream";
+            body = call.body;
+        }
+        let url = this.baseUrl + call.path;
+        const query = Object.entries(call.query ?? {}).filter(([, v]) => v !== undefined);
+        if (query.length > 0)
+            url += "?" + new URLSearchParams(query.map(([k, v]) => [k, String(v)]));
+        const timer = AbortSignal.timeout(this.requestTimeoutMs + (call.waitMs ?? 0));
+        let response;
+        try {
+            response = await this.fetcher(url, { method: call.method, headers, body, signal: timer });
+        }
+        catch (error) {
+            throw this.transportError(error, timer);
+        }
+        if (response.status >= 400 && !(call.answers ?? []).includes(response.status)) {
+            throw await this.refusal(response);
+        }
+        return response;
+    }
+    async json(call) {
+        const response = await this.send(call);
+        try {
+            return (await response.json());
+        }
+        catch (error) {
+            throw new TransportError(`reading the answer of ${call.path}: ${String(error)}`);
+        }
+    }
+    transportError(error, timer) {
+        if (error instanceof ApiError)
+            return error;
+        if (timer.aborted)
+            return new Timeout(`timed out after ${this.requestTimeoutMs} ms (and any wait)`, "request");
+        return new TransportError(String(error?.message ?? error));
+    }
+    async refusal(response) {
+        const text = await response.text().catch(() => "");
+        try {
+            const body = JSON.parse(text);
+            if (typeof body.error === "string") {
+                return apiError(response.status, body.error, String(body.message ?? ""));
+            }
+        }
+        catch {
+            // not JSON: fall through
+        }
+        return apiError(response.status, "error", text);
+    }
+    // Operations.
+    /** `/healthz`: `ok`, or `unhealthy` with the reason. */
+    health() {
+        return this.json({ method: "GET", path: "/healthz", answers: [503] });
+    }
+    /** `/metrics` as Prometheus text. */
+    async metrics() {
+        return (await this.send({ method: "GET", path: "/metrics" })).text();
+    }
+    /** The server's OpenAPI document. */
+    openapi() {
+        return this.json({ method: "GET", path: "/openapi.json" });
+    }
+    /** A one-use ticket for a stream under `path` (for browsers' `EventSource`). */
+    issueTicket(path) {
+        return this.json({ method: "POST", path: "/v1/tickets", json: { path } });
+    }
+    // Topics.
+    /** Creates a topic (idempotent): true if this call created it. */
+    async createTopic(topic, retention) {
+        const json = retention === undefined ? {} : { retention };
+        const answer = await this.json({ method: "PUT", path: `/v1/topics/${name("topic", topic)}`, json });
+        return answer.created;
+    }
+    /** Changes the limits `retention` sets; the others stay. */
+    changeRetention(topic, retention) {
+        return this.json({ method: "PATCH", path: `/v1/topics/${name("topic", topic)}`, json: { retention } });
+    }
+    /** Every topic, by name. */
+    async listTopics() {
+        return (await this.json({ method: "GET", path: "/v1/topics" })).topics;
+    }
+    /** A topic's view. */
+    topicInfo(topic) {
+        return this.json({ method: "GET", path: `/v1/topics/${name("topic", topic)}` });
+    }
+    /** Deletes a topic with its groups. */
+    async deleteTopic(topic) {
+        await this.send({ method: "DELETE", path: `/v1/topics/${name("topic", topic)}` });
+    }
+    /** Publishes one message; its offset once durable. */
+    async publish(topic, payload) {
+        const path = `/v1/topics/${name("topic", topic)}/messages`;
+        return (await this.json({ method: "POST", path, body: bytesOf(payload) })).offset;
+    }
+    /** Publishes 1 to 10,000 messages in one write; their consecutive offsets. */
+    async publishBatch(topic, payloads) {
+        const path = `/v1/topics/${name("topic", topic)}/messages/batch`;
+        const json = { messages: payloads.map(batchMessage) };
+        return (await this.json({ method: "POST", path, json })).offsets;
+    }
+    /** A pipelined publish stream: up to `window` messages awaiting confirmation. */
+    publishStream(topic, window = 256) {
+        return PublishStream.open(this, `/v1/topics/${name("topic", topic)}/publish/ws`, window);
+    }
+    // Groups.
+    /** A handle on one consumer group (no request is made). */
+    group(topic, group) {
+        return new Group(this, topic, group);
+    }
+    /** Creates a group (409 `group_exists` if it exists). */
+    async createGroup(topic, group, settings) {
+        await this.send({ method: "PUT", path: groupPath(topic, group), json: defined(settings) });
+    }
+    /** A group's full view. */
+    groupInfo(topic, group) {
+        return this.json({ method: "GET", path: groupPath(topic, group) });
+    }
+    /** Deletes a group. */
+    async deleteGroup(topic, group) {
+        await this.send({ method: "DELETE", path: groupPath(topic, group) });
+    }
+    /** One delivery, or null; a consumer's repeated poll returns the same attempt. */
+    async poll(topic, group, consumer) {
+        const json = consumer === undefined ? {} : { consumer };
+        const response = await this.send({ method: "POST", path: `${groupPath(topic, group)}/poll`, json });
+        if (response.status === 204)
+            return null;
+        return Delivery.decode((await response.json()));
+    }
+    /** As `poll`, with the payload sent raw (no base64 on the wire). */
+    async pollRaw(topic, group, consumer) {
+        const json = consumer === undefined ? {} : { consumer };
+        const response = await this.send({ method: "POST", path: `${groupPath(topic, group)}/poll/raw`, json });
+        if (response.status === 204)
+            return null;
+        const offset = Number(response.headers.get("mailroom-offset"));
+        const attempt = Number(response.headers.get("mailroom-attempt"));
+        return new Delivery(offset, attempt, new Uint8Array(await response.arrayBuffer()));
+    }
+    /** Up to `max` (64) deliveries, waiting up to `wait_ms`; acks `ack` first. */
+    async pollBatch(topic, group, options = {}) {
+        const { max = 64, consumer, wait_ms = 0, ack } = options;
+        const json = defined({ max, consumer, wait_ms, ack: ack === undefined ? undefined : refs(ack) });
+        const path = `${groupPath(topic, group)}/poll/batch`;
+        const answer = await this.json({
+            method: "POST",
+            path,
+            json,
+            waitMs: wait_ms,
+        });
+        return { deliveries: answer.deliveries.map(Delivery.decode), acked: answer.acked ?? null };
+    }
+    /** Acks a delivery: `"acked"`, or throws `NotOwned`. */
+    async ack(topic, group, delivery) {
+        const json = { offset: delivery.offset, attempt: delivery.attempt };
+        return (await this.json({ method: "POST", path: `${groupPath(topic, group)}/ack`, json })).outcome;
+    }
+    /** Nacks a delivery: `"retry"`, `"released"` or `"dead_lettered"`. */
+    async nack(topic, group, delivery, options = {}) {
+        const json = { offset: delivery.offset, attempt: delivery.attempt, ...defined(options) };
+        return (await this.json({ method: "POST", path: `${groupPath(topic, group)}/nack`, json })).outcome;
+    }
+    /** Extends a delivery's lease: `"touched"`. */
+    async touch(topic, group, delivery) {
+        const json = { offset: delivery.offset, attempt: delivery.attempt };
+        return (await this.json({ method: "POST", path: `${groupPath(topic, group)}/touch`, json })).outcome;
+    }
+    /** Acks many in order; each item succeeds or fails alone. */
+    async ackBatch(topic, group, deliveries) {
+        const json = { deliveries: refs(deliveries) };
+        const path = `${groupPath(topic, group)}/ack/batch`;
+        return (await this.json({ method: "POST", path, json })).results;
+    }
+    /** Nacks many in order with the same options; each item succeeds or fails alone. */
+    async nackBatch(topic, group, deliveries, options = {}) {
+        const json = { deliveries: refs(deliveries), ...defined(options) };
+        const path = `${groupPath(topic, group)}/nack/batch`;
+        return (await this.json({ method: "POST", path, json })).results;
+    }
+    /** One page of dead letters from offset `from`. */
+    async deadLettersPage(topic, group, from = 0, limit) {
+        const path = `${groupPath(topic, group)}/dead-letters`;
+        const page = await this.json({
+            method: "GET",
+            path,
+            query: { from, limit },
+        });
+        const letters = page.dead_letters.map((letter) => ({ ...letter, payload: decodePayload(letter) }));
+        for (const letter of letters)
+            delete letter.payload_base64;
+        return { dead_letters: letters, next: page.next ?? null };
+    }
+    /** Every dead letter, page after page. */
+    async *deadLetters(topic, group) {
+        let from = 0;
+        while (from != null) {
+            const page = await this.deadLettersPage(topic, group, from);
+            yield* page.dead_letters;
+            from = page.next;
+        }
+    }
+    /** Puts dead letters in `[from, to)` back to this group; how many. */
+    async redrive(topic, group, from, to) {
+        const path = `${groupPath(topic, group)}/dead-letters/redrive`;
+        return (await this.json({ method: "POST", path, json: defined({ from, to }) })).count;
+    }
+    /** Deletes dead letters in `[from, to)`; how many. */
+    async purge(topic, group, from, to) {
+        const path = `${groupPath(topic, group)}/dead-letters/purge`;
+        return (await this.json({ method: "POST", path, json: defined({ from, to }) })).count;
+    }
+    // Live channels.
+    /** Creates a channel (idempotent with the same settings): true if created. */
+    async createChannel(channel, settings = {}) {
+        const path = `/v1/channels/${name("channel", channel)}`;
+        return (await this.send({ method: "PUT", path, json: defined(settings) })).status === 201;
+    }
+    /** Every live channel. */
+    async listChannels() {
+        return (await this.json({ method: "GET", path: "/v1/channels" })).channels;
+    }
+    /** A channel's settings and counters. */
+    channelInfo(channel) {
+        return this.json({ method: "GET", path: `/v1/channels/${name("channel", channel)}` });
+    }
+    /** Closes a channel; its subscribers' streams end once drained. */
+    async closeChannel(channel) {
+        await this.send({ method: "DELETE", path: `/v1/channels/${name("channel", channel)}` });
+    }
+    /** Publishes to every subscriber's mailbox. */
+    publishChannel(channel, payload) {
+        const path = `/v1/channels/${name("channel", channel)}/messages`;
+        return this.json({ method: "POST", path, body: bytesOf(payload) });
+    }
+    /** Subscribes to a channel over `"ws"` or `"sse"`: an async iterator of payloads. */
+    subscribe(channel, transport = "ws") {
+        const base = `/v1/channels/${name("channel", channel)}`;
+        return transport === "sse" ? sseSubscription(this, `${base}/events`) : wsSubscription(this, `${base}/ws`);
+    }
+}
+/** One consumer group of a topic: its calls without the names, and the consumer loop. */
+export class Group {
+    client;
+    topic;
+    name;
+    constructor(client, topic, name) {
+        this.client = client;
+        this.topic = topic;
+        this.name = name;
+    }
+    /** The group's full view. */
+    info() {
+        return this.client.groupInfo(this.topic, this.name);
+    }
+    /** One delivery, or null. */
+    poll(consumer) {
+        return this.client.poll(this.topic, this.name, consumer);
+    }
+    /** Up to `max` deliveries (see `Client.pollBatch`). */
+    pollBatch(options = {}) {
+        return this.client.pollBatch(this.topic, this.name, options);
+    }
+    /** Acks one delivery. */
+    ack(delivery) {
+        return this.client.ack(this.topic, this.name, delivery);
+    }
+    /** Nacks one delivery. */
+    nack(delivery, options = {}) {
+        return this.client.nack(this.topic, this.name, delivery, options);
+    }
+    /** Extends one delivery's lease. */
+    touch(delivery) {
+        return this.client.touch(this.topic, this.name, delivery);
+    }
+    /** The consumer loop: `for await (const delivery of group.consume({ batch: 64 })) ...`. */
+    consume(options = {}) {
+        return new Consumer(this, options);
+    }
+}

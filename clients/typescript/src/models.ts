@@ -1,0 +1,266 @@
+/**
+ * The bodies of the API. Field names are the wire's; payloads are `Uint8Array` (the wire
+ * carries them as `payload` text or `payload_base64`, and the client hides which). Fields
+ * a newer server adds are kept on the decoded objects but not typed, so an older client
+ * keeps working; fields that are optional on the wire are optional here.
+ */
+
+/** A payload to send: bytes, or text (sent as UTF-8). */
+export type Payload = Uint8Array | string;
+
+/** How a nack ends a delivery: a failure, a hand-back (not a failure), or dead-letter now. */
+export type NackKind = "nack" | "release" | "reject";
+
+/** Names one delivery: the message's offset and which attempt it is (both fence it). */
+export interface DeliveryRef {
+  offset: number;
+  attempt: number;
+}
+
+const utf8 = new TextEncoder();
+const utf8Strict = new TextDecoder("utf-8", { fatal: true });
+
+/** The bytes of a payload. */
+export function bytesOf(payload: Payload): Uint8Array {
+  return typeof payload === "string" ? utf8.encode(payload) : payload;
+}
+
+/** Standard base64 of bytes (browsers and Node alike). */
+export function toBase64(bytes: Uint8Array): string {
+  let binary = "";
+  for (const byte of bytes) binary += String.fromCharCode(byte);
+  return btoa(binary);
+}
+
+/** Bytes of standard base64. */
+export function fromBase64(text: string): Uint8Array {
+  const binary = atob(text);
+  const bytes = new Uint8Array(binary.length);
+  for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
+  return bytes;
+}
+
+/** A message delivered to a consumer group, with the attempt that fences its ack. */
+export class Delivery implements DeliveryRef {
+  constructor(
+    readonly offset: number,
+    readonly attempt: number,
+    readonly payload: Uint8Array,
+  ) {}
+
+  /** The payload as UTF-8 text. */
+  get text(): string {
+    return new TextDecoder().decode(this.payload);
+  }
+
+  /** From the wire's `{offset, attempt, payload | payload_base64}`. */
+  static decode(body: WireDelivery): Delivery {
+    return new Delivery(body.offset, body.attempt, decodePayload(body));
+  }
+}
+
+/** A payload as the wire carries it. */
+export interface WirePayload {
+  payload?: string | null;
+  payload_base64?: string | null;
+}
+
+/** A delivery as the wire carries it. */
+export interface WireDelivery extends WirePayload {
+  offset: number;
+  attempt: number;
+}
+
+/** The payload of a delivery or dead letter, whichever way the wire carried it. */
+export function decodePayload(body: WirePayload): Uint8Array {
+  if (body.payload != null) return utf8.encode(body.payload);
+  if (body.payload_base64 != null) return fromBase64(body.payload_base64);
+  return new Uint8Array();
+}
+
+/** One message of a batch publish: text when it is UTF-8, `{base64}` otherwise. */
+export function batchMessage(payload: Payload): string | { base64: string } {
+  if (typeof payload === "string") return payload;
+  try {
+    return utf8Strict.decode(payload);
+  } catch {
+    return { base64: toBase64(payload) };
+  }
+}
+
+/** Why one item of a batch failed (`code` as the single call's error would be). */
+export interface ItemError {
+  code: string;
+  message: string;
+}
+
+/** One item of an ack or nack batch: exactly one of `outcome` and `error`. */
+export interface ItemResult {
+  offset: number;
+  attempt: number;
+  outcome?: string | null;
+  error?: ItemError | null;
+}
+
+/** The answer to a batch poll: deliveries, and the results of acks sent with it. */
+export interface PolledBatch {
+  deliveries: Delivery[];
+  acked?: ItemResult[] | null;
+}
+
+/** The same delay after every failure, or one doubling from `base_ms` to `cap_ms`. */
+export type Backoff =
+  | { kind: "fixed"; delay_ms: number }
+  | { kind: "exponential"; base_ms: number; cap_ms: number };
+
+/** A group's event counters. */
+export interface GroupCounters {
+  redeliveries: number;
+  releases: number;
+  expired_leases: number;
+  redrives: number;
+  purged: number;
+}
+
+/** A dead letter without its payload: why and when it was given up on. */
+export interface DeadLetterNote {
+  offset: number;
+  attempts: number;
+  at_ms: number;
+  reason?: string | null;
+}
+
+/** A message a group gave up on, with its payload. */
+export interface DeadLetter {
+  offset: number;
+  attempts: number;
+  at_ms: number;
+  payload: Uint8Array;
+  reason?: string | null;
+}
+
+/** One page of dead letters; `next` is the following page's `from` (or null). */
+export interface DeadLetterPage {
+  dead_letters: DeadLetter[];
+  next?: number | null;
+}
+
+/** A group's state in short (as a topic's view lists it). */
+export interface GroupInfo {
+  name: string;
+  position: number;
+  attempt: number;
+  in_flight?: DeliveryRef | null;
+  max_attempts: number;
+  lag: number;
+  dead_letters: number;
+}
+
+/** A group's full view: state, settings, counters, deliveries in flight, dead letters. */
+export interface GroupDetail extends GroupInfo {
+  lease_ms?: number | null;
+  backoff?: Backoff | null;
+  max_in_flight: number;
+  counters: GroupCounters;
+  deliveries: DeliveryRef[];
+  dead_letter_notes: DeadLetterNote[];
+}
+
+/** Settings of a new group (`start`: "earliest", "latest" or an offset). */
+export interface GroupSettings {
+  max_attempts: number;
+  start?: "earliest" | "latest" | number;
+  lease_ms?: number;
+  backoff?: Backoff;
+  max_in_flight?: number;
+}
+
+/** A topic's own retention limits as sent: absent (unchanged), null (unlimited) or a number. */
+export interface Retention {
+  max_age_ms?: number | null;
+  max_bytes?: number | null;
+  max_messages?: number | null;
+  keep_unconsumed?: boolean | null;
+}
+
+/** The retention in force for a topic: null is unlimited. */
+export interface RetentionInForce {
+  keep_unconsumed: boolean;
+  max_age_ms?: number | null;
+  max_bytes?: number | null;
+  max_messages?: number | null;
+}
+
+/** What retention removed from a topic since the server started. */
+export interface RetentionRemoved {
+  messages: number;
+  bytes: number;
+  segments: number;
+}
+
+/** One topic in the topic list. */
+export interface TopicSummary {
+  name: string;
+  start: number;
+  end: number;
+  groups: string[];
+  bytes?: number;
+  retention?: RetentionInForce;
+  removed?: RetentionRemoved;
+}
+
+/** A topic's view: its offsets, groups, retention and disk use. */
+export interface TopicInfo {
+  name: string;
+  start: number;
+  end: number;
+  groups: GroupInfo[];
+  bytes?: number;
+  retention?: RetentionInForce;
+  removed?: RetentionRemoved;
+}
+
+/** A live channel's settings and counters. */
+export interface ChannelInfo {
+  name: string;
+  max_subscribers: number;
+  mailbox_capacity: number;
+  subscribers: number;
+  published: number;
+  delivered: number;
+  dropped: number;
+}
+
+/** What one channel publish did. */
+export interface ChannelDelivery {
+  delivered: number;
+  dropped: number;
+}
+
+/** A one-use ticket that opens one stream under `path` (for browsers' streams). */
+export interface Ticket {
+  ticket: string;
+  path: string;
+  expires_in_ms: number;
+}
+
+/** `/healthz`: `ok`, or `unhealthy` with a reason once the store is fail-stop. */
+export interface Health {
+  status: string;
+  reason?: string | null;
+}
+
+/** A publish stream's answer for frames `seq .. seq + count`: offsets, or an error. */
+export interface Confirmation {
+  seq: number;
+  count: number;
+  offset?: number | null;
+  error?: ItemError | null;
+}
+
+/** The offsets the frames of a confirmation got (empty when they were refused). */
+export function offsetsOf(confirmation: Confirmation): number[] {
+  const { offset, count } = confirmation;
+  if (offset == null) return [];
+  return Array.from({ length: count }, (_, i) => offset + i);
+}
