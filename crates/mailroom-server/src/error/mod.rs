@@ -239,6 +239,9 @@ impl From<StoreError> for ApiError {
                 ErrorCode::StoreFailed,
                 message,
             ),
+            StoreError::TopicLimit { .. } => {
+                ApiError::new(StatusCode::CONFLICT, ErrorCode::TopicLimit, message)
+            }
             _ => ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 ErrorCode::StorageError,
