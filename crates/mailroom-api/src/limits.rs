@@ -67,6 +67,12 @@ pub const CHANNEL_MAILBOX_CAPACITY_MAX: usize = 65_536;
 pub const MAX_SUBSCRIBERS_DEFAULT: usize = 64;
 /// A channel's `mailbox_capacity` when not given.
 pub const MAILBOX_CAPACITY_DEFAULT: usize = 256;
+/// The largest `mailbox_bytes` of a channel: 64 MiB, room for one message of the
+/// largest `--max-payload-bytes`.
+pub const CHANNEL_MAILBOX_BYTES_MAX: usize = 64 << 20;
+/// A channel's `mailbox_bytes` when not given: 8 MiB. With the count, it bounds what one
+/// subscriber that stopped reading pins in the server's memory.
+pub const MAILBOX_BYTES_DEFAULT: usize = 8 << 20;
 
 // The state machine's limits, said again above: both must agree.
 #[cfg(feature = "core")]

@@ -21,6 +21,7 @@
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -59,6 +60,7 @@ pub struct CappedListener {
     rejections: Arc<Semaphore>,
     send_buffer_bytes: Option<usize>,
     backoff: AcceptBackoff,
+    open: Arc<AtomicUsize>,
 }
 
 impl CappedListener {
@@ -78,6 +80,7 @@ impl CappedListener {
             rejections: Arc::new(Semaphore::new(REJECTIONS_MAX)),
             send_buffer_bytes: None,
             backoff: AcceptBackoff::default(),
+            open: Arc::new(AtomicUsize::new(0)),
         }
     }
 
@@ -95,6 +98,13 @@ impl CappedListener {
     /// ```
     pub fn with_send_buffer_bytes(mut self, bytes: usize) -> CappedListener {
         self.send_buffer_bytes = Some(bytes);
+        self
+    }
+
+    /// Counts the connections being served in `open` (up when one is admitted, down
+    /// when it closes), for `/metrics`.
+    pub fn counting(mut self, open: Arc<AtomicUsize>) -> CappedListener {
+        self.open = open;
         self
     }
 
@@ -250,9 +260,11 @@ impl Listener for CappedListener {
             match self.permits.clone().try_acquire_owned() {
                 Ok(permit) => {
                     self.configure(&stream);
+                    self.open.fetch_add(1, Ordering::Relaxed);
                     let stream = CappedStream {
                         stream,
                         _permit: permit,
+                        open: self.open.clone(),
                     };
                     return (stream, address);
                 }
@@ -271,6 +283,13 @@ impl Listener for CappedListener {
 pub struct CappedStream {
     stream: TcpStream,
     _permit: OwnedSemaphorePermit,
+    open: Arc<AtomicUsize>,
+}
+
+impl Drop for CappedStream {
+    fn drop(&mut self) {
+        self.open.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl AsyncRead for CappedStream {

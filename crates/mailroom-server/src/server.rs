@@ -225,7 +225,8 @@ impl Server {
             .connections_max
             .unwrap_or(crate::limits::CONNECTIONS_MAX);
         let listener = CappedListener::new(listener, connections_max)
-            .with_send_buffer_bytes(state.config.socket_send_buffer_bytes);
+            .with_send_buffer_bytes(state.config.socket_send_buffer_bytes)
+            .counting(state.open_connections.clone());
         let serving = serve_connections(listener, app, options, signal);
         let task = tokio::spawn(serving);
         let abort = task.abort_handle();
