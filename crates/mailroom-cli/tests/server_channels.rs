@@ -205,7 +205,10 @@ async fn burst_arrives_complete_and_in_order() {
         mailbox_capacity: Some(BURST_MESSAGES),
         mailbox_bytes: Some(2 * BURST_MESSAGES * BURST_MESSAGE_BYTES),
     };
-    client.create_channel_with("burst", &settings).await.unwrap();
+    client
+        .create_channel_with("burst", &settings)
+        .await
+        .unwrap();
     let options = SubscribeOptions {
         recv_buffer_bytes: Some(4096),
     };
