@@ -28,6 +28,9 @@ use super::GroupEntry;
 use crate::log::Log;
 use crate::StoreError;
 
+/// Dead letters read back, with their payloads.
+type Letters = Vec<DeadLetterInfo<Bytes>>;
+
 /// Dead letters chosen under the group's lock, payloads not read yet: each one's entry,
 /// note and the groups-log offset of the record holding its payload.
 struct Chosen {
@@ -118,7 +121,7 @@ impl GroupSet {
         group: &str,
         bytes_max: usize,
         choose: impl FnOnce(&GroupEntry) -> (Chosen, T),
-    ) -> Result<(Vec<DeadLetterInfo<Bytes>>, Option<u64>, T), StoreError> {
+    ) -> Result<(Letters, Option<u64>, T), StoreError> {
         let (read, durable) = {
             let _pinned = self.segment_deletion.read();
             let staged = self.stage_transaction(messages, group, |_, entry, pending, _| {
@@ -151,7 +154,7 @@ impl GroupSet {
         &self,
         chosen: Chosen,
         bytes_max: usize,
-    ) -> Result<(Vec<DeadLetterInfo<Bytes>>, Option<u64>), StoreError> {
+    ) -> Result<(Letters, Option<u64>), StoreError> {
         let Chosen {
             entries,
             notes,
