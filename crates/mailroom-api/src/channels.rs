@@ -23,6 +23,16 @@ pub struct CreateChannel {
     )]
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 65_536))]
     pub mailbox_capacity: Option<usize>,
+    /// The most payload bytes buffered per subscriber, 1 to 67,108,864 (64 MiB; default
+    /// 8 MiB). A message that would pass it is dropped for that subscriber, as at a full
+    /// mailbox; an empty mailbox takes one message however large.
+    #[serde(
+        default,
+        deserialize_with = "crate::whole::deserialize_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 67_108_864))]
+    pub mailbox_bytes: Option<usize>,
 }
 
 /// A channel's settings and counters.
@@ -35,6 +45,10 @@ pub struct ChannelInfo {
     pub max_subscribers: u64,
     /// The most messages buffered per subscriber.
     pub mailbox_capacity: u64,
+    /// The most payload bytes buffered per subscriber (0 from a server that predates
+    /// the byte budget).
+    #[serde(default)]
+    pub mailbox_bytes: u64,
     /// Subscribers connected now.
     pub subscribers: u64,
     /// Messages published.

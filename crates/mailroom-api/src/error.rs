@@ -95,6 +95,10 @@ error_codes! {
     ChannelLimit => "channel_limit",
     /// 409: the channel has as many subscribers as it admits.
     SubscriberLimit => "subscriber_limit",
+    /// 409: the server holds as many topics as it admits (`--max-topics`, sized from the
+    /// open-file limit). A conflict with the server's state, as `channel_limit`: retrying
+    /// does not help until a topic is deleted or the limit raised.
+    TopicLimit => "topic_limit",
     /// 409: the delivery named is not in flight (acked, nacked, expired or never made).
     NotOwned => "not_owned",
     /// 409: a rule of the state machine refused the request.
@@ -115,6 +119,9 @@ error_codes! {
     StorageError => "storage_error",
     /// 503: the store stopped accepting writes after a failed sync (fail-stop).
     StoreFailed => "store_failed",
+    /// 503: the server holds as many connections as it admits (`--max-connections`); the
+    /// connection is answered and closed. Transient: a retry later may get in.
+    ConnectionLimit => "connection_limit",
     /// Any other error status without a code of its own.
     Error => "error",
 }

@@ -46,6 +46,12 @@ pub const CONSUMER_BYTES_MAX: usize = 128;
 pub const DEAD_LETTERS_PAGE_MAX: usize = 10_000;
 /// The page size when `limit` is not given.
 pub const DEAD_LETTERS_PAGE_DEFAULT: usize = 1_000;
+/// The most payload bytes one page of any listing holds (dead letters today, any later
+/// page of stored messages too): 16 MiB, as a batch poll. A page stops before the item
+/// that would pass it, but always holds at least one item, however large, and its `next`
+/// names the first item left out, so paging goes on. Bounds the memory one answer pins
+/// whatever `limit` asks for.
+pub const PAGE_BYTES_MAX: usize = 16 << 20;
 
 /// The most frames one publish stream may have sent but not yet had confirmed; the
 /// server reads no further, so a larger client window only queues frames in the socket.
@@ -61,6 +67,12 @@ pub const CHANNEL_MAILBOX_CAPACITY_MAX: usize = 65_536;
 pub const MAX_SUBSCRIBERS_DEFAULT: usize = 64;
 /// A channel's `mailbox_capacity` when not given.
 pub const MAILBOX_CAPACITY_DEFAULT: usize = 256;
+/// The largest `mailbox_bytes` of a channel: 64 MiB, room for one message of the
+/// largest `--max-payload-bytes`.
+pub const CHANNEL_MAILBOX_BYTES_MAX: usize = 64 << 20;
+/// A channel's `mailbox_bytes` when not given: 8 MiB. With the count, it bounds what one
+/// subscriber that stopped reading pins in the server's memory.
+pub const MAILBOX_BYTES_DEFAULT: usize = 8 << 20;
 
 // The state machine's limits, said again above: both must agree.
 #[cfg(feature = "core")]

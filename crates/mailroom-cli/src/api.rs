@@ -108,6 +108,7 @@ pub trait Api {
         channel: &str,
         subscribers: u64,
         mailbox: u64,
+        mailbox_bytes: Option<u64>,
     ) -> Result<bool, ClientError>;
     async fn list_channels(&self) -> Result<Vec<ChannelInfo>, ClientError>;
     async fn publish_channel(
@@ -248,8 +249,16 @@ impl Api for Client {
         channel: &str,
         subscribers: u64,
         mailbox: u64,
+        mailbox_bytes: Option<u64>,
     ) -> Result<bool, ClientError> {
-        Client::create_channel(self, channel, subscribers, mailbox).await
+        // A value beyond `usize` is beyond every limit too; the server says which.
+        let size = |value: u64| usize::try_from(value).unwrap_or(usize::MAX);
+        let settings = mailroom_client::CreateChannel {
+            max_subscribers: Some(size(subscribers)),
+            mailbox_capacity: Some(size(mailbox)),
+            mailbox_bytes: mailbox_bytes.map(size),
+        };
+        Client::create_channel_with(self, channel, &settings).await
     }
     async fn list_channels(&self) -> Result<Vec<ChannelInfo>, ClientError> {
         Client::list_channels(self).await

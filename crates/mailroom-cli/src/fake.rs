@@ -322,8 +322,12 @@ impl Api for Fake {
         channel: &str,
         subscribers: u64,
         mailbox: u64,
+        mailbox_bytes: Option<u64>,
     ) -> Result<bool, ClientError> {
-        self.record(format!("create_channel {channel} {subscribers} {mailbox}"));
+        let bytes = mailbox_bytes.map_or(String::new(), |bytes| format!(" bytes {bytes}"));
+        self.record(format!(
+            "create_channel {channel} {subscribers} {mailbox}{bytes}"
+        ));
         Ok(true)
     }
     async fn list_channels(&self) -> Result<Vec<ChannelInfo>, ClientError> {
@@ -332,6 +336,7 @@ impl Api for Fake {
             name: "c".into(),
             max_subscribers: 3,
             mailbox_capacity: 8,
+            mailbox_bytes: 1024,
             subscribers: self.subscribers,
             published: 0,
             delivered: 0,

@@ -199,8 +199,14 @@ async fn burst_arrives_complete_and_in_order() {
     let dir = temp_dir();
     let server = ServerProcess::start(dir.path(), &[]);
     let client = server.client();
+    // The whole burst fits the mailbox by count and by bytes: nothing may drop.
+    let settings = mailroom_client::CreateChannel {
+        max_subscribers: Some(1),
+        mailbox_capacity: Some(BURST_MESSAGES),
+        mailbox_bytes: Some(2 * BURST_MESSAGES * BURST_MESSAGE_BYTES),
+    };
     client
-        .create_channel("burst", 1, BURST_MESSAGES as u64)
+        .create_channel_with("burst", &settings)
         .await
         .unwrap();
     let options = SubscribeOptions {

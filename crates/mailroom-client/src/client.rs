@@ -263,10 +263,25 @@ impl Client {
         let body = CreateChannel {
             max_subscribers: Some(usize::try_from(max_subscribers).unwrap_or(usize::MAX)),
             mailbox_capacity: Some(usize::try_from(mailbox_capacity).unwrap_or(usize::MAX)),
+            mailbox_bytes: None,
         };
+        self.create_channel_with(channel, &body).await
+    }
+
+    /// Creates a live channel with any of its settings (those left `None` get the
+    /// server's defaults), the byte budget of each mailbox (`mailbox_bytes`) included.
+    /// Returns `true` if created, `false` if one with the same settings already existed.
+    ///
+    /// # Errors
+    /// As [`create_channel`](Self::create_channel).
+    pub async fn create_channel_with(
+        &self,
+        channel: &str,
+        settings: &CreateChannel,
+    ) -> Result<bool, ClientError> {
         let request = self
             .request(Method::PUT, &Self::channel_path(channel, &[])?)?
-            .json(&body);
+            .json(settings);
         let answer = self.send(request).await?;
         Ok(answer.status == StatusCode::CREATED)
     }

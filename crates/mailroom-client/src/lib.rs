@@ -65,7 +65,7 @@ pub use types::{DeadLetter, Delivery, StartPosition};
 /// The wire format this client speaks, for the bodies and limits not re-exported below.
 pub use mailroom_api as api;
 pub use mailroom_api::batch::BatchItemError;
-pub use mailroom_api::channels::{ChannelDelivery, ChannelInfo};
+pub use mailroom_api::channels::{ChannelDelivery, ChannelInfo, CreateChannel};
 pub use mailroom_api::deliveries::{DeliveryId, NackKind, NackOutcome};
 pub use mailroom_api::groups::{Backoff, DeadLetterNote, GroupCounters, GroupDetail, GroupInfo};
 pub use mailroom_api::publish_stream::StreamError as Refusal;

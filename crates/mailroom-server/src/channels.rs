@@ -16,8 +16,19 @@ use crate::error::{ApiError, ErrorCode};
 
 // The channel limits are part of the wire format: clients see them in every refusal.
 pub use mailroom_api::limits::{
-    CHANNELS_MAX, CHANNEL_MAILBOX_CAPACITY_MAX, CHANNEL_SUBSCRIBERS_MAX,
+    CHANNELS_MAX, CHANNEL_MAILBOX_BYTES_MAX, CHANNEL_MAILBOX_CAPACITY_MAX, CHANNEL_SUBSCRIBERS_MAX,
 };
+
+/// A channel's limits: subscribers, and each subscriber's mailbox by count and bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChannelLimits {
+    /// The most subscribers at once.
+    pub max_subscribers: usize,
+    /// The most messages buffered per subscriber.
+    pub mailbox_capacity: usize,
+    /// The most payload bytes buffered per subscriber.
+    pub mailbox_bytes: usize,
+}
 
 /// One live channel.
 #[derive(Debug)]
@@ -32,6 +43,15 @@ impl Channel {
     /// The broker's counters.
     pub fn stats(&self) -> BrokerStats {
         self.broker.stats()
+    }
+
+    /// The channel's limits.
+    pub fn limits(&self) -> ChannelLimits {
+        ChannelLimits {
+            max_subscribers: self.broker.max_subscribers(),
+            mailbox_capacity: self.broker.mailbox_capacity(),
+            mailbox_bytes: self.broker.mailbox_bytes(),
+        }
     }
 }
 
@@ -56,33 +76,32 @@ impl Channels {
     /// # Errors
     /// 400 `invalid_argument` for limits outside `1..=max`; 409 `channel_exists` for a
     /// channel of that name with other limits; 409 `channel_limit` at [`CHANNELS_MAX`].
-    pub fn create(
-        &self,
-        name: &str,
-        max_subscribers: usize,
-        mailbox_capacity: usize,
-    ) -> Result<Created, ApiError> {
+    pub fn create(&self, name: &str, limits: ChannelLimits) -> Result<Created, ApiError> {
+        let ChannelLimits {
+            max_subscribers,
+            mailbox_capacity,
+            mailbox_bytes,
+        } = limits;
         check_limit("max_subscribers", max_subscribers, CHANNEL_SUBSCRIBERS_MAX)?;
         check_limit(
             "mailbox_capacity",
             mailbox_capacity,
             CHANNEL_MAILBOX_CAPACITY_MAX,
         )?;
+        check_limit("mailbox_bytes", mailbox_bytes, CHANNEL_MAILBOX_BYTES_MAX)?;
         let mut channels = self.channels.write();
         if let Some(existing) = channels.get(name) {
-            let broker = &existing.broker;
-            if broker.max_subscribers() == max_subscribers
-                && broker.mailbox_capacity() == mailbox_capacity
-            {
+            let found = existing.limits();
+            if found == limits {
                 return Ok(Created::Existing);
             }
             return Err(ApiError::new(
                 StatusCode::CONFLICT,
                 ErrorCode::ChannelExists,
                 format!(
-                    "channel {name:?} exists with max_subscribers {} and mailbox_capacity {}",
-                    broker.max_subscribers(),
-                    broker.mailbox_capacity()
+                    "channel {name:?} exists with max_subscribers {}, mailbox_capacity {} \
+                     and mailbox_bytes {}",
+                    found.max_subscribers, found.mailbox_capacity, found.mailbox_bytes
                 ),
             ));
         }
@@ -90,10 +109,15 @@ impl Channels {
             return Err(ApiError::new(
                 StatusCode::CONFLICT,
                 ErrorCode::ChannelLimit,
-                format!("{CHANNELS_MAX} channels exist already"),
+                format!("{CHANNELS_MAX} channels exist already, the server's limit"),
             ));
         }
-        let broker = Broker::new(max_subscribers, mailbox_capacity)?;
+        let broker = Broker::with_mailbox_bytes(
+            max_subscribers,
+            mailbox_capacity,
+            mailbox_bytes,
+            Bytes::len,
+        )?;
         channels.insert(
             name.to_owned(),
             Arc::new(Channel {
@@ -159,23 +183,48 @@ mod tests {
     #[test]
     fn create_get_close() {
         let channels = Channels::default();
-        assert_eq!(channels.create("c", 2, 4).unwrap(), Created::New);
-        assert_eq!(channels.create("c", 2, 4).unwrap(), Created::Existing);
+        let limits = |max_subscribers, mailbox_capacity| ChannelLimits {
+            max_subscribers,
+            mailbox_capacity,
+            mailbox_bytes: 1024,
+        };
+        assert_eq!(channels.create("c", limits(2, 4)).unwrap(), Created::New);
         assert_eq!(
-            channels.create("c", 3, 4).unwrap_err().code,
-            "channel_exists"
+            channels.create("c", limits(2, 4)).unwrap(),
+            Created::Existing
         );
         assert_eq!(
-            channels.create("d", 0, 4).unwrap_err().code,
+            channels.create("c", limits(3, 4)).unwrap_err().code,
+            "channel_exists"
+        );
+        let other_bytes = ChannelLimits {
+            mailbox_bytes: 2048,
+            ..limits(2, 4)
+        };
+        let error = channels.create("c", other_bytes).unwrap_err();
+        assert_eq!(error.code, "channel_exists");
+        assert!(
+            error.message.contains("mailbox_bytes 1024"),
+            "{}",
+            error.message
+        );
+        assert_eq!(
+            channels.create("d", limits(0, 4)).unwrap_err().code,
             "invalid_argument"
         );
         assert_eq!(
             channels
-                .create("d", 1, CHANNEL_MAILBOX_CAPACITY_MAX + 1)
+                .create("d", limits(1, CHANNEL_MAILBOX_CAPACITY_MAX + 1))
                 .unwrap_err()
                 .code,
             "invalid_argument"
         );
+        let too_heavy = ChannelLimits {
+            mailbox_bytes: CHANNEL_MAILBOX_BYTES_MAX + 1,
+            ..limits(1, 1)
+        };
+        let error = channels.create("d", too_heavy).unwrap_err();
+        assert!(error.message.contains("mailbox_bytes"), "{}", error.message);
         let channel = channels.get("c").unwrap();
         let subscription = channel.broker.subscribe().unwrap();
         channels.close("c").unwrap();

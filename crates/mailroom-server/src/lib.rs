@@ -79,6 +79,7 @@ pub mod channels;
 pub mod config;
 pub mod connections;
 pub mod error;
+pub mod limits;
 pub mod listener;
 pub mod long_poll;
 pub mod metrics;

@@ -13,7 +13,8 @@ use crate::app::router;
 use crate::backend::BackendError;
 use crate::config::{Config, FsyncPolicy};
 use crate::connections::{serve_connections, ConnectionOptions};
-use crate::listener::{CappedListener, CONNECTIONS_MAX};
+use crate::limits::{raise_open_files_limit, FileBudget};
+use crate::listener::CappedListener;
 use crate::retention::RetentionTask;
 use crate::state::AppState;
 
@@ -78,17 +79,39 @@ pub fn store_options(config: &Config) -> StoreOptions {
             bytes_max: config.retention_max_bytes,
             ..Retention::default()
         },
+        topics_max: config
+            .topics_max
+            .unwrap_or(mailroom_store::TOPICS_MAX_DEFAULT),
         ..StoreOptions::default()
     }
 }
 
 impl Server {
-    /// Opens (or creates) the store in `config.data_dir` and binds `config.listen`.
+    /// Raises the soft open-file limit to the hard one, sizes the caps the config leaves
+    /// open from it ([`crate::limits`]; the values in force are filled into the config),
+    /// opens (or creates) the store in `config.data_dir` and binds `config.listen`.
     ///
     /// # Errors
     /// [`ServerError::DataDir`], [`ServerError::Store`] (for example another server holds
     /// the directory's lock) or [`ServerError::Bind`].
-    pub async fn start(config: Config) -> Result<Server, ServerError> {
+    pub async fn start(mut config: Config) -> Result<Server, ServerError> {
+        let files_max = raise_open_files_limit();
+        let budget = FileBudget::sized(files_max, config.connections_max, config.topics_max);
+        if !budget.fits() {
+            tracing::warn!(
+                ?budget,
+                "the topic and connection caps do not fit the open-file limit: the server \
+                 may run out of file descriptors before a cap refuses anything"
+            );
+        }
+        tracing::info!(
+            files_max,
+            topics_max = budget.topics_max,
+            connections_max = budget.connections_max,
+            "limits"
+        );
+        config.topics_max = Some(budget.topics_max);
+        config.connections_max = Some(budget.connections_max);
         let dir = config.data_dir.clone();
         let options = store_options(&config);
         let opened = tokio::task::spawn_blocking(move || {
@@ -197,7 +220,13 @@ impl Server {
             publish_streams.stop();
             let _ = stopping_tx.send(());
         };
-        let listener = CappedListener::new(listener, CONNECTIONS_MAX);
+        let connections_max = state
+            .config
+            .connections_max
+            .unwrap_or(crate::limits::CONNECTIONS_MAX);
+        let listener = CappedListener::new(listener, connections_max)
+            .with_send_buffer_bytes(state.config.socket_send_buffer_bytes)
+            .counting(state.open_connections.clone());
         let serving = serve_connections(listener, app, options, signal);
         let task = tokio::spawn(serving);
         let abort = task.abort_handle();

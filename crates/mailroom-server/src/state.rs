@@ -1,6 +1,7 @@
 //! What every handler shares: the backend, the live channels, the long-poll wake-ups,
 //! the running publish streams, the metrics and the settings.
 
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
 use mailroom_store::Store;
@@ -31,6 +32,10 @@ pub struct AppState {
     pub publish_streams: Arc<PublishStreams>,
     /// The outstanding stream tickets ([`crate::browser::tickets`]).
     pub tickets: Arc<Tickets>,
+    /// Connections being served now: counted by the listener
+    /// ([`CappedListener::counting`](crate::listener::CappedListener::counting)), read
+    /// by `/metrics`.
+    pub open_connections: Arc<AtomicUsize>,
 }
 
 impl AppState {
@@ -64,6 +69,7 @@ impl AppState {
             config: Arc::new(config),
             publish_streams: Arc::new(PublishStreams::default()),
             tickets: Arc::new(Tickets::default()),
+            open_connections: Arc::new(AtomicUsize::new(0)),
         }
     }
 }

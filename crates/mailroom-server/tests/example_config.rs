@@ -24,6 +24,9 @@ fn example_config_sets_every_key() {
         retention_max_bytes,
         retention_interval_ms,
         segment_bytes,
+        max_topics,
+        max_connections,
+        socket_send_buffer_bytes,
     } = layer.clone();
     assert!(listen.is_some(), "listen");
     assert!(data.is_some(), "data");
@@ -36,6 +39,12 @@ fn example_config_sets_every_key() {
     assert!(retention_max_bytes.is_some(), "retention_max_bytes");
     assert!(retention_interval_ms.is_some(), "retention_interval_ms");
     assert!(segment_bytes.is_some(), "segment_bytes");
+    assert!(max_topics.is_some(), "max_topics");
+    assert!(max_connections.is_some(), "max_connections");
+    assert!(
+        socket_send_buffer_bytes.is_some(),
+        "socket_send_buffer_bytes"
+    );
     let config = Config::resolve(ConfigLayer::default(), Some(layer)).expect("resolves");
     assert_eq!(config.data_dir, Path::new("/var/lib/mailroom"));
 }

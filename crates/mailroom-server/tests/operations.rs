@@ -177,3 +177,53 @@ async fn healthz_reports_a_fail_stopped_store() {
     let (_, _, text) = call(&app, "GET", "/metrics", None).await;
     assert!(text.contains("mailroom_store_healthy 0"), "{text}");
 }
+
+// Proves /metrics shows usage against every limit as one `mailroom_limit` and one
+// `mailroom_usage` series per resource, following topics and channels as they are made,
+// and that promtool accepts the families.
+#[tokio::test]
+async fn metrics_show_usage_against_every_limit() {
+    let store = Store::open_with(
+        Arc::new(SimStorage::new()),
+        Path::new("/data"),
+        StoreOptions::default(),
+    )
+    .unwrap();
+    let config = Config {
+        topics_max: Some(7),
+        connections_max: Some(9),
+        ..Config::default()
+    };
+    let app = router(AppState::new(store, config));
+    call(&app, "PUT", "/v1/topics/a", None).await;
+    call(&app, "PUT", "/v1/topics/b", None).await;
+    let (status, _, _) = call(&app, "PUT", "/v1/channels/c", None).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (_, _, text) = call(&app, "GET", "/metrics", None).await;
+    let value = |kind: &str, resource: &str| {
+        let series = format!("mailroom_{kind}{{resource=\"{resource}\"}} ");
+        let line = text.lines().find(|line| line.starts_with(&series));
+        line.unwrap_or_else(|| panic!("no {series} in {text}"))[series.len()..].to_owned()
+    };
+    assert_eq!(
+        (value("usage", "topics"), value("limit", "topics")),
+        ("2".into(), "7".into())
+    );
+    assert_eq!(value("limit", "connections"), "9");
+    assert_eq!(
+        (value("usage", "channels"), value("limit", "channels")),
+        ("1".into(), "10000".into())
+    );
+    for resource in [
+        "open_files",
+        "subscribers",
+        "mailbox_bytes",
+        "long_polls",
+        "stream_tickets",
+    ] {
+        value("usage", resource);
+        value("limit", resource);
+    }
+    assert_every_sample_described(&text);
+    check_with_promtool(&text);
+}

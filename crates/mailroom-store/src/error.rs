@@ -30,6 +30,13 @@ pub enum StoreError {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// The store holds [`StoreOptions::topics_max`](crate::StoreOptions::topics_max)
+    /// topics already, so a new one is refused before any of its files is made.
+    #[error("the store holds {topics_max} topics, its limit (topics_max); delete one first")]
+    TopicLimit {
+        /// The store's limit.
+        topics_max: usize,
+    },
     /// An argument or option was out of range.
     #[error("invalid argument: {reason}")]
     InvalidArgument {

@@ -61,7 +61,22 @@ pub struct StoreOptions {
     /// at least one delivery, however large. Bounds the memory of one answer (Kafka's
     /// broker caps a fetch the same way). Default [`POLL_BATCH_BYTES_MAX_DEFAULT`].
     pub poll_batch_bytes_max: usize,
+    /// The most topics the store holds: [`Store::create_topic`] refuses one more with
+    /// [`StoreError::TopicLimit`] before it opens a file. Every open topic holds
+    /// [`TOPIC_FILES_OPEN`] file descriptors for good, so this is how a caller keeps the
+    /// store inside the process's open-file limit (the server sizes it from
+    /// `RLIMIT_NOFILE`). Opening never refuses topics already on disk, even past this
+    /// limit: what was created stays readable. Default [`TOPICS_MAX_DEFAULT`].
+    pub topics_max: usize,
 }
+
+/// The default [`StoreOptions::topics_max`].
+pub const TOPICS_MAX_DEFAULT: usize = 10_000;
+
+/// The file descriptors one open topic holds for as long as it is open: the message
+/// log's and the groups log's current segment, index and synced mark (`SYNCED`). A
+/// segment roll and a checkpoint briefly hold one or two more.
+pub const TOPIC_FILES_OPEN: usize = 6;
 
 /// The default [`StoreOptions::poll_batch_bytes_max`]: 16 MiB.
 pub const POLL_BATCH_BYTES_MAX_DEFAULT: usize = 16 << 20;
@@ -74,6 +89,7 @@ impl Default for StoreOptions {
             checkpoint_every: 4096,
             clock: Arc::new(SystemClock),
             poll_batch_bytes_max: POLL_BATCH_BYTES_MAX_DEFAULT,
+            topics_max: TOPICS_MAX_DEFAULT,
         }
     }
 }
@@ -172,6 +188,11 @@ impl Store {
                 reason: "checkpoint_every must be at least 1".into(),
             });
         }
+        if options.topics_max == 0 {
+            return Err(StoreError::InvalidArgument {
+                reason: "topics_max must be at least 1".into(),
+            });
+        }
         if options.poll_batch_bytes_max == 0 {
             return Err(StoreError::InvalidArgument {
                 reason: "poll_batch_bytes_max must be at least 1".into(),
@@ -206,7 +227,8 @@ impl Store {
     ///
     /// # Errors
     ///
-    /// [`StoreError::InvalidName`]; I/O failures.
+    /// [`StoreError::InvalidName`]; [`StoreError::TopicLimit`] when
+    /// [`StoreOptions::topics_max`] topics exist; I/O failures.
     pub fn create_topic(&self, name: &str) -> Result<bool, StoreError> {
         self.create_topic_with(name, &TopicRetention::default())
     }
@@ -218,7 +240,9 @@ impl Store {
     ///
     /// # Errors
     ///
-    /// [`StoreError::InvalidName`]; I/O failures.
+    /// [`StoreError::InvalidName`]; [`StoreError::TopicLimit`] when
+    /// [`StoreOptions::topics_max`] topics exist (checked before anything is written or
+    /// opened); I/O failures.
     pub fn create_topic_with(
         &self,
         name: &str,
@@ -226,8 +250,15 @@ impl Store {
     ) -> Result<bool, StoreError> {
         validate_name(name)?;
         let _changes = self.inner.changes.lock();
-        if self.inner.topics.read().contains_key(name) {
-            return Ok(false);
+        {
+            let topics = self.inner.topics.read();
+            if topics.contains_key(name) {
+                return Ok(false);
+            }
+            let topics_max = self.inner.options.topics_max;
+            if topics.len() >= topics_max {
+                return Err(StoreError::TopicLimit { topics_max });
+            }
         }
         let storage = &self.inner.storage;
         let dir = self.inner.topics_dir.join(name);
@@ -370,6 +401,16 @@ impl Store {
             Some(error) => Err(error),
             None => Ok(deleted),
         }
+    }
+
+    /// How many topics the store holds now.
+    pub fn topic_count(&self) -> usize {
+        self.inner.topics.read().len()
+    }
+
+    /// The most topics the store creates ([`StoreOptions::topics_max`]).
+    pub fn topics_max(&self) -> usize {
+        self.inner.options.topics_max
     }
 
     /// The store-wide retention defaults ([`StoreOptions::retention`]).

@@ -172,3 +172,42 @@ fn publish_batch_wakes_a_parking_recv() {
         drop(publisher.join().unwrap());
     });
 }
+
+#[test]
+fn byte_budget_races_a_consumer() {
+    // Proves the byte count stays exact and never underflows while a publisher (adding
+    // before it pushes) races a consumer (subtracting after it pops): whatever the
+    // interleaving, each message is delivered or dropped by the budget's rule as seen at
+    // that moment, a drop only ever errs towards the budget (the producer may see bytes
+    // that are already gone, never fewer than are queued), and once both are done the
+    // count is exactly what is still queued.
+    model(|| {
+        let weigh = |m: &u8| usize::from(*m);
+        let broker = Broker::with_mailbox_bytes(1, 4, 10, weigh).unwrap();
+        let sub = loom::sync::Arc::new(broker.subscribe().unwrap());
+        broker.publish(6u8).unwrap();
+        let publisher = thread::spawn(move || {
+            let delivery = broker.publish(5).unwrap();
+            (broker, delivery)
+        });
+        let consumer = {
+            let sub = loom::sync::Arc::clone(&sub);
+            thread::spawn(move || sub.poll())
+        };
+        let taken = consumer.join().unwrap();
+        let (_broker, second) = publisher.join().unwrap();
+        assert_eq!(
+            taken,
+            Some(6),
+            "the first message was queued before either ran"
+        );
+        let rest: Vec<u8> = std::iter::from_fn(|| sub.poll()).collect();
+        // 6 + 5 > 10: the 5 is dropped if the publisher still counted the 6, and
+        // delivered if the consumer had taken it (and subtracted) first.
+        match second.delivered {
+            1 => assert_eq!(rest, [5]),
+            _ => assert_eq!((second.dropped, rest.len()), (1, 0)),
+        }
+        assert_eq!(sub.queued_bytes(), 0);
+    });
+}

@@ -1,5 +1,6 @@
 //! Model test: random operation sequences run against the real broker and a tiny,
-//! obviously-correct model (a list of subscriber deques), compared after every step.
+//! obviously-correct model (a list of subscriber deques), compared after every step,
+//! with and without a byte budget beside the mailbox count.
 #![cfg(not(loom))]
 
 use mailroom::broadcast::{BroadcastError, Broker, Delivery, Subscription};
@@ -43,11 +44,57 @@ struct ModelSub {
     dropped: u64,
 }
 
+/// A message's weight against the byte budget: its value.
+fn weigh(m: &u8) -> usize {
+    usize::from(*m)
+}
+
+/// The mailbox limits under test: the count, and the byte budget if any.
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    capacity: usize,
+    bytes_max: Option<usize>,
+}
+
+impl Limits {
+    /// Whether a mailbox holding `queue` takes `m`: room by count, and either empty or
+    /// within the byte budget.
+    fn admits(&self, queue: &VecDeque<u8>, m: u8) -> bool {
+        let bytes: usize = queue.iter().map(weigh).sum();
+        let within = self
+            .bytes_max
+            .is_none_or(|max| queue.is_empty() || bytes + weigh(&m) <= max);
+        queue.len() < self.capacity && within
+    }
+
+    fn broker(&self) -> Broker<u8> {
+        match self.bytes_max {
+            None => Broker::new(MAX_SUBSCRIBERS, self.capacity).unwrap(),
+            Some(max) => {
+                Broker::with_mailbox_bytes(MAX_SUBSCRIBERS, self.capacity, max, weigh).unwrap()
+            }
+        }
+    }
+}
+
+fn limits() -> impl Strategy<Value = Limits> {
+    prop_oneof![
+        Just(Limits {
+            capacity: CAPACITY,
+            bytes_max: None
+        }),
+        (1..=CAPACITY + 2, 1..600usize).prop_map(|(capacity, max)| Limits {
+            capacity,
+            bytes_max: Some(max)
+        }),
+    ]
+}
+
 /// Applies one publish to the model: drop-newest per registered subscriber.
-fn publish_to_model(model: &mut [ModelSub], m: u8) -> Delivery {
+fn publish_to_model(model: &mut [ModelSub], limits: Limits, m: u8) -> Delivery {
     let mut delivery = Delivery::default();
     for sub in model.iter_mut().filter(|s| s.registered) {
-        if sub.queue.len() < CAPACITY {
+        if limits.admits(&sub.queue, m) {
             sub.queue.push_back(m);
             sub.received += 1;
             delivery.delivered += 1;
@@ -61,10 +108,11 @@ fn publish_to_model(model: &mut [ModelSub], m: u8) -> Delivery {
 
 proptest! {
     #[test]
-    fn broker_matches_model(ops in proptest::collection::vec(op(), 1..60)) {
+    fn broker_matches_model(ops in proptest::collection::vec(op(), 1..60), limits in limits()) {
         // Proves publish/publish_batch/poll/poll_many/subscribe/unsubscribe/drop/close match the model's outcomes,
-        // counters and closed flags at every step.
-        let broker = Broker::new(MAX_SUBSCRIBERS, CAPACITY).unwrap();
+        // counters, queued bytes and closed flags at every step, and the byte budget
+        // drops newest exactly where the model says.
+        let broker = limits.broker();
         let mut real: Vec<Subscription<u8>> = Vec::new();
         let mut model: Vec<ModelSub> = Vec::new();
         let mut closed = false;
@@ -92,7 +140,7 @@ proptest! {
                         prop_assert_eq!(got, Err(BroadcastError::Closed));
                         continue;
                     }
-                    let expected = publish_to_model(&mut model, m);
+                    let expected = publish_to_model(&mut model, limits, m);
                     prop_assert_eq!(got, Ok(expected));
                 }
                 Op::PublishBatch(batch) => {
@@ -103,7 +151,7 @@ proptest! {
                     }
                     let mut expected = Delivery::default();
                     for &m in &batch {
-                        let one = publish_to_model(&mut model, m);
+                        let one = publish_to_model(&mut model, limits, m);
                         expected.delivered += one.delivered;
                         expected.dropped += one.dropped;
                     }
@@ -139,10 +187,20 @@ proptest! {
                 let stats = sub.stats();
                 prop_assert_eq!(sub.is_closed(), !expected.registered);
                 prop_assert_eq!(stats.queued, expected.queue.len());
+                let bytes: usize = match limits.bytes_max {
+                    Some(_) => expected.queue.iter().map(weigh).sum(),
+                    None => 0,
+                };
+                prop_assert_eq!(sub.queued_bytes(), bytes);
                 prop_assert_eq!((stats.received, stats.dropped), (expected.received, expected.dropped));
             }
             let registered = model.iter().filter(|s| s.registered).count();
             prop_assert_eq!(broker.stats().subscribers, registered);
+            let registered_bytes: usize = real.iter().zip(&model)
+                .filter(|(_, expected)| expected.registered)
+                .map(|(sub, _)| sub.queued_bytes())
+                .sum();
+            prop_assert_eq!(broker.queued_bytes(), registered_bytes);
         }
     }
 }

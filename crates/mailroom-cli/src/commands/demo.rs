@@ -58,7 +58,7 @@ struct Listener {
 /// Runs the scenario and prints what each subscriber received.
 pub async fn run(client: &impl Api, args: Args, output: Output) -> anyhow::Result<()> {
     client
-        .create_channel(&args.channel, 3, args.mailbox_capacity)
+        .create_channel(&args.channel, 3, args.mailbox_capacity, None)
         .await
         .context("creating the demo channel")?;
     let publishing = Arc::new(AtomicBool::new(true));

@@ -50,9 +50,22 @@ pub struct Args {
     /// segments [default: 67108864].
     #[arg(long, env = "MAILROOM_SEGMENT_BYTES")]
     segment_bytes: Option<u64>,
+    /// Most topics the store holds; past it creating one answers 409 topic_limit
+    /// [default: sized from the open-file limit].
+    #[arg(long, env = "MAILROOM_MAX_TOPICS")]
+    max_topics: Option<usize>,
+    /// Most connections served at once; past it a connection is answered 503
+    /// connection_limit and closed [default: sized from the open-file limit, at most
+    /// 10000].
+    #[arg(long, env = "MAILROOM_MAX_CONNECTIONS")]
+    max_connections: Option<usize>,
+    /// Kernel send buffer (SO_SNDBUF) of every connection, in bytes [default: 262144].
+    #[arg(long, env = "MAILROOM_SOCKET_SEND_BUFFER_BYTES")]
+    socket_send_buffer_bytes: Option<usize>,
     /// A TOML file with any of: listen, data, fsync, token, max_payload_bytes,
     /// header_read_timeout_ms, cors_origins, retention_max_age_ms, retention_max_bytes,
-    /// retention_interval_ms, segment_bytes.
+    /// retention_interval_ms, segment_bytes, max_topics, max_connections,
+    /// socket_send_buffer_bytes.
     #[arg(long, env = "MAILROOM_CONFIG")]
     config: Option<PathBuf>,
 }
@@ -80,6 +93,9 @@ pub async fn run(args: Args, token: Option<String>) -> anyhow::Result<()> {
         retention_max_bytes: args.retention_max_bytes,
         retention_interval_ms: args.retention_interval_ms,
         segment_bytes: args.segment_bytes,
+        max_topics: args.max_topics,
+        max_connections: args.max_connections,
+        socket_send_buffer_bytes: args.socket_send_buffer_bytes,
     };
     let config = Config::resolve(flags, file)?;
     tracing::info!(?config, "starting");

@@ -61,7 +61,28 @@ impl ServerProcess {
 
     /// As [`ServerProcess::start`], with extra environment variables.
     pub fn start_with_env(data: &Path, extra: &[&str], env: &[(&str, &str)]) -> ServerProcess {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_mailroom"));
+        let command = Command::new(env!("CARGO_BIN_EXE_mailroom"));
+        Self::spawn(command, data, extra, env)
+    }
+
+    /// As [`ServerProcess::start`], with the open-file limit (soft and hard
+    /// `RLIMIT_NOFILE`) lowered to `files_max`: a shell sets it and `exec`s the server,
+    /// so the child keeps the shell's pid and the limit.
+    pub fn start_with_open_files(data: &Path, extra: &[&str], files_max: u64) -> ServerProcess {
+        let mut command = Command::new("sh");
+        command
+            .arg("-c")
+            .arg(format!("ulimit -n {files_max} && exec \"$0\" \"$@\""))
+            .arg(env!("CARGO_BIN_EXE_mailroom"));
+        Self::spawn(command, data, extra, &[])
+    }
+
+    fn spawn(
+        mut command: Command,
+        data: &Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> ServerProcess {
         command
             .args(["serve", "--listen", "127.0.0.1:0", "--data"])
             .arg(data)
@@ -97,6 +118,11 @@ impl ServerProcess {
             url,
             data: data.to_owned(),
         }
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// A client for this server.

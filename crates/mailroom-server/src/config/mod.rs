@@ -39,6 +39,17 @@ pub const SEGMENT_BYTES_DEFAULT: u64 = 64 << 20;
 pub const SEGMENT_BYTES_MIN: u64 = 4096;
 /// The largest `--segment-bytes` accepted: the store's limit, 1 GiB.
 pub const SEGMENT_BYTES_MAX: u64 = mailroom_store::log::SEGMENT_BYTES_LIMIT;
+/// The kernel send buffer (`SO_SNDBUF`) of every accepted connection unless told
+/// otherwise: 256 KiB. It bounds what the kernel queues for a client that stopped
+/// reading (a subscriber, say); Linux doubles the value and caps it at
+/// `net.core.wmem_max`.
+pub const SOCKET_SEND_BUFFER_BYTES_DEFAULT: usize = 256 << 10;
+/// The smallest `--socket-send-buffer-bytes` accepted: 4 KiB.
+pub const SOCKET_SEND_BUFFER_BYTES_MIN: usize = 4096;
+/// The largest `--socket-send-buffer-bytes` accepted: 64 MiB.
+pub const SOCKET_SEND_BUFFER_BYTES_MAX: usize = 64 << 20;
+pub use crate::limits::TOPICS_MAX_LIMIT;
+pub use crate::listener::CONNECTIONS_MAX_LIMIT;
 // The bounds of the retention defaults are the wire's bounds of a topic's own limits.
 pub use mailroom_api::limits::{RETENTION_AGE_MS_MAX, RETENTION_BYTES_MAX};
 
@@ -116,6 +127,12 @@ pub struct ConfigLayer {
     pub retention_interval_ms: Option<u64>,
     /// The size at which a log starts a new segment, in bytes.
     pub segment_bytes: Option<u64>,
+    /// The most topics the store holds (default: sized from the open-file limit).
+    pub max_topics: Option<usize>,
+    /// The most connections served at once (default: sized from the open-file limit).
+    pub max_connections: Option<usize>,
+    /// The kernel send buffer of every accepted connection, in bytes.
+    pub socket_send_buffer_bytes: Option<usize>,
 }
 
 impl ConfigLayer {
@@ -180,6 +197,15 @@ pub struct Config {
     pub retention_interval_ms: u64,
     /// The size at which every log (message and groups logs) starts a new segment.
     pub segment_bytes: u64,
+    /// The most topics the store holds; `None`: sized from the open-file limit at start
+    /// ([`crate::limits`]), and [`Server::start`](crate::Server::start) fills in the
+    /// value in force.
+    pub topics_max: Option<usize>,
+    /// The most connections served at once; `None`: sized from the open-file limit at
+    /// start, as `topics_max`.
+    pub connections_max: Option<usize>,
+    /// The kernel send buffer (`SO_SNDBUF`) of every accepted connection, in bytes.
+    pub socket_send_buffer_bytes: usize,
 }
 
 impl fmt::Debug for Config {
@@ -197,6 +223,9 @@ impl fmt::Debug for Config {
             .field("retention_max_bytes", &self.retention_max_bytes)
             .field("retention_interval_ms", &self.retention_interval_ms)
             .field("segment_bytes", &self.segment_bytes)
+            .field("topics_max", &self.topics_max)
+            .field("connections_max", &self.connections_max)
+            .field("socket_send_buffer_bytes", &self.socket_send_buffer_bytes)
             .finish()
     }
 }
@@ -215,6 +244,9 @@ impl Default for Config {
             retention_max_bytes: None,
             retention_interval_ms: RETENTION_INTERVAL_MS_DEFAULT,
             segment_bytes: SEGMENT_BYTES_DEFAULT,
+            topics_max: None,
+            connections_max: None,
+            socket_send_buffer_bytes: SOCKET_SEND_BUFFER_BYTES_DEFAULT,
         }
     }
 }
@@ -263,9 +295,16 @@ impl Config {
                 .segment_bytes
                 .or(file.segment_bytes)
                 .unwrap_or(defaults.segment_bytes),
+            topics_max: flags.max_topics.or(file.max_topics),
+            connections_max: flags.max_connections.or(file.max_connections),
+            socket_send_buffer_bytes: flags
+                .socket_send_buffer_bytes
+                .or(file.socket_send_buffer_bytes)
+                .unwrap_or(defaults.socket_send_buffer_bytes),
         };
         config.check()?;
         config.check_retention()?;
+        config.check_limits()?;
         Ok(config)
     }
 
@@ -344,6 +383,35 @@ impl Config {
                 Some(self.segment_bytes),
                 SEGMENT_BYTES_MIN,
                 SEGMENT_BYTES_MAX,
+            ),
+        ];
+        for (setting, value, min, max) in bounds {
+            if let Some(value) = value.filter(|value| !(min..=max).contains(value)) {
+                return Err(ConfigError::Invalid {
+                    setting,
+                    reason: format!("{value} is outside {min}..={max}"),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Config {
+    fn check_limits(&self) -> Result<(), ConfigError> {
+        let bounds = [
+            ("max-topics", self.topics_max, 1, TOPICS_MAX_LIMIT),
+            (
+                "max-connections",
+                self.connections_max,
+                1,
+                CONNECTIONS_MAX_LIMIT,
+            ),
+            (
+                "socket-send-buffer-bytes",
+                Some(self.socket_send_buffer_bytes),
+                SOCKET_SEND_BUFFER_BYTES_MIN,
+                SOCKET_SEND_BUFFER_BYTES_MAX,
             ),
         ];
         for (setting, value, min, max) in bounds {

@@ -141,3 +141,61 @@ fn debug_hides_the_token() {
     };
     assert!(!format!("{config:?}").contains("hunter2"));
 }
+
+// Proves the resource limits layer like the others (unset caps stay open, to be sized
+// from the open-file limit at start) and are refused out of range, naming the setting.
+#[test]
+fn resource_limits_resolve_and_check() {
+    let file = ConfigLayer::from_toml("max_topics = 50\nsocket_send_buffer_bytes = 8192").unwrap();
+    let flags = ConfigLayer {
+        max_connections: Some(7),
+        ..Default::default()
+    };
+    let config = Config::resolve(flags, Some(file)).unwrap();
+    assert_eq!(config.topics_max, Some(50));
+    assert_eq!(config.connections_max, Some(7));
+    assert_eq!(config.socket_send_buffer_bytes, 8192);
+    let defaults = Config::resolve(ConfigLayer::default(), None).unwrap();
+    assert_eq!(
+        (defaults.topics_max, defaults.connections_max),
+        (None, None)
+    );
+    assert_eq!(
+        defaults.socket_send_buffer_bytes,
+        SOCKET_SEND_BUFFER_BYTES_DEFAULT
+    );
+    let bad = [
+        (
+            "max-topics",
+            ConfigLayer {
+                max_topics: Some(0),
+                ..Default::default()
+            },
+        ),
+        (
+            "max-topics",
+            ConfigLayer {
+                max_topics: Some(TOPICS_MAX_LIMIT + 1),
+                ..Default::default()
+            },
+        ),
+        (
+            "max-connections",
+            ConfigLayer {
+                max_connections: Some(0),
+                ..Default::default()
+            },
+        ),
+        (
+            "socket-send-buffer-bytes",
+            ConfigLayer {
+                socket_send_buffer_bytes: Some(100),
+                ..Default::default()
+            },
+        ),
+    ];
+    for (setting, layer) in bad {
+        let error = Config::resolve(layer, None).unwrap_err();
+        assert!(error.to_string().contains(setting), "{error}");
+    }
+}

@@ -239,6 +239,14 @@ impl From<StoreError> for ApiError {
                 ErrorCode::StoreFailed,
                 message,
             ),
+            StoreError::TopicLimit { topics_max } => ApiError::new(
+                StatusCode::CONFLICT,
+                ErrorCode::TopicLimit,
+                format!(
+                    "the server holds {topics_max} topics, its limit (--max-topics, sized \
+                     from the open-file limit by default); delete one first"
+                ),
+            ),
             _ => ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 ErrorCode::StorageError,

@@ -20,8 +20,10 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
 pub mod exposition;
+pub mod limits;
 pub mod process;
 
+use limits::LimitMetrics;
 use process::ProcessStats;
 
 /// Labels for per-topic series.
@@ -132,6 +134,8 @@ pub struct Metrics {
     pub store_sync_seconds: Histogram,
     /// The process's figures, refreshed on every scrape.
     process: ProcessMetrics,
+    /// Usage against every limit, refreshed on every scrape ([`limits`]).
+    pub limits: LimitMetrics,
 }
 
 /// The `process_...` series.
@@ -215,10 +219,14 @@ impl Metrics {
             topic_disk_bytes: Family::default(),
             store_sync_seconds: latency_histogram(),
             process: ProcessMetrics::default(),
+            limits: LimitMetrics::default(),
             registry: Registry::default(),
         };
         metrics.register_events(registry.sub_registry_with_prefix("mailroom"));
         metrics.register_state(registry.sub_registry_with_prefix("mailroom"));
+        metrics
+            .limits
+            .register(registry.sub_registry_with_prefix("mailroom"));
         metrics
             .process
             .register(registry.sub_registry_with_prefix("process"));

@@ -23,12 +23,14 @@ use mailroom::broadcast::Subscription;
 pub use mailroom_api::channels::{
     ChannelClosed, ChannelDelivery, ChannelInfo, ChannelList, CreateChannel,
 };
-pub use mailroom_api::limits::{MAILBOX_CAPACITY_DEFAULT, MAX_SUBSCRIBERS_DEFAULT};
+pub use mailroom_api::limits::{
+    MAILBOX_BYTES_DEFAULT, MAILBOX_CAPACITY_DEFAULT, MAX_SUBSCRIBERS_DEFAULT,
+};
 use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt as _};
 use utoipa_axum::routes;
 
 use crate::body::{JsonBody, RawBody};
-use crate::channels::{Channel, Created};
+use crate::channels::{Channel, ChannelLimits, Created};
 use crate::error::{ApiError, ErrorBody};
 use crate::metrics::Metrics;
 use crate::paths::ChannelPath;
@@ -45,6 +47,11 @@ pub const WS_READ_BUFFER_BYTES: usize = 4 << 10;
 /// The most messages one subscriber's writer takes from its mailbox per socket flush.
 /// The writer holds at most this many messages beyond the mailbox's capacity.
 pub const WS_BATCH_MESSAGES_MAX: usize = 64;
+/// The most payload bytes one subscriber's writer takes from its mailbox per socket
+/// flush, past the first message: with the mailbox's own byte budget, what the server
+/// holds in user space for one subscriber that stopped reading is at most
+/// `mailbox_bytes` plus this plus one message.
+pub const WS_BATCH_BYTES_MAX: usize = 1 << 20;
 
 fn channel_info(channel: &Channel) -> ChannelInfo {
     let stats = channel.stats();
@@ -53,6 +60,7 @@ fn channel_info(channel: &Channel) -> ChannelInfo {
         // Counts in memory: a usize always fits the wire's u64.
         max_subscribers: channel.broker.max_subscribers() as u64,
         mailbox_capacity: channel.broker.mailbox_capacity() as u64,
+        mailbox_bytes: channel.broker.mailbox_bytes() as u64,
         subscribers: stats.subscribers as u64,
         published: stats.published,
         delivered: stats.delivered,
@@ -77,11 +85,12 @@ pub async fn create_channel(
     ChannelPath { channel }: ChannelPath,
     JsonBody(request): JsonBody<CreateChannel>,
 ) -> Result<Response, ApiError> {
-    let created = state.channels.create(
-        &channel,
-        request.max_subscribers.unwrap_or(MAX_SUBSCRIBERS_DEFAULT),
-        request.mailbox_capacity.unwrap_or(MAILBOX_CAPACITY_DEFAULT),
-    )?;
+    let limits = ChannelLimits {
+        max_subscribers: request.max_subscribers.unwrap_or(MAX_SUBSCRIBERS_DEFAULT),
+        mailbox_capacity: request.mailbox_capacity.unwrap_or(MAILBOX_CAPACITY_DEFAULT),
+        mailbox_bytes: request.mailbox_bytes.unwrap_or(MAILBOX_BYTES_DEFAULT),
+    };
+    let created = state.channels.create(&channel, limits)?;
     let status = match created {
         Created::New => StatusCode::CREATED,
         Created::Existing => StatusCode::OK,
@@ -216,7 +225,8 @@ pub async fn subscribe_ws(
 /// Moves messages from the mailbox to the socket until the channel closes or the client
 /// goes away.
 ///
-/// Each wake-up drains what the mailbox holds (up to [`WS_BATCH_MESSAGES_MAX`]), encodes
+/// Each wake-up drains what the mailbox holds (up to [`WS_BATCH_MESSAGES_MAX`] messages
+/// and about [`WS_BATCH_BYTES_MAX`] bytes), encodes
 /// every message into the WebSocket's write buffer and flushes once: a burst costs one
 /// socket write instead of one per message, and the reading side is polled once per batch.
 async fn pump_websocket(mut socket: WebSocket, subscription: Subscription<Bytes>) {
@@ -231,8 +241,15 @@ async fn pump_websocket(mut socket: WebSocket, subscription: Subscription<Bytes>
                     let _ = socket.send(Message::Close(None)).await;
                     return;
                 };
+                let mut bytes = first.len();
                 batch.push(first);
-                subscription.poll_many(&mut batch, WS_BATCH_MESSAGES_MAX - 1);
+                // One message at a time, so the batch stops at its byte cap: a message
+                // taken is weighed only once it is out of the mailbox.
+                while batch.len() < WS_BATCH_MESSAGES_MAX && bytes < WS_BATCH_BYTES_MAX {
+                    let Some(next) = subscription.poll() else { break };
+                    bytes += next.len();
+                    batch.push(next);
+                }
                 if write_batch(&mut socket, &mut batch).await.is_err() {
                     return;
                 }

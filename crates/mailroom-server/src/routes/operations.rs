@@ -105,6 +105,7 @@ async fn refresh_gauges(state: &AppState) -> Result<(), ApiError> {
             .metrics
             .catch_up_group_counters(&labels, gauge.counters);
     }
+    crate::metrics::limits::refresh(state).await?;
     let waiting = state.long_polls.waiting();
     let waiting = i64::try_from(waiting).unwrap_or(i64::MAX);
     state.metrics.long_polls_waiting.set(waiting);

@@ -46,6 +46,7 @@ use crate::state::AppState;
         (status = 200, description = "Already existed (nothing changed, retention included)", body = TopicCreated),
         (status = 400, description = "Invalid name, bad JSON or a retention limit out of range", body = ErrorBody),
         (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 409, description = "The server holds `--max-topics` topics: `topic_limit`", body = ErrorBody),
     ))]
 pub async fn create_topic(
     State(state): State<AppState>,

@@ -28,6 +28,9 @@ use super::GroupEntry;
 use crate::log::Log;
 use crate::StoreError;
 
+/// Dead letters read back, with their payloads.
+type Letters = Vec<DeadLetterInfo<Bytes>>;
+
 /// Dead letters chosen under the group's lock, payloads not read yet: each one's entry,
 /// note and the groups-log offset of the record holding its payload.
 struct Chosen {
@@ -68,7 +71,7 @@ impl GroupSet {
         messages: &Log,
         group: &str,
     ) -> Result<Vec<DeadLetterInfo<Bytes>>, StoreError> {
-        let (letters, ()) = self.read_chosen(messages, group, |entry| {
+        let (letters, _, ()) = self.read_chosen(messages, group, usize::MAX, |entry| {
             let chosen = Chosen {
                 entries: entry.state.dead_letters().to_vec(),
                 notes: entry.state.dead_letter_notes().to_vec(),
@@ -85,6 +88,10 @@ impl GroupSet {
     /// dead letter after the page (`None` if there is none). Only the page's payloads are
     /// read.
     ///
+    /// The page also stops before the dead letter that would take its payloads past
+    /// `bytes_max` (but always holds at least one, however large), and then `next` names
+    /// that letter, so paging goes on where the cap cut.
+    ///
     /// # Errors
     ///
     /// `UnknownGroup`, I/O errors, corruption.
@@ -92,22 +99,29 @@ impl GroupSet {
         &self,
         messages: &Log,
         group: &str,
-        from: u64,
-        limit: usize,
+        page: (u64, usize),
+        bytes_max: usize,
     ) -> Result<(Vec<DeadLetterInfo<Bytes>>, Option<u64>), StoreError> {
-        self.read_chosen(messages, group, |entry| choose_page(entry, from, limit))
+        let (from, limit) = page;
+        let (letters, cut, next) = self.read_chosen(messages, group, bytes_max, |entry| {
+            choose_page(entry, from, limit)
+        })?;
+        Ok((letters, cut.or(next)))
     }
 
     /// Chooses dead letters with `choose` under the group's lock (after writing due
     /// expiries, as every read does), then reads their payloads with the groups log's
     /// segments pinned (see the module docs); returns them with what else `choose`
-    /// answered, once every record the choice saw is durable.
+    /// answered, once every record the choice saw is durable. Reading stops before the
+    /// letter that would take the payloads past `bytes_max` (never before the first),
+    /// whose offset is returned too.
     fn read_chosen<T>(
         &self,
         messages: &Log,
         group: &str,
+        bytes_max: usize,
         choose: impl FnOnce(&GroupEntry) -> (Chosen, T),
-    ) -> Result<(Vec<DeadLetterInfo<Bytes>>, T), StoreError> {
+    ) -> Result<(Letters, Option<u64>, T), StoreError> {
         let (read, durable) = {
             let _pinned = self.segment_deletion.read();
             let staged = self.stage_transaction(messages, group, |_, entry, pending, _| {
@@ -120,8 +134,8 @@ impl GroupSet {
             self.after_wait(&durable);
             let durable_ok = durable.is_ok();
             let read = durable.and(staged.outcome).and_then(|(chosen, extra)| {
-                let letters = self.read_dead_letters(chosen)?;
-                Ok((letters, extra))
+                let (letters, cut) = self.read_dead_letters(chosen, bytes_max)?;
+                Ok((letters, cut, extra))
             });
             (read, durable_ok)
         };
@@ -131,23 +145,38 @@ impl GroupSet {
         read
     }
 
-    fn read_dead_letters(&self, chosen: Chosen) -> Result<Vec<DeadLetterInfo<Bytes>>, StoreError> {
+    /// Reads the chosen payloads in order until the next would take their sum past
+    /// `bytes_max`; returns what was read and, if it stopped early, the offset of the
+    /// first letter left out. The letter that crosses the cap is read before it is
+    /// weighed (the state keeps no payload lengths), so a read holds at most one payload
+    /// more than the cap, and that one only briefly.
+    fn read_dead_letters(
+        &self,
+        chosen: Chosen,
+        bytes_max: usize,
+    ) -> Result<(Letters, Option<u64>), StoreError> {
         let Chosen {
             entries,
             notes,
             records,
         } = chosen;
         let mut letters = Vec::with_capacity(entries.len());
+        let mut bytes = 0usize;
         for ((dead, note), &record) in entries.into_iter().zip(notes).zip(&records) {
+            let message = self.dead_letter_record(record, dead.offset)?;
+            bytes = bytes.saturating_add(message.len());
+            if bytes > bytes_max && !letters.is_empty() {
+                return Ok((letters, Some(dead.offset)));
+            }
             letters.push(DeadLetterInfo {
                 offset: dead.offset,
                 attempts: dead.attempts,
                 reason: note.reason,
                 at_ms: note.at_ms,
-                message: self.dead_letter_record(record, dead.offset)?,
+                message,
             });
         }
-        Ok(letters)
+        Ok((letters, None))
     }
 }
 

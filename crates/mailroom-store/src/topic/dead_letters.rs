@@ -15,6 +15,8 @@ use std::ops::Range;
 use bytes::Bytes;
 use mailroom::topic::{DeadLetter, DeadLetterInfo};
 
+use mailroom_api::limits::PAGE_BYTES_MAX;
+
 use crate::{DurableTopic, StoreError};
 
 /// The most dead letters one [`DurableTopic::dead_letter_page`] may ask for.
@@ -24,10 +26,11 @@ pub const DEAD_LETTERS_PAGE_MAX: usize = 10_000;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeadLetterPage {
     /// The dead letters with offset at or after the page's `from`, by ascending offset, at
-    /// most the page's `limit` of them, each with its reason, time and payload.
+    /// most the page's `limit` of them and at most its byte cap of payloads (but at least
+    /// one), each with its reason, time and payload.
     pub letters: Vec<DeadLetterInfo<Bytes>>,
-    /// The `from` of the next page: the offset of the first dead letter after this page,
-    /// or `None` when this page is the last.
+    /// The `from` of the next page: the offset of the first dead letter after this page
+    /// (left out by the count or by the byte cap), or `None` when this page is the last.
     pub next: Option<u64>,
 }
 
@@ -56,8 +59,9 @@ impl DurableTopic {
     }
 
     /// One page of `group`'s dead letters: those with offset `>= from`, by ascending
-    /// offset, at most `limit`, and the offset to ask for next (see [`DeadLetterPage`]).
-    /// Only the page's payloads are read from disk.
+    /// offset, at most `limit` and at most [`PAGE_BYTES_MAX`] bytes of payloads (but at
+    /// least one letter, however large), and the offset to ask for next (see
+    /// [`DeadLetterPage`]). Only the page's payloads are read from disk.
     ///
     /// A dead letter made, redriven or purged between two calls shows up in (or drops
     /// out of) a later page if its offset is at or after that page's `from`; each page is
@@ -98,16 +102,60 @@ impl DurableTopic {
         from: u64,
         limit: usize,
     ) -> Result<DeadLetterPage, StoreError> {
+        self.dead_letter_page_within(group, from, limit, PAGE_BYTES_MAX)
+    }
+
+    /// As [`dead_letter_page`](Self::dead_letter_page), with the byte cap `bytes_max` in
+    /// place of [`PAGE_BYTES_MAX`]: the page stops before the letter whose payload would
+    /// take it past `bytes_max`, and `next` names that letter.
+    ///
+    /// # Errors
+    ///
+    /// As [`dead_letter_page`](Self::dead_letter_page).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use mailroom_store::{Store, StoreOptions};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = Store::open(dir.path(), StoreOptions::default())?;
+    /// store.create_topic("t")?;
+    /// let topic = store.topic("t")?;
+    /// topic.create_group("g", 1)?;
+    /// for _ in 0..3 {
+    ///     topic.publish(Bytes::from(vec![7; 100]))?;
+    ///     let delivery = topic.poll("g")?.expect("the message just published");
+    ///     topic.nack("g", delivery.id())?;
+    /// }
+    /// // 250 bytes hold two payloads of 100, not three.
+    /// let page = topic.dead_letter_page_within("g", 0, 10, 250)?;
+    /// assert_eq!((page.letters.len(), page.next), (2, Some(2)));
+    /// // A cap below one payload still gives one letter a page.
+    /// let page = topic.dead_letter_page_within("g", 0, 10, 1)?;
+    /// assert_eq!((page.letters.len(), page.next), (1, Some(1)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn dead_letter_page_within(
+        &self,
+        group: &str,
+        from: u64,
+        limit: usize,
+        bytes_max: usize,
+    ) -> Result<DeadLetterPage, StoreError> {
         if limit == 0 || limit > DEAD_LETTERS_PAGE_MAX {
             return Err(StoreError::InvalidArgument {
                 reason: format!("limit must be in 1..={DEAD_LETTERS_PAGE_MAX}, got {limit}"),
             });
         }
         let _live = self.live()?;
-        let (letters, next) =
-            self.inner
-                .groups
-                .dead_letter_page(&self.inner.messages, group, from, limit)?;
+        let (letters, next) = self.inner.groups.dead_letter_page(
+            &self.inner.messages,
+            group,
+            (from, limit),
+            bytes_max,
+        )?;
         Ok(DeadLetterPage { letters, next })
     }
 

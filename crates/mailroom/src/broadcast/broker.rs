@@ -1,6 +1,6 @@
 //! The broker: admission, the subscriber registry, publish and close.
 
-use super::mailbox::{Mailbox, NOT_REGISTERED};
+use super::mailbox::{Mailbox, Weigh, NOT_REGISTERED};
 use super::sync::{fence, lock_ignoring_poison, Arc, AtomicUsize, Mutex, MutexGuard, Ordering};
 use super::{BroadcastError, BrokerStats, Delivery, Subscription};
 
@@ -10,6 +10,10 @@ pub const SUBSCRIBERS_MAX: usize = 1 << 16;
 /// The largest `mailbox_capacity` a broker accepts. Mailboxes allocate their capacity up
 /// front, so this bounds the memory one subscription can pin.
 pub const MAILBOX_CAPACITY_MAX: usize = 1 << 20;
+
+/// The largest `mailbox_bytes` a broker accepts (1 TiB: far past any real budget; the
+/// server's own limit is much lower).
+pub const MAILBOX_BYTES_MAX: usize = 1 << 40;
 
 /// A handle to a live channel: publishes to every current subscriber, never waiting.
 ///
@@ -37,6 +41,8 @@ pub(crate) struct Shared<T> {
     registry: Mutex<Registry<T>>,
     max_subscribers: usize,
     mailbox_capacity: usize,
+    /// Every mailbox's byte budget (`usize::MAX`: none) and how messages are weighed.
+    mailbox_bytes: (usize, Weigh<T>),
     /// Receivers parked on any mailbox of this broker: lets `publish` skip the wake-up
     /// scan with one load when nobody waits (the common case under load).
     parked: AtomicUsize,
@@ -73,6 +79,52 @@ impl<T: Clone + Send> Broker<T> {
     /// assert!(matches!(Broker::<u64>::new(0, 32), Err(BroadcastError::InvalidConfig { .. })));
     /// ```
     pub fn new(max_subscribers: usize, mailbox_capacity: usize) -> Result<Self, BroadcastError> {
+        Self::build(max_subscribers, mailbox_capacity, (usize::MAX, |_| 0))
+    }
+
+    /// As [`Broker::new`], with a byte budget beside the count: each mailbox holds at
+    /// most `mailbox_bytes` bytes of messages as `weigh` counts them (`Bytes::len`, say).
+    /// A message that would take a mailbox past it is dropped for that subscriber, as
+    /// at a full mailbox, and counted the same way; an empty mailbox takes one message
+    /// however heavy, so a budget below one message never silences a channel.
+    ///
+    /// # Errors
+    ///
+    /// As [`Broker::new`], and [`BroadcastError::InvalidConfig`] when `mailbox_bytes` is
+    /// 0 or above [`MAILBOX_BYTES_MAX`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use mailroom::broadcast::{Broker, Delivery};
+    ///
+    /// // Room for 100 messages, but only 10 bytes of them.
+    /// let broker = Broker::with_mailbox_bytes(1, 100, 10, |text: &&str| text.len())?;
+    /// let sub = broker.subscribe()?;
+    /// assert_eq!(broker.publish("123456")?, Delivery { delivered: 1, dropped: 0 });
+    /// // 6 + 6 > 10: dropped, though the mailbox has room for 99 more messages.
+    /// assert_eq!(broker.publish("abcdef")?, Delivery { delivered: 0, dropped: 1 });
+    /// assert_eq!(broker.publish("xyz")?, Delivery { delivered: 1, dropped: 0 });
+    /// assert_eq!(sub.queued_bytes(), 9);
+    /// assert_eq!(sub.poll(), Some("123456"));
+    /// assert_eq!(sub.queued_bytes(), 3);
+    /// # Ok::<(), mailroom::broadcast::BroadcastError>(())
+    /// ```
+    pub fn with_mailbox_bytes(
+        max_subscribers: usize,
+        mailbox_capacity: usize,
+        mailbox_bytes: usize,
+        weigh: fn(&T) -> usize,
+    ) -> Result<Self, BroadcastError> {
+        check_limit("mailbox_bytes", mailbox_bytes, MAILBOX_BYTES_MAX)?;
+        Self::build(max_subscribers, mailbox_capacity, (mailbox_bytes, weigh))
+    }
+
+    fn build(
+        max_subscribers: usize,
+        mailbox_capacity: usize,
+        mailbox_bytes: (usize, Weigh<T>),
+    ) -> Result<Self, BroadcastError> {
         check_limit("max_subscribers", max_subscribers, SUBSCRIBERS_MAX)?;
         check_limit("mailbox_capacity", mailbox_capacity, MAILBOX_CAPACITY_MAX)?;
         let registry = Registry {
@@ -86,6 +138,7 @@ impl<T: Clone + Send> Broker<T> {
             registry: Mutex::new(registry),
             max_subscribers,
             mailbox_capacity,
+            mailbox_bytes,
             parked: AtomicUsize::new(0),
             handles: AtomicUsize::new(1),
         };
@@ -125,7 +178,12 @@ impl<T: Clone + Send> Broker<T> {
             });
         }
         let index = registry.mailboxes.len();
-        let mailbox = Arc::new(Mailbox::new(self.shared.mailbox_capacity, index));
+        let mailbox = Mailbox::new(
+            self.shared.mailbox_capacity,
+            self.shared.mailbox_bytes,
+            index,
+        );
+        let mailbox = Arc::new(mailbox);
         registry.mailboxes.push(Arc::clone(&mailbox));
         drop(registry);
         Ok(Subscription::new(Arc::clone(&self.shared), mailbox))
@@ -290,6 +348,24 @@ impl<T> Broker<T> {
     pub fn mailbox_capacity(&self) -> usize {
         self.shared.mailbox_capacity
     }
+
+    /// The per-subscriber byte budget given to [`Broker::with_mailbox_bytes`], or
+    /// `usize::MAX` for a broker made by [`Broker::new`] (no budget).
+    pub fn mailbox_bytes(&self) -> usize {
+        self.shared.mailbox_bytes.0
+    }
+
+    /// Bytes queued in every current subscriber's mailbox, summed (0 without a budget,
+    /// whose messages weigh nothing). Taken under the broker lock; consumers may take
+    /// meanwhile, so it is an upper bound of the moment it returns.
+    pub fn queued_bytes(&self) -> usize {
+        let registry = lock_ignoring_poison(&self.shared.registry);
+        registry
+            .mailboxes
+            .iter()
+            .map(|mailbox| mailbox.queued_bytes())
+            .sum()
+    }
 }
 
 impl<T> Clone for Broker<T> {
@@ -414,13 +490,15 @@ unsafe fn offer_to_all<T: Clone>(mailboxes: &[Arc<Mailbox<T>>], message: T) -> D
             dropped: 0,
         };
     };
+    // Every mailbox of a broker weighs alike: weigh once per publish.
+    let size = last.weigh(&message);
     let mut delivered = 0;
     for mailbox in rest {
         // SAFETY: forwarded from this function's contract.
-        delivered += usize::from(unsafe { mailbox.offer(message.clone()) });
+        delivered += usize::from(unsafe { mailbox.offer(message.clone(), size) });
     }
     // SAFETY: forwarded from this function's contract.
-    delivered += usize::from(unsafe { last.offer(message) });
+    delivered += usize::from(unsafe { last.offer(message, size) });
     Delivery {
         delivered,
         dropped: mailboxes.len() - delivered,

@@ -8,6 +8,9 @@ use event_listener::Event;
 /// Marks a mailbox that is not (or no longer) in the broker's registry.
 pub(crate) const NOT_REGISTERED: usize = usize::MAX;
 
+/// How a broker weighs a message against a mailbox's byte budget.
+pub(crate) type Weigh<T> = fn(&T) -> usize;
+
 /// A subscriber's mailbox, shared by the broker's registry and the [`Subscription`].
 ///
 /// Writers of the queue, the counters and `registry_index` all hold the broker lock, so
@@ -17,6 +20,15 @@ pub(crate) const NOT_REGISTERED: usize = usize::MAX;
 /// [`Subscription`]: super::Subscription
 pub(crate) struct Mailbox<T> {
     queue: Ring<T>,
+    /// Bytes queued, by `weigh`. Only the producer adds (before it pushes, so a consumer
+    /// that pops a message always finds its weight counted) and consumers subtract after
+    /// they pop: the producer may see more than is queued, never less, so the budget
+    /// errs on the side of dropping.
+    bytes: AtomicUsize,
+    /// The byte budget: a message that would take `bytes` past it is dropped, unless the
+    /// mailbox is empty (so a message larger than the budget still gets through alone).
+    bytes_max: usize,
+    weigh: Weigh<T>,
     /// Set (under the broker lock) when the mailbox leaves the registry for good.
     closed: AtomicBool,
     /// Position in the registry's vector while registered, else [`NOT_REGISTERED`].
@@ -31,10 +43,18 @@ pub(crate) struct Mailbox<T> {
 }
 
 impl<T> Mailbox<T> {
-    /// An empty, closed-to-nobody mailbox holding at most `capacity` messages.
-    pub(crate) fn new(capacity: usize, registry_index: usize) -> Self {
+    /// An empty, closed-to-nobody mailbox holding at most `capacity` messages and at
+    /// most `bytes_max` bytes of them (as `weigh` counts; one message however large).
+    pub(crate) fn new(
+        capacity: usize,
+        (bytes_max, weigh): (usize, Weigh<T>),
+        registry_index: usize,
+    ) -> Self {
         Self {
             queue: Ring::new(capacity),
+            bytes: AtomicUsize::new(0),
+            bytes_max,
+            weigh,
             closed: AtomicBool::new(false),
             registry_index: AtomicUsize::new(registry_index),
             dropped: AtomicU64::new(0),
@@ -43,19 +63,37 @@ impl<T> Mailbox<T> {
         }
     }
 
-    /// Offers `message`; returns whether it was enqueued. A full queue keeps its older
-    /// messages and the new one is dropped.
+    /// The weight of `message` against this mailbox's byte budget.
+    pub(crate) fn weigh(&self, message: &T) -> usize {
+        (self.weigh)(message)
+    }
+
+    /// Offers `message`, of weight `size`; returns whether it was enqueued. A full
+    /// queue, or one whose bytes would pass the budget, keeps its older messages and the
+    /// new one is dropped.
     ///
     /// # Safety
     ///
     /// The caller must hold the lock of the broker whose registry holds this mailbox: that
-    /// makes it the ring's only producer (and the drop counter's only writer).
-    pub(crate) unsafe fn offer(&self, message: T) -> bool {
+    /// makes it the ring's only producer (and the drop counter's and the byte count's
+    /// only adder).
+    pub(crate) unsafe fn offer(&self, message: T, size: usize) -> bool {
+        // Relaxed: consumers only ever lower the count, so a stale value is too high and
+        // at worst drops a message that would have fitted.
+        let queued = self.bytes.load(Ordering::Relaxed);
+        if queued != 0 && queued.saturating_add(size) > self.bytes_max {
+            bump(&self.dropped);
+            return false;
+        }
+        // Counted before the push, so the consumer that pops it (after the ring's
+        // release/acquire) subtracts a weight that was already added.
+        self.bytes.fetch_add(size, Ordering::Relaxed);
         // SAFETY: the caller holds the broker lock (this function's contract), so this is
         // the ring's only producer.
         match unsafe { self.queue.push(message) } {
             Ok(()) => true,
             Err(_rejected) => {
+                self.bytes.fetch_sub(size, Ordering::Relaxed);
                 bump(&self.dropped);
                 false
             }
@@ -64,13 +102,25 @@ impl<T> Mailbox<T> {
 
     /// Takes the oldest queued message, if any. Never waits.
     pub(crate) fn take(&self) -> Option<T> {
-        self.queue.pop()
+        let message = self.queue.pop()?;
+        self.bytes
+            .fetch_sub(self.weigh(&message), Ordering::Relaxed);
+        Some(message)
     }
 
     /// Moves up to `max` of the oldest queued messages onto `out`, under one consumer-lock
     /// hold; returns how many. Never waits.
     pub(crate) fn take_many(&self, out: &mut Vec<T>, max: usize) -> usize {
-        self.queue.pop_many(out, max)
+        let start = out.len();
+        let taken = self.queue.pop_many(out, max);
+        let size: usize = out[start..].iter().map(|message| self.weigh(message)).sum();
+        self.bytes.fetch_sub(size, Ordering::Relaxed);
+        taken
+    }
+
+    /// Bytes queued right now (as the broker weighs them).
+    pub(crate) fn queued_bytes(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
     }
 
     /// Messages currently queued.

@@ -63,8 +63,10 @@
 //! [`Broker::stats`]. A slow subscriber never slows the publisher or the other subscribers
 //! beyond the cost of one failed enqueue per publish.
 //!
-//! Limits are per entry, not per byte: `mailbox_capacity` bounds the number of buffered
-//! messages, not their size.
+//! `mailbox_capacity` bounds the number of buffered messages. A broker made with
+//! [`Broker::with_mailbox_bytes`] also bounds their bytes: drop newest then also applies
+//! to a message that would take the mailbox past its byte budget (except into an empty
+//! mailbox, which takes one message however large), counted as any other drop.
 //!
 //! # Closing
 //!
@@ -102,7 +104,7 @@ mod stream;
 mod subscription;
 mod sync;
 
-pub use broker::{Broker, MAILBOX_CAPACITY_MAX, SUBSCRIBERS_MAX};
+pub use broker::{Broker, MAILBOX_BYTES_MAX, MAILBOX_CAPACITY_MAX, SUBSCRIBERS_MAX};
 pub use recv::Recv;
 #[cfg(feature = "stream")]
 pub use stream::SubscriptionStream;
@@ -124,7 +126,7 @@ pub enum BroadcastError {
     /// A limit given to [`Broker::new`] is outside `1..=max`.
     #[error("invalid broadcast config: {name} = {value}, must be in 1..={max}")]
     InvalidConfig {
-        /// The parameter: `"max_subscribers"` or `"mailbox_capacity"`.
+        /// The parameter: `"max_subscribers"`, `"mailbox_capacity"` or `"mailbox_bytes"`.
         name: &'static str,
         /// The value given.
         value: usize,

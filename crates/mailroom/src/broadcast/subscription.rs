@@ -232,6 +232,14 @@ impl<T> Subscription<T> {
             queued: self.mailbox.queued(),
         }
     }
+
+    /// Bytes buffered right now, as the broker's byte budget weighs them (always 0 for a
+    /// broker made by [`Broker::new`](super::Broker::new)); a snapshot, like
+    /// [`stats`](Subscription::stats)`().queued`. Example at
+    /// [`Broker::with_mailbox_bytes`](super::Broker::with_mailbox_bytes).
+    pub fn queued_bytes(&self) -> usize {
+        self.mailbox.queued_bytes()
+    }
 }
 
 impl<T> Drop for Subscription<T> {

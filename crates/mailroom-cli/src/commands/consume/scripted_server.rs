@@ -153,7 +153,13 @@ impl Api for Scripted {
     async fn dead_letters(&self, _: &str, _: &str) -> Result<Vec<DeadLetter>, ClientError> {
         unused()
     }
-    async fn create_channel(&self, _: &str, _: u64, _: u64) -> Result<bool, ClientError> {
+    async fn create_channel(
+        &self,
+        _: &str,
+        _: u64,
+        _: u64,
+        _: Option<u64>,
+    ) -> Result<bool, ClientError> {
         unused()
     }
     async fn list_channels(&self) -> Result<Vec<ChannelInfo>, ClientError> {
