@@ -299,3 +299,67 @@ async fn rust_client_publishes_and_reads_metadata() {
     assert_eq!(dead[0].headers, messages[0].headers);
     assert!(dead[1].key.is_none() && dead[1].headers.is_empty());
 }
+
+// Proves the publish stream takes keys and headers in JSON text frames (binary frames stay
+// bare payloads), and refuses a frame with a bad key alone, naming it, while the stream
+// goes on.
+#[tokio::test]
+async fn publish_stream_carries_metadata_in_text_frames() {
+    use mailroom_client::NewMessage;
+    let dir = temp_dir();
+    let server = ServerProcess::start(dir.path(), &[]);
+    let client = server.client();
+    client.create_topic("t").await.unwrap();
+    let options = mailroom_client::GroupOptions::new(1);
+    client.create_group_with("t", "g", &options).await.unwrap();
+    let mut stream = client.publish_stream("t").await.unwrap();
+    stream
+        .send(bytes::Bytes::from_static(b"bare"))
+        .await
+        .unwrap();
+    let keyed = NewMessage::new("keyed")
+        .with_key("k")
+        .with_header("Trace", "t1");
+    stream.send_message(&keyed).await.unwrap();
+    stream
+        .send_message(&NewMessage::new("bad").with_key(""))
+        .await
+        .unwrap();
+    stream
+        .send_message(&NewMessage::new(vec![0xffu8]))
+        .await
+        .unwrap();
+    let confirmations = stream.flush().await.unwrap();
+    let outcome = |seq: u64| {
+        let confirmation = confirmations
+            .iter()
+            .find(|c| c.seqs().contains(&seq))
+            .unwrap();
+        confirmation
+            .offset_of(seq)
+            .ok_or_else(|| match &confirmation.outcome {
+                Err(refusal) => refusal.message.clone(),
+                Ok(_) => unreachable!("published frames have offsets"),
+            })
+    };
+    assert_eq!((outcome(0), outcome(1)), (Ok(0), Ok(1)));
+    let refusal = outcome(2).unwrap_err();
+    assert!(
+        refusal.starts_with("frame 2.key must be 1..=1024"),
+        "{refusal}"
+    );
+    assert_eq!(outcome(3), Ok(2));
+
+    let expected = [(&b"bare"[..], None), (b"keyed", Some("k")), (&[0xff], None)];
+    for (payload, key) in expected {
+        let delivery = client.poll("t", "g").await.unwrap().expect("a delivery");
+        assert_eq!(
+            (&delivery.payload[..], delivery.key.as_deref()),
+            (payload, key)
+        );
+        if key.is_some() {
+            assert_eq!(delivery.headers, keyed.headers);
+        }
+        client.ack("t", "g", delivery.id()).await.unwrap();
+    }
+}

@@ -52,9 +52,14 @@ impl NewMessage {
         self
     }
 
-    /// The batch item this message travels as: the object form, with the payload as
-    /// text when it is UTF-8 and as base64 otherwise.
+    /// The batch item this message travels as.
     fn item(&self) -> BatchMessage {
+        BatchMessage::Message(self.object())
+    }
+
+    /// The object form of this message (a batch item's, a publish stream's JSON text
+    /// frame), with the payload as text when it is UTF-8 and as base64 otherwise.
+    pub(crate) fn object(&self) -> BatchMessageObject {
         let (payload, payload_base64) = match std::str::from_utf8(&self.payload) {
             Ok(text) => (Some(text.to_owned()), None),
             Err(_) => (
@@ -62,12 +67,12 @@ impl NewMessage {
                 Some(base64::engine::general_purpose::STANDARD.encode(&self.payload)),
             ),
         };
-        BatchMessage::Message(BatchMessageObject {
+        BatchMessageObject {
             payload,
             payload_base64,
             key: self.key.clone(),
             headers: (!self.headers.is_empty()).then(|| self.headers.clone()),
-        })
+        }
     }
 }
 

@@ -179,6 +179,24 @@ pub trait TopicPublisher: fmt::Debug + Send + Sync {
     /// At once, when the batch cannot be written (unknown topic, a fail-stop, a batch
     /// over the store's limits); from the wait, when it is not made durable.
     fn publish_batch(&self, payloads: &[Bytes]) -> Result<Durable<Range<u64>>, BackendError>;
+
+    /// As [`publish_batch`](Self::publish_batch), for messages with metadata (already
+    /// checked). The default takes messages without metadata only.
+    ///
+    /// # Errors
+    /// As [`publish_batch`](Self::publish_batch).
+    fn publish_messages(
+        &self,
+        messages: &[NewMessage],
+    ) -> Result<Durable<Range<u64>>, BackendError> {
+        if messages.iter().any(|message| !message.metadata.is_empty()) {
+            return Err(BackendError::Internal(
+                "this backend keeps no message metadata".into(),
+            ));
+        }
+        let payloads: Vec<Bytes> = messages.iter().map(|m| m.payload.clone()).collect();
+        self.publish_batch(&payloads)
+    }
 }
 
 /// Where the server keeps its topics and groups. See the [module docs](self).

@@ -20,6 +20,8 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use bytes::Bytes;
 use mailroom::group::ArgumentError;
 use mailroom::topic::{Message, Metadata};
+use mailroom_api::topics::BatchMessageObject;
+use mailroom_store::NewMessage;
 
 use crate::error::ApiError;
 
@@ -77,6 +79,36 @@ pub(crate) fn of_object(
         idempotency_key: None,
     };
     checked(metadata, &format!("messages[{index}]."))
+}
+
+/// The message a JSON text frame of a publish stream holds (the batch item object),
+/// its refusals naming `what` (`frame 3`).
+pub(crate) fn message_of_object(
+    what: &str,
+    object: BatchMessageObject,
+) -> Result<NewMessage, ApiError> {
+    use base64::Engine as _;
+    let payload = match (object.payload, object.payload_base64) {
+        (Some(text), None) => Bytes::from(text),
+        (None, Some(base64)) => base64::engine::general_purpose::STANDARD
+            .decode(base64)
+            .map(Bytes::from)
+            .map_err(|_| {
+                ApiError::invalid_argument(format!("{what}.payload_base64 is not standard base64"))
+            })?,
+        _ => {
+            return Err(ApiError::invalid_argument(format!(
+                "{what} must have exactly one of payload and payload_base64"
+            )))
+        }
+    };
+    let metadata = Metadata {
+        key: object.key,
+        headers: object.headers.unwrap_or_default(),
+        idempotency_key: None,
+    };
+    let metadata = checked(metadata, &format!("{what}."))?;
+    Ok(NewMessage { payload, metadata })
 }
 
 /// The metadata a raw publish's request headers carry.
