@@ -1,5 +1,7 @@
 //! A group's deliveries one at a time: poll, ack, nack (release, reject) and touch.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 /// Names one delivery, to ack, nack or touch it: the message's offset and which attempt
@@ -32,6 +34,16 @@ pub struct DeliveryBody {
     /// The message in standard base64, when it is not valid UTF-8.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload_base64: Option<String>,
+    /// The message's key, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// The message's headers by name; left out when it has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers: Option<BTreeMap<String, String>>,
+    /// When the broker published the message, by its clock, in Unix milliseconds; left
+    /// out where that is no longer known (a redriven dead letter whose message retention removed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub published_at_ms: Option<u64>,
 }
 
 impl DeliveryBody {

@@ -14,6 +14,19 @@ pub const PAYLOAD_BYTES_MAX_LIMIT: u64 = 64 << 20;
 /// The largest JSON body of the endpoints that take small JSON documents.
 pub const JSON_BODY_BYTES_MAX: usize = 64 << 10;
 
+/// The longest message key, in bytes of UTF-8 (`"key"`, `Mailroom-Key`).
+pub const KEY_BYTES_MAX: usize = 1024;
+/// The most headers one message may carry (`"headers"`, `Mailroom-Header-*`).
+pub const HEADERS_MAX: usize = 64;
+/// The longest header name, in bytes of UTF-8.
+pub const HEADER_NAME_BYTES_MAX: usize = 256;
+/// The longest header value, in bytes of UTF-8.
+pub const HEADER_VALUE_BYTES_MAX: usize = 4096;
+/// The most bytes one message's header names and values may take together.
+pub const HEADERS_BYTES_MAX: usize = 16 << 10;
+/// The longest idempotency key, in bytes of UTF-8.
+pub const IDEMPOTENCY_KEY_BYTES_MAX: usize = 256;
+
 /// The most messages one batch publish may carry.
 pub const BATCH_MESSAGES_MAX: usize = 10_000;
 /// A batch publish body may be this many times `--max-payload-bytes` (base64 inflates
@@ -85,6 +98,12 @@ const _: () = {
     assert!(CONSUMER_BYTES_MAX == group::CONSUMER_BYTES_MAX);
     assert!(BATCH_DELIVERIES_MAX == mailroom::topic::BATCH_DELIVERIES_MAX);
     assert!(NAME_BYTES_MAX == mailroom::topic::GROUP_NAME_BYTES_MAX);
+    assert!(KEY_BYTES_MAX == mailroom::topic::KEY_BYTES_MAX);
+    assert!(HEADERS_MAX == mailroom::topic::HEADERS_MAX);
+    assert!(HEADER_NAME_BYTES_MAX == mailroom::topic::HEADER_NAME_BYTES_MAX);
+    assert!(HEADER_VALUE_BYTES_MAX == mailroom::topic::HEADER_VALUE_BYTES_MAX);
+    assert!(HEADERS_BYTES_MAX == mailroom::topic::HEADERS_BYTES_MAX);
+    assert!(IDEMPOTENCY_KEY_BYTES_MAX == mailroom::topic::IDEMPOTENCY_KEY_BYTES_MAX);
 };
 /// The longest retention age a topic accepts (`max_age_ms`): about ten years.
 pub const RETENTION_AGE_MS_MAX: u64 = 3_650 * 24 * 60 * 60 * 1000;

@@ -32,5 +32,32 @@ pub struct StreamError {
     pub message: String,
 }
 
+/// What a publish stream's text frames hold (`?text=` on the upgrade request).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum TextFrames {
+    /// A text frame is one message's payload, as a binary frame is (the default).
+    #[default]
+    Payload,
+    /// A text frame is one message as a JSON object, a batch item's object form:
+    /// `{"payload" | "payload_base64", "key", "headers"}`. Binary frames stay payloads.
+    Json,
+}
+
+/// The query string of `GET /v1/topics/{topic}/publish/ws`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(
+    feature = "openapi",
+    derive(utoipa::IntoParams),
+    into_params(parameter_in = Query)
+)]
+#[serde(deny_unknown_fields)]
+pub struct PublishStreamQuery {
+    /// `payload` (default) or `json`: what a text frame holds.
+    #[serde(default)]
+    pub text: TextFrames,
+}
+
 /// The close reason of a stream ended by the server's shutdown (close code 1001).
 pub const SHUTDOWN_CLOSE_REASON: &str = "shutting_down";

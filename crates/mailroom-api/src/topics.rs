@@ -25,6 +25,8 @@
 //! assert_eq!(serde_json::to_string(&bytes).unwrap(), r#"{"base64":"/wA="}"#);
 //! ```
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::groups::GroupInfo;
@@ -112,15 +114,43 @@ pub struct Published {
     pub offset: u64,
 }
 
-/// One message of a batch: a UTF-8 string, or `{"base64": "..."}` for arbitrary bytes.
+/// One message of a batch: a UTF-8 string, `{"base64": "..."}` for arbitrary bytes, or
+/// an object with the payload and the message's key and headers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(untagged, expecting = "expected a string or {\"base64\": \"...\"}")]
+#[serde(
+    untagged,
+    expecting = "expected a string, {\"base64\": \"...\"} or {\"payload\" or \"payload_base64\", \"key\", \"headers\"}"
+)]
 pub enum BatchMessage {
     /// The message is this text.
     Text(String),
     /// The message is these base64-encoded bytes.
     Binary(Base64Message),
+    /// The message with its metadata.
+    Message(BatchMessageObject),
+}
+
+/// A batch message as an object: exactly one of `payload` and `payload_base64`, and
+/// optionally a key and headers.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct BatchMessageObject {
+    /// The message as text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload: Option<String>,
+    /// The message as standard base64 with padding.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(format = Byte))]
+    pub payload_base64: Option<String>,
+    /// The message's key: 1 to 1024 bytes of UTF-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Headers by name: at most 64, names 1 to 256 bytes, values at most 4096 bytes,
+    /// 16 KiB in all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers: Option<BTreeMap<String, String>>,
 }
 
 /// A batch message given as base64.

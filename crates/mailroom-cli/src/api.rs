@@ -8,8 +8,8 @@ use std::ops::Range;
 use bytes::Bytes;
 use mailroom_client::{
     BatchItemError, BatchPoll, ChannelDelivery, ChannelInfo, Client, ClientError, DeadLetter,
-    Delivery, DeliveryId, GroupDetail, GroupOptions, NackOptions, NackOutcome, RetentionSettings,
-    SubscribeOptions, Subscription, TopicInfo, TopicSummary,
+    Delivery, DeliveryId, GroupDetail, GroupOptions, NackOptions, NackOutcome, NewMessage,
+    RetentionSettings, SubscribeOptions, Subscription, TopicInfo, TopicSummary,
 };
 
 /// A stream of live-channel messages. It may move to another task (`demo` reads each
@@ -47,6 +47,11 @@ pub trait Api {
     async fn publish(&self, topic: &str, payload: Bytes) -> Result<u64, ClientError>;
     async fn publish_batch(&self, topic: &str, payloads: &[Bytes])
         -> Result<Vec<u64>, ClientError>;
+    async fn publish_messages(
+        &self,
+        topic: &str,
+        messages: &[NewMessage],
+    ) -> Result<Vec<u64>, ClientError>;
     async fn create_group_with(
         &self,
         topic: &str,
@@ -159,6 +164,13 @@ impl Api for Client {
         payloads: &[Bytes],
     ) -> Result<Vec<u64>, ClientError> {
         Client::publish_batch(self, topic, payloads).await
+    }
+    async fn publish_messages(
+        &self,
+        topic: &str,
+        messages: &[NewMessage],
+    ) -> Result<Vec<u64>, ClientError> {
+        Client::publish_messages(self, topic, messages).await
     }
     async fn create_group_with(
         &self,

@@ -10,7 +10,8 @@ use bytes::Bytes;
 use mailroom_client::{
     BatchItemError, BatchPoll, ChannelDelivery, ChannelInfo, ClientError, DeadLetter,
     DeadLetterNote, Delivery, DeliveryId, GroupCounters, GroupDetail, GroupInfo, GroupOptions,
-    NackOptions, NackOutcome, RetentionSettings, SubscribeOptions, TopicInfo, TopicSummary,
+    NackOptions, NackOutcome, NewMessage, RetentionSettings, SubscribeOptions, TopicInfo,
+    TopicSummary,
 };
 
 use crate::api::{Api, Messages};
@@ -47,6 +48,9 @@ impl Fake {
                 offset,
                 attempt: 1,
                 payload: Bytes::from(format!("m{offset}")),
+                key: None,
+                headers: Default::default(),
+                published_at_ms: None,
             })
             .collect();
         Fake {
@@ -192,6 +196,25 @@ impl Api for Fake {
     ) -> Result<Vec<u64>, ClientError> {
         self.record(format!("publish_batch {topic} {}", payloads.len()));
         Ok((0..payloads.len() as u64).collect())
+    }
+    async fn publish_messages(
+        &self,
+        topic: &str,
+        messages: &[NewMessage],
+    ) -> Result<Vec<u64>, ClientError> {
+        for message in messages {
+            let key = message.key.as_deref().unwrap_or("-");
+            let headers: Vec<String> = message
+                .headers
+                .iter()
+                .map(|(name, value)| format!("{name}={value}"))
+                .collect();
+            let (payload, headers) = (text(&message.payload), headers.join(","));
+            self.record(format!(
+                "publish_message {topic} {payload} key={key} headers={headers}"
+            ));
+        }
+        Ok((0..messages.len() as u64).collect())
     }
     async fn create_group_with(
         &self,

@@ -8,6 +8,7 @@ mod api;
 mod commands;
 #[cfg(test)]
 mod fake;
+mod metadata;
 mod names;
 mod output;
 mod report;

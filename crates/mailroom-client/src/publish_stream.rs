@@ -14,7 +14,7 @@ use tokio_tungstenite::WebSocketStream;
 use mailroom_api::publish_stream::StreamConfirmation;
 
 use crate::subscription::open_websocket;
-use crate::{Client, ClientError, Refusal, SubscribeOptions};
+use crate::{Client, ClientError, NewMessage, Refusal, SubscribeOptions};
 
 /// The window [`Client::publish_stream`] uses: messages in flight at once.
 pub const PUBLISH_WINDOW_DEFAULT: usize = 256;
@@ -216,6 +216,19 @@ impl PublishStream {
         Ok(seq)
     }
 
+    /// Sends `message`, with its key and headers, as the next message (one JSON text
+    /// frame), and returns its seq; as [`send`](Self::send) otherwise. A key or header
+    /// past its limit comes back as that seq's refusal.
+    ///
+    /// # Errors
+    /// As for [`send`](Self::send).
+    pub async fn send_message(&mut self, message: &NewMessage) -> Result<u64, ClientError> {
+        let json = serde_json::to_string(&message.object()).expect("a message serializes");
+        let seq = self.feed_frame(Message::Text(json.into())).await?;
+        self.write_out().await?;
+        Ok(seq)
+    }
+
     /// As [`send`](Self::send), but the message may wait in the write buffer until the
     /// buffer fills, the window fills, or the next [`send`](Self::send),
     /// [`confirmed`](Self::confirmed) or [`flush`](Self::flush): fewer, larger writes
@@ -224,12 +237,16 @@ impl PublishStream {
     /// # Errors
     /// As for [`send`](Self::send).
     pub async fn feed(&mut self, payload: Bytes) -> Result<u64, ClientError> {
+        self.feed_frame(Message::Binary(payload)).await
+    }
+
+    /// Feeds one frame, waiting first while the window is full.
+    async fn feed_frame(&mut self, frame: Message) -> Result<u64, ClientError> {
         while self.in_flight() >= self.window as u64 {
             self.write_out().await?;
             self.receive_one().await?;
         }
         self.check_open()?;
-        let frame = Message::Binary(payload);
         loop {
             // Feeding may write (when the buffer is full), and the server may be waiting
             // for us to read its confirmations before it reads further: read meanwhile.
@@ -386,7 +403,10 @@ impl PublishStream {
 async fn connect(client: &Client, topic: &str) -> Result<Socket, ClientError> {
     let path = Client::topic_path(topic, &["publish", "ws"])?;
     let options = SubscribeOptions::default();
-    open_websocket(client, &path, options, WebSocketConfig::default()).await
+    // Text frames as JSON messages: `send` writes binary frames (bare payloads) as
+    // before, and `send_message` the JSON text frames that carry keys and headers.
+    let query = Some("text=json");
+    open_websocket(client, &path, query, options, WebSocketConfig::default()).await
 }
 
 #[cfg(test)]

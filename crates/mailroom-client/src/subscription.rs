@@ -75,7 +75,7 @@ pub(crate) async fn connect(
 ) -> Result<Subscription, ClientError> {
     let config = WebSocketConfig::default().read_buffer_size(READ_BUFFER_BYTES);
     let path = Client::channel_path(channel, &["ws"])?;
-    let stream = open_websocket(client, &path, options, config).await?;
+    let stream = open_websocket(client, &path, None, options, config).await?;
     Ok(Subscription { stream })
 }
 
@@ -86,10 +86,12 @@ pub(crate) async fn connect(
 pub(crate) async fn open_websocket(
     client: &Client,
     path: &[&str],
+    query: Option<&str>,
     options: SubscribeOptions,
     config: WebSocketConfig,
 ) -> Result<WebSocketStream<TcpStream>, ClientError> {
     let mut url = client.url(path)?;
+    url.set_query(query);
     let host = url
         .host_str()
         .ok_or_else(|| ClientError::InvalidUrl(url.to_string()))?

@@ -4,6 +4,8 @@
 //! Every other value is the wire format's own type ([`mailroom_api`]), re-exported at
 //! the crate root.
 
+use std::collections::BTreeMap;
+
 use base64::Engine as _;
 use bytes::Bytes;
 use mailroom_api::dead_letters::DeadLetterBody;
@@ -21,6 +23,12 @@ pub struct Delivery {
     pub attempt: u32,
     /// The message's bytes.
     pub payload: Bytes,
+    /// The message's key, if it has one.
+    pub key: Option<String>,
+    /// The message's headers by name (empty when it has none).
+    pub headers: BTreeMap<String, String>,
+    /// When the broker published it, Unix milliseconds (`None` where no longer known).
+    pub published_at_ms: Option<u64>,
 }
 
 impl Delivery {
@@ -41,6 +49,9 @@ impl TryFrom<DeliveryBody> for Delivery {
             offset: body.offset,
             attempt: body.attempt,
             payload: payload_bytes(body.payload, body.payload_base64)?,
+            key: body.key,
+            headers: body.headers.unwrap_or_default(),
+            published_at_ms: body.published_at_ms,
         })
     }
 }
@@ -54,6 +65,13 @@ pub struct DeadLetter {
     pub attempts: u32,
     /// The message's bytes.
     pub payload: Bytes,
+    /// The message's key, if it has one (and retention has not removed the message).
+    pub key: Option<String>,
+    /// The message's headers by name (empty when it has none or retention removed the
+    /// message).
+    pub headers: BTreeMap<String, String>,
+    /// When the broker published it, Unix milliseconds (`None` where no longer known).
+    pub published_at_ms: Option<u64>,
 }
 
 impl TryFrom<DeadLetterBody> for DeadLetter {
@@ -64,6 +82,9 @@ impl TryFrom<DeadLetterBody> for DeadLetter {
             offset: body.offset,
             attempts: body.attempts,
             payload: payload_bytes(body.payload, body.payload_base64)?,
+            key: body.key,
+            headers: body.headers.unwrap_or_default(),
+            published_at_ms: body.published_at_ms,
         })
     }
 }
@@ -125,6 +146,23 @@ mod tests {
         let both = r#"{"offset":0,"attempt":1,"payload":"a","payload_base64":"YQ=="}"#;
         assert!(decode(both).is_err());
         assert!(decode(r#"{"offset":0,"attempt":1}"#).is_err());
+    }
+
+    // Proves a delivery's key, headers and publish time are read, and absent ones are
+    // none and empty.
+    #[test]
+    fn wire_metadata_decodes() {
+        let json = r#"{"offset":0,"attempt":1,"payload":"hi","key":"k",
+                       "headers":{"a":"1"},"published_at_ms":5}"#;
+        let delivery = decode(json).unwrap();
+        assert_eq!(delivery.key.as_deref(), Some("k"));
+        assert_eq!(delivery.headers.get("a").map(String::as_str), Some("1"));
+        assert_eq!(delivery.published_at_ms, Some(5));
+        let bare = decode(r#"{"offset":0,"attempt":1,"payload":"hi"}"#).unwrap();
+        assert_eq!(
+            (bare.key, bare.headers.len(), bare.published_at_ms),
+            (None, 0, None)
+        );
     }
 
     // Proves each start position goes on the wire as the server reads it.

@@ -265,7 +265,10 @@ mod tests {
         assert_eq!(topic.in_flight("g").unwrap(), vec![first(0)]);
         assert_eq!(counted(&state.metrics.deliveries), 0);
         let (status, body) = send(&app, post("/v1/topics/t/groups/g/poll", "")).await;
-        let again = json!({"offset": 0, "attempt": 1, "payload": "first"});
+        // Every delivery carries its publish time (the store clock's, so not fixed here).
+        let published_at_ms = body["published_at_ms"].as_u64().expect("a publish time");
+        let again = json!({"offset": 0, "attempt": 1, "payload": "first",
+                           "published_at_ms": published_at_ms});
         assert_eq!((status, body), (StatusCode::OK, again));
 
         let ack = r#"{"offset":0,"attempt":1}"#;

@@ -92,6 +92,7 @@ mod deferred;
 pub mod error;
 mod groups;
 pub mod log;
+pub mod message;
 pub mod record;
 mod retention;
 pub mod storage;
@@ -100,6 +101,7 @@ mod topic;
 
 pub use deferred::Deferred;
 pub use error::StoreError;
+pub use message::NewMessage;
 pub use retention::{Limit, Retention, RetentionRemoved, TopicRetention};
 pub use store::names::{validate_name, NAME_BYTES_MAX};
 pub use store::{

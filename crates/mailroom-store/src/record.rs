@@ -4,11 +4,17 @@
 //!
 //! | bytes  | field          | meaning                                               |
 //! |--------|----------------|-------------------------------------------------------|
-//! | 0..4   | `payload_bytes`| payload length, `u32`                                 |
+//! | 0..4   | `payload_bytes`| body length, `u32`; bit 31 set: the body opens with a metadata block |
 //! | 4..8   | `crc32c`       | CRC32C of bytes 0..4, 8..24 and the payload            |
 //! | 8..16  | `offset`       | the record's offset in its log, `u64`                 |
 //! | 16..24 | `timestamp_ms` | the appender's clock, milliseconds, `u64`             |
-//! | 24..   | payload        | `payload_bytes` bytes                                 |
+//! | 24..   | body           | `payload_bytes` bytes (without bit 31)                |
+//!
+//! The body is the payload, or, when bit 31 of the length word is set (record format 2,
+//! written for messages that carry metadata), a metadata block followed by the payload.
+//! The block opens with its own length (`u32`, counting those four bytes), so the frame
+//! can split it off without reading it; `crate::message` reads what is inside. A record
+//! without metadata is byte for byte what format 1 wrote.
 //!
 //! The checksum covers the length and the offset, so a record copied to the wrong place
 //! or a length with a flipped bit is caught as well as a damaged payload.
@@ -40,6 +46,13 @@ const CRC_AT: usize = 4;
 const OFFSET_AT: usize = 8;
 const TIMESTAMP_AT: usize = 16;
 
+/// Bit 31 of the length word: the body opens with a metadata block. Lengths are capped
+/// far below it (`record_bytes_max` at most 64 MiB), so a format-1 record never has it.
+pub const METADATA_FLAG: u32 = 1 << 31;
+
+/// The bytes of a metadata block's own length field.
+pub const METADATA_LENGTH_BYTES: usize = 4;
+
 /// The size of a record header in bytes.
 pub const HEADER_BYTES: usize = 24;
 
@@ -49,15 +62,40 @@ const _: () = assert!(CRC_AT + 4 == OFFSET_AT);
 const _: () = assert!(OFFSET_AT + 8 == TIMESTAMP_AT);
 const _: () = assert!(TIMESTAMP_AT + 8 == HEADER_BYTES);
 
-/// One record decoded in place: the payload borrows the input.
+/// One record decoded in place: the body borrows the input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecordRef<'a> {
     /// The record's offset in its log.
     pub offset: u64,
     /// The timestamp it was appended with.
     pub timestamp_ms: u64,
-    /// Its payload.
+    /// Its body: the payload, after the metadata block if `has_metadata`.
     pub payload: &'a [u8],
+    /// Whether the body opens with a metadata block (bit 31 of the length word).
+    pub has_metadata: bool,
+}
+
+impl<'a> RecordRef<'a> {
+    /// The metadata block (with its length field) and the payload after it; no block
+    /// for a record without metadata. [`decode`] checked the block's length.
+    pub fn split_metadata(&self) -> (Option<&'a [u8]>, &'a [u8]) {
+        if !self.has_metadata {
+            return (None, self.payload);
+        }
+        let block = metadata_block_bytes(self.payload).unwrap_or(self.payload.len());
+        let (block, payload) = self.payload.split_at(block);
+        (Some(block), payload)
+    }
+}
+
+/// The length a metadata block at the front of `body` claims, if it is one that fits:
+/// at least its own length field, at most the body.
+pub fn metadata_block_bytes(body: &[u8]) -> Option<usize> {
+    let field = body.get(..METADATA_LENGTH_BYTES)?;
+    let block = u32_at(field, 0) as usize;
+    (METADATA_LENGTH_BYTES..=body.len())
+        .contains(&block)
+        .then_some(block)
 }
 
 /// Why a record failed its checks.
@@ -70,6 +108,13 @@ pub enum CorruptReason {
         payload_bytes: u32,
         /// The limit the log was opened with.
         payload_bytes_max: u32,
+    },
+    /// The length word says the body opens with a metadata block, and the block's own
+    /// length does not fit the body.
+    #[error("metadata block does not fit a body of {body_bytes} bytes")]
+    MetadataBlock {
+        /// The body's length.
+        body_bytes: u32,
     },
     /// The stored checksum does not match the bytes.
     #[error("checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")]
@@ -112,9 +157,36 @@ pub const fn encoded_bytes(payload_bytes: usize) -> usize {
 /// If the payload is longer than `u32::MAX` bytes; the log refuses such payloads with an
 /// error before it gets here.
 pub fn encode_into(buf: &mut Vec<u8>, offset: u64, timestamp_ms: u64, payload: &[u8]) {
+    encode_body_into(buf, offset, timestamp_ms, payload, false);
+}
+
+/// Appends one encoded record whose body is `body`; with `has_metadata` the body must
+/// open with a metadata block (its length checked here), and the length word gets
+/// [`METADATA_FLAG`].
+///
+/// # Panics
+/// If the body is `METADATA_FLAG` bytes or longer (the log refuses such bodies with an
+/// error before it gets here), or `has_metadata` and the body opens with no block that
+/// fits: a programmer's mistake.
+pub fn encode_body_into(
+    buf: &mut Vec<u8>,
+    offset: u64,
+    timestamp_ms: u64,
+    payload: &[u8],
+    has_metadata: bool,
+) {
     let payload_bytes = u32::try_from(payload.len()).expect("payload length checked by caller");
+    assert!(
+        payload_bytes < METADATA_FLAG,
+        "body length checked by caller"
+    );
+    assert!(
+        !has_metadata || metadata_block_bytes(payload).is_some(),
+        "a metadata body opens with a block that fits"
+    );
+    let flag = if has_metadata { METADATA_FLAG } else { 0 };
     let start = buf.len();
-    buf.extend_from_slice(&payload_bytes.to_le_bytes());
+    buf.extend_from_slice(&(payload_bytes | flag).to_le_bytes());
     buf.extend_from_slice(&[0; 4]);
     buf.extend_from_slice(&offset.to_le_bytes());
     buf.extend_from_slice(&timestamp_ms.to_le_bytes());
@@ -131,7 +203,9 @@ pub fn decode(input: &[u8], payload_bytes_max: u32) -> Decoded<'_> {
             bytes_needed: HEADER_BYTES,
         };
     };
-    let payload_bytes = u32_at(header, PAYLOAD_BYTES_AT);
+    let length_word = u32_at(header, PAYLOAD_BYTES_AT);
+    let has_metadata = length_word & METADATA_FLAG != 0;
+    let payload_bytes = length_word & !METADATA_FLAG;
     if payload_bytes > payload_bytes_max {
         return Decoded::Corrupt(CorruptReason::PayloadTooLong {
             payload_bytes,
@@ -155,10 +229,16 @@ pub fn decode(input: &[u8], payload_bytes_max: u32) -> Decoded<'_> {
     if stored != computed {
         return Decoded::Corrupt(CorruptReason::ChecksumMismatch { stored, computed });
     }
+    if has_metadata && metadata_block_bytes(payload).is_none() {
+        return Decoded::Corrupt(CorruptReason::MetadataBlock {
+            body_bytes: payload_bytes,
+        });
+    }
     let record = RecordRef {
         offset: u64_at(header, OFFSET_AT),
         timestamp_ms: u64_at(header, TIMESTAMP_AT),
         payload,
+        has_metadata,
     };
     Decoded::Record { record, bytes }
 }
@@ -240,6 +320,34 @@ mod tests {
         );
     }
 
+    // Proves a record with metadata sets bit 31 of its length word, splits into its block
+    // and payload, and is corrupt when its block does not fit.
+    #[test]
+    fn metadata_body_round_trips_and_is_checked() {
+        let mut body = 6u32.to_le_bytes().to_vec();
+        body.extend_from_slice(b"mmpayload");
+        let mut buf = Vec::new();
+        encode_body_into(&mut buf, 3, 4, &body, true);
+        assert_eq!(&buf[0..4], &(13 | METADATA_FLAG).to_le_bytes());
+        let Decoded::Record { record, bytes } = decode(&buf, 1024) else {
+            panic!("not a record")
+        };
+        assert_eq!(bytes, buf.len());
+        assert_eq!(record.split_metadata(), (Some(&body[..6]), &b"payload"[..]));
+        // A block claiming more than the body, with a checksum that matches.
+        let mut bad = 99u32.to_le_bytes().to_vec();
+        bad.extend_from_slice(b"xx");
+        let mut buf = Vec::new();
+        encode_body_into(&mut buf, 3, 4, &bad, false);
+        buf[3] |= 0x80;
+        let crc = checksum(&buf[..HEADER_BYTES], &bad);
+        buf[CRC_AT..OFFSET_AT].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(
+            decode(&buf, 1024),
+            Decoded::Corrupt(CorruptReason::MetadataBlock { body_bytes: 6 })
+        );
+    }
+
     proptest! {
         // Proves encode then decode gives back the same record and consumes exactly it,
         // even with trailing bytes after it.
@@ -249,7 +357,7 @@ mod tests {
             let mut buf = encoded(offset, ts, &payload);
             let len = buf.len();
             buf.extend_from_slice(&trailing);
-            let expected = RecordRef { offset, timestamp_ms: ts, payload: &payload };
+            let expected = RecordRef { offset, timestamp_ms: ts, payload: &payload, has_metadata: false };
             prop_assert_eq!(decode(&buf, 300), Decoded::Record { record: expected, bytes: len });
         }
 

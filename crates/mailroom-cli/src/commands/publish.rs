@@ -1,11 +1,14 @@
 //! `mailroom publish TOPIC [MESSAGE]`: one message, or one per line of stdin or a file,
-//! sent in batches with a progress bar on stderr (shown only on a terminal).
+//! sent in batches with a progress bar on stderr (shown only on a terminal). `--key` and
+//! `--header NAME=VALUE` (repeatable) give every message published a key and headers.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
 use bytes::Bytes;
 use indicatif::{ProgressBar, ProgressStyle};
+use mailroom_client::{ClientError, NewMessage};
 use serde_json::json;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt as _, BufReader};
 
@@ -28,12 +31,75 @@ pub struct Args {
     /// Read messages from this file, one per line.
     #[arg(long, conflicts_with = "message")]
     file: Option<PathBuf>,
+    /// The key of every message published.
+    #[arg(long)]
+    key: Option<String>,
+    /// A header of every message published, as NAME=VALUE; repeat for more.
+    #[arg(long = "header", value_name = "NAME=VALUE", value_parser = header)]
+    headers: Vec<(String, String)>,
+}
+
+/// Reads `NAME=VALUE` (the value may hold `=`; the name may not be empty).
+fn header(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((name, value)) if !name.is_empty() => Ok((name.to_owned(), value.to_owned())),
+        _ => Err(format!("expected NAME=VALUE, got {text:?}")),
+    }
+}
+
+/// The key and headers every message of one `publish` gets.
+#[derive(Debug, Clone, Default)]
+struct Labels {
+    key: Option<String>,
+    headers: BTreeMap<String, String>,
+}
+
+impl Labels {
+    fn of(args: &Args) -> Labels {
+        Labels {
+            key: args.key.clone(),
+            headers: args.headers.iter().cloned().collect(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.key.is_none() && self.headers.is_empty()
+    }
+
+    /// Publishes `payloads`, with these labels if there are any.
+    async fn publish(
+        &self,
+        api: &impl Api,
+        topic: &str,
+        payloads: &[Bytes],
+    ) -> Result<Vec<u64>, ClientError> {
+        if self.is_empty() {
+            return api.publish_batch(topic, payloads).await;
+        }
+        let messages: Vec<NewMessage> = payloads
+            .iter()
+            .map(|payload| NewMessage {
+                payload: payload.clone(),
+                key: self.key.clone(),
+                headers: self.headers.clone(),
+            })
+            .collect();
+        api.publish_messages(topic, &messages).await
+    }
 }
 
 /// Runs `publish`.
 pub async fn run(api: &impl Api, args: Args, output: Output) -> anyhow::Result<()> {
+    let labels = Labels::of(&args);
     if let Some(message) = args.message {
-        let offset = api.publish(&args.topic, Bytes::from(message)).await?;
+        let offset = match labels.is_empty() {
+            true => api.publish(&args.topic, Bytes::from(message)).await?,
+            false => {
+                labels
+                    .publish(api, &args.topic, &[Bytes::from(message)])
+                    .await?[0]
+            }
+        };
         output.emit(json!({ "topic": args.topic, "offset": offset }), || {
             format!("published to {} at offset {offset}", args.topic)
         });
@@ -44,13 +110,18 @@ pub async fn run(api: &impl Api, args: Args, output: Output) -> anyhow::Result<(
             let file = tokio::fs::File::open(path)
                 .await
                 .with_context(|| format!("opening {}", path.display()))?;
-            publish_lines(api, &args.topic, BufReader::new(file))
+            publish_lines(api, &args.topic, &labels, BufReader::new(file))
                 .await
                 .with_context(|| format!("publishing the lines of {}", path.display()))?
         }
-        None => publish_lines(api, &args.topic, BufReader::new(tokio::io::stdin()))
-            .await
-            .context("publishing the lines of stdin")?,
+        None => publish_lines(
+            api,
+            &args.topic,
+            &labels,
+            BufReader::new(tokio::io::stdin()),
+        )
+        .await
+        .context("publishing the lines of stdin")?,
     };
     output.emit(
         json!({ "topic": args.topic, "published": count, "first_offset": first, "last_offset": last }),
@@ -69,9 +140,10 @@ pub async fn run(api: &impl Api, args: Args, output: Output) -> anyhow::Result<(
 }
 
 /// Publishes every line in batches; returns the count and the first and last offsets.
-pub async fn publish_lines(
+async fn publish_lines(
     api: &impl Api,
     topic: &str,
+    labels: &Labels,
     reader: impl AsyncBufRead + Unpin,
 ) -> anyhow::Result<(u64, Option<u64>, Option<u64>)> {
     let progress = ProgressBar::new_spinner();
@@ -97,7 +169,7 @@ pub async fn publish_lines(
         }
         let full = batch.len() >= BATCH_LINES_MAX || batch_bytes >= BATCH_BYTES_MAX;
         if !batch.is_empty() && (full || end) {
-            let offsets = api.publish_batch(topic, &batch).await?;
+            let offsets = labels.publish(api, topic, &batch).await?;
             first = first.or(offsets.first().copied());
             last = offsets.last().copied().or(last);
             count += offsets.len() as u64;
@@ -127,6 +199,8 @@ mod tests {
             topic: "t".into(),
             message: Some("hello".into()),
             file: None,
+            key: None,
+            headers: Vec::new(),
         };
         run(&fake, one, Output { json: true }).await.unwrap();
         let dir = tempfile::tempdir().unwrap();
@@ -137,6 +211,8 @@ mod tests {
             topic: "t".into(),
             message: None,
             file: Some(path),
+            key: None,
+            headers: Vec::new(),
         };
         run(&fake, file, Output { json: true }).await.unwrap();
         assert_eq!(
@@ -147,5 +223,40 @@ mod tests {
                 "publish_batch t 5".to_owned(),
             ]
         );
+    }
+
+    // Proves --key and --header give the message (and every line of a file) its key and
+    // headers, and a header without `=` is refused.
+    #[tokio::test]
+    async fn key_and_headers_go_with_every_message() {
+        let fake = Fake::default();
+        let one = Args {
+            topic: "t".into(),
+            message: Some("hello".into()),
+            file: None,
+            key: Some("k".into()),
+            headers: vec![header("a=1").unwrap(), header("b=x=y").unwrap()],
+        };
+        run(&fake, one, Output { json: true }).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lines");
+        std::fs::write(&path, "l1\nl2").unwrap();
+        let file = Args {
+            topic: "t".into(),
+            message: None,
+            file: Some(path),
+            key: Some("k2".into()),
+            headers: Vec::new(),
+        };
+        run(&fake, file, Output { json: true }).await.unwrap();
+        assert_eq!(
+            fake.calls(),
+            [
+                "publish_message t hello key=k headers=a=1,b=x=y",
+                "publish_message t l1 key=k2 headers=",
+                "publish_message t l2 key=k2 headers=",
+            ]
+        );
+        assert!(header("novalue").is_err() && header("=v").is_err());
     }
 }

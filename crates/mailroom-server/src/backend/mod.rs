@@ -48,8 +48,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use mailroom::group::{DeliveryId, GroupConfig, GroupCounters, NackOptions, NotOwned};
-use mailroom::topic::{DeadLetterInfo, Delivery, GroupInfo, Nack, StartPosition};
-use mailroom_store::{AckedThenPolled, DeadLetterPage, StoreError, TopicRetention};
+use mailroom::topic::{
+    DeadLetterInfo, Delivery, GroupInfo, Message, Metadata, Nack, StartPosition,
+};
+use mailroom_store::{AckedThenPolled, DeadLetterPage, NewMessage, StoreError, TopicRetention};
 
 use crate::error::ApiError;
 use crate::long_poll::LongPolls;
@@ -177,6 +179,24 @@ pub trait TopicPublisher: fmt::Debug + Send + Sync {
     /// At once, when the batch cannot be written (unknown topic, a fail-stop, a batch
     /// over the store's limits); from the wait, when it is not made durable.
     fn publish_batch(&self, payloads: &[Bytes]) -> Result<Durable<Range<u64>>, BackendError>;
+
+    /// As [`publish_batch`](Self::publish_batch), for messages with metadata (already
+    /// checked). The default takes messages without metadata only.
+    ///
+    /// # Errors
+    /// As [`publish_batch`](Self::publish_batch).
+    fn publish_messages(
+        &self,
+        messages: &[NewMessage],
+    ) -> Result<Durable<Range<u64>>, BackendError> {
+        if messages.iter().any(|message| !message.metadata.is_empty()) {
+            return Err(BackendError::Internal(
+                "this backend keeps no message metadata".into(),
+            ));
+        }
+        let payloads: Vec<Bytes> = messages.iter().map(|m| m.payload.clone()).collect();
+        self.publish_batch(&payloads)
+    }
 }
 
 /// Where the server keeps its topics and groups. See the [module docs](self).
@@ -242,6 +262,42 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
         topic: &str,
         payloads: &[Bytes],
     ) -> Result<Range<u64>, BackendError>;
+
+    /// Publishes messages with their metadata (already checked) in one write, with
+    /// consecutive offsets; answers them. The default takes messages without metadata
+    /// only: a backend that keeps metadata overrides it.
+    async fn publish_messages(
+        &self,
+        topic: &str,
+        messages: &[NewMessage],
+    ) -> Result<Range<u64>, BackendError> {
+        if messages.iter().any(|message| !message.metadata.is_empty()) {
+            return Err(BackendError::Internal(
+                "this backend keeps no message metadata".into(),
+            ));
+        }
+        let payloads: Vec<Bytes> = messages.iter().map(|m| m.payload.clone()).collect();
+        self.publish_batch(topic, &payloads).await
+    }
+
+    /// The messages that deliveries or dead letters of `topic` handed out, given as
+    /// (offset, payload), with their publish times and metadata. Reads only what is
+    /// already at hand (for the embedded store, the records a poll just read, from the
+    /// page cache), so it is not async. The default knows no metadata.
+    ///
+    /// # Errors
+    /// An unknown topic; a record that does not read.
+    fn messages(
+        &self,
+        topic: &str,
+        items: Vec<(u64, Bytes)>,
+    ) -> Result<Vec<Message<Bytes>>, BackendError> {
+        let _ = topic;
+        Ok(items
+            .into_iter()
+            .map(|(_, payload)| Message::new(payload, None, Metadata::default()))
+            .collect())
+    }
 
     /// The publishing end of `topic`, for a publish stream.
     ///

@@ -16,11 +16,15 @@ use crate::state::AppState;
 pub const PREFLIGHT_MAX_AGE_SECS: u64 = 600;
 
 /// The request headers a listed origin may send: the token, the JSON content type, the
-/// publish idempotency key, and `Last-Event-ID` of a reconnecting `EventSource`.
-pub const ALLOWED_HEADERS: [HeaderName; 4] = [
+/// publish idempotency key, a raw publish's message key (`Mailroom-Key`), and
+/// `Last-Event-ID` of a reconnecting `EventSource`. A page sets a message's headers
+/// through the batch publish's JSON: an allow-list cannot name every
+/// `Mailroom-Header-<name>`.
+pub const ALLOWED_HEADERS: [HeaderName; 5] = [
     header::AUTHORIZATION,
     header::CONTENT_TYPE,
     HeaderName::from_static("idempotency-key"),
+    HeaderName::from_static("mailroom-key"),
     HeaderName::from_static("last-event-id"),
 ];
 

@@ -17,6 +17,7 @@ use crate::body::{parse, QueryParams};
 use crate::error::{ApiError, ErrorBody};
 use crate::paths::GroupPath;
 use crate::routes::deliveries::encode_payload;
+use crate::routes::metadata;
 use crate::routes::BodyLimits;
 use crate::state::AppState;
 
@@ -58,11 +59,18 @@ pub async fn dead_letters(
         .backend
         .dead_letter_page(&topic, &group, from, limit)
         .await?;
-    let dead_letters = page
-        .letters
+    let mut letters = page.letters;
+    let items = letters
+        .iter_mut()
+        .map(|letter| (letter.offset, std::mem::take(&mut letter.message)))
+        .collect();
+    let messages = state.backend.messages(&topic, items)?;
+    let dead_letters = letters
         .into_iter()
-        .map(|letter| {
-            let (payload, payload_base64) = encode_payload(letter.message);
+        .zip(messages)
+        .map(|(letter, message)| {
+            let (payload, (key, headers, published_at_ms)) = metadata::fields(message);
+            let (payload, payload_base64) = encode_payload(payload);
             DeadLetterBody {
                 offset: letter.offset,
                 attempts: letter.attempts,
@@ -70,6 +78,9 @@ pub async fn dead_letters(
                 at_ms: letter.at_ms,
                 payload,
                 payload_base64,
+                key,
+                headers,
+                published_at_ms,
             }
         })
         .collect();

@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use base64::Engine as _;
 use bytes::Bytes;
-use mailroom::topic::Nack;
+use mailroom::topic::{Message, Nack};
 pub use mailroom_api::deliveries::{
     Acked, DeliveryBody, DeliveryId as DeliveryRef, NackKind as NackKindBody, NackOutcome,
     NackRequest, Nacked, PollRequest,
@@ -24,6 +24,7 @@ use crate::error::{shown, ApiError, ErrorBody};
 use crate::metrics::{Metrics, NackLabels};
 use crate::paths::GroupPath;
 use crate::routes::arguments::{check_consumer, check_nack_options};
+use crate::routes::metadata;
 use crate::routes::BodyLimits;
 use crate::state::AppState;
 
@@ -47,14 +48,40 @@ pub(crate) fn encode_payload(payload: Bytes) -> (Option<String>, Option<String>)
     }
 }
 
-/// The JSON form of a delivery.
-pub(crate) fn delivery_body(delivery: mailroom::topic::Delivery<Bytes>) -> DeliveryBody {
-    let (payload, payload_base64) = encode_payload(delivery.message);
+/// The JSON forms of `deliveries` of `topic`, each with its message's metadata.
+pub(crate) fn delivery_bodies(
+    state: &AppState,
+    topic: &str,
+    deliveries: Vec<mailroom::topic::Delivery<Bytes>>,
+) -> Result<Vec<DeliveryBody>, ApiError> {
+    let ids: Vec<DeliveryRef> = deliveries
+        .iter()
+        .map(|delivery| delivery.id().into())
+        .collect();
+    let items = deliveries
+        .into_iter()
+        .map(|delivery| (delivery.offset, delivery.message))
+        .collect();
+    let messages = state.backend.messages(topic, items)?;
+    Ok(ids
+        .into_iter()
+        .zip(messages)
+        .map(|(id, message)| delivery_body(id.offset, id.attempt, message))
+        .collect())
+}
+
+/// The JSON form of one delivery of the message at `offset`.
+fn delivery_body(offset: u64, attempt: u32, message: Message<Bytes>) -> DeliveryBody {
+    let (payload, (key, headers, published_at_ms)) = metadata::fields(message);
+    let (payload, payload_base64) = encode_payload(payload);
     DeliveryBody {
-        offset: delivery.offset,
-        attempt: delivery.attempt,
+        offset,
+        attempt,
         payload,
         payload_base64,
+        key,
+        headers,
+        published_at_ms,
     }
 }
 
@@ -95,14 +122,16 @@ pub async fn poll(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let consumer = poll_consumer(query, &body)?;
-    let Some(delivery) = poll_delivery(&state, topic, group, consumer).await? else {
+    let Some(delivery) = poll_delivery(&state, topic.clone(), group, consumer).await? else {
         return Ok(StatusCode::NO_CONTENT.into_response());
     };
-    Ok(Json(delivery_body(delivery)).into_response())
+    let mut bodies = delivery_bodies(&state, &topic, vec![delivery])?;
+    Ok(Json(bodies.pop().expect("one delivery, one body")).into_response())
 }
 
 /// Polls a group and returns the message's raw bytes, with the offset and attempt in
-/// the `mailroom-offset` and `mailroom-attempt` headers.
+/// the `mailroom-offset` and `mailroom-attempt` headers, and the publish time, key and
+/// headers in `mailroom-published-at-ms`, `mailroom-key` and `mailroom-header-<name>`.
 #[utoipa::path(post, path = "/v1/topics/{topic}/groups/{group}/poll/raw", tag = "groups",
     params(("topic" = crate::names::Name, Path, description = "Topic name"),
            ("group" = crate::names::Name, Path, description = "Group name"), PollRequest),
@@ -111,7 +140,10 @@ pub async fn poll(
         (status = 200, description = "A delivery's bytes", content_type = "application/octet-stream",
             body = String,
             headers(("mailroom-offset" = u64, description = "The message's offset"),
-                    ("mailroom-attempt" = u32, description = "The attempt"))),
+                    ("mailroom-attempt" = u32, description = "The attempt"),
+                    ("mailroom-published-at-ms" = u64, description = "When the broker published the message, Unix ms"),
+                    ("mailroom-key" = String, description = "The message's key, if it has one"),
+                    ("mailroom-header-{name}" = String, description = "Each of the message's headers that HTTP can carry"))),
         (status = 204, description = "Nothing waiting"),
         (status = 400, description = "Invalid name", body = ErrorBody),
         (status = 401, description = "Missing or wrong token", body = ErrorBody),
@@ -124,17 +156,21 @@ pub async fn poll_raw(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let consumer = poll_consumer(query, &body)?;
-    let Some(delivery) = poll_delivery(&state, topic, group, consumer).await? else {
+    let Some(delivery) = poll_delivery(&state, topic.clone(), group, consumer).await? else {
         return Ok(StatusCode::NO_CONTENT.into_response());
     };
     let mut headers = HeaderMap::new();
     headers.insert(OFFSET_HEADER, HeaderValue::from(delivery.offset));
     headers.insert(ATTEMPT_HEADER, HeaderValue::from(delivery.attempt));
+    let item = vec![(delivery.offset, delivery.message)];
+    let message = state.backend.messages(&topic, item)?.pop();
+    let message = message.expect("one delivery, one message");
+    metadata::insert_response_headers(&message, &mut headers);
     headers.insert(
         axum::http::header::CONTENT_TYPE,
         HeaderValue::from_static("application/octet-stream"),
     );
-    Ok((headers, delivery.message).into_response())
+    Ok((headers, message.payload).into_response())
 }
 
 /// Acknowledges the exact delivery in flight; the group moves past the message.

@@ -23,6 +23,7 @@ pub mod dead_letters;
 pub mod deliveries;
 pub mod groups;
 pub mod leases;
+pub mod metadata;
 pub mod operations;
 pub mod publish_stream;
 pub mod tickets;

@@ -13,17 +13,18 @@
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use base64::Engine as _;
+use mailroom::topic::Metadata;
 pub use mailroom_api::limits::{BATCH_BODY_PAYLOADS_MAX, BATCH_MESSAGES_MAX};
 pub use mailroom_api::topics::{
     Base64Message, BatchMessage, BatchPublished, BatchRequest, Published, RetentionInForce,
     RetentionRemoved, RetentionSettings, TopicCreateRequest, TopicCreated, TopicDeleted, TopicInfo,
     TopicList, TopicSummary, TopicUpdateRequest,
 };
-use mailroom_store::{Limit, TopicRetention};
+use mailroom_store::{Limit, NewMessage, TopicRetention};
 use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt as _};
 use utoipa_axum::routes;
 
@@ -33,6 +34,7 @@ use crate::error::{ApiError, ErrorBody};
 use crate::metrics::TopicLabels;
 use crate::paths::TopicPath;
 use crate::routes::groups::group_info_body;
+use crate::routes::metadata;
 use crate::routes::BodyLimits;
 use crate::state::AppState;
 
@@ -215,14 +217,18 @@ pub async fn topic_info(
     Ok(Json(topic_info_body(topic)))
 }
 
-/// Publishes the raw request body as one message.
+/// Publishes the raw request body as one message, with the key in `Mailroom-Key` and
+/// each header in a `Mailroom-Header-<name>` request header (optional).
 #[utoipa::path(post, path = "/v1/topics/{topic}/messages", tag = "topics",
-    params(("topic" = crate::names::Name, Path, description = "Topic name")),
+    params(("topic" = crate::names::Name, Path, description = "Topic name"),
+           ("Mailroom-Key" = Option<String>, Header, description = "The message's key: 1 to 1024 bytes of UTF-8"),
+           ("Mailroom-Header-{name}" = Option<String>, Header,
+            description = "Header `name` (in lower case) of the message: at most 64, values at most 4096 bytes, 16 KiB in all")),
     request_body(content = String, content_type = "application/octet-stream",
         description = "The message: any bytes, up to --max-payload-bytes"),
     responses(
         (status = 201, description = "Stored (durably, under fsync always)", body = Published),
-        (status = 400, description = "Invalid name", body = ErrorBody),
+        (status = 400, description = "Invalid name, key or header", body = ErrorBody),
         (status = 401, description = "Missing or wrong token", body = ErrorBody),
         (status = 404, description = "Unknown topic", body = ErrorBody),
         (status = 413, description = "Body larger than --max-payload-bytes", body = ErrorBody),
@@ -230,10 +236,18 @@ pub async fn topic_info(
 pub async fn publish(
     State(state): State<AppState>,
     TopicPath { topic }: TopicPath,
+    request_headers: HeaderMap,
     body: Result<RawBody, ApiError>,
 ) -> Result<Response, ApiError> {
+    let metadata = metadata::of_request_headers(&request_headers)?;
     let RawBody(payload) = body?;
-    let offset = state.backend.publish(&topic, payload).await?;
+    let offset = if metadata.is_empty() {
+        state.backend.publish(&topic, payload).await?
+    } else {
+        let message = NewMessage { payload, metadata };
+        let offsets = state.backend.publish_messages(&topic, &[message]).await?;
+        offsets.start
+    };
     let labels = TopicLabels { topic };
     state.metrics.publishes.get_or_create(&labels).inc();
     Ok((StatusCode::CREATED, Json(Published { offset })).into_response())
@@ -242,7 +256,7 @@ pub async fn publish(
 /// Publishes several messages in one durable write.
 #[utoipa::path(post, path = "/v1/topics/{topic}/messages/batch", tag = "topics",
     params(("topic" = crate::names::Name, Path, description = "Topic name")),
-    request_body(content = BatchRequest, description = "Messages as strings or {\"base64\": ...}"),
+    request_body(content = BatchRequest, description = "Messages as strings, {\"base64\": ...} or {\"payload\" or \"payload_base64\", \"key\", \"headers\"}"),
     responses(
         (status = 201, description = "All stored, with consecutive offsets", body = BatchPublished),
         (status = 400, description = "Invalid name, empty batch, bad base64 or bad JSON", body = ErrorBody),
@@ -255,16 +269,24 @@ pub async fn publish_batch(
     TopicPath { topic }: TopicPath,
     JsonBody(request): JsonBody<BatchRequest>,
 ) -> Result<Response, ApiError> {
-    let payloads = decode_batch(request, state.config.payload_bytes_max)?;
-    let count = payloads.len() as u64;
-    let range = state.backend.publish_batch(&topic, &payloads).await?;
+    let messages = decode_batch(request, state.config.payload_bytes_max)?;
+    let count = messages.len() as u64;
+    let range = if messages.iter().all(|message| message.metadata.is_empty()) {
+        let payloads: Vec<Bytes> = messages.into_iter().map(|m| m.payload).collect();
+        state.backend.publish_batch(&topic, &payloads).await?
+    } else {
+        state.backend.publish_messages(&topic, &messages).await?
+    };
     let labels = TopicLabels { topic };
     state.metrics.publishes.get_or_create(&labels).inc_by(count);
     let offsets = range.collect();
     Ok((StatusCode::CREATED, Json(BatchPublished { offsets })).into_response())
 }
 
-fn decode_batch(request: BatchRequest, payload_bytes_max: u64) -> Result<Vec<Bytes>, ApiError> {
+fn decode_batch(
+    request: BatchRequest,
+    payload_bytes_max: u64,
+) -> Result<Vec<NewMessage>, ApiError> {
     let count = request.messages.len();
     if count == 0 || count > BATCH_MESSAGES_MAX {
         return Err(ApiError::count_out_of_range(
@@ -274,22 +296,25 @@ fn decode_batch(request: BatchRequest, payload_bytes_max: u64) -> Result<Vec<Byt
             count,
         ));
     }
-    let mut payloads = Vec::with_capacity(count);
+    let mut messages = Vec::with_capacity(count);
     for (index, message) in request.messages.into_iter().enumerate() {
-        let payload = match message {
-            BatchMessage::Text(text) => Bytes::from(text),
+        let (payload, metadata) = match message {
+            BatchMessage::Text(text) => (Bytes::from(text), Metadata::default()),
             BatchMessage::Binary(Base64Message { base64 }) => {
-                base64::engine::general_purpose::STANDARD
-                    .decode(base64)
-                    .map(Bytes::from)
-                    .map_err(|error| {
-                        // The decoder's text ends with a full stop; this sentence goes on.
-                        let error = error.to_string();
-                        let error = error.trim_end_matches('.');
-                        ApiError::invalid_argument(format!(
-                            "messages[{index}].base64 is not standard base64: {error}"
-                        ))
-                    })?
+                (decode_base64(index, "base64", base64)?, Metadata::default())
+            }
+            BatchMessage::Message(object) => {
+                let payload = match (object.payload, object.payload_base64) {
+                    (Some(text), None) => Bytes::from(text),
+                    (None, Some(base64)) => decode_base64(index, "payload_base64", base64)?,
+                    _ => {
+                        return Err(ApiError::invalid_argument(format!(
+                            "messages[{index}] must have exactly one of payload and payload_base64"
+                        )))
+                    }
+                };
+                let metadata = metadata::of_object(index, object.key, object.headers)?;
+                (payload, metadata)
             }
         };
         if payload.len() as u64 > payload_bytes_max {
@@ -299,9 +324,24 @@ fn decode_batch(request: BatchRequest, payload_bytes_max: u64) -> Result<Vec<Byt
                 payload_bytes_max,
             ));
         }
-        payloads.push(payload);
+        messages.push(NewMessage { payload, metadata });
     }
-    Ok(payloads)
+    Ok(messages)
+}
+
+/// Decodes the base64 of field `field` of batch item `index`.
+fn decode_base64(index: usize, field: &str, base64: String) -> Result<Bytes, ApiError> {
+    base64::engine::general_purpose::STANDARD
+        .decode(base64)
+        .map(Bytes::from)
+        .map_err(|error| {
+            // The decoder's text ends with a full stop; this sentence goes on.
+            let error = error.to_string();
+            let error = error.trim_end_matches('.');
+            ApiError::invalid_argument(format!(
+                "messages[{index}].{field} is not standard base64: {error}"
+            ))
+        })
 }
 
 /// The topic routes: list, create, describe, change, delete, publish one, publish a
@@ -323,10 +363,13 @@ mod tests {
     #[test]
     fn decode_batch_rules() {
         let parse = |json: &str| crate::body::parse::<BatchRequest>(json.as_bytes()).unwrap();
-        let payloads = decode_batch(parse(r#"{"messages":["a",{"base64":"/w=="}]}"#), 8).unwrap();
+        let messages = decode_batch(parse(r#"{"messages":["a",{"base64":"/w=="}]}"#), 8).unwrap();
         assert_eq!(
-            payloads,
-            vec![Bytes::from_static(b"a"), Bytes::from_static(&[0xff])]
+            messages,
+            vec![
+                NewMessage::bare(Bytes::from_static(b"a")),
+                NewMessage::bare(Bytes::from_static(&[0xff]))
+            ]
         );
         let empty = decode_batch(parse(r#"{"messages":[]}"#), 8).unwrap_err();
         assert_eq!(empty.code, "invalid_argument");
@@ -334,5 +377,35 @@ mod tests {
         assert_eq!(bad.code, "invalid_argument");
         let big = decode_batch(parse(r#"{"messages":["123456789"]}"#), 8).unwrap_err();
         assert_eq!(big.code, "payload_too_large");
+    }
+
+    // Proves batch items may be objects with a payload (text or base64), a key and
+    // headers, and that an object with both payloads, neither, or a bad key is refused
+    // naming the item.
+    #[test]
+    fn decode_batch_objects() {
+        let parse = |json: &str| crate::body::parse::<BatchRequest>(json.as_bytes()).unwrap();
+        let json = r#"{"messages":[{"payload":"a","key":"k","headers":{"h":"v"}},
+                                   {"payload_base64":"/w=="}]}"#;
+        let messages = decode_batch(parse(json), 8).unwrap();
+        let keyed = Metadata::new().with_key("k").with_header("h", "v");
+        assert_eq!(messages[0].metadata, keyed);
+        assert_eq!(messages[1], NewMessage::bare(Bytes::from_static(&[0xff])));
+        for json in [
+            r#"{"messages":[{"payload":"a","payload_base64":"/w=="}]}"#,
+            r#"{"messages":["x",{"key":"k"}]}"#,
+        ] {
+            let error = decode_batch(parse(json), 8).unwrap_err();
+            assert!(
+                error.message.contains("exactly one of payload"),
+                "{}",
+                error.message
+            );
+        }
+        let error = decode_batch(parse(r#"{"messages":[{"payload":"a","key":""}]}"#), 8);
+        assert!(error
+            .unwrap_err()
+            .message
+            .starts_with("messages[0].key must be"));
     }
 }

@@ -16,8 +16,11 @@ pub struct Record {
     pub offset: u64,
     /// The timestamp the appender passed.
     pub timestamp_ms: u64,
-    /// Its payload.
+    /// Its payload (after the metadata block, if it has one).
     pub payload: Bytes,
+    /// Its metadata block, with the block's length field (record format 2, see
+    /// `crate::record`); `None` for a record written without one.
+    pub metadata: Option<Bytes>,
 }
 
 impl Log {

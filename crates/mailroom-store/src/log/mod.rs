@@ -223,7 +223,7 @@ impl Log {
             let end = self.end();
             return Ok(end..end);
         }
-        let range = self.shared.write(payloads, timestamp_ms)?;
+        let range = self.shared.write(payloads, &[], timestamp_ms)?;
         self.wait_durable(range.end)?;
         Ok(range)
     }
@@ -255,7 +255,52 @@ impl Log {
             let end = self.written_end();
             return Ok(end..end);
         }
-        self.shared.write(payloads, timestamp_ms)
+        self.shared.write(payloads, &[], timestamp_ms)
+    }
+
+    /// Writes record bodies like [`write`](Self::write), where `has_metadata[i]` says
+    /// that body `i` opens with a metadata block (record format 2, see
+    /// `crate::record`): the message log's write of messages with keys or headers.
+    ///
+    /// # Errors
+    /// As [`write`](Self::write).
+    ///
+    /// # Panics
+    /// If `has_metadata` is not one flag per body, or a flagged body opens with no
+    /// metadata block that fits.
+    ///
+    /// # Example
+    /// ```
+    /// # use std::{path::Path, sync::Arc};
+    /// # use mailroom_store::log::{Log, LogOptions};
+    /// # use mailroom_store::storage::SimStorage;
+    /// let log = Log::open(Arc::new(SimStorage::new()), Path::new("/l"), LogOptions::default())?;
+    /// let mut body = 5u32.to_le_bytes().to_vec(); // a block of 5 bytes: length, then 1 byte
+    /// body.extend_from_slice(b"mpayload");
+    /// let written = log.write_bodies(&[b"bare", &body], &[false, true], 5)?;
+    /// log.wait_durable(written.end)?;
+    /// let record = log.read(1)?.unwrap();
+    /// assert_eq!((record.metadata.as_deref(), &record.payload[..]), (Some(&body[..5]), &b"payload"[..]));
+    /// assert_eq!(log.read(0)?.unwrap().metadata, None);
+    /// # Ok::<(), mailroom_store::StoreError>(())
+    /// ```
+    pub fn write_bodies(
+        &self,
+        bodies: &[&[u8]],
+        has_metadata: &[bool],
+        timestamp_ms: u64,
+    ) -> Result<Range<u64>, StoreError> {
+        assert_eq!(
+            bodies.len(),
+            has_metadata.len(),
+            "one metadata flag per body"
+        );
+        if bodies.is_empty() {
+            self.shared.check_not_failed()?;
+            let end = self.written_end();
+            return Ok(end..end);
+        }
+        self.shared.write(bodies, has_metadata, timestamp_ms)
     }
 
     /// Returns once every offset below `end` is durable, sharing one `fdatasync` with

@@ -470,6 +470,7 @@ mod tests {
                 offset: 50 + i,
                 timestamp_ms: i,
                 payload: &payload,
+                has_metadata: false,
             };
             if let Some(e) = note_record(&mut meta, 50, record, i * 100, 250) {
                 earned.push((e.relative_offset, e.position));

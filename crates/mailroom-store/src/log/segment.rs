@@ -261,10 +261,15 @@ impl Segment {
         loop {
             let damage = match window.decode_at(position, payload_bytes_max)? {
                 Decoded::Record { record, .. } if record.offset == due && due == offset => {
+                    // One copy of the body; the block and the payload share it.
+                    let (block, _) = record.split_metadata();
+                    let mut payload = bytes::Bytes::copy_from_slice(record.payload);
+                    let metadata = block.map(|block| payload.split_to(block.len()));
                     return Ok(ReadOutcome::Record(super::Record {
                         offset,
                         timestamp_ms: record.timestamp_ms,
-                        payload: bytes::Bytes::copy_from_slice(record.payload),
+                        payload,
+                        metadata,
                     }));
                 }
                 Decoded::Record { record, bytes } if record.offset == due => {

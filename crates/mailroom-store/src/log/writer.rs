@@ -122,12 +122,18 @@ impl Shared {
         Ok(batch_bytes)
     }
 
-    /// Writes the records (not synced) and returns their offsets.
+    /// Writes the records (not synced) and returns their offsets. `has_metadata` says
+    /// which bodies open with a metadata block: empty for none, else one per body.
     pub(crate) fn write(
         &self,
         payloads: &[&[u8]],
+        has_metadata: &[bool],
         timestamp_ms: u64,
     ) -> Result<Range<u64>, StoreError> {
+        assert!(
+            has_metadata.is_empty() || has_metadata.len() == payloads.len(),
+            "one metadata flag per body"
+        );
         let batch_bytes = self.check_append(payloads)?;
         let mut writer = self.writer.lock();
         self.check_not_failed()?;
@@ -151,7 +157,8 @@ impl Shared {
         }
         let batch_start = buf.len();
         for (i, payload) in payloads.iter().enumerate() {
-            record::encode_into(buf, first + i as u64, timestamp_ms, payload);
+            let flagged = has_metadata.get(i).copied().unwrap_or(false);
+            record::encode_body_into(buf, first + i as u64, timestamp_ms, payload, flagged);
         }
         let batch = &buf[batch_start..];
         debug_assert!(self.batch_decodes_to(batch, payloads, first));
@@ -217,10 +224,12 @@ impl Shared {
         );
         let mut at = position;
         for (offset, payload) in (first..).zip(payloads) {
+            // Only the record's length matters here, so the metadata flag is left out.
             let record = RecordRef {
                 offset,
                 timestamp_ms,
                 payload,
+                has_metadata: false,
             };
             if let Some(entry) = note_record(
                 &mut meta,

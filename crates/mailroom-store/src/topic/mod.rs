@@ -19,6 +19,7 @@ mod batch;
 mod dead_letters;
 mod deliveries;
 mod groups;
+mod messages;
 mod retention;
 pub(crate) mod settings;
 

@@ -190,6 +190,7 @@ mod deliveries;
 mod groups;
 mod handle;
 mod log;
+mod message;
 mod registry;
 mod sync;
 mod time;
@@ -206,6 +207,10 @@ use time::TopicTime;
 pub use crate::group::DeliveryId;
 pub use batch::{check_batch_len, check_batch_poll};
 pub use handle::GroupHandle;
+pub use message::{
+    Message, Metadata, HEADERS_BYTES_MAX, HEADERS_MAX, HEADER_NAME_BYTES_MAX,
+    HEADER_VALUE_BYTES_MAX, IDEMPOTENCY_KEY_BYTES_MAX, KEY_BYTES_MAX,
+};
 pub use types::{DeadLetter, DeadLetterInfo, Delivery, GroupInfo, Nack, StartPosition, TopicError};
 
 /// The longest group name accepted, in bytes of UTF-8.

@@ -18,6 +18,7 @@ use serde_json::json;
 
 use crate::api::Api;
 use crate::commands::group::parse_kind;
+use crate::metadata;
 use crate::output::{merged, payload_fields, payload_text, Output};
 
 pub use batch_loop::consume_batches;
@@ -95,12 +96,14 @@ fn print_delivery(output: Output, delivery: &Delivery, outcome: &str) {
         json!({ "offset": delivery.offset, "attempt": delivery.attempt, "outcome": outcome }),
         payload_fields(&delivery.payload),
     );
+    let value = merged(value, metadata::fields(delivery));
     output.emit(value, || {
         format!(
-            "[{} #{}] {}\t{outcome}",
+            "[{} #{}] {}{}\t{outcome}",
             delivery.offset,
             delivery.attempt,
-            payload_text(&delivery.payload)
+            payload_text(&delivery.payload),
+            metadata::text(delivery.key.as_deref(), &delivery.headers)
         )
     });
 }

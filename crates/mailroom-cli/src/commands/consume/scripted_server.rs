@@ -5,8 +5,8 @@ use std::sync::Mutex;
 use bytes::Bytes;
 use mailroom_client::{
     BatchItemError, BatchPoll, ChannelDelivery, ChannelInfo, ClientError, DeadLetter, Delivery,
-    DeliveryId, GroupDetail, GroupOptions, NackKind, NackOptions, NackOutcome, SubscribeOptions,
-    TopicInfo, TopicSummary,
+    DeliveryId, GroupDetail, GroupOptions, NackKind, NackOptions, NackOutcome, NewMessage,
+    SubscribeOptions, TopicInfo, TopicSummary,
 };
 
 use super::Args;
@@ -147,6 +147,9 @@ impl Api for Scripted {
     async fn publish(&self, _: &str, _: Bytes) -> Result<u64, ClientError> {
         unused()
     }
+    async fn publish_messages(&self, _: &str, _: &[NewMessage]) -> Result<Vec<u64>, ClientError> {
+        unused()
+    }
     async fn publish_batch(&self, _: &str, _: &[Bytes]) -> Result<Vec<u64>, ClientError> {
         unused()
     }
@@ -224,6 +227,9 @@ pub(super) fn scripted(payloads: &[&'static str]) -> Scripted {
             offset: n as u64,
             attempt: 1,
             payload: Bytes::from_static(payload.as_bytes()),
+            key: None,
+            headers: Default::default(),
+            published_at_ms: None,
         })
         .collect();
     Scripted {

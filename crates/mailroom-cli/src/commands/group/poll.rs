@@ -5,6 +5,7 @@ use serde_json::json;
 
 use crate::api::Api;
 use crate::commands::group::GroupArgs;
+use crate::metadata;
 use crate::output::{merged, payload_fields, payload_text, Output};
 
 /// Flags of `group poll`.
@@ -58,15 +59,19 @@ pub async fn run(api: &impl Api, args: Args, output: Output) -> anyhow::Result<(
 fn print_delivery(output: Output, delivery: &Delivery) {
     output.emit(
         merged(
-            json!({ "offset": delivery.offset, "attempt": delivery.attempt }),
-            payload_fields(&delivery.payload),
+            merged(
+                json!({ "offset": delivery.offset, "attempt": delivery.attempt }),
+                payload_fields(&delivery.payload),
+            ),
+            metadata::fields(delivery),
         ),
         || {
             format!(
-                "offset {} attempt {}: {}",
+                "offset {} attempt {}: {}{}",
                 delivery.offset,
                 delivery.attempt,
-                payload_text(&delivery.payload)
+                payload_text(&delivery.payload),
+                metadata::text(delivery.key.as_deref(), &delivery.headers)
             )
         },
     );

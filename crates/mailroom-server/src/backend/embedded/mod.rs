@@ -18,9 +18,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use mailroom::group::{DeliveryId, GroupConfig, NackOptions, NotOwned};
-use mailroom::topic::{Delivery, Nack, StartPosition};
+use mailroom::topic::{Delivery, Message, Nack, StartPosition};
 use mailroom_store::{
-    AckedThenPolled, DeadLetterPage, DurableTopic, Store, StoreError, TopicRetention,
+    AckedThenPolled, DeadLetterPage, DurableTopic, NewMessage, Store, StoreError, TopicRetention,
 };
 use prometheus_client::metrics::histogram::Histogram;
 use tokio::time::Instant;
@@ -210,6 +210,30 @@ impl Backend for Embedded {
             .await?;
         self.long_polls.wake(topic);
         Ok(offsets)
+    }
+
+    async fn publish_messages(
+        &self,
+        topic: &str,
+        messages: &[NewMessage],
+    ) -> Result<Range<u64>, BackendError> {
+        let offsets = self
+            .durable(|store| store.topic(topic)?.publish_messages_deferred(messages))
+            .await?;
+        self.long_polls.wake(topic);
+        Ok(offsets)
+    }
+
+    fn messages(
+        &self,
+        topic: &str,
+        items: Vec<(u64, Bytes)>,
+    ) -> Result<Vec<Message<Bytes>>, BackendError> {
+        let topic = self.store.topic(topic)?;
+        items
+            .into_iter()
+            .map(|(offset, payload)| Ok(topic.message_at(offset, payload)?))
+            .collect()
     }
 
     fn publisher(&self, topic: &str) -> Result<Box<dyn TopicPublisher>, BackendError> {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use mailroom_store::log::{APPEND_BYTES_MAX, APPEND_RECORDS_MAX};
-use mailroom_store::DurableTopic;
+use mailroom_store::{Deferred, DurableTopic, NewMessage};
 
 use crate::backend::{BackendError, Durable, TopicPublisher};
 use crate::config::PAYLOAD_BYTES_MAX_LIMIT;
@@ -30,11 +30,26 @@ pub(super) struct EmbeddedPublisher {
 impl TopicPublisher for EmbeddedPublisher {
     fn publish_batch(&self, payloads: &[Bytes]) -> Result<Durable<Range<u64>>, BackendError> {
         let written = self.handle.publish_batch_deferred(payloads)?;
+        Ok(self.waking(written))
+    }
+
+    fn publish_messages(
+        &self,
+        messages: &[NewMessage],
+    ) -> Result<Durable<Range<u64>>, BackendError> {
+        let written = self.handle.publish_messages_deferred(messages)?;
+        Ok(self.waking(written))
+    }
+}
+
+impl EmbeddedPublisher {
+    /// The wait for `written`, which wakes the topic's long polls once it is durable.
+    fn waking(&self, written: Deferred<Range<u64>>) -> Durable<Range<u64>> {
         let (topic, long_polls) = (self.topic.clone(), Arc::clone(&self.long_polls));
-        Ok(Box::pin(async move {
+        Box::pin(async move {
             let offsets = written.await?;
             long_polls.wake(&topic);
             Ok(offsets)
-        }))
+        })
     }
 }

@@ -27,7 +27,7 @@ use super::batch_arguments::{
     ItemErrorBody, NackBatchRequest, NackItemBody, NackResults, PollBatchRequest, PolledBatch,
 };
 use super::waiting::{long_poll, poll_once};
-use super::{delivery_body, NackOutcome};
+use super::{delivery_bodies, NackOutcome};
 use crate::body::JsonBody;
 use crate::error::{ApiError, ErrorBody};
 use crate::metrics::{GroupLabels, Metrics, NackLabels};
@@ -85,7 +85,7 @@ pub async fn poll_batch(
         .deliveries
         .get_or_create(&labels)
         .inc_by(count);
-    let deliveries = deliveries.into_iter().map(delivery_body).collect();
+    let deliveries = delivery_bodies(&state, &topic, deliveries)?;
     Ok(Json(PolledBatch { deliveries, acked }))
 }
 

@@ -7,7 +7,17 @@
 //! # Frames
 //!
 //! Client to server: every binary or text frame is one message's payload. Frames are
-//! numbered from 0 on this connection: that number is the frame's `seq`.
+//! numbered from 0 on this connection: that number is the frame's `seq`. A stream opened
+//! with `?text=json` reads each text frame as one message in JSON, the object form of a
+//! batch item, so it may carry a key and headers (binary frames stay bare payloads):
+//!
+//! ```text
+//! {"payload": "paid", "key": "customer-7", "headers": {"traceparent": "00-..."}}
+//! ```
+//!
+//! A text frame that is not such an object, or breaks a metadata limit, gets its own
+//! `invalid_argument` entry naming the frame (`frame 3.key must be ...`), and the stream
+//! goes on.
 //!
 //! Server to client: text frames, each one JSON confirmation covering the `count` frames
 //! from `seq` on, sent in `seq` order with no gap:
@@ -71,6 +81,7 @@ use futures_util::{Sink, Stream};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use crate::body::QueryParams;
 use crate::error::{ApiError, ErrorBody};
 use crate::names::check_name;
 use crate::paths::TopicPath;
@@ -85,7 +96,9 @@ use publisher::Publisher;
 pub use mailroom_api::limits::PUBLISH_STREAM_IN_FLIGHT_MAX;
 /// The close reason of a stream ended by the server's shutdown (close code 1001).
 pub use mailroom_api::publish_stream::SHUTDOWN_CLOSE_REASON;
-pub use mailroom_api::publish_stream::{StreamConfirmation, StreamError};
+pub use mailroom_api::publish_stream::{
+    PublishStreamQuery, StreamConfirmation, StreamError, TextFrames,
+};
 
 /// Once a batch holds this many payload bytes it goes to the store, and the next frames
 /// start another batch.
@@ -130,7 +143,7 @@ pub(super) fn confirmation(
 /// Publishes over a WebSocket: one binary or text frame per message, many in flight,
 /// answered in order by `StreamConfirmation` text frames, each once its batch is durable.
 #[utoipa::path(get, path = "/v1/topics/{topic}/publish/ws", tag = "topics",
-    params(("topic" = crate::names::Name, Path, description = "Topic name")),
+    params(("topic" = crate::names::Name, Path, description = "Topic name"), PublishStreamQuery),
     responses(
         (status = 101, description = "Switching to WebSocket: send one frame per message; \
             the server answers with StreamConfirmation text frames in order"),
@@ -141,12 +154,13 @@ pub(super) fn confirmation(
 pub async fn publish_stream(
     State(state): State<AppState>,
     TopicPath { topic }: TopicPath,
+    QueryParams(query): QueryParams<PublishStreamQuery>,
     upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
     // The topic first: a 404 says more than "not a WebSocket request".
     let handle = state.backend.publisher(&topic)?;
     let upgrade = upgrade.map_err(|rejection| ApiError::not_websocket(&rejection))?;
-    let publisher = Publisher::new(state, topic, handle);
+    let publisher = Publisher::new(state, topic, handle, query.text);
     let frame_bytes_max = publisher
         .payload_bytes_max
         .saturating_add(OVERSIZE_FRAME_SLACK_BYTES);
@@ -173,7 +187,9 @@ where
 {
     check_name("topic", &topic)?;
     let handle = state.backend.publisher(&topic)?;
-    Publisher::new(state, topic, handle).run(socket).await;
+    Publisher::new(state, topic, handle, TextFrames::Payload)
+        .run(socket)
+        .await;
     Ok(())
 }
 

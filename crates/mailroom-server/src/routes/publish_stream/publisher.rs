@@ -11,9 +11,14 @@ use futures_util::stream::FuturesOrdered;
 use futures_util::{FutureExt as _, Sink, SinkExt as _, Stream, StreamExt as _};
 
 use super::*;
+use mailroom_api::publish_stream::TextFrames;
+use mailroom_api::topics::BatchMessageObject;
+use mailroom_store::NewMessage;
+
 use crate::backend::TopicPublisher;
 use crate::error::ApiError;
 use crate::metrics::TopicLabels;
+use crate::routes::metadata;
 use crate::state::{AppState, PublishStreamTicket};
 
 /// A confirmation that resolves once its batch is durable (or at once, for an error).
@@ -24,7 +29,7 @@ type PendingConfirmation = Pin<Box<dyn Future<Output = StreamConfirmation> + Sen
 struct Batch {
     /// The seq of the first payload.
     seq: u64,
-    payloads: Vec<Bytes>,
+    messages: Vec<NewMessage>,
     bytes: usize,
 }
 
@@ -32,6 +37,8 @@ struct Batch {
 enum Incoming {
     /// A message payload.
     Payload(Bytes),
+    /// A text frame of a stream opened with `?text=json`: one message as JSON.
+    Envelope(Bytes),
     /// A ping or pong: the protocol layer answers pings.
     Control,
     /// The client closed the connection or it broke: nobody will read confirmations.
@@ -42,9 +49,12 @@ enum Incoming {
 }
 
 impl Incoming {
-    fn from_read(read: Option<Result<Message, axum::Error>>) -> Incoming {
+    fn from_read(read: Option<Result<Message, axum::Error>>, text: TextFrames) -> Incoming {
         match read {
             Some(Ok(Message::Binary(payload))) => Incoming::Payload(payload),
+            Some(Ok(Message::Text(json))) if text == TextFrames::Json => {
+                Incoming::Envelope(Bytes::from(json))
+            }
             Some(Ok(Message::Text(text))) => Incoming::Payload(Bytes::from(text)),
             Some(Ok(Message::Ping(_) | Message::Pong(_))) => Incoming::Control,
             Some(Ok(Message::Close(_))) | None => Incoming::Gone,
@@ -59,6 +69,8 @@ pub(super) struct Publisher {
     labels: TopicLabels,
     handle: Box<dyn TopicPublisher>,
     pub(super) payload_bytes_max: usize,
+    /// What a text frame holds.
+    text: TextFrames,
     /// The seq the next frame read gets.
     next_seq: u64,
     /// Frames read whose confirmation has not been sent.
@@ -77,6 +89,7 @@ impl Publisher {
         state: AppState,
         topic: String,
         handle: Box<dyn TopicPublisher>,
+        text: TextFrames,
     ) -> Publisher {
         let payload_bytes_max =
             usize::try_from(state.config.payload_bytes_max).unwrap_or(usize::MAX);
@@ -86,6 +99,7 @@ impl Publisher {
             labels: TopicLabels { topic },
             handle,
             payload_bytes_max,
+            text,
             next_seq: 0,
             unconfirmed: 0,
             pending: FuturesOrdered::new(),
@@ -118,7 +132,7 @@ impl Publisher {
                     }
                 }
                 read = socket.next(), if reading && room => {
-                    if self.take_frames(&mut socket, Incoming::from_read(read)).is_err() {
+                    if self.take_frames(&mut socket, Incoming::from_read(read, self.text)).is_err() {
                         return;
                     }
                 }
@@ -143,7 +157,8 @@ impl Publisher {
         let mut incoming = first;
         loop {
             match incoming {
-                Incoming::Payload(payload) => self.take_payload(payload),
+                Incoming::Payload(payload) => self.take_message(NewMessage::bare(payload)),
+                Incoming::Envelope(json) => self.take_envelope(&json),
                 Incoming::Control => {}
                 Incoming::Gone => return Err(()),
                 Incoming::Failed => {
@@ -154,7 +169,7 @@ impl Publisher {
                 break;
             }
             match socket.next().now_or_never() {
-                Some(read) => incoming = Incoming::from_read(read),
+                Some(read) => incoming = Incoming::from_read(read, self.text),
                 None => break,
             }
         }
@@ -162,29 +177,52 @@ impl Publisher {
         Ok(())
     }
 
-    /// Adds one frame to the batch; an oversized frame instead gets its own error entry
-    /// (after the batch before it, to keep the answers in seq order).
-    fn take_payload(&mut self, payload: Bytes) {
+    /// Reads a JSON text frame as one message and adds it to the batch; a frame that is
+    /// not a message object gets its own error entry, naming the frame's field.
+    fn take_envelope(&mut self, json: &[u8]) {
+        let seq = self.next_seq;
+        let message = crate::body::parse::<BatchMessageObject>(json)
+            .and_then(|object| metadata::message_of_object(&format!("frame {seq}"), object));
+        match message {
+            Ok(message) => self.take_message(message),
+            Err(error) => {
+                self.next_seq += 1;
+                self.unconfirmed += 1;
+                self.refuse(seq, error);
+            }
+        }
+    }
+
+    /// Answers frame `seq` alone with `error`, after the batch before it (to keep the
+    /// answers in seq order).
+    fn refuse(&mut self, seq: u64, error: ApiError) {
+        self.publish_batch();
+        let refused = confirmation(seq, 1, Err(error));
+        self.pending
+            .push_back(Box::pin(std::future::ready(refused)));
+    }
+
+    /// Adds one frame's message to the batch; an oversized payload instead gets its own
+    /// error entry.
+    fn take_message(&mut self, message: NewMessage) {
         let seq = self.next_seq;
         self.next_seq += 1;
         self.unconfirmed += 1;
-        if payload.len() > self.payload_bytes_max {
-            self.publish_batch();
+        let payload_bytes = message.payload.len();
+        if payload_bytes > self.payload_bytes_max {
             let error = ApiError::payload_over_limit(
                 &format!("frame {seq}"),
-                payload.len(),
+                payload_bytes,
                 self.payload_bytes_max as u64,
             );
-            let refused = confirmation(seq, 1, Err(error));
-            self.pending
-                .push_back(Box::pin(std::future::ready(refused)));
+            self.refuse(seq, error);
             return;
         }
-        if self.batch.payloads.is_empty() {
+        if self.batch.messages.is_empty() {
             self.batch.seq = seq;
         }
-        self.batch.bytes += payload.len();
-        self.batch.payloads.push(payload);
+        self.batch.bytes += payload_bytes + message.metadata.headers_bytes();
+        self.batch.messages.push(message);
         if self.batch.bytes >= PUBLISH_STREAM_BATCH_BYTES_MAX {
             self.publish_batch();
         }
@@ -194,11 +232,17 @@ impl Publisher {
     /// resolves once the write is durable.
     fn publish_batch(&mut self) {
         let batch = std::mem::take(&mut self.batch);
-        if batch.payloads.is_empty() {
+        if batch.messages.is_empty() {
             return;
         }
-        let (seq, count) = (batch.seq, batch.payloads.len());
-        let confirmation: PendingConfirmation = match self.handle.publish_batch(&batch.payloads) {
+        let (seq, count) = (batch.seq, batch.messages.len());
+        let written = if batch.messages.iter().all(|m| m.metadata.is_empty()) {
+            let payloads: Vec<Bytes> = batch.messages.into_iter().map(|m| m.payload).collect();
+            self.handle.publish_batch(&payloads)
+        } else {
+            self.handle.publish_messages(&batch.messages)
+        };
+        let confirmation: PendingConfirmation = match written {
             Ok(written) => Box::pin(async move {
                 let outcome = written.await.map(|offsets| offsets.start);
                 confirmation(seq, count, outcome.map_err(ApiError::from))

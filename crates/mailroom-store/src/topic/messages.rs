@@ -1,0 +1,129 @@
+//! Messages with their metadata on a [`DurableTopic`]: publishing them with keys, headers
+//! and idempotency keys (record format 2, see `crate::message`), and reading them back
+//! with those and the publish time.
+//!
+//! The group operations hand out payloads only, as the in-memory topic does; a home that
+//! shows metadata (the server) turns each delivery or dead letter into its message with
+//! [`DurableTopic::message_at`], which reads the record again (from the page cache as a
+//! rule, since the delivery just read it). A dead letter whose message retention removed
+//! keeps its payload (copied into the groups log) but not its metadata.
+
+use std::ops::Range;
+
+use bytes::Bytes;
+use mailroom::topic::{Message, Metadata, TopicError};
+
+use crate::message::{encode_block, message_of, NewMessage};
+use crate::{Deferred, DurableTopic, StoreError};
+
+impl DurableTopic {
+    /// Appends `messages`, with their metadata, as consecutive messages with one sync,
+    /// and returns their offsets, as [`publish_batch`](Self::publish_batch). A message
+    /// without metadata is stored exactly as `publish_batch` stores it.
+    ///
+    /// # Errors
+    ///
+    /// `Topic(InvalidArgument)` naming the field of the first metadata past a limit of
+    /// `mailroom::topic::Metadata::check` (nothing is written); as
+    /// [`publish`](Self::publish).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use mailroom::topic::Metadata;
+    /// use mailroom_store::{NewMessage, Store, StoreOptions};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = Store::open(dir.path(), StoreOptions::default())?;
+    /// store.create_topic("t")?;
+    /// let topic = store.topic("t")?;
+    /// let metadata = Metadata::new().with_key("customer-7").with_header("origin", "web");
+    /// let message = NewMessage { payload: Bytes::from_static(b"hi"), metadata: metadata.clone() };
+    /// assert_eq!(topic.publish_messages(&[message])?, 0..1);
+    /// let read = topic.read_message(0)?.expect("retained");
+    /// assert_eq!((&read.payload[..], read.metadata), (&b"hi"[..], metadata));
+    /// assert!(read.published_at_ms.is_some());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn publish_messages(&self, messages: &[NewMessage]) -> Result<Range<u64>, StoreError> {
+        self.publish_messages_deferred(messages)?.wait()
+    }
+
+    /// [`publish_messages`](Self::publish_messages) without the wait, as
+    /// [`publish_batch_deferred`](Self::publish_batch_deferred).
+    ///
+    /// # Errors
+    ///
+    /// As [`publish_messages`](Self::publish_messages): argument and write errors here,
+    /// sync errors from the `Deferred`.
+    pub fn publish_messages_deferred(
+        &self,
+        messages: &[NewMessage],
+    ) -> Result<Deferred<Range<u64>>, StoreError> {
+        if messages.iter().all(|message| message.metadata.is_empty()) {
+            let payloads: Vec<Bytes> = messages.iter().map(|m| m.payload.clone()).collect();
+            return self.publish_batch_deferred(&payloads);
+        }
+        let _live = self.live()?;
+        for message in messages {
+            message.metadata.check().map_err(TopicError::from)?;
+        }
+        // Only messages with metadata are copied into a body of block + payload.
+        let bodies: Vec<Option<Vec<u8>>> = messages
+            .iter()
+            .map(|message| {
+                (!message.metadata.is_empty()).then(|| {
+                    let mut body = Vec::with_capacity(message.payload.len() + 64);
+                    encode_block(&message.metadata, &mut body);
+                    body.extend_from_slice(&message.payload);
+                    body
+                })
+            })
+            .collect();
+        let slices: Vec<&[u8]> = messages
+            .iter()
+            .zip(&bodies)
+            .map(|(message, body)| body.as_deref().unwrap_or(&message.payload[..]))
+            .collect();
+        let flags: Vec<bool> = bodies.iter().map(Option::is_some).collect();
+        let log = &self.inner.messages;
+        let offsets = log.write_bodies(&slices, &flags, self.inner.clock.now_ms())?;
+        Ok(Deferred::on_messages(log.durable(offsets.end), Ok(offsets)))
+    }
+
+    /// Reads the message at `offset` with its publish time and metadata; `None` if it is
+    /// past the end or was deleted by retention.
+    ///
+    /// # Errors
+    ///
+    /// I/O errors and corruption (a metadata block that does not read);
+    /// [`StoreError::UnknownTopic`] after deletion.
+    pub fn read_message(&self, offset: u64) -> Result<Option<Message<Bytes>>, StoreError> {
+        let _live = self.live()?;
+        let Some(record) = self.inner.messages.read(offset)? else {
+            return Ok(None);
+        };
+        message_of(record)
+            .map(Some)
+            .map_err(|reason| StoreError::Corrupt {
+                path: self.inner.dir.join("messages"),
+                position: offset,
+                reason,
+            })
+    }
+
+    /// The message at `offset` whose payload a delivery or dead letter handed out: with
+    /// its publish time and metadata while the message log still holds it, else the
+    /// payload alone (no publish time, no metadata).
+    ///
+    /// # Errors
+    ///
+    /// As [`read_message`](Self::read_message).
+    pub fn message_at(&self, offset: u64, payload: Bytes) -> Result<Message<Bytes>, StoreError> {
+        Ok(match self.read_message(offset)? {
+            Some(message) => Message { payload, ..message },
+            None => Message::new(payload, None, Metadata::default()),
+        })
+    }
+}

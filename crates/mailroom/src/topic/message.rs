@@ -1,0 +1,246 @@
+//! A message with its metadata: the time the broker published it, an optional key,
+//! optional headers and an optional idempotency key, with the limits every home checks.
+//!
+//! The limits, and why they are what they are (compared with the peers users come from):
+//!
+//! | limit | value | Kafka | NATS JetStream | SQS |
+//! |---|---|---|---|---|
+//! | [`KEY_BYTES_MAX`] | 1 KiB | bytes, bounded only by the record size | subject ≤ ~ 4 KiB by config | `MessageGroupId` ≤ 128 chars |
+//! | [`HEADERS_MAX`] | 64 | unbounded | unbounded | 10 message attributes |
+//! | [`HEADER_NAME_BYTES_MAX`] | 256 B | unbounded | unbounded (header block in `max_payload`) | attribute name ≤ 256 chars |
+//! | [`HEADER_VALUE_BYTES_MAX`] | 4 KiB | unbounded | unbounded | counted in the 256 KiB message |
+//! | [`HEADERS_BYTES_MAX`] | 16 KiB | counted in `max.message.bytes` | counted in `max_payload` | counted in the 256 KiB message |
+//! | [`IDEMPOTENCY_KEY_BYTES_MAX`] | 256 B | producer id + sequence (not a string) | `Nats-Msg-Id`, unbounded | deduplication id ≤ 128 chars |
+//!
+//! A key names an entity (a customer, an order), not a document, so 1 KiB is generous
+//! and keeps per-key bookkeeping small. Headers carry trace context (`traceparent` is 55
+//! bytes), content types and origins: 64 of them and 16 KiB in all are far above what
+//! those need, and small beside the default 1 MiB payload, yet they bound what one
+//! message adds to every delivery. Names and values are UTF-8 (they travel as JSON
+//! strings and as HTTP header values). Keys, header names and idempotency keys must not
+//! be empty; a header value may be.
+//!
+//! # Example
+//!
+//! ```
+//! use mailroom::topic::{Metadata, KEY_BYTES_MAX};
+//!
+//! let metadata = Metadata::new()
+//!     .with_key("customer-42")
+//!     .with_header("content-type", "application/json");
+//! assert!(metadata.check().is_ok());
+//! assert!(Metadata::new().with_key("k".repeat(KEY_BYTES_MAX + 1)).check().is_err());
+//! assert!(Metadata::new().is_empty());
+//! ```
+
+use std::collections::BTreeMap;
+
+use crate::group::ArgumentError;
+
+/// The longest message key, in bytes of UTF-8.
+pub const KEY_BYTES_MAX: usize = 1024;
+/// The most headers one message may carry.
+pub const HEADERS_MAX: usize = 64;
+/// The longest header name, in bytes of UTF-8.
+pub const HEADER_NAME_BYTES_MAX: usize = 256;
+/// The longest header value, in bytes of UTF-8.
+pub const HEADER_VALUE_BYTES_MAX: usize = 4096;
+/// The most bytes all of one message's header names and values may take together.
+pub const HEADERS_BYTES_MAX: usize = 16 << 10;
+/// The longest idempotency key, in bytes of UTF-8.
+pub const IDEMPOTENCY_KEY_BYTES_MAX: usize = 256;
+
+/// What a publisher may say about a message besides its payload. Every field is
+/// optional; [`Metadata::default`] says nothing and costs nothing to store.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Metadata {
+    /// The message's key: what it is about (a customer, an order).
+    pub key: Option<String>,
+    /// Headers, by name (names are unique; a map keeps them in name order).
+    pub headers: BTreeMap<String, String>,
+    /// The publisher's idempotency key: stored with the message, so the window of
+    /// keys already seen can be rebuilt from the log.
+    pub idempotency_key: Option<String>,
+}
+
+impl Metadata {
+    /// No metadata.
+    pub fn new() -> Self {
+        Metadata::default()
+    }
+
+    /// With `key` as the key.
+    pub fn with_key(mut self, key: impl Into<String>) -> Self {
+        self.key = Some(key.into());
+        self
+    }
+
+    /// With header `name` set to `value` (replacing an earlier value of `name`).
+    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.insert(name.into(), value.into());
+        self
+    }
+
+    /// With `key` as the idempotency key.
+    pub fn with_idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+
+    /// Whether it says nothing (no key, no headers, no idempotency key).
+    pub fn is_empty(&self) -> bool {
+        self.key.is_none() && self.headers.is_empty() && self.idempotency_key.is_none()
+    }
+
+    /// The bytes all header names and values take together.
+    pub fn headers_bytes(&self) -> usize {
+        self.headers
+            .iter()
+            .map(|(name, value)| name.len() + value.len())
+            .sum()
+    }
+
+    /// Checks every limit of the module docs.
+    ///
+    /// # Errors
+    ///
+    /// [`ArgumentError::LengthOutOfRange`] naming `key`, `idempotency_key`,
+    /// `headers.name`, `headers.value` or `headers` (the total bytes), or
+    /// [`ArgumentError::CountOutOfRange`] naming `headers` (their number).
+    pub fn check(&self) -> Result<(), ArgumentError> {
+        if let Some(key) = &self.key {
+            check_length("key", key, 1, KEY_BYTES_MAX)?;
+        }
+        if let Some(key) = &self.idempotency_key {
+            check_length("idempotency_key", key, 1, IDEMPOTENCY_KEY_BYTES_MAX)?;
+        }
+        if self.headers.len() > HEADERS_MAX {
+            return Err(ArgumentError::CountOutOfRange {
+                field: "headers",
+                items: "headers",
+                min: 0,
+                max: HEADERS_MAX as u64,
+                got: self.headers.len() as u64,
+            });
+        }
+        for (name, value) in &self.headers {
+            check_length("headers.name", name, 1, HEADER_NAME_BYTES_MAX)?;
+            check_length("headers.value", value, 0, HEADER_VALUE_BYTES_MAX)?;
+        }
+        check_length_of("headers", self.headers_bytes(), 0, HEADERS_BYTES_MAX)
+    }
+}
+
+fn check_length(
+    field: &'static str,
+    text: &str,
+    min: usize,
+    max: usize,
+) -> Result<(), ArgumentError> {
+    check_length_of(field, text.len(), min, max)
+}
+
+fn check_length_of(
+    field: &'static str,
+    got: usize,
+    min: usize,
+    max: usize,
+) -> Result<(), ArgumentError> {
+    if (min..=max).contains(&got) {
+        Ok(())
+    } else {
+        Err(ArgumentError::LengthOutOfRange {
+            field,
+            min,
+            max,
+            got,
+        })
+    }
+}
+
+/// A message as a log hands it back: its payload, when the broker published it and
+/// what the publisher said about it.
+///
+/// # Example
+///
+/// ```
+/// use mailroom::topic::{Message, Metadata};
+///
+/// let message = Message::new(b"hello".to_vec(), Some(1_700_000_000_000), Metadata::new().with_key("k"));
+/// assert_eq!(message.metadata.key.as_deref(), Some("k"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message<P> {
+    /// The payload.
+    pub payload: P,
+    /// When the broker appended it, by its clock, in Unix milliseconds; `None` where
+    /// that is no longer known (a dead letter kept after retention removed its message).
+    pub published_at_ms: Option<u64>,
+    /// Its key, headers and idempotency key.
+    pub metadata: Metadata,
+}
+
+impl<P> Message<P> {
+    /// A message of `payload`, published at `published_at_ms`, with `metadata`.
+    pub fn new(payload: P, published_at_ms: Option<u64>, metadata: Metadata) -> Self {
+        Message {
+            payload,
+            published_at_ms,
+            metadata,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field_of(metadata: &Metadata) -> Option<&'static str> {
+        match metadata.check() {
+            Ok(()) => None,
+            Err(ArgumentError::LengthOutOfRange { field, .. })
+            | Err(ArgumentError::CountOutOfRange { field, .. }) => Some(field),
+            Err(other) => panic!("unexpected {other:?}"),
+        }
+    }
+
+    // Proves each limit is inclusive at its bound and names its field one past it.
+    #[test]
+    fn every_limit_is_inclusive_and_named() {
+        let at = |n: usize| "k".repeat(n);
+        assert_eq!(field_of(&Metadata::new().with_key(at(KEY_BYTES_MAX))), None);
+        assert_eq!(
+            field_of(&Metadata::new().with_key(at(KEY_BYTES_MAX + 1))),
+            Some("key")
+        );
+        assert_eq!(field_of(&Metadata::new().with_key("")), Some("key"));
+        let idem = Metadata::new().with_idempotency_key(at(IDEMPOTENCY_KEY_BYTES_MAX + 1));
+        assert_eq!(field_of(&idem), Some("idempotency_key"));
+        let name = Metadata::new().with_header(at(HEADER_NAME_BYTES_MAX + 1), "v");
+        assert_eq!(field_of(&name), Some("headers.name"));
+        assert_eq!(
+            field_of(&Metadata::new().with_header("", "v")),
+            Some("headers.name")
+        );
+        assert_eq!(field_of(&Metadata::new().with_header("n", "")), None);
+        let value = Metadata::new().with_header("n", at(HEADER_VALUE_BYTES_MAX + 1));
+        assert_eq!(field_of(&value), Some("headers.value"));
+        let mut many = Metadata::new();
+        for i in 0..HEADERS_MAX {
+            many = many.with_header(format!("h{i}"), "");
+        }
+        assert_eq!(field_of(&many), None);
+        assert_eq!(field_of(&many.with_header("one-more", "")), Some("headers"));
+        // Four values at their limit pass; one byte more in all does not.
+        let mut big = Metadata::new();
+        for name in ["a", "b", "c"] {
+            big = big.with_header(name, at(HEADER_VALUE_BYTES_MAX));
+        }
+        let room = HEADERS_BYTES_MAX - big.headers_bytes() - 1;
+        assert_eq!(field_of(&big.clone().with_header("d", at(room))), None);
+        assert_eq!(
+            field_of(&big.with_header("d", at(room + 1))),
+            Some("headers")
+        );
+    }
+}
