@@ -118,7 +118,8 @@ struct World {
     /// Per topic, where its log started at the last comparison (retention only moves it on).
     starts: Starts,
     trace: Trace,
-    faults: [u64; 8],
+    /// Counts per fault kind, then flips refused at open, flips that opened.
+    faults: [u64; 10],
     step: usize,
 }
 
@@ -195,7 +196,7 @@ impl World {
             seen: Seen::default(),
             starts: [0; TOPICS.len()],
             trace,
-            faults: [0; 8],
+            faults: [0; 10],
             step: 0,
         }
     }
@@ -210,6 +211,8 @@ impl World {
             "write fails",
             "slow syncs",
             "flip",
+            "flip refused at open",
+            "flip opened",
         ];
         Report {
             seed: self.seed,
@@ -371,10 +374,13 @@ impl World {
                 file.display()
             );
             match opened {
-                Err(error) => self
-                    .trace
-                    .push(format!("{line}: refused ({})", kind(&error))),
+                Err(error) => {
+                    self.faults[8] += 1;
+                    let refused = format!("{line}: refused ({})", kind(&error));
+                    self.trace.push(refused);
+                }
                 Ok(store) => {
+                    self.faults[9] += 1;
                     self.trace.push(format!("{line}: opened"));
                     let views = StoreViews::read(&store);
                     self.candidates
