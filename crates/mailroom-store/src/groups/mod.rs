@@ -86,12 +86,16 @@ impl GroupEntry {
                 };
                 self.state.apply_change(change)?;
                 match change {
-                    Change::Failed { id, .. } | Change::Acked(id) => {
+                    Change::Acked(id) => {
                         self.redriven_records.remove(&id.offset);
-                        if change.dead_letters() {
-                            self.dead_letter_records.push(offset);
-                        }
                     }
+                    // A failure that is retried leaves the slot (and a redriven one still
+                    // needs its dead letter's copy: retention may have deleted the message).
+                    Change::Failed { id, .. } if change.dead_letters() => {
+                        self.redriven_records.remove(&id.offset);
+                        self.dead_letter_records.push(offset);
+                    }
+                    Change::Failed { .. } => {}
                     Change::Redriven { .. } | Change::Purged { .. } => {
                         let (kept, taken) = kept.expect("split above");
                         self.dead_letter_records = kept;

@@ -159,9 +159,13 @@ impl GroupSet {
         names
     }
 
-    /// Every live group, in no particular order.
+    /// Every live group, by name: checkpoints and compaction write the groups in this
+    /// order, so the same history gives the same bytes (a simulation's seed replays).
     pub(super) fn slots(&self) -> Vec<Arc<GroupSlot>> {
-        self.registry.read().values().cloned().collect()
+        let registry = self.registry.read();
+        let mut named: Vec<(&String, &Arc<GroupSlot>)> = registry.iter().collect();
+        named.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        named.into_iter().map(|(_, slot)| slot.clone()).collect()
     }
 
     pub(super) fn slot(&self, group: &str) -> Result<Arc<GroupSlot>, StoreError> {

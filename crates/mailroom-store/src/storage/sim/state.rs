@@ -2,7 +2,7 @@
 //! pending bytes, directories with their durable and pending entries, and how a power cut
 //! turns that into a new file system.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -201,11 +201,13 @@ impl SimState {
     /// The image a power cut could leave, drawn from `rng`.
     pub(super) fn crash_image(&self, rng: &mut SplitMix) -> SimState {
         let mut namespace = self.durable.clone();
-        let mut ops_per_dir: HashMap<&Path, usize> = HashMap::new();
+        // Ordered maps: the draws below go to the directories in a fixed order, so the
+        // same seed on the same history gives the same image in every process.
+        let mut ops_per_dir: BTreeMap<&Path, usize> = BTreeMap::new();
         for op in &self.pending_dir_ops {
             *ops_per_dir.entry(&op.dir).or_default() += 1;
         }
-        let mut kept_per_dir: HashMap<&Path, usize> = HashMap::new();
+        let mut kept_per_dir: BTreeMap<&Path, usize> = BTreeMap::new();
         for (dir, count) in &ops_per_dir {
             kept_per_dir.insert(dir, rng.up_to(*count));
         }
