@@ -3,8 +3,10 @@
 
 use std::fs;
 use std::path::Path;
+use std::sync::Arc;
 
 use bytes::Bytes;
+use mailroom::clock::ManualClock;
 use mailroom::topic::Metadata;
 use mailroom_store::{NewMessage, Store, StoreOptions};
 
@@ -28,6 +30,18 @@ fn fixture_copy(name: &str) -> tempfile::TempDir {
         .join(name);
     copy_dir(&fixture, dir.path());
     dir
+}
+
+/// When the fixture was written (the publish time in its records), in Unix ms.
+const FIXTURE_WRITTEN_MS: u64 = 1_796_127_428_166;
+
+/// Store options whose clock stands one second after the fixture was written: its
+/// `workers` delivery has a one-hour lease, which the system clock would see run out.
+fn fixture_options() -> StoreOptions {
+    StoreOptions {
+        clock: Arc::new(ManualClock::new(FIXTURE_WRITTEN_MS + 1_000)),
+        ..StoreOptions::default()
+    }
 }
 
 /// Checks everything the fixture `store-format-1` holds (see `tests/fixtures/README.md`).
@@ -70,10 +84,10 @@ fn check_format_1_contents(store: &Store) {
 fn format_1_store_opens_and_reads_everything() {
     let dir = fixture_copy("store-format-1");
     {
-        let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        let store = Store::open(dir.path(), fixture_options()).unwrap();
         check_format_1_contents(&store);
     }
-    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    let store = Store::open(dir.path(), fixture_options()).unwrap();
     check_format_1_contents(&store);
     // The old deliveries keep working: billing goes on from where it was.
     let orders = store.topic("orders").unwrap();
@@ -96,7 +110,7 @@ fn format_1_store_takes_messages_with_metadata() {
         .with_header("traceparent", "00-abc-def-01")
         .with_idempotency_key("publish-5");
     {
-        let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+        let store = Store::open(dir.path(), fixture_options()).unwrap();
         let orders = store.topic("orders").unwrap();
         let message = NewMessage {
             payload: Bytes::from_static(b"order 5"),
@@ -104,7 +118,7 @@ fn format_1_store_takes_messages_with_metadata() {
         };
         assert_eq!(orders.publish_messages(&[message]).unwrap(), 5..6);
     }
-    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    let store = Store::open(dir.path(), fixture_options()).unwrap();
     check_format_1_contents(&store);
     let orders = store.topic("orders").unwrap();
     let old = orders.read_message(4).unwrap().unwrap();
