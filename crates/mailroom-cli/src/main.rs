@@ -80,7 +80,10 @@ enum Command {
 }
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => usage_failure(&error),
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -92,18 +95,41 @@ fn main() -> std::process::ExitCode {
         }
     };
     let server = cli.server.clone();
+    let output = Output { json: cli.json };
     match runtime.block_on(run(cli)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("mailroom: {}", report::one_line(&error, &server));
+            let line = report::one_line(&error, &server);
+            eprintln!("mailroom: {line}");
             // Bad usage found after parsing (nothing was sent) exits 2, like clap's own.
-            if error.downcast_ref::<BadServer>().is_some() {
+            let usage = error.downcast_ref::<BadServer>().is_some();
+            if output.json {
+                let code = if usage { "usage" } else { report::code(&error) };
+                output.emit_error(code, report::status(&error), &line);
+            }
+            if usage {
                 std::process::ExitCode::from(2)
             } else {
                 std::process::ExitCode::FAILURE
             }
         }
     }
+}
+
+/// Reports a command line clap refused (exit 2) or a help or version request (exit 0).
+/// With `--json` a refusal is also one JSON error on stdout, as every other failure.
+fn usage_failure(error: &clap::Error) -> ! {
+    let json_requested = std::env::args_os()
+        .skip(1)
+        .take_while(|arg| arg != "--")
+        .any(|arg| arg == "--json");
+    if error.use_stderr() && json_requested {
+        let rendered = error.render().to_string();
+        let first = rendered.lines().next().unwrap_or_default();
+        let message = first.strip_prefix("error: ").unwrap_or(first);
+        Output { json: true }.emit_error("usage", None, message);
+    }
+    error.exit()
 }
 
 /// A `--server` value that is not a server URL: bad usage, exit 2 as the README says.

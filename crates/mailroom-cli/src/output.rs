@@ -27,6 +27,21 @@ impl Output {
     }
 }
 
+impl Output {
+    /// Prints a failure as one JSON object on stdout, where `--json` results go, so a
+    /// script reading them sees why they stopped:
+    /// `{"error":{"code":"unknown_topic","status":404,"message":"..."}}`. `code` is the
+    /// server's error code when the server answered, else one of the CLI's own
+    /// (`usage`, `unreachable`, `timeout`, ...); `status` the HTTP status, if any.
+    pub fn emit_error(&self, code: &str, status: Option<u16>, message: &str) {
+        let mut error = json!({ "code": code, "message": message });
+        if let Some(status) = status {
+            error["status"] = json!(status);
+        }
+        self.emit(json!({ "error": error }), || message.to_owned());
+    }
+}
+
 /// A payload as JSON fields: `payload` when UTF-8, `payload_base64` otherwise.
 pub fn payload_fields(payload: &Bytes) -> Value {
     use base64::Engine as _;
