@@ -6,6 +6,7 @@
 
 mod api;
 mod commands;
+mod dates;
 #[cfg(test)]
 mod fake;
 mod names;
@@ -68,7 +69,8 @@ enum Command {
     Publish(commands::publish::Args),
     /// Poll a group, print each message, and ack it (or run a command and ack or nack).
     Consume(commands::consume::Args),
-    /// List a group's dead letters.
+    /// List a group's dead letters (offset, attempts, reason, time, payload), a page at a
+    /// time with --limit.
     DeadLetters(commands::dead_letters::Args),
     /// Live channels: create, publish, subscribe, close.
     #[command(subcommand)]

@@ -82,7 +82,8 @@ pub async fn run(api: &impl Api, args: Args, output: Output) -> anyhow::Result<(
     }
 }
 
-fn nack_text(outcome: NackOutcome) -> &'static str {
+/// What a nack did, for people.
+pub fn nack_text(outcome: NackOutcome) -> &'static str {
     match outcome {
         NackOutcome::Retry => "nacked (will retry)",
         NackOutcome::Released => "released",
