@@ -42,6 +42,16 @@ impl Output {
     }
 }
 
+/// `count` and the noun for it: `1 message`, `0 messages`, `2 dead letters` (`plural` is
+/// the noun's plural, so irregular ones need no rule).
+pub fn counted(count: u64, singular: &str, plural: &str) -> String {
+    if count == 1 {
+        format!("1 {singular}")
+    } else {
+        format!("{count} {plural}")
+    }
+}
+
 /// A payload as JSON fields: `payload` when UTF-8, `payload_base64` otherwise.
 pub fn payload_fields(payload: &Bytes) -> Value {
     use base64::Engine as _;
@@ -67,4 +77,17 @@ pub fn merged(mut base: Value, more: Value) -> Value {
         base.extend(more);
     }
     base
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves one takes the singular and every other count the plural.
+    #[test]
+    fn counts_take_the_right_noun() {
+        assert_eq!(counted(1, "message", "messages"), "1 message");
+        assert_eq!(counted(0, "message", "messages"), "0 messages");
+        assert_eq!(counted(2, "dead letter", "dead letters"), "2 dead letters");
+    }
 }

@@ -184,10 +184,7 @@ pub fn describe_backoff(backoff: Backoff) -> String {
 
 /// `1 attempt`, `3 attempts`.
 pub fn attempts(count: u32) -> String {
-    match count {
-        1 => "1 attempt".to_owned(),
-        count => format!("{count} attempts"),
-    }
+    crate::output::counted(count.into(), "attempt", "attempts")
 }
 
 #[cfg(test)]
