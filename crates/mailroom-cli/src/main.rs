@@ -26,7 +26,7 @@ use crate::output::Output;
 #[derive(Debug, Parser)]
 #[command(name = "mailroom", version, about)]
 struct Cli {
-    /// The server to talk to.
+    /// The server to talk to (every command but serve).
     #[arg(
         long,
         global = true,
@@ -37,7 +37,7 @@ struct Cli {
     /// The bearer token: the one `serve` requires, and the one other commands present.
     #[arg(long, global = true, env = "MAILROOM_TOKEN", hide_env_values = true)]
     token: Option<String>,
-    /// Print JSON instead of text.
+    /// Print JSON instead of text; a failure is then one JSON object on stdout too.
     #[arg(long, global = true)]
     json: bool,
     /// Seconds a request may wait for the server's answer (connecting: at most 5 of
@@ -82,10 +82,7 @@ enum Command {
 }
 
 fn main() -> std::process::ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(error) => usage_failure(&error),
-    };
+    let cli = Cli::try_parse().unwrap_or_else(|error| usage_failure(&error));
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -201,10 +198,47 @@ mod tests {
     use super::*;
     use clap::CommandFactory as _;
 
+    /// The flags only the client commands read. They are global, so `mailroom --json
+    /// topic list` and `mailroom topic list --json` both work, but `serve` declares them
+    /// itself, hidden, which keeps clap from propagating them into its help.
+    const CLIENT_FLAGS: [&str; 3] = ["server", "json", "timeout"];
+
     // Proves the clap definition is consistent (no clashing flags or names).
     #[test]
     fn cli_definition_is_valid() {
         Cli::command().debug_assert();
+    }
+
+    // Proves `serve --help` lists the server's flags and none of the client's, which
+    // every client command still lists.
+    #[test]
+    fn serve_help_leaves_out_the_client_flags() {
+        let mut command = Cli::command();
+        // Building propagates the global flags, as parsing does.
+        command.build();
+        let serve = command
+            .find_subcommand_mut("serve")
+            .expect("serve")
+            .render_long_help()
+            .to_string();
+        assert!(
+            serve.contains("--listen") && serve.contains("--token"),
+            "{serve}"
+        );
+        for flag in CLIENT_FLAGS {
+            assert!(!serve.contains(&format!("--{flag}")), "--{flag} in {serve}");
+        }
+        let publish = command
+            .find_subcommand_mut("publish")
+            .expect("publish")
+            .render_long_help()
+            .to_string();
+        for flag in CLIENT_FLAGS {
+            assert!(
+                publish.contains(&format!("--{flag}")),
+                "no --{flag} in {publish}"
+            );
+        }
     }
 
     // Proves a token that cannot be sent in a header is refused without echoing it.

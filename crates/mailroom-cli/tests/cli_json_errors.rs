@@ -64,3 +64,21 @@ fn usage_errors_exit_2_as_json() {
         "{error}"
     );
 }
+
+// Proves `serve --help` lists the server's flags and none of the client-only ones.
+#[test]
+fn serve_help_lists_only_server_flags() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_mailroom"))
+        .args(["serve", "--help"])
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    let help = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        help.contains("--listen") && help.contains("--token"),
+        "{help}"
+    );
+    for flag in ["--server", "--json", "--timeout"] {
+        assert!(!help.contains(flag), "{flag} in {help}");
+    }
+}
