@@ -40,7 +40,11 @@ pub struct PollBatchRequest {
     /// Up to 65,536 deliveries to ack, in this order, before polling, in the same
     /// transaction (so the slots they free are refilled by this poll). Each succeeds or
     /// fails alone, as in `ack/batch`; the answer's `acked` holds one result each.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::object::deserialize_option_vec",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[cfg_attr(feature = "openapi", schema(max_items = 65_536))]
     pub ack: Option<Vec<DeliveryId>>,
 }
@@ -64,6 +68,7 @@ pub struct PolledBatch {
 #[serde(deny_unknown_fields)]
 pub struct AckBatchRequest {
     /// 1 to 65,536 deliveries, acked in this order.
+    #[serde(deserialize_with = "crate::object::deserialize_vec")]
     #[cfg_attr(feature = "openapi", schema(min_items = 1, max_items = 65_536))]
     pub deliveries: Vec<DeliveryId>,
 }
@@ -75,6 +80,7 @@ pub struct AckBatchRequest {
 #[serde(deny_unknown_fields)]
 pub struct NackBatchRequest {
     /// 1 to 65,536 deliveries, nacked in this order.
+    #[serde(deserialize_with = "crate::object::deserialize_vec")]
     #[cfg_attr(feature = "openapi", schema(min_items = 1, max_items = 65_536))]
     pub deliveries: Vec<DeliveryId>,
     /// `nack` (default), `release` or `reject`.

@@ -52,7 +52,11 @@ pub struct CreateGroup {
     )]
     pub lease_ms: Option<u64>,
     /// Delay before a failed message is redelivered. Absent: ready at once.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::object::deserialize_option",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub backoff: Option<Backoff>,
     /// Deliveries in flight at once, W (1 to 65,536; default 1).
     #[serde(

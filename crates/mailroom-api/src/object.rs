@@ -53,6 +53,60 @@ pub fn deserialize_option<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
     d.deserialize_option(OptionalObject(PhantomData))
 }
 
+/// Reads a list of `T`, each from a JSON object (`[{"offset":0,"attempt":1}]`, never
+/// `[[0,1]]`).
+///
+/// ```
+/// #[derive(serde::Deserialize, Debug, PartialEq)]
+/// struct Item { a: u8 }
+/// #[derive(serde::Deserialize, Debug)]
+/// struct Body { #[serde(deserialize_with = "mailroom_api::object::deserialize_vec")] items: Vec<Item> }
+/// assert_eq!(serde_json::from_str::<Body>(r#"{"items":[{"a":1}]}"#).unwrap().items, [Item { a: 1 }]);
+/// assert!(serde_json::from_str::<Body>(r#"{"items":[[1]]}"#).is_err());
+/// ```
+///
+/// # Errors
+/// A value that is not an array, an item that is not an object, or an item's own errors.
+pub fn deserialize_vec<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Vec<T>, D::Error> {
+    let items = Vec::<Object<T>>::deserialize(d)?;
+    Ok(items.into_iter().map(|Object(item)| item).collect())
+}
+
+/// Reads an optional list of `T` (each from a JSON object), or `null` (a missing field
+/// needs `#[serde(default)]` beside this).
+///
+/// ```
+/// #[derive(serde::Deserialize, Debug, PartialEq)]
+/// struct Item { a: u8 }
+/// #[derive(serde::Deserialize, Debug)]
+/// struct Body {
+///     #[serde(default, deserialize_with = "mailroom_api::object::deserialize_option_vec")]
+///     items: Option<Vec<Item>>,
+/// }
+/// assert_eq!(serde_json::from_str::<Body>(r#"{"items":null}"#).unwrap().items, None);
+/// assert!(serde_json::from_str::<Body>(r#"{"items":[[1]]}"#).is_err());
+/// ```
+///
+/// # Errors
+/// As for [`deserialize_vec`], for a value that is not `null`.
+pub fn deserialize_option_vec<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Option<Vec<T>>, D::Error> {
+    let items = Option::<Vec<Object<T>>>::deserialize(d)?;
+    Ok(items.map(|items| items.into_iter().map(|Object(item)| item).collect()))
+}
+
+/// A `T` read by [`deserialize`]: the item type of the list helpers.
+struct Object<T>(T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        deserialize(d).map(Object)
+    }
+}
+
 struct ObjectOnly<T>(PhantomData<T>);
 
 impl<'de, T: Deserialize<'de>> Visitor<'de> for ObjectOnly<T> {

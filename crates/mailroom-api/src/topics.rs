@@ -125,7 +125,9 @@ pub struct Published {
 pub enum BatchMessage {
     /// The message is this text.
     Text(String),
-    /// The message is these base64-encoded bytes.
+    /// The message is these base64-encoded bytes (an object only: serde's derive would
+    /// also take `["..."]`).
+    #[serde(deserialize_with = "crate::object::deserialize")]
     Binary(Base64Message),
     /// The message with its metadata.
     Message(BatchMessageObject),

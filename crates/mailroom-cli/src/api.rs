@@ -7,7 +7,7 @@ use std::ops::Range;
 
 use bytes::Bytes;
 use mailroom_client::{
-    BatchItemError, BatchPoll, ChannelDelivery, ChannelInfo, Client, ClientError, DeadLetter,
+    BatchItemError, BatchPoll, ChannelDelivery, ChannelInfo, Client, ClientError, DeadLetterPage,
     Delivery, DeliveryId, GroupDetail, GroupOptions, NackOptions, NackOutcome, NewMessage,
     RetentionSettings, SubscribeOptions, Subscription, TopicInfo, TopicSummary,
 };
@@ -95,7 +95,13 @@ pub trait Api {
         options: &NackOptions,
     ) -> Result<Vec<Result<NackOutcome, BatchItemError>>, ClientError>;
     async fn touch(&self, topic: &str, group: &str, id: DeliveryId) -> Result<(), ClientError>;
-    async fn dead_letters(&self, topic: &str, group: &str) -> Result<Vec<DeadLetter>, ClientError>;
+    async fn dead_letters_page(
+        &self,
+        topic: &str,
+        group: &str,
+        from: u64,
+        limit: usize,
+    ) -> Result<DeadLetterPage, ClientError>;
     async fn redrive(
         &self,
         topic: &str,
@@ -237,8 +243,14 @@ impl Api for Client {
     async fn touch(&self, topic: &str, group: &str, id: DeliveryId) -> Result<(), ClientError> {
         Client::touch(self, topic, group, id).await
     }
-    async fn dead_letters(&self, topic: &str, group: &str) -> Result<Vec<DeadLetter>, ClientError> {
-        Client::dead_letters(self, topic, group).await
+    async fn dead_letters_page(
+        &self,
+        topic: &str,
+        group: &str,
+        from: u64,
+        limit: usize,
+    ) -> Result<DeadLetterPage, ClientError> {
+        Client::dead_letters_page(self, topic, group, from, limit).await
     }
     async fn redrive(
         &self,

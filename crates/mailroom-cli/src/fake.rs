@@ -9,9 +9,9 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use mailroom_client::{
     BatchItemError, BatchPoll, ChannelDelivery, ChannelInfo, ClientError, DeadLetter,
-    DeadLetterNote, Delivery, DeliveryId, GroupCounters, GroupDetail, GroupInfo, GroupOptions,
-    NackOptions, NackOutcome, NewMessage, RetentionSettings, SubscribeOptions, TopicInfo,
-    TopicSummary,
+    DeadLetterNote, DeadLetterPage, Delivery, DeliveryId, GroupCounters, GroupDetail, GroupInfo,
+    GroupOptions, NackOptions, NackOutcome, NewMessage, RetentionSettings, SubscribeOptions,
+    TopicInfo, TopicSummary,
 };
 
 use crate::api::{Api, Messages};
@@ -318,9 +318,32 @@ impl Api for Fake {
         ));
         Ok(())
     }
-    async fn dead_letters(&self, topic: &str, group: &str) -> Result<Vec<DeadLetter>, ClientError> {
-        self.record(format!("dead_letters {topic} {group}"));
-        Ok(Vec::new())
+    async fn dead_letters_page(
+        &self,
+        topic: &str,
+        group: &str,
+        from: u64,
+        limit: usize,
+    ) -> Result<DeadLetterPage, ClientError> {
+        self.record(format!("dead_letters_page {topic} {group} {from} {limit}"));
+        // Five dead letters, offsets 0 to 4; the even ones carry a reason.
+        let end = from.saturating_add(limit as u64).min(5);
+        let dead_letters = (from..end)
+            .map(|offset| DeadLetter {
+                offset,
+                attempts: 3,
+                reason: (offset % 2 == 0).then(|| format!("boom {offset}")),
+                at_ms: 1_000 * offset,
+                payload: Bytes::from(format!("m{offset}")),
+                key: None,
+                headers: Default::default(),
+                published_at_ms: None,
+            })
+            .collect();
+        Ok(DeadLetterPage {
+            dead_letters,
+            next: (end < 5).then_some(end),
+        })
     }
     async fn redrive(
         &self,

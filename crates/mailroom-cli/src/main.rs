@@ -6,6 +6,7 @@
 
 mod api;
 mod commands;
+mod dates;
 #[cfg(test)]
 mod fake;
 mod metadata;
@@ -26,7 +27,7 @@ use crate::output::Output;
 #[derive(Debug, Parser)]
 #[command(name = "mailroom", version, about)]
 struct Cli {
-    /// The server to talk to.
+    /// The server to talk to (every command but serve).
     #[arg(
         long,
         global = true,
@@ -37,7 +38,7 @@ struct Cli {
     /// The bearer token: the one `serve` requires, and the one other commands present.
     #[arg(long, global = true, env = "MAILROOM_TOKEN", hide_env_values = true)]
     token: Option<String>,
-    /// Print JSON instead of text.
+    /// Print JSON instead of text; a failure is then one JSON object on stdout too.
     #[arg(long, global = true)]
     json: bool,
     /// Seconds a request may wait for the server's answer (connecting: at most 5 of
@@ -69,7 +70,8 @@ enum Command {
     Publish(commands::publish::Args),
     /// Poll a group, print each message, and ack it (or run a command and ack or nack).
     Consume(commands::consume::Args),
-    /// List a group's dead letters.
+    /// List a group's dead letters (offset, attempts, reason, time, payload), a page at a
+    /// time with --limit.
     DeadLetters(commands::dead_letters::Args),
     /// Live channels: create, publish, subscribe, close.
     #[command(subcommand)]
@@ -81,7 +83,7 @@ enum Command {
 }
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::try_parse().unwrap_or_else(|error| usage_failure(&error));
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -93,18 +95,41 @@ fn main() -> std::process::ExitCode {
         }
     };
     let server = cli.server.clone();
+    let output = Output { json: cli.json };
     match runtime.block_on(run(cli)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("mailroom: {}", report::one_line(&error, &server));
+            let line = report::one_line(&error, &server);
+            eprintln!("mailroom: {line}");
             // Bad usage found after parsing (nothing was sent) exits 2, like clap's own.
-            if error.downcast_ref::<BadServer>().is_some() {
+            let usage = error.downcast_ref::<BadServer>().is_some();
+            if output.json {
+                let code = if usage { "usage" } else { report::code(&error) };
+                output.emit_error(code, report::status(&error), &line);
+            }
+            if usage {
                 std::process::ExitCode::from(2)
             } else {
                 std::process::ExitCode::FAILURE
             }
         }
     }
+}
+
+/// Reports a command line clap refused (exit 2) or a help or version request (exit 0).
+/// With `--json` a refusal is also one JSON error on stdout, as every other failure.
+fn usage_failure(error: &clap::Error) -> ! {
+    let json_requested = std::env::args_os()
+        .skip(1)
+        .take_while(|arg| arg != "--")
+        .any(|arg| arg == "--json");
+    if error.use_stderr() && json_requested {
+        let rendered = error.render().to_string();
+        let first = rendered.lines().next().unwrap_or_default();
+        let message = first.strip_prefix("error: ").unwrap_or(first);
+        Output { json: true }.emit_error("usage", None, message);
+    }
+    error.exit()
 }
 
 /// A `--server` value that is not a server URL: bad usage, exit 2 as the README says.
@@ -174,10 +199,47 @@ mod tests {
     use super::*;
     use clap::CommandFactory as _;
 
+    /// The flags only the client commands read. They are global, so `mailroom --json
+    /// topic list` and `mailroom topic list --json` both work, but `serve` declares them
+    /// itself, hidden, which keeps clap from propagating them into its help.
+    const CLIENT_FLAGS: [&str; 3] = ["server", "json", "timeout"];
+
     // Proves the clap definition is consistent (no clashing flags or names).
     #[test]
     fn cli_definition_is_valid() {
         Cli::command().debug_assert();
+    }
+
+    // Proves `serve --help` lists the server's flags and none of the client's, which
+    // every client command still lists.
+    #[test]
+    fn serve_help_leaves_out_the_client_flags() {
+        let mut command = Cli::command();
+        // Building propagates the global flags, as parsing does.
+        command.build();
+        let serve = command
+            .find_subcommand_mut("serve")
+            .expect("serve")
+            .render_long_help()
+            .to_string();
+        assert!(
+            serve.contains("--listen") && serve.contains("--token"),
+            "{serve}"
+        );
+        for flag in CLIENT_FLAGS {
+            assert!(!serve.contains(&format!("--{flag}")), "--{flag} in {serve}");
+        }
+        let publish = command
+            .find_subcommand_mut("publish")
+            .expect("publish")
+            .render_long_help()
+            .to_string();
+        for flag in CLIENT_FLAGS {
+            assert!(
+                publish.contains(&format!("--{flag}")),
+                "no --{flag} in {publish}"
+            );
+        }
     }
 
     // Proves a token that cannot be sent in a header is refused without echoing it.

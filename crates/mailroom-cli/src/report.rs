@@ -42,12 +42,51 @@ pub fn one_line(error: &anyhow::Error, server: &str) -> String {
         .collect()
 }
 
-/// What the user can do about `error`, when the fix is a known one.
-fn hint(error: &anyhow::Error, server: &str) -> Option<String> {
-    let refused = error.chain().any(|link| {
+/// The code a `--json` error carries: the server's error code when it answered with
+/// one, else what kind of failure it was.
+pub fn code(error: &anyhow::Error) -> &str {
+    let Some(client) = error
+        .chain()
+        .find_map(|link| link.downcast_ref::<ClientError>())
+    else {
+        return "failed";
+    };
+    match client {
+        _ if refused(error) => "unreachable",
+        ClientError::Api { code, .. } => code.as_str(),
+        ClientError::InvalidUrl(_) => "invalid_url",
+        ClientError::InvalidName(_) => "invalid_name",
+        ClientError::Timeout { .. } => "timeout",
+        ClientError::Http(http) if http.is_connect() => "unreachable",
+        ClientError::Http(_) => "http",
+        ClientError::WebSocket(_) => "websocket",
+        ClientError::StreamClosed { .. } => "stream_closed",
+        ClientError::UnexpectedResponse(_) => "unexpected_response",
+        _ => "failed",
+    }
+}
+
+/// The HTTP status of the server's error answer, if the failure was one.
+pub fn status(error: &anyhow::Error) -> Option<u16> {
+    error
+        .chain()
+        .find_map(|link| match link.downcast_ref::<ClientError>() {
+            Some(ClientError::Api { status, .. }) => Some(*status),
+            _ => None,
+        })
+}
+
+/// Whether the connection was refused: no server listens at the address.
+fn refused(error: &anyhow::Error) -> bool {
+    error.chain().any(|link| {
         link.downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
-    });
+    })
+}
+
+/// What the user can do about `error`, when the fix is a known one.
+fn hint(error: &anyhow::Error, server: &str) -> Option<String> {
+    let refused = refused(error);
     let client = error
         .chain()
         .find_map(|link| link.downcast_ref::<ClientError>());

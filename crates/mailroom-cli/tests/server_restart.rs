@@ -142,3 +142,26 @@ async fn sigterm_exits_zero_and_keeps_state() {
     let next = client.poll("t", "g").await.unwrap().unwrap();
     assert_eq!((next.offset, &next.payload[..]), (1, &b"m1"[..]));
 }
+
+// Proves what the README says of live channels: they live in memory only, so after a
+// restart on the same data directory the channel is gone (and can be made again) while
+// the topic beside it stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn channels_vanish_on_restart() {
+    let dir = temp_dir();
+    let server = ServerProcess::start(dir.path(), &["--fsync", "never"]);
+    let client = server.client();
+    client.create_topic("t").await.unwrap();
+    client.create_channel("live", 4, 16).await.unwrap();
+    assert_eq!(client.list_channels().await.unwrap().len(), 1);
+    let status = tokio::task::spawn_blocking(move || server.terminate())
+        .await
+        .unwrap();
+    assert!(status.success(), "exit status {status}");
+
+    let server = ServerProcess::start(dir.path(), &[]);
+    let client = server.client();
+    assert!(client.list_channels().await.unwrap().is_empty());
+    assert_eq!(client.topic_info("t").await.unwrap().name, "t");
+    assert!(client.create_channel("live", 4, 16).await.unwrap());
+}

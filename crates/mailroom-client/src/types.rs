@@ -63,6 +63,10 @@ pub struct DeadLetter {
     pub offset: u64,
     /// How many deliveries were made before it was dead-lettered.
     pub attempts: u32,
+    /// The reason given with the final failure (`"lease expired"` for a lease), if any.
+    pub reason: Option<String>,
+    /// When it was dead-lettered, in Unix milliseconds.
+    pub at_ms: u64,
     /// The message's bytes.
     pub payload: Bytes,
     /// The message's key, if it has one (and retention has not removed the message).
@@ -81,6 +85,8 @@ impl TryFrom<DeadLetterBody> for DeadLetter {
         Ok(DeadLetter {
             offset: body.offset,
             attempts: body.attempts,
+            reason: body.reason,
+            at_ms: body.at_ms,
             payload: payload_bytes(body.payload, body.payload_base64)?,
             key: body.key,
             headers: body.headers.unwrap_or_default(),

@@ -117,10 +117,71 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for QueryParams<T>
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        check_query_utf8(&parts.uri)?;
         Query::try_from_uri(&parts.uri)
             .map(|Query(value)| QueryParams(value))
             .map_err(|rejection| query_rejection(&parts.uri, &rejection))
     }
+}
+
+/// Refuses a query parameter whose percent-decoded bytes are not UTF-8. The framework
+/// would turn them into U+FFFD, so `?consumer=%ff` and `?consumer=%fe` would name the
+/// same consumer; the same bytes in a JSON body are refused too.
+///
+/// # Errors
+/// 400 `bad_request` naming the parameter and its value as sent.
+fn check_query_utf8(uri: &Uri) -> Result<(), ApiError> {
+    let Some(query) = uri.query() else {
+        return Ok(());
+    };
+    for pair in query.split('&') {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        for part in [name, value] {
+            if std::str::from_utf8(&percent_decoded(part)).is_err() {
+                let name = String::from_utf8_lossy(&percent_decoded(name)).into_owned();
+                return Err(ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    ErrorCode::BadRequest,
+                    format!(
+                        "query parameter {name}={}: not valid UTF-8 once percent-decoded",
+                        shown(value)
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The bytes a query-string part stands for, as `application/x-www-form-urlencoded`
+/// reads them: `+` is a space, `%XX` a byte, and a `%` without two hex digits itself.
+fn percent_decoded(text: &str) -> Vec<u8> {
+    let bytes = text.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        let hex = |offset: usize| {
+            bytes
+                .get(at + offset)
+                .and_then(|b| char::from(*b).to_digit(16))
+        };
+        match (bytes[at], hex(1), hex(2)) {
+            (b'%', Some(high), Some(low)) => {
+                // Two hex digits make at most 0xff.
+                decoded.push(u8::try_from(high * 16 + low).expect("a byte"));
+                at += 3;
+            }
+            (b'+', _, _) => {
+                decoded.push(b' ');
+                at += 1;
+            }
+            (byte, _, _) => {
+                decoded.push(byte);
+                at += 1;
+            }
+        }
+    }
+    decoded
 }
 
 /// 400 `bad_request` for a query string that does not fit, naming the parameter and the
@@ -239,5 +300,26 @@ mod tests {
         assert_eq!(parse::<Maybe>(b"{\"n\":null}").unwrap().n, None);
         assert_eq!(parse::<Maybe>(b"{\"n\":7.0}").unwrap().n, Some(7));
         assert!(parse::<Shape>(b"{\"n\":1}").is_ok());
+    }
+
+    // Proves percent-decoding as forms do it: `+` is a space, `%XX` a byte in either
+    // case, and a `%` not followed by two hex digits stays as it is.
+    #[test]
+    fn query_parts_are_percent_decoded() {
+        assert_eq!(percent_decoded("a+b%20c"), b"a b c");
+        assert_eq!(percent_decoded("%ff%FE"), [0xff, 0xfe]);
+        assert_eq!(percent_decoded("%e2%82%ac"), "€".as_bytes());
+        assert_eq!(percent_decoded("100%"), b"100%");
+        assert_eq!(percent_decoded("%g1%4"), b"%g1%4");
+        let uri = |text: &str| text.parse::<Uri>().unwrap();
+        assert!(check_query_utf8(&uri("/p?consumer=%e2%82%ac&limit=1")).is_ok());
+        let refused = check_query_utf8(&uri("/p?consumer=%ff")).unwrap_err();
+        assert_eq!(refused.code, "bad_request");
+        assert!(
+            refused.message.contains("consumer=%ff"),
+            "{}",
+            refused.message
+        );
+        assert!(check_query_utf8(&uri("/p?%ff=1")).is_err());
     }
 }

@@ -90,6 +90,7 @@ pub mod retention;
 pub mod routes;
 pub mod server;
 pub mod state;
+pub mod websocket;
 
 pub use config::Config;
 pub use server::{Server, ServerError};

@@ -68,6 +68,23 @@ pub struct Args {
     /// socket_send_buffer_bytes.
     #[arg(long, env = "MAILROOM_CONFIG")]
     config: Option<PathBuf>,
+    /// The client flags (`--server`, `--json`, `--timeout`), declared here hidden so that clap does
+    /// not propagate the global ones into `serve --help`. Given, they are ignored, as
+    /// before (`mailroom --server URL serve` in a shell set up for the client works).
+    #[command(flatten)]
+    client: ClientFlags,
+}
+
+/// The client-only flags as `serve` sees them: hidden, and of the global flags' types
+/// (clap copies the global values, defaults included, into a subcommand's matches).
+#[derive(Debug, clap::Args)]
+struct ClientFlags {
+    #[arg(long, hide = true)]
+    server: Option<String>,
+    #[arg(long, hide = true)]
+    json: bool,
+    #[arg(long, hide = true, value_parser = crate::timeout::seconds)]
+    timeout: Option<std::time::Duration>,
 }
 
 /// Resolves the settings, starts the server, prints the bound address, and serves.

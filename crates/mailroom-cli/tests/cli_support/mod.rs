@@ -89,3 +89,29 @@ pub fn assert_usage_error(what: &str, output: &Output, expected: &str) {
     }
     assert!(output.stdout.is_empty(), "{what}: printed a result");
 }
+
+/// Asserts `output` is a `--json` failure: exit code `exit`, one line of JSON on stdout,
+/// `{"error":{"code":CODE,"message":...}}` with the code `code`, and the plain
+/// `mailroom: ...` (or clap's `error: ...`) line still on stderr for a person; returns
+/// the error object.
+pub fn assert_fails_as_json(what: &str, output: &Output, exit: i32, code: &str) -> Value {
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(exit), "{what}: {stderr}");
+    assert_eq!(stdout.lines().count(), 1, "{what}: not one line: {stdout}");
+    let document: Value = serde_json::from_str(&stdout).expect("a JSON error");
+    let error = document["error"].clone();
+    assert_eq!(error["code"], code, "{what}: {document}");
+    assert!(
+        error["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{what}: {document}"
+    );
+    assert!(
+        stderr.starts_with("mailroom: ") || stderr.starts_with("error: "),
+        "{what}: {stderr}"
+    );
+    for unclean in UNCLEAN {
+        assert!(!stdout.contains(unclean), "{what}: {unclean:?} in {stdout}");
+    }
+    error
+}

@@ -19,10 +19,12 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
+pub mod descriptors;
 pub mod exposition;
 pub mod limits;
 pub mod process;
 
+use descriptors::{register_labelled, Descriptor};
 use limits::LimitMetrics;
 use process::ProcessStats;
 
@@ -132,10 +134,19 @@ pub struct Metrics {
     /// How long writes waited for the store's fsync round (under `--fsync always`;
     /// the relaxed policies do not wait).
     pub store_sync_seconds: Histogram,
+    /// Messages retention removed from a topic, caught up on every scrape with the
+    /// store's count since the server started.
+    pub retention_removed_messages: Family<TopicLabels, Counter>,
+    /// Bytes retention removed from a topic; caught up on every scrape.
+    pub retention_removed_bytes: Family<TopicLabels, Counter>,
+    /// Segments retention removed from a topic; caught up on every scrape.
+    pub retention_removed_segments: Family<TopicLabels, Counter>,
     /// The process's figures, refreshed on every scrape.
     process: ProcessMetrics,
     /// Usage against every limit, refreshed on every scrape ([`limits`]).
     pub limits: LimitMetrics,
+    /// Every labelled family, described even while it has no series.
+    described: Vec<Descriptor>,
 }
 
 /// The `process_...` series.
@@ -185,9 +196,17 @@ impl Metrics {
 
     /// Drops every series of `topic` and of its `groups`: the topic was deleted.
     pub fn forget_topic(&self, topic: &str, groups: &[String]) {
-        self.publishes.remove(&TopicLabels {
+        let labels = TopicLabels {
             topic: topic.to_owned(),
-        });
+        };
+        for family in [
+            &self.publishes,
+            &self.retention_removed_messages,
+            &self.retention_removed_bytes,
+            &self.retention_removed_segments,
+        ] {
+            family.remove(&labels);
+        }
         for group in groups {
             self.forget_group(topic, group);
         }
@@ -218,12 +237,23 @@ impl Metrics {
             store_disk_bytes: Gauge::default(),
             topic_disk_bytes: Family::default(),
             store_sync_seconds: latency_histogram(),
+            retention_removed_messages: Family::default(),
+            retention_removed_bytes: Family::default(),
+            retention_removed_segments: Family::default(),
             process: ProcessMetrics::default(),
             limits: LimitMetrics::default(),
             registry: Registry::default(),
+            described: Vec::new(),
         };
-        metrics.register_events(registry.sub_registry_with_prefix("mailroom"));
-        metrics.register_state(registry.sub_registry_with_prefix("mailroom"));
+        let mut described = Vec::new();
+        metrics.register_events(
+            registry.sub_registry_with_prefix("mailroom"),
+            &mut described,
+        );
+        metrics.register_state(
+            registry.sub_registry_with_prefix("mailroom"),
+            &mut described,
+        );
         metrics
             .limits
             .register(registry.sub_registry_with_prefix("mailroom"));
@@ -233,17 +263,42 @@ impl Metrics {
         metrics.refresh_process();
         Metrics {
             registry,
+            described,
             ..metrics
         }
     }
 
     /// Registers the counters of what happened to topics, groups and channels.
-    fn register_events(&self, registry: &mut Registry) {
-        registry.register(
-            "publishes",
-            "Messages published to topics",
-            self.publishes.clone(),
-        );
+    fn register_events(&self, registry: &mut Registry, described: &mut Vec<Descriptor>) {
+        let mut counter = |name, help, family: &Family<_, Counter>| {
+            register_labelled(
+                registry,
+                described,
+                ("mailroom", name, help, "counter"),
+                family.clone(),
+            );
+        };
+        counter("publishes", "Messages published to topics", &self.publishes);
+        let retention_counters = [
+            (
+                "retention_removed_messages",
+                "Messages retention removed from a topic since the server started",
+                &self.retention_removed_messages,
+            ),
+            (
+                "retention_removed_bytes",
+                "Bytes retention removed from a topic since the server started",
+                &self.retention_removed_bytes,
+            ),
+            (
+                "retention_removed_segments",
+                "Segments retention removed from a topic since the server started",
+                &self.retention_removed_segments,
+            ),
+        ];
+        for (name, help, family) in retention_counters {
+            counter(name, help, family);
+        }
         let group_counters = [
             (
                 "deliveries",
@@ -274,9 +329,24 @@ impl Metrics {
             ),
         ];
         for (name, help, family) in group_counters {
-            registry.register(name, help, family.clone());
+            register_labelled(
+                registry,
+                described,
+                ("mailroom", name, help, "counter"),
+                family.clone(),
+            );
         }
-        registry.register("nacks", "Deliveries nacked, by outcome", self.nacks.clone());
+        register_labelled(
+            registry,
+            described,
+            (
+                "mailroom",
+                "nacks",
+                "Deliveries nacked, by outcome",
+                "counter",
+            ),
+            self.nacks.clone(),
+        );
         let channel_counters = [
             (
                 "channel_publishes",
@@ -295,20 +365,48 @@ impl Metrics {
             ),
         ];
         for (name, help, family) in channel_counters {
-            registry.register(name, help, family.clone());
+            register_labelled(
+                registry,
+                described,
+                ("mailroom", name, help, "counter"),
+                family.clone(),
+            );
         }
     }
 
     /// Registers the gauges of current state and the latency histograms.
-    fn register_state(&self, registry: &mut Registry) {
-        registry.register(
-            "group_lag",
-            "Messages not yet finished by a group",
+    fn register_state(&self, registry: &mut Registry, described: &mut Vec<Descriptor>) {
+        register_labelled(
+            registry,
+            described,
+            (
+                "mailroom",
+                "group_lag",
+                "Messages not yet finished by a group",
+                "gauge",
+            ),
             self.lag.clone(),
         );
-        registry.register(
-            "channel_subscribers",
-            "Subscribers connected to a live channel",
+        register_labelled(
+            registry,
+            described,
+            (
+                "mailroom",
+                "topic_disk_bytes",
+                "Bytes of files under a topic's directory",
+                "gauge",
+            ),
+            self.topic_disk_bytes.clone(),
+        );
+        register_labelled(
+            registry,
+            described,
+            (
+                "mailroom",
+                "channel_subscribers",
+                "Subscribers connected to a live channel",
+                "gauge",
+            ),
             self.channel_subscribers.clone(),
         );
         registry.register(
@@ -327,18 +425,19 @@ impl Metrics {
             self.store_disk_bytes.clone(),
         );
         registry.register(
-            "topic_disk_bytes",
-            "Bytes of files under a topic's directory",
-            self.topic_disk_bytes.clone(),
-        );
-        registry.register(
             "store_sync_wait_seconds",
             "Time a write waited for its fsync round (--fsync always)",
             self.store_sync_seconds.clone(),
         );
-        registry.register(
-            "http_request_duration_seconds",
-            "Time from request to response head, by route",
+        register_labelled(
+            registry,
+            described,
+            (
+                "mailroom",
+                "http_request_duration_seconds",
+                "Time from request to response head, by route",
+                "histogram",
+            ),
             self.request_seconds.clone(),
         );
     }
@@ -434,6 +533,26 @@ impl Metrics {
         }
     }
 
+    /// Raises `topic`'s retention counters to the store's counts of what retention
+    /// removed since the server started (which only grow while the topic exists).
+    pub fn catch_up_retention(&self, topic: &str, messages: u64, bytes: u64, segments: u64) {
+        let labels = TopicLabels {
+            topic: topic.to_owned(),
+        };
+        let pairs = [
+            (&self.retention_removed_messages, messages),
+            (&self.retention_removed_bytes, bytes),
+            (&self.retention_removed_segments, segments),
+        ];
+        for (family, total) in pairs {
+            let counter = family.get_or_create(&labels);
+            let seen = counter.get();
+            if total > seen {
+                counter.inc_by(total - seen);
+            }
+        }
+    }
+
     /// Labels for a channel series.
     pub fn channel(channel: &str) -> ChannelLabels {
         ChannelLabels {
@@ -454,6 +573,7 @@ impl Metrics {
         if prometheus_client::encoding::text::encode(&mut text, &self.registry).is_err() {
             text.clear();
         }
+        descriptors::add_missing(&mut text, &self.described);
         text
     }
 }
@@ -485,62 +605,4 @@ impl ProcessMetrics {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    // Proves bumped counters and histograms appear in the exposition under their names.
-    #[test]
-    fn render_shows_series() {
-        let metrics = Metrics::new();
-        metrics
-            .publishes
-            .get_or_create(&TopicLabels {
-                topic: "orders".into(),
-            })
-            .inc_by(3);
-        metrics
-            .request_seconds
-            .get_or_create(&RequestLabels {
-                method: "GET".into(),
-                route: "/healthz".into(),
-                status: "200".into(),
-            })
-            .observe(0.002);
-        let text = metrics.render();
-        assert!(
-            text.contains("mailroom_publishes_total{topic=\"orders\"} 3"),
-            "{text}"
-        );
-        assert!(
-            text.contains("mailroom_http_request_duration_seconds_bucket"),
-            "{text}"
-        );
-    }
-
-    // Proves the group counters follow the store's totals, never double-count a total
-    // seen twice, and never go down.
-    #[test]
-    fn group_counters_catch_up() {
-        let metrics = Metrics::new();
-        let labels = Metrics::group("t", "g");
-        let mut totals = GroupCounters {
-            redeliveries: 3,
-            expired_leases: 1,
-            ..GroupCounters::default()
-        };
-        metrics.catch_up_group_counters(&labels, totals);
-        metrics.catch_up_group_counters(&labels, totals);
-        totals.redeliveries = 5;
-        metrics.catch_up_group_counters(&labels, totals);
-        metrics.catch_up_group_counters(&labels, GroupCounters::default());
-        let text = metrics.render();
-        assert!(
-            text.contains("mailroom_redeliveries_total{topic=\"t\",group=\"g\"} 5"),
-            "{text}"
-        );
-        assert!(
-            text.contains("mailroom_expired_leases_total{topic=\"t\",group=\"g\"} 1"),
-            "{text}"
-        );
-    }
-}
+mod tests;

@@ -256,7 +256,15 @@ async fn pump_websocket(mut socket: WebSocket, subscription: Subscription<Bytes>
             }
             frame = socket.recv() => match frame {
                 // The client is gone or said goodbye; the subscription drops with us.
-                None | Some(Err(_)) | Some(Ok(Message::Close(_))) => return,
+                None | Some(Ok(Message::Close(_))) => return,
+                // A protocol violation gets its close code (1002, 1007, 1009); a broken
+                // connection, nothing.
+                Some(Err(error)) => {
+                    if let Some(frame) = crate::websocket::close_for(error) {
+                        let _ = socket.send(Message::Close(Some(frame))).await;
+                    }
+                    return;
+                }
                 // Pings are answered by the protocol layer; anything else is ignored.
                 Some(Ok(_)) => {}
             },

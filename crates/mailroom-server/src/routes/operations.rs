@@ -74,6 +74,13 @@ async fn refresh_store(state: &AppState) -> Result<(), ApiError> {
     metrics.refresh_process();
     for topic in state.backend.list_topics().await? {
         metrics.ensure_series(&topic.name, &topic.groups);
+        let removed = topic.retention.removed;
+        metrics.catch_up_retention(
+            &topic.name,
+            removed.messages,
+            removed.bytes,
+            removed.segments,
+        );
     }
     if let Some(usage) = state.backend.disk_usage().await? {
         let clamp = |bytes: u64| i64::try_from(bytes).unwrap_or(i64::MAX);

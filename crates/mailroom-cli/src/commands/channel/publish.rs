@@ -5,7 +5,7 @@ use bytes::Bytes;
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 
 use crate::api::Api;
-use crate::output::Output;
+use crate::output::{counted, Output};
 
 /// Flags of `channel publish`.
 #[derive(Debug, clap::Args)]
@@ -45,7 +45,8 @@ async fn publish_one(
     output.emit(serde_json::to_value(delivery)?, || {
         format!(
             "delivered to {}, dropped for {}",
-            delivery.delivered, delivery.dropped
+            counted(delivery.delivered, "subscriber", "subscribers"),
+            counted(delivery.dropped, "subscriber", "subscribers")
         )
     });
     Ok(())

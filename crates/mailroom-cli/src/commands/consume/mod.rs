@@ -3,6 +3,10 @@
 //! with `--nack` (or releases or rejects it, per `--nack-kind`), and otherwise stops,
 //! leaving the delivery in flight for a later poll.
 //!
+//! Under `--follow`, a poll that finds nothing is followed by a long poll (a
+//! `poll/batch` of one that the server holds until a message comes), never by a poll
+//! every so often.
+//!
 //! With `--batch N` each round trip carries up to N messages: one `poll/batch` (a long
 //! poll under `--follow`), then one `ack/batch` for those handled and one `nack/batch` for
 //! those that failed.
@@ -24,9 +28,8 @@ use crate::output::{merged, payload_fields, payload_text, Output};
 pub use batch_loop::consume_batches;
 pub use poll_loop::consume;
 
-/// How long `--follow` waits between polls that found nothing.
-pub const FOLLOW_POLL_INTERVAL_MS: u64 = 250;
-/// How long `--batch` with `--follow` lets the server hold a poll for the next message.
+/// How long `--follow` lets the server hold a poll for the next message (with or
+/// without `--batch`).
 pub const FOLLOW_LONG_POLL_MS: u64 = 10_000;
 /// The largest `--batch`: the server's limit on one batch.
 pub const BATCH_MAX: u32 = 65_536;
@@ -83,7 +86,8 @@ pub async fn run(api: &impl Api, args: Args, output: Output) -> anyhow::Result<(
     }
 }
 
-fn nack_text(outcome: NackOutcome) -> &'static str {
+/// What a nack did, for people.
+pub fn nack_text(outcome: NackOutcome) -> &'static str {
     match outcome {
         NackOutcome::Retry => "nacked (will retry)",
         NackOutcome::Released => "released",

@@ -1,9 +1,9 @@
 //! The one-at-a-time loop: poll one delivery, handle it, settle it, repeat.
 
-use std::time::Duration;
+use mailroom_client::{BatchPoll, Delivery};
 
 use super::handler::run_handler;
-use super::{nack_text, print_delivery, Args, FOLLOW_POLL_INTERVAL_MS};
+use super::{nack_text, print_delivery, Args, FOLLOW_LONG_POLL_MS};
 use crate::api::Api;
 use crate::output::Output;
 
@@ -15,12 +15,13 @@ pub async fn consume(api: &impl Api, args: &Args, output: Output) -> anyhow::Res
             None => api.poll(&args.topic, &args.group).await?,
             Some(consumer) => api.poll_as(&args.topic, &args.group, consumer).await?,
         };
-        let Some(delivery) = polled else {
-            if !args.follow {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(FOLLOW_POLL_INTERVAL_MS)).await;
-            continue;
+        let delivery = match polled {
+            Some(delivery) => delivery,
+            None if args.follow => match wait_for_one(api, args).await? {
+                Some(delivery) => delivery,
+                None => continue,
+            },
+            None => break,
         };
         let handled = match &args.exec {
             None => true,
@@ -47,6 +48,20 @@ pub async fn consume(api: &impl Api, args: &Args, output: Output) -> anyhow::Res
         settled += 1;
     }
     Ok(settled)
+}
+
+/// A long poll for one delivery: the server holds it until a message comes or
+/// [`FOLLOW_LONG_POLL_MS`] pass (`None`), so an idle `--follow` costs one request per
+/// wait instead of one per interval.
+async fn wait_for_one(api: &impl Api, args: &Args) -> anyhow::Result<Option<Delivery>> {
+    let request = BatchPoll {
+        consumer: args.consumer.as_deref(),
+        max: 1,
+        wait_ms: FOLLOW_LONG_POLL_MS,
+        ack: &[],
+    };
+    let deliveries = api.poll_batch(&args.topic, &args.group, &request).await?;
+    Ok(deliveries.into_iter().next())
 }
 
 #[cfg(test)]

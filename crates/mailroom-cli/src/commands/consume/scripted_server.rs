@@ -4,7 +4,7 @@ use std::sync::Mutex;
 
 use bytes::Bytes;
 use mailroom_client::{
-    BatchItemError, BatchPoll, ChannelDelivery, ChannelInfo, ClientError, DeadLetter, Delivery,
+    BatchItemError, BatchPoll, ChannelDelivery, ChannelInfo, ClientError, DeadLetterPage, Delivery,
     DeliveryId, GroupDetail, GroupOptions, NackKind, NackOptions, NackOutcome, NewMessage,
     SubscribeOptions, TopicInfo, TopicSummary,
 };
@@ -153,7 +153,13 @@ impl Api for Scripted {
     async fn publish_batch(&self, _: &str, _: &[Bytes]) -> Result<Vec<u64>, ClientError> {
         unused()
     }
-    async fn dead_letters(&self, _: &str, _: &str) -> Result<Vec<DeadLetter>, ClientError> {
+    async fn dead_letters_page(
+        &self,
+        _: &str,
+        _: &str,
+        _: u64,
+        _: usize,
+    ) -> Result<DeadLetterPage, ClientError> {
         unused()
     }
     async fn create_channel(

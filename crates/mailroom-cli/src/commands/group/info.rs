@@ -35,7 +35,9 @@ mod tests {
         assert!(text.contains("max in flight 2\tlease 500 ms"), "{text}");
         assert!(text.contains("\nin flight: offset 5 attempt 1"), "{text}");
         assert!(
-            text.contains("dead letter: offset 1 after 3 attempts at 9 ms: boom"),
+            text.contains(
+                "dead letter: offset 1 after 3 attempts at 1970-01-01T00:00:00.009Z: boom"
+            ),
             "{text}"
         );
     }

@@ -2,10 +2,12 @@
 //! this file holds what the verbs share: the arguments that name a group or a range of
 //! its dead letters, and the text that describes a group.
 
-use mailroom_client::{DeliveryId, GroupDetail, GroupInfo};
+use mailroom_client::{Backoff, DeliveryId, GroupDetail, GroupInfo};
 
 use crate::api::Api;
+use crate::dates::rfc3339_ms;
 use crate::output::Output;
+use crate::units::show_age;
 
 mod create;
 mod delete;
@@ -143,7 +145,7 @@ pub fn describe_detail(detail: &GroupDetail) -> String {
         detail
             .lease_ms
             .map_or("none".into(), |ms| format!("{ms} ms")),
-        detail.backoff.map_or("none".into(), |b| format!("{b:?}")),
+        detail.backoff.map_or("none".into(), describe_backoff),
         counters.redeliveries,
         counters.releases,
         counters.expired_leases,
@@ -158,14 +160,31 @@ pub fn describe_detail(detail: &GroupDetail) -> String {
     }
     for note in &detail.dead_letter_notes {
         text.push_str(&format!(
-            "\ndead letter: offset {} after {} attempts at {} ms: {}",
+            "\ndead letter: offset {} after {} at {}: {}",
             note.offset,
-            note.attempts,
-            note.at_ms,
+            attempts(note.attempts),
+            rfc3339_ms(note.at_ms),
             note.reason.as_deref().unwrap_or("(no reason)")
         ));
     }
     text
+}
+
+/// A backoff for people: `fixed 5s`, `exponential 1s doubling to 1m`.
+pub fn describe_backoff(backoff: Backoff) -> String {
+    match backoff {
+        Backoff::Fixed { delay_ms } => format!("fixed {}", show_age(Some(delay_ms))),
+        Backoff::Exponential { base_ms, cap_ms } => format!(
+            "exponential {} doubling to {}",
+            show_age(Some(base_ms)),
+            show_age(Some(cap_ms))
+        ),
+    }
+}
+
+/// `1 attempt`, `3 attempts`.
+pub fn attempts(count: u32) -> String {
+    crate::output::counted(count.into(), "attempt", "attempts")
 }
 
 #[cfg(test)]
@@ -191,5 +210,24 @@ mod tests {
         assert_eq!(range(Some(5), None), Some(5..RANGE_OFFSET_MAX));
         assert_eq!(range(None, Some(9)), Some(0..9));
         assert_eq!(RANGE_OFFSET_MAX, 9_223_372_036_854_775_807);
+    }
+
+    // Proves a backoff reads as words and units, not as a Rust value.
+    #[test]
+    fn backoffs_read_as_words() {
+        assert_eq!(
+            describe_backoff(Backoff::Fixed { delay_ms: 5_000 }),
+            "fixed 5s"
+        );
+        let exponential = Backoff::Exponential {
+            base_ms: 1_000,
+            cap_ms: 60_000,
+        };
+        assert_eq!(
+            describe_backoff(exponential),
+            "exponential 1s doubling to 1m"
+        );
+        assert_eq!(attempts(1), "1 attempt");
+        assert_eq!(attempts(2), "2 attempts");
     }
 }

@@ -33,7 +33,9 @@ pub async fn run(api: &impl Api, args: Args, output: Output) -> anyhow::Result<(
     let DeliveryArgs { at, .. } = &args.delivery;
     let id = args.delivery.id();
     let outcome = api.nack_with(&at.topic, &at.group, id, &options).await?;
-    output.emit(json!({ "outcome": outcome }), || format!("{outcome:?}"));
+    output.emit(json!({ "outcome": outcome }), || {
+        crate::commands::consume::nack_text(outcome).to_owned()
+    });
     Ok(())
 }
 

@@ -4,14 +4,16 @@ use serde_json::json;
 
 use crate::api::Api;
 use crate::commands::group::RangeArgs;
-use crate::output::Output;
+use crate::output::{counted, Output};
 
 /// Purges the dead letters in the range (all without one) and prints how many.
 pub async fn run(api: &impl Api, args: RangeArgs, output: Output) -> anyhow::Result<()> {
     let count = api
         .purge(&args.at.topic, &args.at.group, args.range())
         .await?;
-    output.emit(json!({ "count": count }), || format!("purged {count}"));
+    output.emit(json!({ "count": count }), || {
+        format!("purged {}", counted(count, "dead letter", "dead letters"))
+    });
     Ok(())
 }
 

@@ -4,14 +4,16 @@ use serde_json::json;
 
 use crate::api::Api;
 use crate::commands::group::RangeArgs;
-use crate::output::Output;
+use crate::output::{counted, Output};
 
 /// Redrives the dead letters in the range (all without one) and prints how many.
 pub async fn run(api: &impl Api, args: RangeArgs, output: Output) -> anyhow::Result<()> {
     let count = api
         .redrive(&args.at.topic, &args.at.group, args.range())
         .await?;
-    output.emit(json!({ "count": count }), || format!("redrove {count}"));
+    output.emit(json!({ "count": count }), || {
+        format!("redrove {}", counted(count, "dead letter", "dead letters"))
+    });
     Ok(())
 }
 

@@ -14,7 +14,11 @@ pub async fn run(api: &impl Api, output: Output) -> anyhow::Result<()> {
                 topic.name,
                 topic.start,
                 topic.end,
-                topic.groups.join(", ")
+                if topic.groups.is_empty() {
+                    "none".to_owned()
+                } else {
+                    topic.groups.join(", ")
+                }
             )
         });
     }

@@ -6,7 +6,7 @@
 use mailroom_client::{RetentionSettings, TopicInfo};
 
 use crate::api::Api;
-use crate::output::Output;
+use crate::output::{counted, Output};
 use crate::units::{self, Limit};
 
 /// The retention flags shared by `topic create` and `topic retention`.
@@ -79,16 +79,16 @@ pub fn describe(info: &TopicInfo) -> String {
     let removed = &info.removed;
     format!(
         "{}: max age {}, max size {}, max messages {count}; unconsumed messages {keep}\n  \
-         holds offsets {}..{} in {}; removed {} messages ({}) in {} segments since the server started",
+         holds offsets {}..{} in {}; removed {} ({}) in {} since the server started",
         info.name,
         units::show_age(retention.max_age_ms),
         units::show_bytes(retention.max_bytes),
         info.start,
         info.end,
         units::show_bytes(Some(info.bytes)),
-        removed.messages,
+        counted(removed.messages, "message", "messages"),
         units::show_bytes(Some(removed.bytes)),
-        removed.segments,
+        counted(removed.segments, "segment", "segments"),
     )
 }
 

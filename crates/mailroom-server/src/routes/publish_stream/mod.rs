@@ -50,7 +50,8 @@
 //!
 //! A frame larger than `--max-payload-bytes` gets its own `payload_too_large` entry and
 //! the stream goes on; a frame larger than that plus [`OVERSIZE_FRAME_SLACK_BYTES`]
-//! breaks the connection. A store that stopped accepting writes (`store_failed`), a
+//! ends the stream with close code 1009, and other protocol violations with 1002 (1007
+//! for a text frame that is not UTF-8), after the answers owed ([`crate::websocket`]). A store that stopped accepting writes (`store_failed`), a
 //! storage fault, or the topic's deletion (`unknown_topic`) ends the stream: the server
 //! stops reading, sends the error entry (and the answers of batches written before it),
 //! then a close frame with code 1011 and the error code as its reason. A client that

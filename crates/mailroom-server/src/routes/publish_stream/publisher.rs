@@ -43,9 +43,10 @@ enum Incoming {
     Control,
     /// The client closed the connection or it broke: nobody will read confirmations.
     Gone,
-    /// Reading failed (such as a frame beyond the hard size limit), but the socket may
-    /// still carry the answers owed.
-    Failed,
+    /// Reading failed on the client's protocol violation (such as a frame beyond the
+    /// hard size limit), but the socket may still carry the answers owed, then this
+    /// close frame ([`crate::websocket`]).
+    Violation(CloseFrame),
 }
 
 impl Incoming {
@@ -58,7 +59,11 @@ impl Incoming {
             Some(Ok(Message::Text(text))) => Incoming::Payload(Bytes::from(text)),
             Some(Ok(Message::Ping(_) | Message::Pong(_))) => Incoming::Control,
             Some(Ok(Message::Close(_))) | None => Incoming::Gone,
-            Some(Err(_)) => Incoming::Failed,
+            Some(Err(error)) => match crate::websocket::close_for(error) {
+                Some(frame) => Incoming::Violation(frame),
+                // The connection broke: nothing more can be sent.
+                None => Incoming::Gone,
+            },
         }
     }
 }
@@ -161,8 +166,10 @@ impl Publisher {
                 Incoming::Envelope(json) => self.take_envelope(&json),
                 Incoming::Control => {}
                 Incoming::Gone => return Err(()),
-                Incoming::Failed => {
-                    self.end(close_code::ERROR, "read_failed");
+                Incoming::Violation(frame) => {
+                    if self.ending.is_none() {
+                        self.ending = Some(frame);
+                    }
                 }
             }
             if self.ending.is_some() || self.unconfirmed >= PUBLISH_STREAM_IN_FLIGHT_MAX {
