@@ -191,6 +191,7 @@ mod groups;
 mod handle;
 mod log;
 mod registry;
+mod seek_pause;
 mod sync;
 mod time;
 mod types;
