@@ -92,6 +92,8 @@ impl Fake {
                 max_attempts: 3,
                 lag: 2,
                 dead_letters: 1,
+                paused: false,
+                paused_until_ms: None,
             },
             lease_ms: Some(500),
             backoff: None,

@@ -1,8 +1,8 @@
 //! Model test for the group settings on disk: a durable topic behaves exactly
 //! like the in-memory `mailroom::topic::Topic` (both reading one `ManualClock`) through
 //! random operations with leases, backoff, nack kinds, delays, reasons, touches, redrive,
-//! purge, `max_in_flight` > 1 and batches (poll, ack, nack, ack-then-poll), mixed with clean restarts and
-//! power cuts.
+//! purge, `max_in_flight` > 1, batches (poll, ack, nack, ack-then-poll), seeks and
+//! pauses, mixed with clean restarts and power cuts.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -16,7 +16,8 @@ use mailroom_store::storage::SimStorage;
 use mailroom_store::StoreOptions;
 use mailroom_testkit::store::{model_options, rules, RestartableTopic};
 use mailroom_testkit::strategy::{
-    group_config, nack_delay_ms, nack_kind, nack_reason, offset_range, CONSUMERS,
+    group_config, nack_delay_ms, nack_kind, nack_reason, offset_range, pause_ms, seek_target,
+    CONSUMERS,
 };
 use proptest::prelude::*;
 
@@ -41,6 +42,10 @@ enum Op {
     NackBatch(usize, usize, Vec<(usize, bool)>, NackKind, Option<u64>),
     /// Group, consumer, picks from that consumer's last batch to ack, then the poll's max.
     AckThenPoll(usize, usize, Vec<(usize, bool)>, usize),
+    Seek(usize, StartPosition),
+    /// Group, and the pause's length from now (`None`: until a resume).
+    Pause(usize, Option<u64>),
+    Resume(usize),
     Reopen,
     Crash(u64),
 }
@@ -65,7 +70,10 @@ fn any_op() -> impl Strategy<Value = Op> {
         3 => (group.clone(), consumer.clone(), picks()).prop_map(|(g, c, p)| Op::AckBatch(g, c, p)),
         2 => (group.clone(), consumer.clone(), picks(), kind, nack_delay_ms())
             .prop_map(|(g, c, p, k, d)| Op::NackBatch(g, c, p, k, d)),
-        3 => (group, consumer, picks(), 0..6usize).prop_map(|(g, c, p, m)| Op::AckThenPoll(g, c, p, m)),
+        3 => (group.clone(), consumer, picks(), 0..6usize).prop_map(|(g, c, p, m)| Op::AckThenPoll(g, c, p, m)),
+        1 => (group.clone(), seek_target(8)).prop_map(|(g, t)| Op::Seek(g, t)),
+        1 => (group.clone(), pause_ms()).prop_map(|(g, d)| Op::Pause(g, d)),
+        1 => (0..GROUPS.len()).prop_map(Op::Resume),
         1 => Just(Op::Reopen),
         1 => any::<u64>().prop_map(Op::Crash),
     ]
@@ -203,6 +211,19 @@ impl Harness {
                 rules(topic.purge(GROUPS[*g], range.clone())),
                 model.purge(GROUPS[*g], range.clone())
             ),
+            Op::Seek(g, to) => assert_eq!(
+                rules(topic.seek(GROUPS[*g], *to)),
+                model.seek(GROUPS[*g], *to)
+            ),
+            Op::Pause(g, length) => {
+                use mailroom::clock::Clock;
+                let until = length.map(|l| self.clock.now_ms() + l);
+                assert_eq!(
+                    rules(topic.pause(GROUPS[*g], until)),
+                    model.pause(GROUPS[*g], until)
+                );
+            }
+            Op::Resume(g) => assert_eq!(rules(topic.resume(GROUPS[*g])), model.resume(GROUPS[*g])),
             Op::Reopen => self.disk.restart(),
             Op::Crash(seed) => self.disk.power_cut(*seed),
             Op::PollBatch(..) | Op::AckBatch(..) | Op::NackBatch(..) | Op::AckThenPoll(..) => {

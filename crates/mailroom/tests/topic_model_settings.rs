@@ -21,7 +21,8 @@ use mailroom::topic::{
 };
 use mailroom_testkit::model::backoff_ms;
 use mailroom_testkit::strategy::{
-    group_config, nack_delay_ms, nack_kind, nack_reason, offset_range, CONSUMERS,
+    group_config, nack_delay_ms, nack_kind, nack_reason, offset_range, pause_ms, seek_target,
+    CONSUMERS,
 };
 use proptest::prelude::*;
 
@@ -99,17 +100,9 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (name.clone(), picks.clone()).prop_map(|(n, p)| Op::AckBatch(n, p)),
         2 => (name.clone(), picks, kind.clone(), nack_delay_ms(), nack_reason())
             .prop_map(|(n, p, k, d, r)| Op::NackBatch(n, p, k, d, r)),
-        1 => (name.clone(), seek_target()).prop_map(|(n, t)| Op::Seek(n, t)),
-        1 => (name.clone(), proptest::option::of(0..150u64)).prop_map(|(n, d)| Op::Pause(n, d)),
+        1 => (name.clone(), seek_target(10)).prop_map(|(n, t)| Op::Seek(n, t)),
+        1 => (name.clone(), pause_ms()).prop_map(|(n, d)| Op::Pause(n, d)),
         1 => name.prop_map(Op::Resume),
-    ]
-}
-
-fn seek_target() -> impl Strategy<Value = StartPosition> {
-    prop_oneof![
-        1 => Just(StartPosition::Earliest),
-        1 => Just(StartPosition::Latest),
-        4 => (0..10u64).prop_map(StartPosition::Offset),
     ]
 }
 
@@ -657,19 +650,23 @@ impl Harness {
                     StartPosition::Latest => Some(log_len),
                     StartPosition::Offset(offset) => (offset <= log_len).then_some(offset),
                 };
-                let expected = match position {
-                    None => Err(Refused::Invalid),
-                    Some(position) => self.group(name).map(|g| {
-                        g.seek(position);
-                        position
-                    }),
-                };
+                let expected = self.group(name).and_then(|g| {
+                    let position = position.ok_or(Refused::Invalid)?;
+                    g.seek(position);
+                    Ok(position)
+                });
                 assert_eq!(self.topic.seek(name, *to).map_err(refused), expected);
             }
             Op::Pause(n, length) => {
                 let name = NAMES[*n];
                 let until = length.map(|l| now + l);
-                let expected = self.group(name).map(|g| g.pause = Some(until));
+                let expected = self.group(name).and_then(|g| match until {
+                    Some(until) if until <= now => Err(Refused::Invalid),
+                    _ => {
+                        g.pause = Some(until);
+                        Ok(())
+                    }
+                });
                 assert_eq!(self.topic.pause(name, until).map_err(refused), expected);
             }
             Op::Resume(n) => {

@@ -20,6 +20,7 @@ mod dead_letters;
 mod deliveries;
 mod groups;
 mod retention;
+mod seek_pause;
 pub(crate) mod settings;
 
 pub use batch::AckedThenPolled;

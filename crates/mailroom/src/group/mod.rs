@@ -185,7 +185,7 @@ pub use config::{
     MAX_IN_FLIGHT_MAX, REASON_BYTES_MAX,
 };
 pub use info::GroupInfo;
-pub use pause::Pause;
+pub use pause::{Pause, PAUSE_MS_MAX};
 pub use snapshot::GroupSnapshot;
 pub use state::GroupState;
 pub use types::{DeadLetterNote, GroupCounters, NewDelivery, PollStep, Slot, SlotPhase};

@@ -9,9 +9,14 @@
 //! the message waits for the resume like any other. A timed pause ends by itself once
 //! the clock reaches `until_ms`, with no call and no record; a resume ends any pause.
 
+use super::argument::ArgumentError;
 use super::change::Change;
 use super::state::GroupState;
 use super::types::PollStep;
+
+/// The longest timed pause, in ms (one week): a home refuses an `until_ms` further
+/// ahead than this (a longer pause is a pause until a resume).
+pub const PAUSE_MS_MAX: u64 = 7 * 24 * 60 * 60 * 1000;
 
 /// A pause of a group, as [`Change::Paused`] records it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -34,6 +39,31 @@ impl Pause {
     /// ```
     pub fn holds_at(&self, now_ms: u64) -> bool {
         self.until_ms.is_none_or(|until_ms| now_ms < until_ms)
+    }
+
+    /// Checks the end of a timed pause asked for at `now_ms`: after now, and at most
+    /// [`PAUSE_MS_MAX`] ahead.
+    ///
+    /// # Errors
+    ///
+    /// [`ArgumentError::OutOfRange`] for `until_ms`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use mailroom::group::Pause;
+    ///
+    /// assert!(Pause::check_until(1_001, 1_000).is_ok());
+    /// assert!(Pause::check_until(1_000, 1_000).is_err());
+    /// ```
+    pub fn check_until(until_ms: u64, now_ms: u64) -> Result<(), ArgumentError> {
+        let min = now_ms.saturating_add(1);
+        ArgumentError::check_range(
+            "until_ms",
+            min,
+            now_ms.saturating_add(PAUSE_MS_MAX),
+            until_ms,
+        )
     }
 }
 

@@ -4,7 +4,7 @@
 //! change under the group's lock.
 
 use super::{StartPosition, Topic, TopicError};
-use crate::group::ArgumentError;
+use crate::group::{ArgumentError, Pause};
 
 impl<M: Clone> Topic<M> {
     /// Moves `group` to `to` (the oldest message, the end of the log, or an offset at
@@ -33,25 +33,25 @@ impl<M: Clone> Topic<M> {
     /// assert!(topic.seek("g", StartPosition::Offset(2)).is_err());
     /// ```
     pub fn seek(&self, group: &str, to: StartPosition) -> Result<u64, TopicError> {
-        let log_end = self.log.len();
-        let position = match to {
-            StartPosition::Earliest => 0,
-            StartPosition::Latest => log_end,
-            StartPosition::Offset(offset) if offset <= log_end => offset,
-            StartPosition::Offset(offset) => {
-                return Err(TopicError::InvalidArgument(ArgumentError::OutOfRange {
-                    field: "offset",
-                    min: 0,
-                    max: log_end,
-                    got: offset,
-                }))
-            }
-        };
         let now_ms = self.time.now_ms();
         self.groups.with(group, |group| {
-            group.change(now_ms, |machine| Some(machine.plan_seek(position)))
-        })?;
-        Ok(position)
+            let log_end = self.log.len();
+            let position = match to {
+                StartPosition::Earliest => 0,
+                StartPosition::Latest => log_end,
+                StartPosition::Offset(offset) if offset <= log_end => offset,
+                StartPosition::Offset(offset) => {
+                    return Err(TopicError::InvalidArgument(ArgumentError::OutOfRange {
+                        field: "offset",
+                        min: 0,
+                        max: log_end,
+                        got: offset,
+                    }))
+                }
+            };
+            group.change(now_ms, |machine| Some(machine.plan_seek(position)))?;
+            Ok(position)
+        })
     }
 
     /// Pauses `group` until `until_ms` (`None`: until [`resume`](Self::resume)): polls
@@ -61,7 +61,8 @@ impl<M: Clone> Topic<M> {
     /// # Errors
     ///
     /// [`TopicError::UnknownGroup`]; [`TopicError::InvalidArgument`] for a timed pause on
-    /// a topic without a clock (it could never end).
+    /// a topic without a clock (it could never end), or one whose `until_ms` is not after
+    /// now or more than [`PAUSE_MS_MAX`](crate::group::PAUSE_MS_MAX) ahead.
     ///
     /// # Example
     ///
@@ -86,6 +87,9 @@ impl<M: Clone> Topic<M> {
         }
         let now_ms = self.time.now_ms();
         self.groups.with(group, |group| {
+            if let Some(until_ms) = until_ms {
+                Pause::check_until(until_ms, now_ms)?;
+            }
             group.change(now_ms, |machine| Some(machine.plan_pause(until_ms)))
         })?;
         Ok(())
