@@ -47,6 +47,7 @@ mod exchange;
 mod groups;
 mod publish_stream;
 mod retention;
+mod seek_pause;
 mod subscription;
 mod timeouts;
 mod types;
@@ -67,7 +68,9 @@ pub use mailroom_api as api;
 pub use mailroom_api::batch::BatchItemError;
 pub use mailroom_api::channels::{ChannelDelivery, ChannelInfo};
 pub use mailroom_api::deliveries::{DeliveryId, NackKind, NackOutcome};
-pub use mailroom_api::groups::{Backoff, DeadLetterNote, GroupCounters, GroupDetail, GroupInfo};
+pub use mailroom_api::groups::{
+    Backoff, DeadLetterNote, GroupCounters, GroupDetail, GroupInfo, GroupPause,
+};
 pub use mailroom_api::publish_stream::StreamError as Refusal;
 pub use mailroom_api::topics::{
     RetentionInForce, RetentionRemoved, RetentionSettings, TopicInfo, TopicSummary,
