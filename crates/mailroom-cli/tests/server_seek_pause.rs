@@ -1,8 +1,9 @@
 //! Seek, pause and resume over HTTP against the real binary, via the client and raw
 //! requests: what each does to deliveries in flight and to attempt numbers, that a pause
 //! holds polls (long polls too) until a resume or its time, that both survive a restart,
-//! and every bad input's 4xx.
+//! every bad input's 4xx, and the CLI's `group seek`, `group pause` and `group resume`.
 
+mod cli_support;
 mod common;
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -295,4 +296,54 @@ async fn bad_seek_and_pause_input_is_refused() {
             assert_eq!(error["error"], code, "{verb} {path}");
         }
     }
+}
+
+/// Runs `mailroom --json ARGS` against `server` and returns its JSON answer.
+fn mailroom_json(server: &ServerProcess, args: &[&str]) -> Value {
+    let args = [&["--json"], args].concat();
+    let output = cli_support::mailroom(&server.url, None, &args, b"");
+    assert!(output.status.success(), "{args:?}: {output:?}");
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+// Proves the CLI's seek, pause and resume reach the server and print their answers, and
+// that the group's line shows the pause.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_seeks_pauses_and_resumes() {
+    let dir = temp_dir();
+    let server = ServerProcess::start(dir.path(), &[]);
+    let client = setup(&server, 3).await;
+    let server = std::sync::Arc::new(server);
+    let run = |args: &'static [&'static str]| {
+        let server = server.clone();
+        tokio::task::spawn_blocking(move || mailroom_json(&server, args))
+    };
+    let seeked = run(&["group", "seek", "t", "g", "latest"]).await.unwrap();
+    assert_eq!(seeked["position"], 3);
+    let seeked = run(&["group", "seek", "t", "g", "1"]).await.unwrap();
+    assert_eq!(seeked["position"], 1);
+    let paused = run(&["group", "pause", "t", "g"]).await.unwrap();
+    assert_eq!(
+        (paused["paused"].clone(), paused["paused_until_ms"].clone()),
+        (Value::Bool(true), Value::Null)
+    );
+    assert_eq!(client.poll("t", "g").await.unwrap(), None);
+    let paused = run(&["group", "pause", "t", "g", "--for-ms", "60000"])
+        .await
+        .unwrap();
+    assert!(paused["paused_until_ms"].as_u64().unwrap() > now_ms());
+    let text = {
+        let server = server.clone();
+        tokio::task::spawn_blocking(move || {
+            cli_support::mailroom(&server.url, None, &["group", "info", "t", "g"], b"")
+        })
+        .await
+        .unwrap()
+    };
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.contains("paused until"), "{text}");
+    let resumed = run(&["group", "resume", "t", "g"]).await.unwrap();
+    assert_eq!(resumed["changed"], true);
+    let next = client.poll("t", "g").await.unwrap().unwrap();
+    assert_eq!(next.offset, 1);
 }
