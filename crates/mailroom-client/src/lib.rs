@@ -1,7 +1,7 @@
 //! A Rust client for the mailroom broker's HTTP API.
 //!
 //! [`Client`] has one async method per endpoint: topics, consumer groups (poll, ack,
-//! nack, touch, dead letters, redrive, purge, and the batch forms
+//! nack, touch, dead letters, redrive, purge, seek, pause, resume, and the batch forms
 //! [`Client::poll_batch`], [`Client::ack_batch`], [`Client::nack_batch`] with long
 //! polling) and live channels (publish, and [`Client::subscribe`] over
 //! WebSocket). [`Client::publish_stream`] opens a pipelined publishing connection with
