@@ -123,6 +123,93 @@ pub struct GroupInfo {
     pub lag: u64,
     /// How many messages this group dead-lettered.
     pub dead_letters: u64,
+    /// Whether the group is paused (hands out nothing new; see `.../pause`).
+    #[serde(default)]
+    pub paused: bool,
+    /// When a timed pause ends by itself, in Unix milliseconds; null when not paused or
+    /// paused until a resume.
+    #[serde(default)]
+    pub paused_until_ms: Option<u64>,
+}
+
+/// The body of `POST /v1/topics/{topic}/groups/{group}/seek`: exactly one of `offset`,
+/// `to` and `time_ms`.
+///
+/// ```
+/// use mailroom_api::groups::{SeekGroup, StartName};
+/// let body: SeekGroup = serde_json::from_str(r#"{"to": "earliest"}"#).unwrap();
+/// assert_eq!(body.to, Some(StartName::Earliest));
+/// let body: SeekGroup = serde_json::from_str(r#"{"offset": 7}"#).unwrap();
+/// assert_eq!(body.offset, Some(7));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct SeekGroup {
+    /// The offset to move to: within the retained log or at its end (then the group
+    /// waits for new messages). Past the end is a 400, as is below the retained start.
+    #[serde(
+        default,
+        deserialize_with = "crate::whole::deserialize_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub offset: Option<u64>,
+    /// `"earliest"` (the oldest retained message) or `"latest"` (the end of the log).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<StartName>,
+    /// The first message published at or after this time (Unix ms). Reserved: this
+    /// server keeps no publish times yet and answers 400 `invalid_argument`.
+    #[serde(
+        default,
+        deserialize_with = "crate::whole::deserialize_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub time_ms: Option<u64>,
+}
+
+/// The answer to a seek.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct GroupSeeked {
+    /// The topic.
+    pub topic: String,
+    /// The group.
+    pub group: String,
+    /// Its new position: the next message it delivers.
+    pub position: u64,
+}
+
+/// The body of `POST /v1/topics/{topic}/groups/{group}/pause` (optional: absent or
+/// `{}` pauses until a resume).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct PauseGroup {
+    /// When the pause ends by itself, in Unix milliseconds: after now and at most
+    /// `PAUSE_MS_MAX` (one week) ahead. Absent: until `.../resume`.
+    #[serde(
+        default,
+        deserialize_with = "crate::whole::deserialize_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub until_ms: Option<u64>,
+}
+
+/// The answer to a pause or resume: the group's pause as it now stands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct GroupPause {
+    /// The topic.
+    pub topic: String,
+    /// The group.
+    pub group: String,
+    /// Whether the group is paused now.
+    pub paused: bool,
+    /// When a timed pause ends, in Unix milliseconds, or null.
+    pub paused_until_ms: Option<u64>,
+    /// For a resume: whether a pause was ended (`false`: it was not paused). For a
+    /// pause: always `true`.
+    pub changed: bool,
 }
 
 /// The answer to `DELETE /v1/topics/{topic}/groups/{group}`.
@@ -274,6 +361,8 @@ mod core_conversions {
                 max_attempts: info.max_attempts,
                 lag: info.lag,
                 dead_letters: info.dead_letters,
+                paused: info.pause.is_some(),
+                paused_until_ms: info.pause.and_then(|pause| pause.until_ms),
             }
         }
     }

@@ -50,6 +50,9 @@ pub const MAX_IN_FLIGHT_MAX: u32 = 65_536;
 pub const LEASE_MS_MAX: u64 = 7 * 24 * 60 * 60 * 1000;
 /// The longest retry delay (a nack's `delay_ms` or a backoff's), in milliseconds.
 pub const DELAY_MS_MAX: u64 = 7 * 24 * 60 * 60 * 1000;
+/// The longest timed pause of a group (`until_ms` at most this far ahead), in
+/// milliseconds (one week); a longer one is a pause until a resume.
+pub const PAUSE_MS_MAX: u64 = 7 * 24 * 60 * 60 * 1000;
 /// The longest failure reason kept with a nack or dead letter, in bytes of UTF-8.
 pub const REASON_BYTES_MAX: usize = 1024;
 /// The longest consumer identity accepted on a poll, in bytes of UTF-8.

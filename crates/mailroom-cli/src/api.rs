@@ -8,8 +8,9 @@ use std::ops::Range;
 use bytes::Bytes;
 use mailroom_client::{
     BatchItemError, BatchPoll, ChannelDelivery, ChannelInfo, Client, ClientError, DeadLetterPage,
-    Delivery, DeliveryId, GroupDetail, GroupOptions, NackOptions, NackOutcome, NewMessage,
-    RetentionSettings, SubscribeOptions, Subscription, TopicInfo, TopicSummary,
+    Delivery, DeliveryId, GroupDetail, GroupOptions, GroupPause, NackOptions, NackOutcome,
+    NewMessage, RetentionSettings, StartPosition, SubscribeOptions, Subscription, TopicInfo,
+    TopicSummary,
 };
 
 /// A stream of live-channel messages. It may move to another task (`demo` reads each
@@ -114,6 +115,14 @@ pub trait Api {
         group: &str,
         offsets: Option<Range<u64>>,
     ) -> Result<u64, ClientError>;
+    async fn seek(&self, topic: &str, group: &str, to: StartPosition) -> Result<u64, ClientError>;
+    async fn pause(
+        &self,
+        topic: &str,
+        group: &str,
+        until_ms: Option<u64>,
+    ) -> Result<GroupPause, ClientError>;
+    async fn resume(&self, topic: &str, group: &str) -> Result<GroupPause, ClientError>;
     async fn create_channel(
         &self,
         channel: &str,
@@ -267,6 +276,20 @@ impl Api for Client {
         offsets: Option<Range<u64>>,
     ) -> Result<u64, ClientError> {
         Client::purge(self, topic, group, offsets).await
+    }
+    async fn seek(&self, topic: &str, group: &str, to: StartPosition) -> Result<u64, ClientError> {
+        Client::seek(self, topic, group, to).await
+    }
+    async fn pause(
+        &self,
+        topic: &str,
+        group: &str,
+        until_ms: Option<u64>,
+    ) -> Result<GroupPause, ClientError> {
+        Client::pause(self, topic, group, until_ms).await
+    }
+    async fn resume(&self, topic: &str, group: &str) -> Result<GroupPause, ClientError> {
+        Client::resume(self, topic, group).await
     }
     async fn create_channel(
         &self,

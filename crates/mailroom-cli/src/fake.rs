@@ -10,8 +10,8 @@ use bytes::Bytes;
 use mailroom_client::{
     BatchItemError, BatchPoll, ChannelDelivery, ChannelInfo, ClientError, DeadLetter,
     DeadLetterNote, DeadLetterPage, Delivery, DeliveryId, GroupCounters, GroupDetail, GroupInfo,
-    GroupOptions, NackOptions, NackOutcome, NewMessage, RetentionSettings, SubscribeOptions,
-    TopicInfo, TopicSummary,
+    GroupOptions, GroupPause, NackOptions, NackOutcome, NewMessage, RetentionSettings,
+    StartPosition, SubscribeOptions, TopicInfo, TopicSummary,
 };
 
 use crate::api::{Api, Messages};
@@ -96,6 +96,8 @@ impl Fake {
                 max_attempts: 3,
                 lag: 2,
                 dead_letters: 1,
+                paused: false,
+                paused_until_ms: None,
             },
             lease_ms: Some(500),
             backoff: None,
@@ -362,6 +364,35 @@ impl Api for Fake {
     ) -> Result<u64, ClientError> {
         self.record(format!("purge {topic} {group} {offsets:?}"));
         Ok(3)
+    }
+    async fn seek(&self, topic: &str, group: &str, to: StartPosition) -> Result<u64, ClientError> {
+        self.record(format!("seek {topic} {group} {to:?}"));
+        Ok(4)
+    }
+    async fn pause(
+        &self,
+        topic: &str,
+        group: &str,
+        until_ms: Option<u64>,
+    ) -> Result<GroupPause, ClientError> {
+        self.record(format!("pause {topic} {group} {until_ms:?}"));
+        Ok(GroupPause {
+            topic: topic.into(),
+            group: group.into(),
+            paused: true,
+            paused_until_ms: until_ms,
+            changed: true,
+        })
+    }
+    async fn resume(&self, topic: &str, group: &str) -> Result<GroupPause, ClientError> {
+        self.record(format!("resume {topic} {group}"));
+        Ok(GroupPause {
+            topic: topic.into(),
+            group: group.into(),
+            paused: false,
+            paused_until_ms: None,
+            changed: true,
+        })
     }
     async fn create_channel(
         &self,

@@ -1,7 +1,7 @@
 //! A Rust client for the mailroom broker's HTTP API.
 //!
 //! [`Client`] has one async method per endpoint: topics, consumer groups (poll, ack,
-//! nack, touch, dead letters, redrive, purge, and the batch forms
+//! nack, touch, dead letters, redrive, purge, seek, pause, resume, and the batch forms
 //! [`Client::poll_batch`], [`Client::ack_batch`], [`Client::nack_batch`] with long
 //! polling) and live channels (publish, and [`Client::subscribe`] over
 //! WebSocket). [`Client::publish_stream`] opens a pipelined publishing connection with
@@ -48,6 +48,7 @@ mod groups;
 mod messages;
 mod publish_stream;
 mod retention;
+mod seek_pause;
 mod subscription;
 mod timeouts;
 mod types;
@@ -69,7 +70,9 @@ pub use mailroom_api as api;
 pub use mailroom_api::batch::BatchItemError;
 pub use mailroom_api::channels::{ChannelDelivery, ChannelInfo, CreateChannel};
 pub use mailroom_api::deliveries::{DeliveryId, NackKind, NackOutcome};
-pub use mailroom_api::groups::{Backoff, DeadLetterNote, GroupCounters, GroupDetail, GroupInfo};
+pub use mailroom_api::groups::{
+    Backoff, DeadLetterNote, GroupCounters, GroupDetail, GroupInfo, GroupPause,
+};
 pub use mailroom_api::publish_stream::StreamError as Refusal;
 pub use mailroom_api::topics::{
     RetentionInForce, RetentionRemoved, RetentionSettings, TopicInfo, TopicSummary,

@@ -186,6 +186,15 @@ impl Backend for Fake {
     async fn purge(&self, _: &str, _: &str, _: Range<u64>) -> Result<u64, BackendError> {
         no_groups()
     }
+    async fn seek(&self, _: &str, _: &str, _: StartPosition) -> Result<u64, BackendError> {
+        no_groups()
+    }
+    async fn pause(&self, _: &str, _: &str, _: Option<u64>) -> Result<(), BackendError> {
+        no_groups()
+    }
+    async fn resume(&self, _: &str, _: &str) -> Result<bool, BackendError> {
+        no_groups()
+    }
     async fn dead_letter_page(
         &self,
         _: &str,

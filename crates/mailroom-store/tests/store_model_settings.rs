@@ -1,8 +1,8 @@
 //! Model test for the group settings on disk: a durable topic behaves exactly
 //! like the in-memory `mailroom::topic::Topic` (both reading one `ManualClock`) through
 //! random operations with leases, backoff, nack kinds, delays, reasons, touches, redrive,
-//! purge, `max_in_flight` > 1 and batches (poll, ack, nack, ack-then-poll), mixed with clean restarts and
-//! power cuts.
+//! purge, `max_in_flight` > 1, batches (poll, ack, nack, ack-then-poll), seeks and
+//! pauses, mixed with clean restarts and power cuts.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -16,7 +16,8 @@ use mailroom_store::storage::SimStorage;
 use mailroom_store::StoreOptions;
 use mailroom_testkit::store::{model_options, rules, RestartableTopic};
 use mailroom_testkit::strategy::{
-    group_config, nack_delay_ms, nack_kind, nack_reason, offset_range, CONSUMERS,
+    group_config, nack_delay_ms, nack_kind, nack_reason, offset_range, pause_ms, seek_target,
+    CONSUMERS,
 };
 use proptest::prelude::*;
 
@@ -41,6 +42,10 @@ enum Op {
     NackBatch(usize, usize, Vec<(usize, bool)>, NackKind, Option<u64>),
     /// Group, consumer, picks from that consumer's last batch to ack, then the poll's max.
     AckThenPoll(usize, usize, Vec<(usize, bool)>, usize),
+    Seek(usize, StartPosition),
+    /// Group, and the pause's length from now (`None`: until a resume).
+    Pause(usize, Option<u64>),
+    Resume(usize),
     Reopen,
     Crash(u64),
 }
@@ -73,6 +78,18 @@ fn any_op() -> impl Strategy<Value = Op> {
 
 /// Which deliveries of a consumer's last batch an ack or nack batch names: indices (taken
 /// modulo the batch's length, so repeats happen) and whether to name a stale attempt.
+/// [`any_op`] with seeks, pauses and resumes mixed in. A strategy of its own, so that the
+/// saved regression seeds of [`any_op`] keep reproducing their cases.
+fn any_op_with_moves() -> impl Strategy<Value = Op> {
+    let group = 0..GROUPS.len();
+    prop_oneof![
+        12 => any_op(),
+        1 => (group.clone(), seek_target(8)).prop_map(|(g, t)| Op::Seek(g, t)),
+        1 => (group.clone(), pause_ms()).prop_map(|(g, d)| Op::Pause(g, d)),
+        1 => group.prop_map(Op::Resume),
+    ]
+}
+
 fn picks() -> impl Strategy<Value = Vec<(usize, bool)>> {
     proptest::collection::vec((0..6usize, proptest::bool::weighted(0.1)), 0..6)
 }
@@ -203,6 +220,19 @@ impl Harness {
                 rules(topic.purge(GROUPS[*g], range.clone())),
                 model.purge(GROUPS[*g], range.clone())
             ),
+            Op::Seek(g, to) => assert_eq!(
+                rules(topic.seek(GROUPS[*g], *to)),
+                model.seek(GROUPS[*g], *to)
+            ),
+            Op::Pause(g, length) => {
+                use mailroom::clock::Clock;
+                let until = length.map(|l| self.clock.now_ms() + l);
+                assert_eq!(
+                    rules(topic.pause(GROUPS[*g], until)),
+                    model.pause(GROUPS[*g], until)
+                );
+            }
+            Op::Resume(g) => assert_eq!(rules(topic.resume(GROUPS[*g])), model.resume(GROUPS[*g])),
             Op::Reopen => self.disk.restart(),
             Op::Crash(seed) => self.disk.power_cut(*seed),
             Op::PollBatch(..) | Op::AckBatch(..) | Op::NackBatch(..) | Op::AckThenPoll(..) => {
@@ -294,6 +324,19 @@ proptest! {
     fn durable_topic_with_settings_matches_in_memory_topic(
         checkpoint_every in 1..12u64,
         ops in proptest::collection::vec(any_op(), 1..100),
+    ) {
+        let mut harness = Harness::new(checkpoint_every);
+        for op in &ops {
+            harness.step(op);
+        }
+    }
+
+    // Proves seeks and pauses are durable and replayed exactly: the same as above with
+    // seeks, pauses and resumes mixed in, across restarts, power cuts and checkpoints.
+    #[test]
+    fn durable_seeks_and_pauses_match_in_memory_topic(
+        checkpoint_every in 1..12u64,
+        ops in proptest::collection::vec(any_op_with_moves(), 1..100),
     ) {
         let mut harness = Harness::new(checkpoint_every);
         for op in &ops {

@@ -7,6 +7,7 @@
 use std::ops::Range;
 
 use mailroom::group::{Backoff, GroupConfig, NackKind};
+use mailroom::topic::StartPosition;
 use proptest::prelude::*;
 
 /// The consumers the model tests poll as: the anonymous one and two named ones.
@@ -120,4 +121,42 @@ pub fn offset_range(
     lens: Range<u64>,
 ) -> impl Strategy<Value = Range<u64>> + Clone {
     (starts, lens).prop_map(|(start, len)| start..start + len)
+}
+
+/// Where a seek goes: the oldest message, the end of the log, or an offset below
+/// `offsets_end` (so offsets past the end of a short log happen).
+///
+/// # Examples
+///
+/// ```
+/// use mailroom::topic::StartPosition;
+/// use proptest::strategy::{Strategy, ValueTree};
+/// use proptest::test_runner::TestRunner;
+///
+/// let mut runner = TestRunner::deterministic();
+/// let to = mailroom_testkit::strategy::seek_target(10).new_tree(&mut runner).unwrap().current();
+/// assert!(!matches!(to, StartPosition::Offset(offset) if offset >= 10));
+/// ```
+pub fn seek_target(offsets_end: u64) -> impl Strategy<Value = StartPosition> + Clone {
+    prop_oneof![
+        1 => Just(StartPosition::Earliest),
+        1 => Just(StartPosition::Latest),
+        4 => (0..offsets_end).prop_map(StartPosition::Offset),
+    ]
+}
+
+/// How long a pause lasts from now (ms), or `None` for a pause until a resume.
+///
+/// # Examples
+///
+/// ```
+/// use proptest::strategy::{Strategy, ValueTree};
+/// use proptest::test_runner::TestRunner;
+///
+/// let mut runner = TestRunner::deterministic();
+/// let length = mailroom_testkit::strategy::pause_ms().new_tree(&mut runner).unwrap().current();
+/// assert!(length.is_none_or(|ms| ms < 150));
+/// ```
+pub fn pause_ms() -> impl Strategy<Value = Option<u64>> + Clone {
+    proptest::option::of(0..150u64)
 }

@@ -213,6 +213,7 @@ impl Model {
             max_attempts: group.max_attempts,
             lag: self.log.len() as u64 - group.position,
             dead_letters: group.dead.len() as u64,
+            pause: None,
         }
     }
 }

@@ -4,23 +4,25 @@
 //! nacks of every kind with delays and reasons, touches, clock advances, redrives and
 //! purges over groups with leases, backoff and `max_in_flight` > 1, and batch polls,
 //! acks and nacks (which the model performs as the single operations, one after
-//! another). Every result and the whole observable state of every group are compared
-//! after every step.
+//! another), seeks and pauses. Every result and the whole observable state of every
+//! group are compared after every step, and no `(offset, attempt)` may be handed out
+//! twice by one group.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use std::sync::Arc;
 
 use mailroom::clock::ManualClock;
 use mailroom::group::NotOwned;
-use mailroom::group::{GroupConfig, GroupCounters, NackKind, NackOptions};
+use mailroom::group::{GroupConfig, GroupCounters, NackKind, NackOptions, Pause};
 use mailroom::topic::{
     DeadLetterInfo, Delivery, DeliveryId, GroupInfo, Nack, StartPosition, Topic, TopicError,
     BATCH_DELIVERIES_MAX,
 };
 use mailroom_testkit::model::backoff_ms;
 use mailroom_testkit::strategy::{
-    group_config, nack_delay_ms, nack_kind, nack_reason, offset_range, CONSUMERS,
+    group_config, nack_delay_ms, nack_kind, nack_reason, offset_range, pause_ms, seek_target,
+    CONSUMERS,
 };
 use proptest::prelude::*;
 
@@ -57,6 +59,10 @@ enum Op {
     PollBatch(usize, usize, usize),
     AckBatch(usize, Vec<BatchPick>),
     NackBatch(usize, Vec<BatchPick>, NackKind, Option<u64>, Option<String>),
+    Seek(usize, StartPosition),
+    /// Group, and the pause's length from now (`None`: until a resume).
+    Pause(usize, Option<u64>),
+    Resume(usize),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -97,6 +103,18 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// [`op`] with seeks, pauses and resumes mixed in. A strategy of its own, so that the
+/// saved regression seeds of [`op`] keep reproducing their cases.
+fn op_with_moves() -> impl Strategy<Value = Op> {
+    let name = 0..NAMES.len();
+    prop_oneof![
+        12 => op(),
+        1 => (name.clone(), seek_target(10)).prop_map(|(n, t)| Op::Seek(n, t)),
+        1 => (name.clone(), pause_ms()).prop_map(|(n, d)| Op::Pause(n, d)),
+        1 => name.prop_map(Op::Resume),
+    ]
+}
+
 #[derive(Debug, Clone, PartialEq)]
 enum Phase {
     Ready(u64),
@@ -120,6 +138,15 @@ struct MGroup {
     slots: BTreeMap<u64, MSlot>,
     dead: Vec<(u64, u32, Option<String>, u64)>,
     counters: GroupCounters,
+    /// Every offset below this was delivered (or lay below the start) at some time.
+    frontier: u64,
+    /// The highest attempt number handed out.
+    high: u32,
+    /// After a seek back: offsets below `.0` come back after attempt `.1`.
+    rewound: (u64, u32),
+    pause: Option<Option<u64>>,
+    /// Every delivery ever made, which must never repeat.
+    handed: BTreeSet<DeliveryId>,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -238,6 +265,9 @@ impl MGroup {
 
     /// A poll for a new delivery, whatever `consumer` owns already.
     fn poll_new(&mut self, log_len: u64, now: u64, consumer: Option<&str>) -> Option<DeliveryId> {
+        if self.pause_at(now).is_some() {
+            return None;
+        }
         if self.in_flight().len() as u32 >= self.config.max_in_flight {
             return None;
         }
@@ -256,10 +286,11 @@ impl MGroup {
         let offset = match chosen {
             Some(offset) => offset,
             None if fresh < log_len && fresh - self.position < self.config.max_in_flight as u64 => {
+                let (below, floor) = self.rewound;
                 self.slots.insert(
                     fresh,
                     MSlot {
-                        attempt: 0,
+                        attempt: if fresh < below { floor } else { 0 },
                         failures: 0,
                         phase: Phase::Ready(0),
                     },
@@ -275,10 +306,14 @@ impl MGroup {
         }
         slot.attempt += 1;
         slot.phase = Phase::Owned(consumer.map(str::to_owned), lease);
-        Some(DeliveryId {
+        self.high = self.high.max(slot.attempt);
+        self.frontier = self.frontier.max(offset + 1);
+        let id = DeliveryId {
             offset,
             attempt: slot.attempt,
-        })
+        };
+        assert!(self.handed.insert(id), "{id} handed out twice");
+        Some(id)
     }
 
     fn check(&self, id: DeliveryId) -> Result<(), Refused> {
@@ -337,7 +372,7 @@ impl MGroup {
         taken
     }
 
-    fn info(&self, name: &str, log_len: u64) -> GroupInfo {
+    fn info(&self, name: &str, log_len: u64, now: u64) -> GroupInfo {
         GroupInfo {
             name: name.to_owned(),
             position: self.position,
@@ -346,6 +381,47 @@ impl MGroup {
             max_attempts: self.config.max_attempts,
             lag: log_len - self.position,
             dead_letters: self.dead.len() as u64,
+            pause: self.pause_at(now),
+        }
+    }
+
+    fn pause_at(&self, now: u64) -> Option<Pause> {
+        match self.pause {
+            Some(until_ms) if until_ms.is_none_or(|until| now < until) => Some(Pause { until_ms }),
+            _ => None,
+        }
+    }
+
+    /// The documented seek: everything unfinished is dropped; a seek below the frontier
+    /// makes the offsets below it come back after the highest attempt used.
+    fn seek(&mut self, position: u64) {
+        if position < self.frontier {
+            self.rewound = (self.frontier, self.high);
+        }
+        self.slots.clear();
+        self.position = position;
+    }
+
+    /// The documented redrive of one dead letter: back after the highest attempt used if
+    /// a seek may have delivered it again, and only where nothing unfinished holds it.
+    fn revive(&mut self, offset: u64, attempts: u32) {
+        self.counters.redrives += 1;
+        let attempt = if offset < self.rewound.0 {
+            attempts.max(self.high)
+        } else {
+            attempts
+        };
+        let revived = MSlot {
+            attempt,
+            failures: 0,
+            phase: Phase::Ready(0),
+        };
+        match self.slots.get_mut(&offset) {
+            None if offset < self.position => {
+                self.slots.insert(offset, revived);
+            }
+            Some(slot) if offset >= self.position && slot.phase == Phase::Done => *slot = revived,
+            _ => {}
         }
     }
 }
@@ -361,6 +437,19 @@ struct Harness {
 }
 
 impl Harness {
+    fn new() -> Harness {
+        let clock = Arc::new(ManualClock::new(1_000));
+        Harness {
+            topic: Topic::with_clock(clock.clone()),
+            clock,
+            log: Vec::new(),
+            groups: BTreeMap::new(),
+            last: BTreeMap::new(),
+            last_batch: BTreeMap::new(),
+            seen: Vec::new(),
+        }
+    }
+
     fn now(&self) -> u64 {
         use mailroom::clock::Clock;
         self.clock.now_ms()
@@ -429,6 +518,11 @@ impl Harness {
                         slots: BTreeMap::new(),
                         dead: Vec::new(),
                         counters: GroupCounters::default(),
+                        frontier: 0,
+                        high: 0,
+                        rewound: (0, 0),
+                        pause: None,
+                        handed: BTreeSet::new(),
                     };
                     self.groups.insert(name.to_owned(), group);
                     Ok(())
@@ -541,15 +635,7 @@ impl Harness {
                 let expected = self.group(name).map(|g| {
                     let taken = g.take_dead(range);
                     for (offset, attempts, _, _) in &taken {
-                        g.counters.redrives += 1;
-                        g.slots.insert(
-                            *offset,
-                            MSlot {
-                                attempt: *attempts,
-                                failures: 0,
-                                phase: Phase::Ready(0),
-                            },
-                        );
+                        g.revive(*offset, *attempts);
                     }
                     taken.len() as u64
                 });
@@ -558,6 +644,7 @@ impl Harness {
                     expected
                 );
             }
+            Op::Seek(..) | Op::Pause(..) | Op::Resume(_) => self.step_move(op),
             Op::Purge(n, range) => {
                 let name = NAMES[*n];
                 let expected = self.group(name).map(|g| {
@@ -572,6 +659,45 @@ impl Harness {
             }
         }
         self.compare_all();
+    }
+
+    fn step_move(&mut self, op: &Op) {
+        let now = self.now();
+        let log_len = self.log.len() as u64;
+        match op {
+            Op::Seek(n, to) => {
+                let name = NAMES[*n];
+                let position = match *to {
+                    StartPosition::Earliest => Some(0),
+                    StartPosition::Latest => Some(log_len),
+                    StartPosition::Offset(offset) => (offset <= log_len).then_some(offset),
+                };
+                let expected = self.group(name).and_then(|g| {
+                    let position = position.ok_or(Refused::Invalid)?;
+                    g.seek(position);
+                    Ok(position)
+                });
+                assert_eq!(self.topic.seek(name, *to).map_err(refused), expected);
+            }
+            Op::Pause(n, length) => {
+                let name = NAMES[*n];
+                let until = length.map(|l| now + l);
+                let expected = self.group(name).and_then(|g| match until {
+                    Some(until) if until <= now => Err(Refused::Invalid),
+                    _ => {
+                        g.pause = Some(until);
+                        Ok(())
+                    }
+                });
+                assert_eq!(self.topic.pause(name, until).map_err(refused), expected);
+            }
+            Op::Resume(n) => {
+                let name = NAMES[*n];
+                let expected = self.group(name).map(|g| g.pause.take().is_some());
+                assert_eq!(self.topic.resume(name).map_err(refused), expected);
+            }
+            _ => unreachable!("step_move of {op:?}"),
+        }
     }
 
     fn poll_batch(&mut self, n: usize, c: usize, max: usize) {
@@ -613,7 +739,7 @@ impl Harness {
             let group = self.group(&name).unwrap().clone();
             assert_eq!(
                 self.topic.group_info(&name).unwrap(),
-                group.info(&name, log_len),
+                group.info(&name, log_len, self.now()),
                 "group {name}"
             );
             assert_eq!(
@@ -665,16 +791,19 @@ proptest! {
     // backoff, redrive, purge, max_in_flight and batches step by step.
     #[test]
     fn topic_matches_the_settings_model(ops in proptest::collection::vec(op(), 1..120)) {
-        let clock = Arc::new(ManualClock::new(1_000));
-        let mut harness = Harness {
-            topic: Topic::with_clock(clock.clone()),
-            clock,
-            log: Vec::new(),
-            groups: BTreeMap::new(),
-            last: BTreeMap::new(),
-            last_batch: BTreeMap::new(),
-            seen: Vec::new(),
-        };
+        let mut harness = Harness::new();
+        for op in &ops {
+            harness.step(op);
+        }
+    }
+
+    // Proves the same with seeks (by offset, to either end, past the end), pauses (timed
+    // and until a resume) and resumes mixed in: attempt numbers never repeat.
+    #[test]
+    fn topic_matches_the_settings_model_with_seeks_and_pauses(
+        ops in proptest::collection::vec(op_with_moves(), 1..120),
+    ) {
+        let mut harness = Harness::new();
         for op in &ops {
             harness.step(op);
         }

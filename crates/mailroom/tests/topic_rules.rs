@@ -455,6 +455,7 @@ fn group_info_reports_every_field() {
             max_attempts: 2,
             lag: 2,
             dead_letters: 1,
+            pause: None,
         }
     );
 }

@@ -398,6 +398,23 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
         offsets: Range<u64>,
     ) -> Result<u64, BackendError>;
 
+    /// Moves the group to `to` (see `mailroom::group`'s seek rules); answers its new
+    /// position. Wakes the topic's long polls: the group may have messages again.
+    async fn seek(&self, topic: &str, group: &str, to: StartPosition) -> Result<u64, BackendError>;
+
+    /// Pauses the group until `until_ms` (Unix ms, after the store's now; `None`: until a
+    /// resume).
+    async fn pause(
+        &self,
+        topic: &str,
+        group: &str,
+        until_ms: Option<u64>,
+    ) -> Result<(), BackendError>;
+
+    /// Ends the group's pause; answers whether one was recorded. Wakes the topic's long
+    /// polls.
+    async fn resume(&self, topic: &str, group: &str) -> Result<bool, BackendError>;
+
     /// Up to `limit` of the group's dead letters from offset `from`, with payloads.
     async fn dead_letter_page(
         &self,

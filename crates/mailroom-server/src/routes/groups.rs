@@ -47,6 +47,8 @@ pub fn group_info_body(info: GroupInfo) -> GroupInfoBody {
         max_attempts: info.max_attempts,
         lag: info.lag,
         dead_letters: info.dead_letters,
+        paused: info.pause.is_some(),
+        paused_until_ms: info.pause.and_then(|pause| pause.until_ms),
     }
 }
 

@@ -1,6 +1,6 @@
 //! The HTTP handlers, one file per resource, each with the router of its routes:
 //! [`topics`] (with the [`publish_stream`]), [`groups`], [`deliveries`], [`leases`],
-//! [`dead_letters`], [`channels`], [`tickets`] and [`operations`].
+//! [`dead_letters`], [`seek_pause`], [`channels`], [`tickets`] and [`operations`].
 //!
 //! [`routes`] puts the resources' routers together. It is the one list of the API's
 //! routes: the server's router (`crate::app::router`) and the OpenAPI document
@@ -26,6 +26,7 @@ pub mod leases;
 pub mod metadata;
 pub mod operations;
 pub mod publish_stream;
+pub mod seek_pause;
 pub mod tickets;
 pub mod topics;
 
@@ -97,6 +98,7 @@ pub fn routes(payload_bytes_max: u64) -> Routes {
         .merge(deliveries::router(limits))
         .merge(leases::router(limits))
         .merge(dead_letters::router(limits))
+        .merge(seek_pause::router(limits))
         .merge(channels::router(limits))
         .merge(tickets::router(limits));
     Routes {

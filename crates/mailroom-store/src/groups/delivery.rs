@@ -213,8 +213,9 @@ impl GroupSet {
     ///
     /// As [`read`](Self::read).
     pub fn info(&self, messages: &Log, group: &str) -> Result<GroupInfo, StoreError> {
+        let now_ms = self.clock.now_ms();
         self.read(messages, group, |entry| {
-            entry.state.info(group, messages.end())
+            entry.state.info_at(group, messages.end(), now_ms)
         })
     }
 

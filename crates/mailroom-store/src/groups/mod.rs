@@ -18,6 +18,7 @@ mod pending;
 mod poll;
 mod reader;
 mod replay;
+mod seek_pause;
 mod set;
 pub mod transition;
 
@@ -100,10 +101,20 @@ impl GroupEntry {
                         let (kept, taken) = kept.expect("split above");
                         self.dead_letter_records = kept;
                         if matches!(change, Change::Redriven { .. }) {
-                            self.redriven_records.extend(taken);
+                            // After a seek back a dead letter's offset may not be revived
+                            // (the group delivers it anyway): keep records of live slots only.
+                            let live: BTreeSet<u64> =
+                                self.state.slots().map(|slot| slot.offset).collect();
+                            self.redriven_records
+                                .extend(taken.into_iter().filter(|(at, _)| live.contains(at)));
                         }
                     }
-                    Change::Delivered { .. } | Change::Touched { .. } => {}
+                    // Everything unfinished is gone, redriven messages included.
+                    Change::Seeked { .. } => self.redriven_records.clear(),
+                    Change::Delivered { .. }
+                    | Change::Touched { .. }
+                    | Change::Paused { .. }
+                    | Change::Resumed => {}
                 }
                 Ok(())
             }

@@ -41,7 +41,7 @@ pub struct GroupSet {
     /// message log first, since the groups log may not outrun it on disk.
     relaxed: bool,
     registry: RwLock<HashMap<String, Arc<GroupSlot>>>,
-    changes: Mutex<Changes>,
+    pub(super) changes: Mutex<Changes>,
     records_since_checkpoint: AtomicU64,
     checkpoint_every: u64,
     /// `StoreOptions::poll_batch_bytes_max`: what one batch poll may hand out.
@@ -63,7 +63,7 @@ pub struct GroupSet {
 }
 
 #[derive(Debug)]
-struct Changes {
+pub(super) struct Changes {
     next_group_id: GroupId,
 }
 

@@ -21,6 +21,7 @@ mod deliveries;
 mod groups;
 mod messages;
 mod retention;
+mod seek_pause;
 pub(crate) mod settings;
 
 pub use batch::AckedThenPolled;

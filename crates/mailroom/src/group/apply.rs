@@ -85,6 +85,11 @@ impl GroupState {
             }
             Change::Redriven { offsets } => self.redrive(offsets).map_err(refused),
             Change::Purged { offsets } => self.purge(offsets).map_err(refused),
+            Change::Seeked { position } => {
+                self.seek(*position);
+                Ok(())
+            }
+            Change::Paused { .. } | Change::Resumed => self.apply_pause(change).map_err(refused),
         }
     }
 
@@ -128,15 +133,21 @@ impl GroupState {
             if self.window.len() >= self.config.max_in_flight as usize {
                 return Err("the window of max_in_flight messages is full");
             }
-            if id.attempt != 1 {
-                return Err("a first delivery must be attempt 1");
+            if Some(id.attempt) != self.first_attempt(id.offset) {
+                return Err(
+                    "a first delivery must be attempt 1 (or the floor's next after a seek back)",
+                );
             }
             self.window.push_back(Slot {
                 offset: id.offset,
-                attempt: 1,
+                attempt: id.attempt,
                 failures: 0,
                 phase,
             });
+            // A rewound message (see `seek.rs`) is delivered again, not for the first time.
+            if id.attempt > 1 {
+                self.counters.redeliveries += 1;
+            }
         } else {
             let slot = self
                 .slot_mut(id.offset)
@@ -152,6 +163,8 @@ impl GroupState {
             self.counters.redeliveries += 1;
         }
         self.in_flight += 1;
+        self.attempts_high = self.attempts_high.max(id.attempt);
+        self.frontier = self.frontier.max(id.offset + 1);
         Ok(())
     }
 
@@ -250,15 +263,19 @@ impl GroupState {
             self.counters.redrives += 1;
             let revived = Slot {
                 offset: entry.offset,
-                attempt: entry.attempts,
+                attempt: self.revived_attempt(entry.offset, entry.attempts),
                 failures: 0,
                 phase: SlotPhase::Ready { not_before_ms: 0 },
             };
+            // After a seek back, the message may be unfinished again (or never reached
+            // again yet): then the group delivers it anyway, and nothing is revived.
             if entry.offset < self.position {
-                self.redriven.insert(entry.offset, revived);
+                self.redriven.entry(entry.offset).or_insert(revived);
             } else if let Some(slot) = self.slot_mut(entry.offset) {
                 // Finished out of order inside the window (max_in_flight > 1).
-                *slot = revived;
+                if slot.phase == SlotPhase::Done {
+                    *slot = revived;
+                }
             }
         }
         Ok(())

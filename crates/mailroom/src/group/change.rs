@@ -73,6 +73,19 @@ pub enum Change {
         /// The offsets.
         offsets: Range<u64>,
     },
+    /// The group moved to `position`, dropping everything unfinished (see
+    /// [`GroupState::plan_seek`](super::GroupState::plan_seek)).
+    Seeked {
+        /// The new position.
+        position: u64,
+    },
+    /// The group was paused (see [`GroupState::plan_pause`](super::GroupState::plan_pause)).
+    Paused {
+        /// When the pause ends by itself (ms), or `None` for a pause until a resume.
+        until_ms: Option<u64>,
+    },
+    /// The group's pause ended by a resume.
+    Resumed,
 }
 
 impl Change {
@@ -84,7 +97,11 @@ impl Change {
             | Change::Acked(id)
             | Change::Touched { id, .. }
             | Change::Failed { id, .. } => Some(*id),
-            Change::Redriven { .. } | Change::Purged { .. } => None,
+            Change::Redriven { .. }
+            | Change::Purged { .. }
+            | Change::Seeked { .. }
+            | Change::Paused { .. }
+            | Change::Resumed => None,
         }
     }
 

@@ -47,6 +47,13 @@ impl GroupState {
     /// ```
     pub fn next_due_ms(&self) -> Option<u64> {
         let lease = self.next_lease_deadline_ms();
+        // A paused group delivers nothing new until its pause ends, whatever the delays.
+        if let Some(pause) = self.pause {
+            return match pause.until_ms {
+                Some(until_ms) => Some(lease.map_or(until_ms, |lease| lease.min(until_ms))),
+                None => lease,
+            };
+        }
         // A full window answers `Full` whatever the delays, until a lease runs out.
         if self.in_flight >= self.config.max_in_flight {
             return lease;

@@ -1,7 +1,7 @@
 //! What a group tells operators about itself: [`GroupInfo`] and the deliveries in
 //! flight, built here once for every home.
 
-use super::{DeliveryId, GroupState, SlotPhase};
+use super::{DeliveryId, GroupState, Pause, SlotPhase};
 
 /// A snapshot of one group, for operators.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,12 +21,14 @@ pub struct GroupInfo {
     pub lag: u64,
     /// How many messages this group has dead-lettered.
     pub dead_letters: u64,
+    /// The pause that holds, if the group is paused.
+    pub pause: Option<Pause>,
 }
 
 impl GroupState {
     /// What operators see of this group, named `name`, against a log whose next offset
     /// is `log_end` (read it after the state, so the lag is never negative: a log only
-    /// grows).
+    /// grows), as at time 0 (see [`info_at`](Self::info_at)).
     ///
     /// # Example
     ///
@@ -38,6 +40,22 @@ impl GroupState {
     /// assert_eq!((info.name.as_str(), info.position, info.lag), ("billing", 2, 3));
     /// ```
     pub fn info(&self, name: &str, log_end: u64) -> GroupInfo {
+        self.info_at(name, log_end, 0)
+    }
+
+    /// [`info`](Self::info) at `now_ms`: a timed pause whose end has passed is not shown.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use mailroom::group::{GroupState, Pause};
+    ///
+    /// let mut group = GroupState::new(3, 0).unwrap();
+    /// group.apply_change(&group.plan_pause(Some(100))).unwrap();
+    /// assert_eq!(group.info_at("g", 0, 99).pause, Some(Pause { until_ms: Some(100) }));
+    /// assert_eq!(group.info_at("g", 0, 100).pause, None);
+    /// ```
+    pub fn info_at(&self, name: &str, log_end: u64, now_ms: u64) -> GroupInfo {
         GroupInfo {
             name: name.to_owned(),
             position: self.position(),
@@ -46,6 +64,7 @@ impl GroupState {
             max_attempts: self.max_attempts(),
             lag: self.lag(log_end),
             dead_letters: self.dead_letters().len() as u64,
+            pause: self.pause_at(now_ms),
         }
     }
 

@@ -86,6 +86,15 @@
 //! delivery that died can never settle the redriven one.
 //! [`plan_purge`](GroupState::plan_purge) deletes dead letters.
 //!
+//! # Seek and pause
+//!
+//! [`plan_seek`](GroupState::plan_seek) moves the group to an offset, dropping what is
+//! in flight; attempt numbers stay unique across it (the rule is in `seek.rs`: a
+//! message delivered again after a seek back comes back above every attempt number the
+//! group has used). [`plan_pause`](GroupState::plan_pause) stops new deliveries, for a
+//! time or until [`plan_resume`](GroupState::plan_resume); deliveries in flight are
+//! settled as usual.
+//!
 //! # Parallel deliveries (`max_in_flight` W)
 //!
 //! With W > 1, up to W deliveries are in flight at once, each fenced to its own
@@ -162,6 +171,8 @@ mod change;
 mod config;
 mod due;
 mod info;
+mod pause;
+mod seek;
 mod snapshot;
 mod state;
 mod types;
@@ -174,6 +185,7 @@ pub use config::{
     MAX_IN_FLIGHT_MAX, REASON_BYTES_MAX,
 };
 pub use info::GroupInfo;
+pub use pause::{Pause, PAUSE_MS_MAX};
 pub use snapshot::GroupSnapshot;
 pub use state::GroupState;
 pub use types::{DeadLetterNote, GroupCounters, NewDelivery, PollStep, Slot, SlotPhase};

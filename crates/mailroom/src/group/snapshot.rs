@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use super::config::GroupConfig;
+use super::pause::Pause;
 use super::state::{DeadLetterNote, GroupCounters, GroupState, Slot, SlotPhase};
 use super::{DeadLetterEntry, GroupError};
 
@@ -33,6 +34,19 @@ pub struct GroupSnapshot {
     pub dead_letter_notes: Vec<DeadLetterNote>,
     /// The counters.
     pub counters: GroupCounters,
+    /// Every offset the group has delivered lies below this (restoring raises it past
+    /// every slot).
+    pub frontier: u64,
+    /// Offsets below this may have been delivered before a seek back (0: none).
+    pub rewound_below: u64,
+    /// The first delivery of an offset below `rewound_below` is attempt
+    /// `attempt_floor + 1`.
+    pub attempt_floor: u32,
+    /// The largest attempt number the group has handed out (restoring raises it to at
+    /// least every attempt in the window, the redriven messages and the dead letters).
+    pub attempts_high: u32,
+    /// The pause recorded, if any.
+    pub pause: Option<Pause>,
 }
 
 impl GroupSnapshot {
@@ -84,6 +98,11 @@ impl GroupSnapshot {
             redriven: Vec::new(),
             dead_letter_notes,
             counters: GroupCounters::default(),
+            frontier: position + u64::from(attempt > 0),
+            rewound_below: 0,
+            attempt_floor: 0,
+            attempts_high: attempt,
+            pause: None,
         }
     }
 }
@@ -105,6 +124,11 @@ impl GroupState {
             redriven: self.redriven.values().cloned().collect(),
             dead_letter_notes: self.notes.clone(),
             counters: self.counters,
+            frontier: self.frontier,
+            rewound_below: self.rewound_below,
+            attempt_floor: self.attempt_floor,
+            attempts_high: self.attempts_high,
+            pause: self.pause,
         }
     }
 
@@ -154,6 +178,22 @@ impl GroupState {
             .chain(&snapshot.redriven)
             .filter(|slot| matches!(slot.phase, SlotPhase::InFlight { .. }))
             .count();
+        if snapshot.attempt_floor > snapshot.attempts_high {
+            return invalid("the attempt floor lies above the highest attempt");
+        }
+        let attempts_high = snapshot
+            .window
+            .iter()
+            .chain(&snapshot.redriven)
+            .map(|slot| slot.attempt)
+            .chain(snapshot.dead_letters.iter().map(|entry| entry.attempts))
+            .fold(snapshot.attempts_high, u32::max);
+        let frontier = snapshot
+            .window
+            .iter()
+            .chain(&snapshot.redriven)
+            .map(|slot| slot.offset.saturating_add(1))
+            .fold(snapshot.frontier, u64::max);
         if in_flight > snapshot.config.max_in_flight as usize
             || snapshot.window.len() > snapshot.config.max_in_flight as usize
         {
@@ -172,6 +212,11 @@ impl GroupState {
             dead_letters: snapshot.dead_letters,
             notes: snapshot.dead_letter_notes,
             counters: snapshot.counters,
+            frontier,
+            rewound_below: snapshot.rewound_below,
+            attempt_floor: snapshot.attempt_floor,
+            attempts_high,
+            pause: snapshot.pause,
         })
     }
 }

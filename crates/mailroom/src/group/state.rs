@@ -6,6 +6,7 @@ use std::ops::Range;
 
 use super::change::{Change, Failure, LEASE_EXPIRED_REASON};
 use super::config::{GroupConfig, NackKind, NackOptions};
+use super::pause::Pause;
 pub use super::types::{DeadLetterNote, GroupCounters, NewDelivery, PollStep, Slot, SlotPhase};
 use super::{DeadLetterEntry, DeliveryId, GroupError, GroupEvent, NotOwned, PollPlan};
 
@@ -25,6 +26,16 @@ pub struct GroupState {
     /// One note per dead letter, in the same order.
     pub(super) notes: Vec<DeadLetterNote>,
     pub(super) counters: GroupCounters,
+    /// Every offset this group has delivered lies below this (see `seek.rs`).
+    pub(super) frontier: u64,
+    /// Offsets below this may have been delivered before a seek back (see `seek.rs`).
+    pub(super) rewound_below: u64,
+    /// The first delivery of a rewound offset is attempt `attempt_floor + 1`.
+    pub(super) attempt_floor: u32,
+    /// The largest attempt number ever handed out.
+    pub(super) attempts_high: u32,
+    /// The pause recorded, if any (see `pause.rs`).
+    pub(super) pause: Option<Pause>,
 }
 
 impl GroupState {
@@ -72,6 +83,11 @@ impl GroupState {
             dead_letters: Vec::new(),
             notes: Vec::new(),
             counters: GroupCounters::default(),
+            frontier: 0,
+            rewound_below: 0,
+            attempt_floor: 0,
+            attempts_high: 0,
+            pause: None,
         })
     }
 
@@ -233,6 +249,9 @@ impl GroupState {
     /// [`plan_poll_new`](Self::plan_poll_new) once no lease is due.
     #[inline(always)]
     fn plan_unexpired(&self, log_end: u64, now_ms: u64) -> PollStep {
+        if let Some(step) = self.paused_step(now_ms) {
+            return step;
+        }
         if self.in_flight > 0 && self.in_flight >= self.config.max_in_flight {
             return PollStep::Full;
         }
@@ -240,7 +259,14 @@ impl GroupState {
             Ok(offset) => offset,
             Err(step) => return step,
         };
-        let attempt = self.slot(offset).map_or(0, |slot| slot.attempt) + 1;
+        let attempt = match self.slot(offset) {
+            Some(slot) => slot.attempt.checked_add(1),
+            None => self.first_attempt(offset),
+        };
+        // No number left for it (see `seek.rs`): it waits for a seek past it.
+        let Some(attempt) = attempt else {
+            return PollStep::Idle;
+        };
         PollStep::Deliver(NewDelivery {
             id: DeliveryId { offset, attempt },
             lease_until_ms: self.config.lease_ms.map(|l| now_ms.saturating_add(l)),
@@ -261,7 +287,8 @@ impl GroupState {
     }
 
     /// The offset to deliver next: the lowest ready slot, unless a lower one waits out a
-    /// delay; else the next fresh message if the window has room.
+    /// delay; else the next fresh message if the window has room. This is the one place
+    /// that chooses what a group delivers next.
     #[inline(always)]
     fn next_candidate(&self, log_end: u64, now_ms: u64) -> Result<u64, PollStep> {
         if self.in_flight as usize != self.redriven.len() + self.window.len() {

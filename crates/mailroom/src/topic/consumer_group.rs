@@ -243,6 +243,22 @@ impl ConsumerGroup {
         Ok((before - state.machine.dead_letters().len()) as u64)
     }
 
+    /// Applies the change `plan` makes of the state machine (after due expiries), if it
+    /// makes one; returns whether it did. For the changes that need no payload: seek,
+    /// pause, resume.
+    pub(crate) fn change(
+        &self,
+        now_ms: u64,
+        plan: impl FnOnce(&GroupState) -> Option<Change>,
+    ) -> Result<bool, TopicError> {
+        let mut state = self.lock_at(now_ms)?;
+        let change = plan(&state.machine);
+        if let Some(change) = &change {
+            apply(&mut state.machine, change);
+        }
+        Ok(change.is_some())
+    }
+
     /// Runs `read` on the state machine after applying due expiries.
     pub(crate) fn read<R>(
         &self,
@@ -301,7 +317,7 @@ impl ConsumerGroup {
 
     pub(crate) fn info<M>(&self, log: &Log<M>, now_ms: u64) -> Result<GroupInfo, TopicError> {
         let state = self.lock_at(now_ms)?;
-        Ok(state.machine.info(&self.name, log.len()))
+        Ok(state.machine.info_at(&self.name, log.len(), now_ms))
     }
 
     fn not_owned(&self, source: NotOwned) -> TopicError {

@@ -192,6 +192,7 @@ mod handle;
 mod log;
 mod message;
 mod registry;
+mod seek_pause;
 mod sync;
 mod time;
 mod types;

@@ -223,6 +223,25 @@ impl Api for Scripted {
     ) -> Result<u64, ClientError> {
         unused()
     }
+    async fn seek(
+        &self,
+        _: &str,
+        _: &str,
+        _: mailroom_client::StartPosition,
+    ) -> Result<u64, ClientError> {
+        unused()
+    }
+    async fn pause(
+        &self,
+        _: &str,
+        _: &str,
+        _: Option<u64>,
+    ) -> Result<mailroom_client::GroupPause, ClientError> {
+        unused()
+    }
+    async fn resume(&self, _: &str, _: &str) -> Result<mailroom_client::GroupPause, ClientError> {
+        unused()
+    }
 }
 
 pub(super) fn scripted(payloads: &[&'static str]) -> Scripted {

@@ -1,4 +1,5 @@
-//! `mailroom group create|info|delete|poll|nack|touch|redrive|purge`, one file per verb;
+//! `mailroom group create|info|delete|poll|nack|touch|redrive|purge|seek|pause|resume`,
+//! one file per verb;
 //! this file holds what the verbs share: the arguments that name a group or a range of
 //! its dead letters, and the text that describes a group.
 
@@ -13,9 +14,12 @@ mod create;
 mod delete;
 mod info;
 mod nack;
+mod pause;
 mod poll;
 mod purge;
 mod redrive;
+mod resume;
+mod seek;
 mod touch;
 
 // `consume --nack-kind` reads a nack kind the way `group nack --kind` does.
@@ -42,6 +46,14 @@ pub enum GroupCommand {
     Redrive(RangeArgs),
     /// Delete dead letters.
     Purge(RangeArgs),
+    /// Move the group to an offset, `earliest` or `latest`; deliveries in flight stop
+    /// being owned, and messages delivered again get new attempt numbers.
+    Seek(seek::Args),
+    /// Stop the group handing out new deliveries (until `resume`, or for a time);
+    /// deliveries in flight can still be acked, nacked and touched.
+    Pause(pause::Args),
+    /// End the group's pause.
+    Resume(GroupArgs),
 }
 
 /// Runs a group subcommand.
@@ -55,6 +67,9 @@ pub async fn run(api: &impl Api, command: GroupCommand, output: Output) -> anyho
         GroupCommand::Touch(args) => touch::run(api, args, output).await,
         GroupCommand::Redrive(args) => redrive::run(api, args, output).await,
         GroupCommand::Purge(args) => purge::run(api, args, output).await,
+        GroupCommand::Seek(args) => seek::run(api, args, output).await,
+        GroupCommand::Pause(args) => pause::run(api, args, output).await,
+        GroupCommand::Resume(args) => resume::run(api, args, output).await,
     }
 }
 
@@ -122,7 +137,7 @@ pub fn describe(group: &GroupInfo) -> String {
         Some(id) => format!("offset {} attempt {}", id.offset, id.attempt),
         None => "none".to_owned(),
     };
-    format!(
+    let line = format!(
         "{}\tposition {}\tlag {}\tin flight: {}\tattempt {}/{}\tdead letters {}",
         group.name,
         group.position,
@@ -131,7 +146,13 @@ pub fn describe(group: &GroupInfo) -> String {
         group.attempt,
         group.max_attempts,
         group.dead_letters
-    )
+    );
+    // Only a paused group says so, so the line of every other group reads as before.
+    match (group.paused, group.paused_until_ms) {
+        (false, _) => line,
+        (true, None) => format!("{line}\tpaused"),
+        (true, Some(until_ms)) => format!("{line}\tpaused until {until_ms} ms"),
+    }
 }
 
 /// Lines describing a group in full.

@@ -422,6 +422,39 @@ impl Backend for Embedded {
         .await
     }
 
+    async fn seek(&self, topic: &str, group: &str, to: StartPosition) -> Result<u64, BackendError> {
+        let (name, group) = (topic.to_owned(), group.to_owned());
+        let position = self
+            .blocking(move |store| store.topic(&name)?.seek(&group, to))
+            .await?;
+        // Deliveries dropped and messages in reach again: waiting polls look again.
+        self.long_polls.wake(topic);
+        Ok(position)
+    }
+
+    async fn pause(
+        &self,
+        topic: &str,
+        group: &str,
+        until_ms: Option<u64>,
+    ) -> Result<(), BackendError> {
+        let (name, group) = (topic.to_owned(), group.to_owned());
+        // No wake-up: a pause only takes deliveries away.
+        self.blocking(move |store| store.topic(&name)?.pause(&group, until_ms))
+            .await
+    }
+
+    async fn resume(&self, topic: &str, group: &str) -> Result<bool, BackendError> {
+        let (name, group) = (topic.to_owned(), group.to_owned());
+        let resumed = self
+            .blocking(move |store| store.topic(&name)?.resume(&group))
+            .await?;
+        if resumed {
+            self.long_polls.wake(topic);
+        }
+        Ok(resumed)
+    }
+
     async fn dead_letter_page(
         &self,
         topic: &str,

@@ -3,7 +3,7 @@
 //! redriven messages.
 
 use mailroom::group::{
-    DeadLetterEntry, DeadLetterNote, GroupCounters, GroupSnapshot, Slot, SlotPhase,
+    DeadLetterEntry, DeadLetterNote, GroupCounters, GroupSnapshot, Pause, Slot, SlotPhase,
 };
 
 use super::GroupCheckpoint;
@@ -70,6 +70,45 @@ pub(super) fn encode_group(group: &GroupCheckpoint, out: &mut Vec<u8>) {
         out.extend_from_slice(&offset.to_le_bytes());
         out.extend_from_slice(&record.to_le_bytes());
     }
+    out.extend_from_slice(&state.frontier.to_le_bytes());
+    out.extend_from_slice(&state.rewound_below.to_le_bytes());
+    out.extend_from_slice(&state.attempt_floor.to_le_bytes());
+    out.extend_from_slice(&state.attempts_high.to_le_bytes());
+    let until_ms = state.pause.and_then(|pause| pause.until_ms);
+    out.push(u8::from(state.pause.is_some()) | (u8::from(until_ms.is_some()) << 1));
+    out.extend_from_slice(&until_ms.unwrap_or(0).to_le_bytes());
+}
+
+/// Reads what version 3 keeps for seek and pause (see the parent module).
+fn decode_moves(state: &mut GroupSnapshot, reader: &mut Reader<'_>) -> Result<(), DecodeError> {
+    state.frontier = reader.u64()?;
+    state.rewound_below = reader.u64()?;
+    state.attempt_floor = reader.u32()?;
+    state.attempts_high = reader.u32()?;
+    let flags = reader.u8()?;
+    let until_ms = reader.u64()?;
+    state.pause = match flags {
+        0 if until_ms == 0 => None,
+        1 if until_ms == 0 => Some(Pause { until_ms: None }),
+        3 => Some(Pause {
+            until_ms: Some(until_ms),
+        }),
+        _ => return Err(DecodeError("bad pause flags")),
+    };
+    Ok(())
+}
+
+/// Bounds for a group read from a checkpoint older than version 3, which kept no
+/// highest attempt: every delivery after a message's first is counted as a redelivery,
+/// so no attempt number exceeds one more than the redeliveries (and without releases or
+/// redrives, `max_attempts`).
+fn older_bounds(state: &mut GroupSnapshot) {
+    let redeliveries = u32::try_from(state.counters.redeliveries).unwrap_or(u32::MAX);
+    state.attempts_high = state
+        .attempts_high
+        .max(state.max_attempts)
+        .max(redeliveries.saturating_add(1));
+    state.frontier = state.position.saturating_add(state.window.len() as u64);
 }
 
 fn encode_slot(slot: &Slot, out: &mut Vec<u8>) {
@@ -185,6 +224,11 @@ pub(super) fn decode_group(
         for _ in 0..reader.u32()? {
             redriven_records.push((reader.u64()?, reader.u64()?));
         }
+    }
+    if version >= 3 {
+        decode_moves(&mut state, reader)?;
+    } else {
+        older_bounds(&mut state);
     }
     Ok(GroupCheckpoint {
         id,

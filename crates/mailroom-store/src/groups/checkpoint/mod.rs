@@ -10,7 +10,7 @@
 //!
 //! | bytes | field |
 //! |---|---|
-//! | 8 | magic `MRGRPCK2` (version 2; `MRGRPCK1`, version 1, is still read) |
+//! | 8 | magic `MRGRPCK3` (version 3; `MRGRPCK2` and `MRGRPCK1`, versions 2 and 1, are still read) |
 //! | 8 | body length |
 //! | 4 | CRC32C of the body |
 //! | 4 | reserved, 0 |
@@ -33,6 +33,14 @@
 //! is: offset u64, attempt u32, failures u32, phase u8 (0 ready, 1 in flight, 2 done),
 //! time u64 (not-before or lease deadline), flags u8 (1: lease, 2: consumer), consumer
 //! length u8, consumer. A version 1 file holds only groups with every setting unset, and is read as such.
+//!
+//! Version 3 adds, per group after the records of redriven messages, what seek and pause
+//! keep: frontier u64 (every offset delivered lies below it), rewound_below u64,
+//! attempt_floor u32, attempts_high u32 (see `mailroom::group`'s `seek.rs`), pause flags
+//! u8 (1: paused, 2: with an end) and the pause's until_ms u64. A group read from an
+//! older version gets bounds that hold for any history it can have had: its frontier is
+//! past its window, and its highest attempt is at least `max_attempts`, one more than
+//! its redeliveries, and every attempt it still holds; it is not paused.
 
 mod file;
 mod group;
@@ -50,7 +58,8 @@ pub const CHECKPOINT_FILE: &str = "CHECKPOINT";
 pub const CHECKPOINT_TMP_FILE: &str = "CHECKPOINT.tmp";
 
 const MAGIC_V1: [u8; 8] = *b"MRGRPCK1";
-const MAGIC: [u8; 8] = *b"MRGRPCK2";
+const MAGIC_V2: [u8; 8] = *b"MRGRPCK2";
+const MAGIC: [u8; 8] = *b"MRGRPCK3";
 const HEADER_BYTES: usize = 8 + 8 + 4 + 4;
 const _: () = assert!(HEADER_BYTES == 24);
 /// The largest checkpoint body accepted on read, so a damaged length cannot ask for an
@@ -123,7 +132,8 @@ impl Checkpoint {
     pub fn decode(bytes: &[u8]) -> Result<Checkpoint, DecodeError> {
         let mut header = Reader::new(bytes);
         let version = match header.take(8)? {
-            magic if magic == MAGIC => 2,
+            magic if magic == MAGIC => 3,
+            magic if magic == MAGIC_V2 => 2,
             magic if magic == MAGIC_V1 => 1,
             _ => return Err(DecodeError("not a mailroom group checkpoint (bad magic)")),
         };
@@ -196,7 +206,7 @@ mod tests {
     }
 
     /// A group using every extension: settings, counters, a reason, a window with all
-    /// three phases, a redriven message.
+    /// three phases, a redriven message, a seek back and a pause.
     fn state_with_settings() -> GroupSnapshot {
         let mut state = GroupSnapshot::basic(
             5,
@@ -221,6 +231,12 @@ mod tests {
         };
         state.counters.releases = 2;
         state.counters.redrives = 1;
+        // A seek back and a timed pause (version 3).
+        (state.frontier, state.rewound_below) = (12, 11);
+        (state.attempt_floor, state.attempts_high) = (8, 9);
+        state.pause = Some(mailroom::group::Pause {
+            until_ms: Some(4_321),
+        });
         let slot = |offset, phase| Slot {
             offset,
             attempt: 2,
@@ -268,7 +284,11 @@ mod tests {
         file.extend_from_slice(&body);
         let checkpoint = Checkpoint::decode(&file).unwrap();
         let state = &checkpoint.groups[0].state;
-        assert_eq!(state, &GroupSnapshot::basic(4, 1, true, 2, vec![]));
+        // Read as such a group, with the bounds an older checkpoint gets for seeks: its
+        // frontier past its window and its highest attempt at least `max_attempts`.
+        let mut expected = GroupSnapshot::basic(4, 1, true, 2, vec![]);
+        (expected.frontier, expected.attempts_high) = (5, 2);
+        assert_eq!(state, &expected);
         let group = mailroom::group::GroupState::from_snapshot(state.clone()).unwrap();
         assert_eq!(group.in_flight().map(|id| id.attempt), Some(1));
     }

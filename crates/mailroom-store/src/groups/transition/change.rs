@@ -6,7 +6,8 @@ use mailroom::group::{CONSUMER_BYTES_MAX, REASON_BYTES_MAX};
 
 use super::{
     FLAG_FIRST, FLAG_SECOND, KIND_ACKED, KIND_DEAD_LETTERED, KIND_DELIVERED, KIND_DELIVERED_OWNED,
-    KIND_FAILED, KIND_PURGED, KIND_REDRIVEN, KIND_RETRIED, KIND_TOUCHED,
+    KIND_FAILED, KIND_PAUSED, KIND_PURGED, KIND_REDRIVEN, KIND_RESUMED, KIND_RETRIED, KIND_SEEKED,
+    KIND_TOUCHED,
 };
 use crate::groups::reader::{DecodeError, Reader};
 use crate::groups::GroupId;
@@ -90,6 +91,21 @@ pub(super) fn encode_change(id: GroupId, change: &Change, out: &mut Vec<u8>) {
             out.extend_from_slice(&offsets.start.to_le_bytes());
             out.extend_from_slice(&offsets.end.to_le_bytes());
         }
+        Change::Seeked { position } => {
+            out.push(KIND_SEEKED);
+            out.extend_from_slice(&id.to_le_bytes());
+            out.extend_from_slice(&position.to_le_bytes());
+        }
+        Change::Paused { until_ms } => {
+            out.push(KIND_PAUSED);
+            out.extend_from_slice(&id.to_le_bytes());
+            out.push(u8::from(until_ms.is_some()));
+            out.extend_from_slice(&until_ms.unwrap_or(0).to_le_bytes());
+        }
+        Change::Resumed => {
+            out.push(KIND_RESUMED);
+            out.extend_from_slice(&id.to_le_bytes());
+        }
     }
 }
 
@@ -138,6 +154,21 @@ pub(super) fn decode_change(kind: u8, reader: &mut Reader<'_>) -> Result<Change,
         KIND_PURGED => Change::Purged {
             offsets: reader.u64()?..reader.u64()?,
         },
+        KIND_SEEKED => Change::Seeked {
+            position: reader.u64()?,
+        },
+        KIND_PAUSED => {
+            let flags = reader.u8()?;
+            let until_ms = reader.u64()?;
+            match flags {
+                0 if until_ms == 0 => Change::Paused { until_ms: None },
+                FLAG_FIRST => Change::Paused {
+                    until_ms: Some(until_ms),
+                },
+                _ => return Err(DecodeError("bad pause flags")),
+            }
+        }
+        KIND_RESUMED => Change::Resumed,
         _ => return Err(DecodeError("unknown group record kind")),
     };
     Ok(change)

@@ -18,11 +18,16 @@
 //! | 11 `Redriven`, 12 `Purged` | id u64, offsets start u64, offsets end u64 |
 //! | 13 `Created` (with settings) | id u64, max_attempts u32, position u64, flags u8 (1: lease, 2: backoff), lease_ms u64, backoff kind u8 (0 fixed, 1 exponential), backoff a u64, backoff b u64, max_in_flight u32, name length u8, name |
 //! | 14 `DeadLetterCopy` | id u64, offset u64, then the message's payload |
+//! | 15 `Seeked` | id u64, position u64 |
+//! | 16 `Paused` | id u64, flags u8 (1: until), until_ms u64 |
+//! | 17 `Resumed` | id u64 |
 //!
 //! Kinds 1 and 3–6 are the basic kinds, still written whenever a change says nothing
 //! more than a basic event could (the create, deliveries and acks of a group with every
-//! setting unset), so logs written before kinds 7–14 existed open unchanged and such
+//! setting unset), so logs written before kinds 7–17 existed open unchanged and such
 //! groups' transitions stay as small. Absent optional fields are written as zeros.
+//! Kinds 15–17 (seek, pause, resume) were added last; a log without them reads as
+//! before.
 //!
 //! `DeadLettered` carries a copy of the message so that a dead letter outlives the
 //! retention of the message log. `Moved` is the store's own transition: a group whose
@@ -62,6 +67,9 @@ const KIND_REDRIVEN: u8 = 11;
 const KIND_PURGED: u8 = 12;
 const KIND_CREATED_WITH_SETTINGS: u8 = 13;
 const KIND_DEAD_LETTER_COPY: u8 = 14;
+const KIND_SEEKED: u8 = 15;
+const KIND_PAUSED: u8 = 16;
+const KIND_RESUMED: u8 = 17;
 
 const FLAG_FIRST: u8 = 1;
 const FLAG_SECOND: u8 = 2;

@@ -56,6 +56,9 @@ fn any_change() -> impl Strategy<Value = Change> {
         ),
         (any::<u64>(), any::<u64>()).prop_map(|(a, b)| Change::Redriven { offsets: a..b }),
         (any::<u64>(), any::<u64>()).prop_map(|(a, b)| Change::Purged { offsets: a..b }),
+        any::<u64>().prop_map(|position| Change::Seeked { position }),
+        any::<Option<u64>>().prop_map(|until_ms| Change::Paused { until_ms }),
+        Just(Change::Resumed),
     ]
 }
 
