@@ -102,5 +102,7 @@ pub use deferred::Deferred;
 pub use error::StoreError;
 pub use retention::{Limit, Retention, RetentionRemoved, TopicRetention};
 pub use store::names::{validate_name, NAME_BYTES_MAX};
-pub use store::{Store, StoreOptions, POLL_BATCH_BYTES_MAX_DEFAULT};
+pub use store::{
+    FailureKind, Store, StoreOptions, TopicFailure, TopicRepaired, POLL_BATCH_BYTES_MAX_DEFAULT,
+};
 pub use topic::{AckedThenPolled, DeadLetterPage, DurableTopic, DEAD_LETTERS_PAGE_MAX};

@@ -17,8 +17,13 @@
 //! topic directory without a marker is an unfinished create or delete and is removed on
 //! open.
 
+mod health;
 pub(crate) mod lock;
 pub mod names;
+mod repair;
+
+pub use health::{FailureKind, TopicFailure};
+pub use repair::TopicRepaired;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -110,7 +115,11 @@ struct StoreInner {
     topics_dir: PathBuf,
     options: StoreOptions,
     topics: RwLock<BTreeMap<String, DurableTopic>>,
-    /// Serialises topic creation and deletion.
+    /// The topics that could not be opened, or are being reopened (see `health.rs`).
+    /// A name is in at most one of the two maps but for a moment during a reopen, when
+    /// it is in both; lookups try `topics` first.
+    failed: RwLock<BTreeMap<String, TopicFailure>>,
+    /// Serialises topic creation, deletion, reopening and repair.
     changes: Mutex<()>,
     _lock: Option<DirLock>,
 }
@@ -181,13 +190,33 @@ impl Store {
         prepare_root(storage.as_ref(), dir)?;
         let topics_dir = dir.join(TOPICS_DIR);
         let mut topics = BTreeMap::new();
+        let mut failed = BTreeMap::new();
         let mut entries = storage
             .list_dir(&topics_dir)
             .map_err(io_error("list", &topics_dir))?;
         entries.sort();
         for entry in entries {
-            if let Some((name, topic)) = open_topic_dir(&storage, &entry, &options)? {
-                topics.insert(name, topic);
+            // A directory that is not a topic at all is store-wide damage; anything
+            // wrong inside a topic fails that topic only.
+            let name = topic_name(&entry)?;
+            if let Err(error) = storage.list_dir(&entry) {
+                if error.kind() == std::io::ErrorKind::NotADirectory {
+                    let foreign = corrupt(&entry, "not a topic directory (a file)");
+                    return Err(store_damage(foreign));
+                }
+            }
+            match open_topic_dir(&storage, &entry, &options) {
+                Ok(Some((name, topic))) => {
+                    topics.insert(name, topic);
+                }
+                Ok(None) => {}
+                Err(error) => {
+                    tracing::error!(
+                        topic = name, %error,
+                        "topic failed at open: it answers topic_failed, the others serve"
+                    );
+                    failed.insert(name.to_owned(), TopicFailure::at_open(name, &error));
+                }
             }
         }
         Ok(Store {
@@ -196,6 +225,7 @@ impl Store {
                 topics_dir,
                 options,
                 topics: RwLock::new(topics),
+                failed: RwLock::new(failed),
                 changes: Mutex::new(()),
                 _lock: lock,
             }),
@@ -229,6 +259,9 @@ impl Store {
         if self.inner.topics.read().contains_key(name) {
             return Ok(false);
         }
+        if let Some(failure) = self.inner.failed.read().get(name) {
+            return Err(failure.error());
+        }
         let storage = &self.inner.storage;
         let dir = self.inner.topics_dir.join(name);
         if storage.exists(&dir).map_err(io_error("stat", &dir))? {
@@ -251,21 +284,27 @@ impl Store {
     ///
     /// # Errors
     ///
-    /// [`StoreError::UnknownTopic`].
+    /// [`StoreError::UnknownTopic`]; [`StoreError::TopicFailed`] for a topic that could
+    /// not be opened ([`topic_failures`](Self::topic_failures) says why).
     pub fn topic(&self, name: &str) -> Result<DurableTopic, StoreError> {
-        self.inner
-            .topics
-            .read()
-            .get(name)
-            .cloned()
-            .ok_or_else(|| StoreError::UnknownTopic {
+        if let Some(topic) = self.inner.topics.read().get(name) {
+            return Ok(topic.clone());
+        }
+        match self.inner.failed.read().get(name) {
+            Some(failure) => Err(failure.error()),
+            None => Err(StoreError::UnknownTopic {
                 topic: name.to_owned(),
-            })
+            }),
+        }
     }
 
-    /// The topic names, sorted.
+    /// The topic names, sorted, failed ones included.
     pub fn topics(&self) -> Vec<String> {
-        self.inner.topics.read().keys().cloned().collect()
+        let mut names: Vec<String> = self.inner.topics.read().keys().cloned().collect();
+        names.extend(self.inner.failed.read().keys().cloned());
+        names.sort_unstable();
+        names.dedup();
+        names
     }
 
     /// Deletes topic `name` with its messages and groups. Durable on return; handles to
@@ -276,11 +315,18 @@ impl Store {
     /// [`StoreError::UnknownTopic`]; I/O failures.
     pub fn delete_topic(&self, name: &str) -> Result<(), StoreError> {
         let _changes = self.inner.changes.lock();
-        let topic = self.topic(name)?;
-        topic.retire();
+        // A failed topic can be deleted too: giving up on damaged data is a choice.
+        let failed = self.inner.failed.write().remove(name).is_some();
+        let topic = match self.topic(name) {
+            Err(StoreError::UnknownTopic { .. }) if failed => None,
+            found => Some(found?),
+        };
+        if let Some(topic) = &topic {
+            topic.retire();
+        }
         self.inner.topics.write().remove(name);
         let storage = &self.inner.storage;
-        let dir = topic.dir();
+        let dir = &self.inner.topics_dir.join(name);
         let marker = dir.join(TOPIC_FILE);
         // Removing the marker durably is the moment of deletion; the rest is cleanup
         // that the next open finishes if it is interrupted.
@@ -299,10 +345,10 @@ impl Store {
             .map_err(io_error("fsync directory", topics_dir))
     }
 
-    /// Why the store is fail-stop, or `None` while every topic accepts writes: the first
-    /// topic (by name) whose log or groups stopped after a failed write or sync, with
-    /// that failure. A fail-stop is never cleared in this process; reopening the store
-    /// recovers it.
+    /// The first failed topic (by name) and why, as `topic NAME: REASON`, or `None`
+    /// while every topic serves and accepts writes. Damage stays local: this reports one
+    /// topic, not a stopped store; [`topic_failures`](Self::topic_failures) lists them
+    /// all and [`recover_topic`](Self::recover_topic) heals a fail-stop.
     ///
     /// ```
     /// let dir = tempfile::tempdir()?;
@@ -313,10 +359,8 @@ impl Store {
     /// ```
     pub fn failure(&self) -> Option<String> {
         // `all_topics` comes from a map sorted by name.
-        self.all_topics().iter().find_map(|topic| {
-            let reason = topic.failure()?;
-            Some(format!("topic {}: {reason}", topic.name()))
-        })
+        let failure = self.topic_failures().into_iter().next()?;
+        Some(format!("topic {}: {}", failure.topic, failure.reason))
     }
 
     /// Syncs every topic's logs now (useful under the relaxed sync policies).
@@ -407,14 +451,14 @@ fn prepare_root(storage: &dyn Storage, dir: &Path) -> Result<(), StoreError> {
             None => false,
         };
         if !expected {
-            return Err(corrupt(
+            return Err(store_damage(corrupt(
                 entry,
                 "not part of a mailroom store (refusing to use a directory with foreign files)",
-            ));
+            )));
         }
     }
     if has_marker {
-        check_marker(storage, &marker, STORE_MAGIC)?;
+        check_marker(storage, &marker, STORE_MAGIC).map_err(store_damage)?;
     } else {
         write_marker(storage, dir, STORE_FILE, STORE_MAGIC)?;
     }
@@ -424,6 +468,40 @@ fn prepare_root(storage: &dyn Storage, dir: &Path) -> Result<(), StoreError> {
     create_dir_durable(storage, &topics).map_err(io_error("create directory", &topics))
 }
 
+/// The topic name of an entry of `topics/`.
+///
+/// # Errors
+///
+/// [`StoreError::Corrupt`] for an entry that cannot be a topic: store-wide damage (see
+/// [`store_damage`]).
+fn topic_name(dir: &Path) -> Result<&str, StoreError> {
+    dir.file_name()
+        .and_then(|name| name.to_str())
+        .filter(|name| validate_name(name).is_ok())
+        .ok_or_else(|| store_damage(corrupt(dir, "not a topic directory (invalid topic name)")))
+}
+
+/// Adds what to do to an error about a store-wide file, which stops the whole store.
+fn store_damage(error: StoreError) -> StoreError {
+    match error {
+        StoreError::Corrupt {
+            path,
+            position,
+            reason,
+        } => StoreError::Corrupt {
+            path,
+            position,
+            reason: format!(
+                "{reason}. This is store-wide, so the store does not open: move the entry \
+                 out of the data directory, or for a damaged STORE marker (12 bytes: \
+                 'MRSTORE1' and the format version 1 as u32 LE) write it again, then \
+                 start again (docs/storage.md, \"Damage stays local\")"
+            ),
+        },
+        other => other,
+    }
+}
+
 /// Opens one entry of `topics/`: a topic, or the remains of an unfinished create or
 /// delete (removed), or something foreign (an error).
 fn open_topic_dir(
@@ -431,11 +509,7 @@ fn open_topic_dir(
     dir: &Path,
     options: &StoreOptions,
 ) -> Result<Option<(String, DurableTopic)>, StoreError> {
-    let name = dir
-        .file_name()
-        .and_then(|name| name.to_str())
-        .filter(|name| validate_name(name).is_ok())
-        .ok_or_else(|| corrupt(dir, "not a topic directory (invalid topic name)"))?;
+    let name = topic_name(dir)?;
     let entries = storage
         .list_dir(dir)
         .map_err(|_| corrupt(dir, "not a topic directory (cannot be listed)"))?;
@@ -467,6 +541,7 @@ fn open_topic_dir(
                         | "CHECKPOINT.tmp"
                         | "SETTINGS"
                         | "SETTINGS.tmp"
+                        | repair::DAMAGED_DIR
                 )
             });
         if !known {
