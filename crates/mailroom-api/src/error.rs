@@ -115,6 +115,9 @@ error_codes! {
     StorageError => "storage_error",
     /// 503: the store stopped accepting writes after a failed sync (fail-stop).
     StoreFailed => "store_failed",
+    /// 503: the topic is failed (damaged, unreadable or stopped); the message says where
+    /// and why. The other topics serve.
+    TopicFailed => "topic_failed",
     /// Any other error status without a code of its own.
     Error => "error",
 }

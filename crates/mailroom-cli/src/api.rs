@@ -9,7 +9,7 @@ use bytes::Bytes;
 use mailroom_client::{
     BatchItemError, BatchPoll, ChannelDelivery, ChannelInfo, Client, ClientError, DeadLetter,
     Delivery, DeliveryId, GroupDetail, GroupOptions, NackOptions, NackOutcome, RetentionSettings,
-    SubscribeOptions, Subscription, TopicInfo, TopicSummary,
+    SubscribeOptions, Subscription, TopicInfo, TopicRepairReport, TopicSummary,
 };
 
 /// A stream of live-channel messages. It may move to another task (`demo` reads each
@@ -44,6 +44,8 @@ pub trait Api {
     async fn list_topics(&self) -> Result<Vec<TopicSummary>, ClientError>;
     async fn topic_info(&self, topic: &str) -> Result<TopicInfo, ClientError>;
     async fn delete_topic(&self, topic: &str) -> Result<(), ClientError>;
+    async fn recover_topic(&self, topic: &str) -> Result<bool, ClientError>;
+    async fn repair_topic(&self, topic: &str) -> Result<TopicRepairReport, ClientError>;
     async fn publish(&self, topic: &str, payload: Bytes) -> Result<u64, ClientError>;
     async fn publish_batch(&self, topic: &str, payloads: &[Bytes])
         -> Result<Vec<u64>, ClientError>;
@@ -266,6 +268,12 @@ impl Api for Client {
     }
     async fn delete_topic(&self, topic: &str) -> Result<(), ClientError> {
         Client::delete_topic(self, topic).await
+    }
+    async fn recover_topic(&self, topic: &str) -> Result<bool, ClientError> {
+        Client::recover_topic(self, topic).await
+    }
+    async fn repair_topic(&self, topic: &str) -> Result<TopicRepairReport, ClientError> {
+        Client::repair_topic(self, topic).await
     }
     async fn subscribe_with(
         &self,

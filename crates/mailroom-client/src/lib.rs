@@ -45,6 +45,7 @@ mod deliveries;
 mod error;
 mod exchange;
 mod groups;
+mod healing;
 mod publish_stream;
 mod retention;
 mod subscription;
@@ -69,6 +70,7 @@ pub use mailroom_api::channels::{ChannelDelivery, ChannelInfo};
 pub use mailroom_api::deliveries::{DeliveryId, NackKind, NackOutcome};
 pub use mailroom_api::groups::{Backoff, DeadLetterNote, GroupCounters, GroupDetail, GroupInfo};
 pub use mailroom_api::publish_stream::StreamError as Refusal;
+pub use mailroom_api::topic_health::TopicRepairReport;
 pub use mailroom_api::topics::{
     RetentionInForce, RetentionRemoved, RetentionSettings, TopicInfo, TopicSummary,
 };

@@ -89,6 +89,7 @@ pub mod retention;
 pub mod routes;
 pub mod server;
 pub mod state;
+pub mod topic_healing;
 
 pub use config::Config;
 pub use server::{Server, ServerError};

@@ -363,14 +363,18 @@ impl Store {
         Some(format!("topic {}: {}", failure.topic, failure.reason))
     }
 
-    /// Syncs every topic's logs now (useful under the relaxed sync policies).
+    /// Syncs every topic's logs now (useful under the relaxed sync policies). A
+    /// fail-stop topic is skipped: nothing more can be made durable there, and its
+    /// failure is reported by [`topic_failures`](Self::topic_failures).
     ///
     /// # Errors
     ///
-    /// I/O failures and fail-stop.
+    /// I/O failures of a topic that was not failed (it is fail-stop from then on).
     pub fn sync(&self) -> Result<(), StoreError> {
         for topic in self.all_topics() {
-            topic.sync()?;
+            if topic.failure().is_none() {
+                topic.sync()?;
+            }
         }
         Ok(())
     }
@@ -384,7 +388,10 @@ impl Store {
     /// I/O failures and fail-stop.
     pub fn checkpoint(&self) -> Result<(), StoreError> {
         for topic in self.all_topics() {
-            topic.checkpoint()?;
+            // As in `sync`: a fail-stop topic takes no checkpoint.
+            if topic.failure().is_none() {
+                topic.checkpoint()?;
+            }
         }
         Ok(())
     }
@@ -541,12 +548,20 @@ fn open_topic_dir(
                         | "CHECKPOINT.tmp"
                         | "SETTINGS"
                         | "SETTINGS.tmp"
+                        | health::SPACE_PROBE_FILE
                         | repair::DAMAGED_DIR
                 )
             });
         if !known {
             return Err(corrupt(entry, "not part of a mailroom topic"));
         }
+    }
+    let probe = dir.join(health::SPACE_PROBE_FILE);
+    if storage.exists(&probe).map_err(io_error("stat", &probe))? {
+        // Left by a reopen's probe for space that a crash interrupted.
+        storage
+            .remove_file(&probe)
+            .map_err(io_error("remove", &probe))?;
     }
     let topic = DurableTopic::open(storage.clone(), name, dir, options)?;
     Ok(Some((name.to_owned(), topic)))

@@ -128,6 +128,11 @@ fn a_publish_refused_on_a_full_disk_is_not_published() {
                     assert!(found.is_superset(&confirmed), "{sync:?} seed {seed}");
                 }
             }
+            // Still failing: the topic is not reopened (it would fail again at once).
+            if fault == Fault::Full {
+                assert_eq!(store.recover_topics(), Vec::<String>::new(), "{sync:?}");
+                assert_eq!(store.topic_failures().len(), 1);
+            }
             sim.set_full(false);
             assert_eq!(store.recover_topics(), [TOPIC], "{sync:?}");
             assert!(store.topic_failures().is_empty());

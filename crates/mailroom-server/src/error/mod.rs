@@ -239,6 +239,12 @@ impl From<StoreError> for ApiError {
                 ErrorCode::StoreFailed,
                 message,
             ),
+            // The other topics serve: this one says where and why, and how it heals.
+            StoreError::TopicFailed { .. } => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::TopicFailed,
+                message,
+            ),
             _ => ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 ErrorCode::StorageError,

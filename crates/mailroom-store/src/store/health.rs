@@ -191,6 +191,15 @@ impl Store {
         }
         drop(open);
         let dir = self.inner.topics_dir.join(name);
+        if let Err(error) = probe_space(self.inner.storage.as_ref(), &dir) {
+            // Still no room (or still no disk): opening now would serve until the next
+            // write fails again.
+            let mut failed = self.inner.failed.write();
+            if let Some(failure) = failed.get_mut(name) {
+                failure.reason = format!("{}; not reopened yet: {error}", failure.reason);
+            }
+            return Err(error);
+        }
         match open_failed_topic(&self.inner.storage, &dir, &self.inner.options) {
             Ok(topic) => {
                 self.inner.topics.write().insert(name.to_owned(), topic);
@@ -206,6 +215,32 @@ impl Store {
             }
         }
     }
+}
+
+/// The file [`probe_space`] writes in a topic's directory (removed again; a leftover is
+/// removed at open).
+pub(super) const SPACE_PROBE_FILE: &str = "SPACE.tmp";
+/// How much [`probe_space`] writes: room for a few records and a checkpoint.
+const SPACE_PROBE_BYTES: usize = 64 << 10;
+
+/// Checks that the disk takes writes again in the topic's directory: writes and syncs
+/// [`SPACE_PROBE_BYTES`] to [`SPACE_PROBE_FILE`], then removes it.
+fn probe_space(storage: &dyn Storage, dir: &Path) -> Result<(), StoreError> {
+    let path = dir.join(SPACE_PROBE_FILE);
+    let probe = || -> std::io::Result<()> {
+        let file = storage.open(&path, true)?;
+        file.write_at(&vec![0; SPACE_PROBE_BYTES], 0)?;
+        file.sync()
+    };
+    let written = probe();
+    let removed = match storage.exists(&path) {
+        Ok(true) => storage.remove_file(&path),
+        Ok(false) => Ok(()),
+        Err(error) => Err(error),
+    };
+    written
+        .and(removed)
+        .map_err(super::io_error("probe for space", &path))
 }
 
 /// Opens the topic in `dir`, which must still be one (its marker present).

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use mailroom_client::{
     BatchItemError, BatchPoll, ChannelDelivery, ChannelInfo, ClientError, DeadLetter, Delivery,
     DeliveryId, GroupDetail, GroupOptions, NackKind, NackOptions, NackOutcome, SubscribeOptions,
-    TopicInfo, TopicSummary,
+    TopicInfo, TopicRepairReport, TopicSummary,
 };
 
 use super::Args;
@@ -166,6 +166,12 @@ impl Api for Scripted {
         unused()
     }
     async fn delete_topic(&self, _: &str) -> Result<(), ClientError> {
+        unused()
+    }
+    async fn recover_topic(&self, _: &str) -> Result<bool, ClientError> {
+        unused()
+    }
+    async fn repair_topic(&self, _: &str) -> Result<TopicRepairReport, ClientError> {
         unused()
     }
     async fn subscribe_with(
