@@ -372,7 +372,11 @@ impl Log {
     /// drop: for a log whose directory is about to be opened again.
     pub(crate) fn close(&self, reason: &StoreError) {
         let _writer = self.shared.writer.lock();
-        self.shared.fail_stop(reason);
+        // Not `fail_stop`: closing is no failure worth an error in the log.
+        self.shared
+            .failure
+            .lock()
+            .get_or_insert_with(|| reason.to_string());
     }
 }
 
