@@ -130,8 +130,20 @@ fn a_publish_refused_on_a_full_disk_is_not_published() {
             }
             // Still failing: the topic is not reopened (it would fail again at once).
             if fault == Fault::Full {
-                assert_eq!(store.recover_topics(), Vec::<String>::new(), "{sync:?}");
-                assert_eq!(store.topic_failures().len(), 1);
+                for _ in 0..3 {
+                    assert_eq!(store.recover_topics(), Vec::<String>::new(), "{sync:?}");
+                }
+                // Still open and stopped: reads keep working meanwhile.
+                let failures = store.topic_failures();
+                assert_eq!(failures.len(), 1);
+                assert_eq!(failures[0].kind, FailureKind::Stopped);
+                assert!(store.topic(TOPIC).unwrap().read(0).unwrap().is_some());
+                match store.recover_topic(TOPIC) {
+                    Err(mailroom_store::StoreError::TopicFailed { reason, .. }) => {
+                        assert_eq!(reason.matches("not reopened yet").count(), 1, "{reason}");
+                    }
+                    other => panic!("{sync:?}: {other:?}"),
+                }
             }
             sim.set_full(false);
             assert_eq!(store.recover_topics(), [TOPIC], "{sync:?}");

@@ -167,10 +167,19 @@ impl Store {
     /// [`recover_topic`](Self::recover_topic) with the `changes` lock held.
     pub(super) fn reopen_locked(&self, name: &str) -> Result<bool, StoreError> {
         let open = self.inner.topics.read().get(name).cloned();
+        let dir = self.inner.topics_dir.join(name);
         if let Some(topic) = &open {
             let Some(reason) = topic.failure() else {
                 return Ok(false);
             };
+            // Still no room (or still no disk): the stopped topic stays open, serving
+            // its reads, rather than be reopened to fail at its next write.
+            if let Err(error) = probe_space(self.inner.storage.as_ref(), &dir) {
+                return Err(StoreError::TopicFailed {
+                    topic: name.to_owned(),
+                    reason: format!("{reason}{NOT_REOPENED}{error}"),
+                });
+            }
             // In the failed map before it leaves the open one, so a lookup meanwhile
             // finds it in one of them.
             self.inner.failed.write().insert(
@@ -188,18 +197,20 @@ impl Store {
             return Err(StoreError::UnknownTopic {
                 topic: name.to_owned(),
             });
-        }
-        drop(open);
-        let dir = self.inner.topics_dir.join(name);
-        if let Err(error) = probe_space(self.inner.storage.as_ref(), &dir) {
-            // Still no room (or still no disk): opening now would serve until the next
-            // write fails again.
+        } else if let Err(error) = probe_space(self.inner.storage.as_ref(), &dir) {
             let mut failed = self.inner.failed.write();
             if let Some(failure) = failed.get_mut(name) {
-                failure.reason = format!("{}; not reopened yet: {error}", failure.reason);
+                // The first failure stays; only the latest probe's is kept after it.
+                let first = failure
+                    .reason
+                    .split(NOT_REOPENED)
+                    .next()
+                    .unwrap_or_default();
+                failure.reason = format!("{first}{NOT_REOPENED}{error}");
             }
-            return Err(error);
+            return Err(failed.get(name).map_or(error, TopicFailure::error));
         }
+        drop(open);
         match open_failed_topic(&self.inner.storage, &dir, &self.inner.options) {
             Ok(topic) => {
                 self.inner.topics.write().insert(name.to_owned(), topic);
@@ -216,6 +227,9 @@ impl Store {
         }
     }
 }
+
+/// What a failure's reason says after a probe for space failed.
+const NOT_REOPENED: &str = "; not reopened yet: ";
 
 /// The file [`probe_space`] writes in a topic's directory (removed again; a leftover is
 /// removed at open).
