@@ -17,7 +17,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::{open_topic_dir, Store, StoreOptions};
+use super::directory::open_topic_dir;
+use super::{Store, StoreOptions};
 use crate::storage::Storage;
 use crate::topic::DurableTopic;
 use crate::StoreError;

@@ -18,8 +18,9 @@
 
 use std::path::{Path, PathBuf};
 
+use super::directory::{open_topic_dir, write_marker};
 use super::health::TopicFailure;
-use super::{open_topic_dir, write_marker, Store, TOPIC_FILE, TOPIC_MAGIC};
+use super::{Store, TOPIC_FILE, TOPIC_MAGIC};
 use crate::groups::checkpoint::CHECKPOINT_FILE;
 use crate::log::Log;
 use crate::storage::{create_dir_durable, Storage};
