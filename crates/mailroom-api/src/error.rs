@@ -122,6 +122,9 @@ error_codes! {
     /// 503: the server holds as many connections as it admits (`--max-connections`); the
     /// connection is answered and closed. Transient: a retry later may get in.
     ConnectionLimit => "connection_limit",
+    /// 503: the topic is failed (damaged, unreadable or stopped); the message says where
+    /// and why. The other topics serve.
+    TopicFailed => "topic_failed",
     /// Any other error status without a code of its own.
     Error => "error",
 }

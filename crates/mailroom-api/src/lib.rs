@@ -49,6 +49,7 @@ pub mod object;
 pub mod ops;
 pub mod publish_stream;
 pub mod tickets;
+pub mod topic_health;
 pub mod topics;
 pub mod whole;
 

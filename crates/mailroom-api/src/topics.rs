@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::groups::GroupInfo;
 use crate::limits::{RETENTION_AGE_MS_MAX, RETENTION_BYTES_MAX, RETENTION_MESSAGES_MAX};
+use crate::topic_health::TopicCondition;
 
 /// The answer to `PUT /v1/topics/{topic}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,6 +64,16 @@ pub struct TopicSummary {
     /// What retention removed since the server started.
     #[serde(default)]
     pub removed: RetentionRemoved,
+    /// `ok` while the topic serves, `failed` while it cannot (see `failure`).
+    #[serde(default)]
+    pub state: TopicCondition,
+    /// Where and why the topic failed; absent while it serves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+    /// How it failed, so how it heals: `damaged`, `unreadable` or `stopped` (see
+    /// [`crate::topic_health`]); absent while it serves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_kind: Option<String>,
 }
 
 /// The answer to `DELETE /v1/topics/{topic}` (and to a group's delete, with its name).
@@ -104,6 +115,16 @@ pub struct TopicInfo {
     /// What retention removed since the server started.
     #[serde(default)]
     pub removed: RetentionRemoved,
+    /// `ok` while the topic serves, `failed` while it cannot (see `failure`).
+    #[serde(default)]
+    pub state: TopicCondition,
+    /// Where and why the topic failed; absent while it serves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+    /// How it failed, so how it heals: `damaged`, `unreadable` or `stopped` (see
+    /// [`crate::topic_health`]); absent while it serves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_kind: Option<String>,
 }
 
 /// The answer to a single publish.

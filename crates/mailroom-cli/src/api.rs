@@ -10,7 +10,7 @@ use mailroom_client::{
     BatchItemError, BatchPoll, ChannelDelivery, ChannelInfo, Client, ClientError, DeadLetterPage,
     Delivery, DeliveryId, GroupDetail, GroupOptions, GroupPause, NackOptions, NackOutcome,
     NewMessage, RetentionSettings, StartPosition, SubscribeOptions, Subscription, TopicInfo,
-    TopicSummary,
+    TopicRepairReport, TopicSummary,
 };
 
 /// A stream of live-channel messages. It may move to another task (`demo` reads each
@@ -45,6 +45,8 @@ pub trait Api {
     async fn list_topics(&self) -> Result<Vec<TopicSummary>, ClientError>;
     async fn topic_info(&self, topic: &str) -> Result<TopicInfo, ClientError>;
     async fn delete_topic(&self, topic: &str) -> Result<(), ClientError>;
+    async fn recover_topic(&self, topic: &str) -> Result<bool, ClientError>;
+    async fn repair_topic(&self, topic: &str) -> Result<TopicRepairReport, ClientError>;
     async fn publish(&self, topic: &str, payload: Bytes) -> Result<u64, ClientError>;
     async fn publish_batch(&self, topic: &str, payloads: &[Bytes])
         -> Result<Vec<u64>, ClientError>;
@@ -322,6 +324,12 @@ impl Api for Client {
     }
     async fn delete_topic(&self, topic: &str) -> Result<(), ClientError> {
         Client::delete_topic(self, topic).await
+    }
+    async fn recover_topic(&self, topic: &str) -> Result<bool, ClientError> {
+        Client::recover_topic(self, topic).await
+    }
+    async fn repair_topic(&self, topic: &str) -> Result<TopicRepairReport, ClientError> {
+        Client::repair_topic(self, topic).await
     }
     async fn subscribe_with(
         &self,

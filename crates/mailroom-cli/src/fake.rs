@@ -11,7 +11,7 @@ use mailroom_client::{
     BatchItemError, BatchPoll, ChannelDelivery, ChannelInfo, ClientError, DeadLetter,
     DeadLetterNote, DeadLetterPage, Delivery, DeliveryId, GroupCounters, GroupDetail, GroupInfo,
     GroupOptions, GroupPause, NackOptions, NackOutcome, NewMessage, RetentionSettings,
-    StartPosition, SubscribeOptions, TopicInfo, TopicSummary,
+    StartPosition, SubscribeOptions, TopicInfo, TopicRepairReport, TopicSummary,
 };
 
 use crate::api::{Api, Messages};
@@ -38,6 +38,9 @@ impl Fake {
             retention: Default::default(),
             bytes: 0,
             removed: Default::default(),
+            state: Default::default(),
+            failure: None,
+            failure_kind: None,
         }
     }
 
@@ -161,6 +164,9 @@ impl Api for Fake {
             retention: Default::default(),
             bytes: 0,
             removed: Default::default(),
+            state: Default::default(),
+            failure: None,
+            failure_kind: None,
         }])
     }
     async fn topic_info(&self, topic: &str) -> Result<TopicInfo, ClientError> {
@@ -186,6 +192,19 @@ impl Api for Fake {
     async fn delete_topic(&self, topic: &str) -> Result<(), ClientError> {
         self.record(format!("delete_topic {topic}"));
         Ok(())
+    }
+    async fn recover_topic(&self, topic: &str) -> Result<bool, ClientError> {
+        self.record(format!("recover_topic {topic}"));
+        Ok(true)
+    }
+    async fn repair_topic(&self, topic: &str) -> Result<TopicRepairReport, ClientError> {
+        self.record(format!("repair_topic {topic}"));
+        Ok(TopicRepairReport {
+            topic: topic.into(),
+            repaired: true,
+            damage: vec!["corrupt data in CHECKPOINT".into()],
+            actions: vec!["moved CHECKPOINT aside".into()],
+        })
     }
     async fn publish(&self, topic: &str, payload: Bytes) -> Result<u64, ClientError> {
         self.record(format!("publish {topic} {}", text(&payload)));

@@ -78,6 +78,8 @@ enum Command {
     Channel(commands::channel::ChannelCommand),
     /// Topics, groups and channels at a glance.
     Stats,
+    /// Repair a damaged topic in a store no server has open (`--data DIR --topic T`).
+    Repair(commands::repair::Args),
     /// The live-channel scenario: driver locations to three subscribers, one slow.
     Demo(commands::demo::Args),
 }
@@ -146,9 +148,15 @@ impl std::error::Error for BadServer {}
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let output = Output { json: cli.json };
-    if let Command::Serve(args) = cli.command {
-        return commands::serve::run(args, cli.token).await;
-    }
+    let command = match cli.command {
+        Command::Serve(args) => return commands::serve::run(args, cli.token).await,
+        // Offline: works on the data directory, talks to no server.
+        Command::Repair(args) => {
+            init_logging("warn");
+            return commands::repair::run(args, output);
+        }
+        command => command,
+    };
     init_logging("warn");
     let mut client = Client::with_timeouts(&cli.server, timeout::timeouts(cli.timeout))
         .map_err(|error| BadServer(cli.server.clone(), error.to_string()))?;
@@ -156,8 +164,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         check_token(&token)?;
         client = client.with_token(token);
     }
-    match cli.command {
-        Command::Serve(_) => unreachable!("handled above"),
+    match command {
+        Command::Serve(_) | Command::Repair(_) => unreachable!("handled above"),
         Command::Topic(command) => commands::topic::run(&client, command, output).await,
         Command::Group(command) => commands::group::run(&client, command, output).await,
         Command::Publish(args) => commands::publish::run(&client, args, output).await,

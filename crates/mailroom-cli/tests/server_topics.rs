@@ -232,6 +232,8 @@ async fn openapi_documents_every_endpoint() {
         ("/v1/topics/{topic}/messages", "post"),
         ("/v1/topics/{topic}/messages/batch", "post"),
         ("/v1/topics/{topic}/publish/ws", "get"),
+        ("/v1/topics/{topic}/recover", "post"),
+        ("/v1/topics/{topic}/repair", "post"),
         ("/v1/topics/{topic}/groups/{group}", "put"),
         ("/v1/topics/{topic}/groups/{group}", "get"),
         ("/v1/topics/{topic}/groups/{group}", "delete"),

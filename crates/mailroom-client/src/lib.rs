@@ -45,6 +45,7 @@ mod deliveries;
 mod error;
 mod exchange;
 mod groups;
+mod healing;
 mod messages;
 mod publish_stream;
 mod retention;
@@ -74,6 +75,7 @@ pub use mailroom_api::groups::{
     Backoff, DeadLetterNote, GroupCounters, GroupDetail, GroupInfo, GroupPause,
 };
 pub use mailroom_api::publish_stream::StreamError as Refusal;
+pub use mailroom_api::topic_health::TopicRepairReport;
 pub use mailroom_api::topics::{
     RetentionInForce, RetentionRemoved, RetentionSettings, TopicInfo, TopicSummary,
 };

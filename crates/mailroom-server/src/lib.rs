@@ -90,6 +90,7 @@ pub mod retention;
 pub mod routes;
 pub mod server;
 pub mod state;
+pub mod topic_healing;
 pub mod websocket;
 
 pub use config::Config;

@@ -17,6 +17,7 @@ use crate::limits::{raise_open_files_limit, FileBudget};
 use crate::listener::CappedListener;
 use crate::retention::RetentionTask;
 use crate::state::AppState;
+use crate::topic_healing::HealingTask;
 
 /// How long shutdown waits for in-flight requests and open streams (a subscriber that
 /// stopped reading, say, or a publish stream still owing confirmations) before it
@@ -208,6 +209,7 @@ impl Server {
             state.backend.clone(),
             Duration::from_millis(state.config.retention_interval_ms),
         );
+        let healing = HealingTask::start(state.backend.clone());
         let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
         let signal = async move {
             shutdown.await;
@@ -257,6 +259,7 @@ impl Server {
         }
         // Retention deletes files: it is done before the final sync.
         retention.stop().await;
+        healing.stop().await;
         state.backend.sync().await.map_err(|error| match error {
             BackendError::Store(error) => ServerError::Store(error),
             other => ServerError::Serve(other.to_string()),

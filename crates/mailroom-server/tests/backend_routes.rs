@@ -72,6 +72,7 @@ impl Backend for Fake {
             end: messages.len() as u64,
             groups: Vec::new(),
             retention: RetentionState::default(),
+            failure: None,
         });
         Ok(listed.collect())
     }
@@ -84,6 +85,7 @@ impl Backend for Fake {
             end: messages.len() as u64,
             groups: Vec::new(),
             retention: RetentionState::default(),
+            failure: None,
         })
     }
     async fn delete_topic(&self, topic: &str) -> Result<Vec<String>, BackendError> {
@@ -251,13 +253,13 @@ async fn topic_routes_run_over_any_backend() {
     let retention = json!({"max_age_ms": null, "max_bytes": null, "max_messages": null, "keep_unconsumed": true});
     let removed = json!({"messages": 0, "bytes": 0, "segments": 0});
     let listed = json!({"topics": [{"name": "a", "start": 0, "end": 3, "groups": [],
-        "retention": retention, "bytes": 0, "removed": removed}]});
+        "retention": retention, "bytes": 0, "removed": removed, "state": "ok"}]});
     assert_eq!(
         send(&app, "GET", "/v1/topics", "").await,
         (StatusCode::OK, listed)
     );
     let described = json!({"name": "a", "start": 0, "end": 3, "groups": [],
-        "retention": retention, "bytes": 0, "removed": removed});
+        "retention": retention, "bytes": 0, "removed": removed, "state": "ok"});
     assert_eq!(
         send(&app, "GET", "/v1/topics/a", "").await,
         (StatusCode::OK, described)

@@ -11,7 +11,7 @@ use http_body_util::BodyExt as _;
 use mailroom_server::{app::router, state::AppState, Config};
 use mailroom_store::storage::SimStorage;
 use mailroom_store::{Store, StoreOptions};
-use serde_json::Value;
+use serde_json::{json, Value};
 use tower::ServiceExt as _;
 
 async fn call(
@@ -145,10 +145,11 @@ fn check_with_promtool(text: &str) {
     );
 }
 
-// Proves a store made fail-stop by a failed fsync turns /healthz into 503 with the
-// reason, and the store_healthy gauge into 0.
+// Proves a topic made fail-stop by a failed fsync turns /healthz into 200 `degraded`
+// naming the topic, kind and reason (the other topics serve: damage stays local), the
+// store_healthy gauge into 0 and the topic's failed gauge into 1.
 #[tokio::test]
-async fn healthz_reports_a_fail_stopped_store() {
+async fn healthz_reports_a_fail_stopped_topic_as_degraded() {
     let storage = Arc::new(SimStorage::new());
     let app = app_over(Arc::clone(&storage));
     call(&app, "PUT", "/v1/topics/orders", None).await;
@@ -166,16 +167,27 @@ async fn healthz_reports_a_fail_stopped_store() {
     assert!(response.status().is_server_error(), "{}", response.status());
 
     let (status, content_type, body) = call(&app, "GET", "/healthz", None).await;
-    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(status, StatusCode::OK);
     assert_eq!(content_type, "application/json");
     let health: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(health["status"], "unhealthy", "{body}");
+    assert_eq!(health["status"], "degraded", "{body}");
+    let failed = &health["failed_topics"][0];
+    assert_eq!(
+        (&failed["topic"], &failed["kind"]),
+        (&json!("orders"), &json!("stopped")),
+        "{body}"
+    );
     assert!(
-        health["reason"].as_str().unwrap().contains("orders"),
+        failed["reason"].as_str().unwrap().contains("fdatasync"),
         "{body}"
     );
     let (_, _, text) = call(&app, "GET", "/metrics", None).await;
     assert!(text.contains("mailroom_store_healthy 0"), "{text}");
+    assert!(text.contains("mailroom_topics_failed 1"), "{text}");
+    assert!(
+        text.contains(r#"mailroom_topic_failed{topic="orders"} 1"#),
+        "{text}"
+    );
 }
 
 // Proves /metrics shows usage against every limit as one `mailroom_limit` and one

@@ -70,6 +70,18 @@ pub enum StoreError {
         /// The operating system's error.
         source: std::io::Error,
     },
+    /// The topic is failed: it could not be opened (a damaged or unreadable file; see
+    /// [`Store::topic_failures`](crate::Store::topic_failures)) or is being reopened.
+    /// Every other topic keeps serving. Damage is cured by
+    /// [`Store::repair_topic`](crate::Store::repair_topic), an unreadable file or a full
+    /// disk by [`Store::recover_topic`](crate::Store::recover_topic) once fixed.
+    #[error("topic {topic:?} is failed: {reason}")]
+    TopicFailed {
+        /// The topic.
+        topic: String,
+        /// Where and why it failed.
+        reason: String,
+    },
     /// An earlier sync failed, so the store refuses writes until it is reopened.
     #[error("the store stopped accepting writes after a failed sync: {reason}")]
     FailStopped {

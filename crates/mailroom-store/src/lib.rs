@@ -105,6 +105,7 @@ pub use message::NewMessage;
 pub use retention::{Limit, Retention, RetentionRemoved, TopicRetention};
 pub use store::names::{validate_name, NAME_BYTES_MAX};
 pub use store::{
-    Store, StoreOptions, POLL_BATCH_BYTES_MAX_DEFAULT, TOPICS_MAX_DEFAULT, TOPIC_FILES_OPEN,
+    FailureKind, Store, StoreOptions, TopicFailure, TopicRepaired, POLL_BATCH_BYTES_MAX_DEFAULT,
+    TOPICS_MAX_DEFAULT, TOPIC_FILES_OPEN,
 };
 pub use topic::{AckedThenPolled, DeadLetterPage, DurableTopic, DEAD_LETTERS_PAGE_MAX};

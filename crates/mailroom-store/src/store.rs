@@ -17,8 +17,14 @@
 //! topic directory without a marker is an unfinished create or delete and is removed on
 //! open.
 
+mod directory;
+mod health;
 pub(crate) mod lock;
 pub mod names;
+mod repair;
+
+pub use health::{FailureKind, TopicFailure};
+pub use repair::TopicRepaired;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -30,10 +36,11 @@ use crate::clock::{Clock, SystemClock};
 use crate::log::LogOptions;
 use crate::retention::{Retention, TopicRetention};
 use crate::storage::{create_dir_durable, FsStorage, Storage};
-use crate::topic::settings::{self, replace_durable};
+use crate::topic::settings;
 use crate::topic::DurableTopic;
 use crate::StoreError;
-use lock::{DirLock, LOCK_FILE};
+use directory::{open_topic_dir, prepare_root, store_damage, topic_name, write_marker};
+use lock::DirLock;
 use names::validate_name;
 
 const STORE_FILE: &str = "STORE";
@@ -126,7 +133,11 @@ struct StoreInner {
     topics_dir: PathBuf,
     options: StoreOptions,
     topics: RwLock<BTreeMap<String, DurableTopic>>,
-    /// Serialises topic creation and deletion.
+    /// The topics that could not be opened, or are being reopened (see `health.rs`).
+    /// A name is in at most one of the two maps but for a moment during a reopen, when
+    /// it is in both; lookups try `topics` first.
+    failed: RwLock<BTreeMap<String, TopicFailure>>,
+    /// Serialises topic creation, deletion, reopening and repair.
     changes: Mutex<()>,
     _lock: Option<DirLock>,
 }
@@ -202,13 +213,33 @@ impl Store {
         prepare_root(storage.as_ref(), dir)?;
         let topics_dir = dir.join(TOPICS_DIR);
         let mut topics = BTreeMap::new();
+        let mut failed = BTreeMap::new();
         let mut entries = storage
             .list_dir(&topics_dir)
             .map_err(io_error("list", &topics_dir))?;
         entries.sort();
         for entry in entries {
-            if let Some((name, topic)) = open_topic_dir(&storage, &entry, &options)? {
-                topics.insert(name, topic);
+            // A directory that is not a topic at all is store-wide damage; anything
+            // wrong inside a topic fails that topic only.
+            let name = topic_name(&entry)?;
+            if let Err(error) = storage.list_dir(&entry) {
+                if error.kind() == std::io::ErrorKind::NotADirectory {
+                    let foreign = corrupt(&entry, "not a topic directory (a file)");
+                    return Err(store_damage(foreign));
+                }
+            }
+            match open_topic_dir(&storage, &entry, &options) {
+                Ok(Some((name, topic))) => {
+                    topics.insert(name, topic);
+                }
+                Ok(None) => {}
+                Err(error) => {
+                    tracing::error!(
+                        topic = name, %error,
+                        "topic failed at open: it answers topic_failed, the others serve"
+                    );
+                    failed.insert(name.to_owned(), TopicFailure::at_open(name, &error));
+                }
             }
         }
         Ok(Store {
@@ -217,6 +248,7 @@ impl Store {
                 topics_dir,
                 options,
                 topics: RwLock::new(topics),
+                failed: RwLock::new(failed),
                 changes: Mutex::new(()),
                 _lock: lock,
             }),
@@ -260,6 +292,9 @@ impl Store {
                 return Err(StoreError::TopicLimit { topics_max });
             }
         }
+        if let Some(failure) = self.inner.failed.read().get(name) {
+            return Err(failure.error());
+        }
         let storage = &self.inner.storage;
         let dir = self.inner.topics_dir.join(name);
         if storage.exists(&dir).map_err(io_error("stat", &dir))? {
@@ -282,21 +317,27 @@ impl Store {
     ///
     /// # Errors
     ///
-    /// [`StoreError::UnknownTopic`].
+    /// [`StoreError::UnknownTopic`]; [`StoreError::TopicFailed`] for a topic that could
+    /// not be opened ([`topic_failures`](Self::topic_failures) says why).
     pub fn topic(&self, name: &str) -> Result<DurableTopic, StoreError> {
-        self.inner
-            .topics
-            .read()
-            .get(name)
-            .cloned()
-            .ok_or_else(|| StoreError::UnknownTopic {
+        if let Some(topic) = self.inner.topics.read().get(name) {
+            return Ok(topic.clone());
+        }
+        match self.inner.failed.read().get(name) {
+            Some(failure) => Err(failure.error()),
+            None => Err(StoreError::UnknownTopic {
                 topic: name.to_owned(),
-            })
+            }),
+        }
     }
 
-    /// The topic names, sorted.
+    /// The topic names, sorted, failed ones included.
     pub fn topics(&self) -> Vec<String> {
-        self.inner.topics.read().keys().cloned().collect()
+        let mut names: Vec<String> = self.inner.topics.read().keys().cloned().collect();
+        names.extend(self.inner.failed.read().keys().cloned());
+        names.sort_unstable();
+        names.dedup();
+        names
     }
 
     /// Deletes topic `name` with its messages and groups. Durable on return; handles to
@@ -307,11 +348,18 @@ impl Store {
     /// [`StoreError::UnknownTopic`]; I/O failures.
     pub fn delete_topic(&self, name: &str) -> Result<(), StoreError> {
         let _changes = self.inner.changes.lock();
-        let topic = self.topic(name)?;
-        topic.retire();
+        // A failed topic can be deleted too: giving up on damaged data is a choice.
+        let failed = self.inner.failed.write().remove(name).is_some();
+        let topic = match self.topic(name) {
+            Err(StoreError::UnknownTopic { .. }) if failed => None,
+            found => Some(found?),
+        };
+        if let Some(topic) = &topic {
+            topic.retire();
+        }
         self.inner.topics.write().remove(name);
         let storage = &self.inner.storage;
-        let dir = topic.dir();
+        let dir = &self.inner.topics_dir.join(name);
         let marker = dir.join(TOPIC_FILE);
         // Removing the marker durably is the moment of deletion; the rest is cleanup
         // that the next open finishes if it is interrupted.
@@ -330,10 +378,10 @@ impl Store {
             .map_err(io_error("fsync directory", topics_dir))
     }
 
-    /// Why the store is fail-stop, or `None` while every topic accepts writes: the first
-    /// topic (by name) whose log or groups stopped after a failed write or sync, with
-    /// that failure. A fail-stop is never cleared in this process; reopening the store
-    /// recovers it.
+    /// The first failed topic (by name) and why, as `topic NAME: REASON`, or `None`
+    /// while every topic serves and accepts writes. Damage stays local: this reports one
+    /// topic, not a stopped store; [`topic_failures`](Self::topic_failures) lists them
+    /// all and [`recover_topic`](Self::recover_topic) heals a fail-stop.
     ///
     /// ```
     /// let dir = tempfile::tempdir()?;
@@ -344,20 +392,22 @@ impl Store {
     /// ```
     pub fn failure(&self) -> Option<String> {
         // `all_topics` comes from a map sorted by name.
-        self.all_topics().iter().find_map(|topic| {
-            let reason = topic.failure()?;
-            Some(format!("topic {}: {reason}", topic.name()))
-        })
+        let failure = self.topic_failures().into_iter().next()?;
+        Some(format!("topic {}: {}", failure.topic, failure.reason))
     }
 
-    /// Syncs every topic's logs now (useful under the relaxed sync policies).
+    /// Syncs every topic's logs now (useful under the relaxed sync policies). A
+    /// fail-stop topic is skipped: nothing more can be made durable there, and its
+    /// failure is reported by [`topic_failures`](Self::topic_failures).
     ///
     /// # Errors
     ///
-    /// I/O failures and fail-stop.
+    /// I/O failures of a topic that was not failed (it is fail-stop from then on).
     pub fn sync(&self) -> Result<(), StoreError> {
         for topic in self.all_topics() {
-            topic.sync()?;
+            if topic.failure().is_none() {
+                topic.sync()?;
+            }
         }
         Ok(())
     }
@@ -371,7 +421,10 @@ impl Store {
     /// I/O failures and fail-stop.
     pub fn checkpoint(&self) -> Result<(), StoreError> {
         for topic in self.all_topics() {
-            topic.checkpoint()?;
+            // As in `sync`: a fail-stop topic takes no checkpoint.
+            if topic.failure().is_none() {
+                topic.checkpoint()?;
+            }
         }
         Ok(())
     }
@@ -427,132 +480,4 @@ impl Store {
     fn all_topics(&self) -> Vec<DurableTopic> {
         self.inner.topics.read().values().cloned().collect()
     }
-}
-
-/// Checks that `dir` is a mailroom store (or empty, and makes it one).
-fn prepare_root(storage: &dyn Storage, dir: &Path) -> Result<(), StoreError> {
-    let marker = dir.join(STORE_FILE);
-    let entries = storage.list_dir(dir).map_err(io_error("list", dir))?;
-    let named = |path: &PathBuf| {
-        path.file_name()
-            .and_then(|name| name.to_str())
-            .map(str::to_owned)
-    };
-    let has_marker = storage.exists(&marker).map_err(io_error("stat", &marker))?;
-    for entry in &entries {
-        let name = named(entry);
-        let expected = match name.as_deref() {
-            Some(LOCK_FILE) => true,
-            Some(STORE_FILE) | Some(TOPICS_DIR) => has_marker,
-            Some(name) => name == format!("{STORE_FILE}.tmp"),
-            None => false,
-        };
-        if !expected {
-            return Err(corrupt(
-                entry,
-                "not part of a mailroom store (refusing to use a directory with foreign files)",
-            ));
-        }
-    }
-    if has_marker {
-        check_marker(storage, &marker, STORE_MAGIC)?;
-    } else {
-        write_marker(storage, dir, STORE_FILE, STORE_MAGIC)?;
-    }
-    // The marker comes first, so a crash in between leaves a store without `topics/`,
-    // which is made here, never a `topics/` without a marker.
-    let topics = dir.join(TOPICS_DIR);
-    create_dir_durable(storage, &topics).map_err(io_error("create directory", &topics))
-}
-
-/// Opens one entry of `topics/`: a topic, or the remains of an unfinished create or
-/// delete (removed), or something foreign (an error).
-fn open_topic_dir(
-    storage: &Arc<dyn Storage>,
-    dir: &Path,
-    options: &StoreOptions,
-) -> Result<Option<(String, DurableTopic)>, StoreError> {
-    let name = dir
-        .file_name()
-        .and_then(|name| name.to_str())
-        .filter(|name| validate_name(name).is_ok())
-        .ok_or_else(|| corrupt(dir, "not a topic directory (invalid topic name)"))?;
-    let entries = storage
-        .list_dir(dir)
-        .map_err(|_| corrupt(dir, "not a topic directory (cannot be listed)"))?;
-    let marker = dir.join(TOPIC_FILE);
-    if !storage.exists(&marker).map_err(io_error("stat", &marker))? {
-        tracing::warn!(?dir, "removing an unfinished topic create or delete");
-        storage
-            .remove_dir_all(dir)
-            .map_err(io_error("remove", dir))?;
-        let parent = dir.parent().unwrap_or(dir);
-        storage
-            .sync_dir(parent)
-            .map_err(io_error("fsync directory", parent))?;
-        return Ok(None);
-    }
-    check_marker(storage.as_ref(), &marker, TOPIC_MAGIC)?;
-    for entry in &entries {
-        let known = entry
-            .file_name()
-            .and_then(|name| name.to_str())
-            .is_some_and(|name| {
-                matches!(
-                    name,
-                    "TOPIC"
-                        | "TOPIC.tmp"
-                        | "messages"
-                        | "groups"
-                        | "CHECKPOINT"
-                        | "CHECKPOINT.tmp"
-                        | "SETTINGS"
-                        | "SETTINGS.tmp"
-                )
-            });
-        if !known {
-            return Err(corrupt(entry, "not part of a mailroom topic"));
-        }
-    }
-    let topic = DurableTopic::open(storage.clone(), name, dir, options)?;
-    Ok(Some((name.to_owned(), topic)))
-}
-
-fn marker_bytes(magic: [u8; 8]) -> [u8; 12] {
-    let mut bytes = [0; 12];
-    bytes[..8].copy_from_slice(&magic);
-    bytes[8..].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
-    bytes
-}
-
-/// Writes marker `file` in `dir` atomically and durably.
-fn write_marker(
-    storage: &dyn Storage,
-    dir: &Path,
-    file: &str,
-    magic: [u8; 8],
-) -> Result<(), StoreError> {
-    replace_durable(storage, dir, file, &marker_bytes(magic))
-}
-
-fn check_marker(storage: &dyn Storage, path: &Path, magic: [u8; 8]) -> Result<(), StoreError> {
-    let file = storage.open(path, false).map_err(io_error("open", path))?;
-    let expected = marker_bytes(magic);
-    let len = file.len().map_err(io_error("stat", path))?;
-    let mut found = [0; 12];
-    if len != expected.len() as u64 {
-        return Err(corrupt(
-            path,
-            format!("marker file of {len} bytes, expected 12"),
-        ));
-    }
-    file.read_at(&mut found, 0)
-        .map_err(io_error("read", path))?;
-    if found[..8] != magic {
-        return Err(corrupt(path, "bad magic: not written by mailroom"));
-    }
-    if found != expected {
-        return Err(corrupt(path, "unsupported format version"));
-    }
-    Ok(())
 }

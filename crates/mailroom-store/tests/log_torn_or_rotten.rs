@@ -113,8 +113,8 @@ fn flips_in_the_last_synced_record_are_refused_where_they_are() {
 }
 
 // Proves the same for the groups log: a flip at every byte of its last synced record (the
-// last ack) makes the store refuse to open, naming that record's segment and byte, rather
-// than undo the ack.
+// last ack) makes the store refuse the topic (it opens, with the topic failed: damage
+// stays local), naming that record's segment and byte, rather than undo the ack.
 #[test]
 fn flips_in_the_last_synced_groups_record_are_refused_where_they_are() {
     let options = StoreOptions::default();
@@ -134,13 +134,12 @@ fn flips_in_the_last_synced_groups_record_are_refused_where_they_are() {
     for byte in start..clean.len() {
         let image = sim.crash(byte as u64);
         image.corrupt_file(&segment, |b| b[byte] ^= 1 << (byte % 8));
-        match try_open_store(&image, &options) {
-            Err(StoreError::Corrupt {
-                path,
-                position,
-                reason,
-            }) => {
-                assert_eq!((&path, position), (&segment, start as u64), "{reason}");
+        let store = try_open_store(&image, &options)
+            .unwrap_or_else(|e| panic!("byte {byte}: the store must open: {e}"));
+        match store.topic("t") {
+            Err(StoreError::TopicFailed { reason, .. }) => {
+                let at = format!("corrupt data in {} at byte {start}:", segment.display());
+                assert!(reason.starts_with(&at), "{reason}");
                 assert!(reason.contains(&format!("offset {offset}")), "{reason}");
             }
             Err(other) => panic!("byte {byte}: {other}"),

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 use mailroom_store::log::LogOptions;
 use mailroom_store::storage::{SimStorage, Storage};
-use mailroom_store::{Store, StoreError, StoreOptions};
+use mailroom_store::{FailureKind, Store, StoreError, StoreOptions};
 use mailroom_testkit::store::try_open_store;
 
 fn small_segments(checkpoint_every: u64) -> StoreOptions {
@@ -48,6 +48,28 @@ fn files_in(sim: &SimStorage, dir: &Path) -> Vec<PathBuf> {
     let mut files = sim.list_dir(dir).unwrap();
     files.sort();
     files
+}
+
+/// Asserts that the store opened with topic `t` failed as damaged in a file whose path
+/// holds `file_part` (damage in a topic's files stays local to the topic).
+fn assert_topic_corrupt(result: Result<Store, StoreError>, file_part: &str) {
+    let store = result.unwrap_or_else(|e| panic!("the store must open: {e}"));
+    let failures = store.topic_failures();
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    let failure = &failures[0];
+    assert_eq!(
+        (failure.topic.as_str(), failure.kind),
+        ("t", FailureKind::Damaged)
+    );
+    let path = failure.path.as_ref().expect("the failure names its file");
+    assert!(
+        path.to_string_lossy().contains(file_part),
+        "corruption reported in {path:?}, expected {file_part}"
+    );
+    assert!(matches!(
+        store.topic("t"),
+        Err(StoreError::TopicFailed { .. })
+    ));
 }
 
 fn assert_corrupt(result: Result<Store, StoreError>, file_part: &str) {
@@ -99,7 +121,7 @@ fn foreign_files_are_refused() {
     assert_corrupt(Store::open(dir.path(), StoreOptions::default()), "STORE");
 }
 
-// Proves a damaged checkpoint stops the open with an error naming it, rather than
+// Proves a damaged checkpoint fails its topic with an error naming it, rather than
 // being ignored (which would replay from a compacted log) or trusted.
 #[test]
 fn corrupt_checkpoint_is_reported() {
@@ -113,7 +135,7 @@ fn corrupt_checkpoint_is_reported() {
         let middle = bytes.len() / 2;
         bytes[middle] ^= 0x10;
     }));
-    assert_corrupt(try_open_store(&sim, &options), "CHECKPOINT");
+    assert_topic_corrupt(try_open_store(&sim, &options), "CHECKPOINT");
 }
 
 // Proves a bit flip inside a sealed segment of the groups log is reported as corruption
@@ -136,7 +158,7 @@ fn bit_flip_in_groups_log_is_reported() {
         let last = bytes.len() - 3;
         bytes[last] ^= 0x01;
     }));
-    assert_corrupt(try_open_store(&sim, &options), "groups");
+    assert_topic_corrupt(try_open_store(&sim, &options), "groups");
 }
 
 // Proves that after an injected sync failure the topic is fail-stop (publish and group

@@ -10,7 +10,8 @@ use mailroom_store::clock::ManualClock;
 use mailroom_store::log::LogOptions;
 use mailroom_store::storage::{SimStorage, Storage};
 use mailroom_store::{
-    DurableTopic, Limit, Retention, RetentionRemoved, StoreError, StoreOptions, TopicRetention,
+    DurableTopic, FailureKind, Limit, Retention, RetentionRemoved, StoreError, StoreOptions,
+    TopicRetention,
 };
 use mailroom_testkit::store::{open_store, try_open_store};
 
@@ -101,10 +102,16 @@ fn damaged_settings_file_is_corrupt() {
     file.write_at(&[0xff], 30).unwrap();
     file.sync().unwrap();
     drop(file);
-    match try_open_store(&sim, &options) {
-        Err(StoreError::Corrupt { path: at, .. }) => assert_eq!(at, path),
-        other => panic!("expected Corrupt, got {other:?}"),
-    }
+    // The store opens; the topic is failed as damaged, naming the file.
+    let store = try_open_store(&sim, &options).unwrap();
+    let failures = store.topic_failures();
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    assert_eq!(failures[0].kind, FailureKind::Damaged);
+    assert_eq!(failures[0].path.as_deref(), Some(path));
+    assert!(matches!(
+        store.topic("t"),
+        Err(StoreError::TopicFailed { .. })
+    ));
 }
 
 // Proves each topic is held to its own limits over the store-wide default, and the

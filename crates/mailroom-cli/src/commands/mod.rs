@@ -7,6 +7,7 @@ pub mod dead_letters;
 pub mod demo;
 pub mod group;
 pub mod publish;
+pub mod repair;
 pub mod serve;
 pub mod stats;
 pub mod topic;

@@ -51,7 +51,10 @@ use mailroom::group::{DeliveryId, GroupConfig, GroupCounters, NackOptions, NotOw
 use mailroom::topic::{
     DeadLetterInfo, Delivery, GroupInfo, Message, Metadata, Nack, StartPosition,
 };
-use mailroom_store::{AckedThenPolled, DeadLetterPage, NewMessage, StoreError, TopicRetention};
+use mailroom_api::topic_health::FailedTopic;
+use mailroom_store::{
+    AckedThenPolled, DeadLetterPage, NewMessage, StoreError, TopicRepaired, TopicRetention,
+};
 
 use crate::error::ApiError;
 use crate::long_poll::LongPolls;
@@ -103,6 +106,8 @@ pub struct TopicOffsets {
     pub groups: Vec<String>,
     /// Its retention, size on disk and what retention removed.
     pub retention: RetentionState,
+    /// Why it is failed, or `None` while it serves.
+    pub failure: Option<TopicFailureState>,
 }
 
 /// One topic with the state of every group on it.
@@ -118,6 +123,8 @@ pub struct TopicState {
     pub groups: Vec<GroupInfo>,
     /// Its retention, size on disk and what retention removed.
     pub retention: RetentionState,
+    /// Why it is failed, or `None` while it serves.
+    pub failure: Option<TopicFailureState>,
 }
 
 /// Everything known of one group: its state, settings, counters, deliveries in flight
@@ -149,12 +156,23 @@ pub struct GroupGauges {
     pub counters: GroupCounters,
 }
 
+/// Why a topic is failed (see `mailroom_api::topic_health`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicFailureState {
+    /// `damaged`, `unreadable` or `stopped`.
+    pub kind: &'static str,
+    /// Where and why.
+    pub reason: String,
+}
+
 /// Whether the backend can take writes.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct BackendHealth {
-    /// Why it cannot (for the embedded store: the first failed write or sync that made
-    /// it fail-stop), or `None` while it is healthy.
+    /// Why the whole backend cannot take writes, or `None`. Failed topics alone do not
+    /// make it fail: they are in `failed_topics` and the others serve.
     pub failure: Option<String>,
+    /// The failed topics, by name.
+    pub failed_topics: Vec<FailedTopic>,
 }
 
 /// Bytes on disk, for the metrics.
@@ -434,6 +452,28 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
 
     /// Makes everything written so far durable: the last call of a shutdown.
     async fn sync(&self) -> Result<(), BackendError>;
+
+    /// Reopens failed `topic` from what is durable (see
+    /// [`Store::recover_topic`](mailroom_store::Store::recover_topic)): `true` if it
+    /// serves again, `false` if it was serving. The default has nothing to recover.
+    async fn recover_topic(&self, topic: &str) -> Result<bool, BackendError> {
+        let _ = topic;
+        Ok(false)
+    }
+
+    /// Reopens every failed topic that reopening may heal (not the damaged ones);
+    /// answers those that serve again: what the server's heal task runs.
+    async fn recover_topics(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Repairs damaged `topic` (see
+    /// [`Store::repair_topic`](mailroom_store::Store::repair_topic)): `None` if it was
+    /// not damaged. The default keeps nothing to repair.
+    async fn repair_topic(&self, topic: &str) -> Result<Option<TopicRepaired>, BackendError> {
+        let _ = topic;
+        Ok(None)
+    }
 
     /// Whether the backend can take writes: what `/healthz` and the `store_healthy`
     /// gauge report. Cheap (no I/O), since probes call it often. By default healthy.

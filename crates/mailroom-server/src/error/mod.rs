@@ -247,6 +247,12 @@ impl From<StoreError> for ApiError {
                      from the open-file limit by default); delete one first"
                 ),
             ),
+            // The other topics serve: this one says where and why, and how it heals.
+            StoreError::TopicFailed { .. } => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::TopicFailed,
+                message,
+            ),
             _ => ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 ErrorCode::StorageError,

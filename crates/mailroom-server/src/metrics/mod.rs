@@ -124,9 +124,14 @@ pub struct Metrics {
     pub request_seconds: HistogramFamily<RequestLabels>,
     /// Long polls waiting now; refreshed on every scrape.
     pub long_polls_waiting: Gauge<i64, AtomicI64>,
-    /// 1 while the store accepts writes, 0 once it is fail-stop; refreshed on every
-    /// scrape.
+    /// 1 while `/healthz` says `ok`, 0 while it says `degraded` or `unhealthy`;
+    /// refreshed on every scrape.
     pub store_healthy: Gauge<i64, AtomicI64>,
+    /// How many topics are failed; refreshed on every scrape.
+    pub topics_failed: Gauge<i64, AtomicI64>,
+    /// 1 for each failed topic (only failed topics have the series); refreshed on every
+    /// scrape.
+    pub topic_failed: Family<TopicLabels, Gauge<i64, AtomicI64>>,
     /// Bytes of files under the data directory; refreshed on every scrape.
     pub store_disk_bytes: Gauge<i64, AtomicI64>,
     /// Bytes of files under each topic's directory; refreshed on every scrape.
@@ -166,6 +171,19 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Sets the failed-topic gauges to `failed` (rebuilt, so healed topics drop out).
+    pub fn set_failed_topics(&self, failed: &[mailroom_api::topic_health::FailedTopic]) {
+        self.topics_failed
+            .set(i64::try_from(failed.len()).unwrap_or(i64::MAX));
+        self.topic_failed.clear();
+        for failure in failed {
+            let labels = TopicLabels {
+                topic: failure.topic.clone(),
+            };
+            self.topic_failed.get_or_create(&labels).set(1);
+        }
+    }
+
     /// Drops every series of `group` on `topic`: the group was deleted, and its labels
     /// must not stay in the exposition (or grow it) forever.
     pub fn forget_group(&self, topic: &str, group: &str) {
@@ -236,6 +254,8 @@ impl Metrics {
             store_healthy: Gauge::default(),
             store_disk_bytes: Gauge::default(),
             topic_disk_bytes: Family::default(),
+            topics_failed: Gauge::default(),
+            topic_failed: Family::default(),
             store_sync_seconds: latency_histogram(),
             retention_removed_messages: Family::default(),
             retention_removed_bytes: Family::default(),
@@ -416,8 +436,18 @@ impl Metrics {
         );
         registry.register(
             "store_healthy",
-            "1 while the store accepts writes, 0 once it is fail-stop (see /healthz)",
+            "1 while /healthz says ok, 0 while a topic is failed or the store is fail-stop",
             self.store_healthy.clone(),
+        );
+        registry.register(
+            "topics_failed",
+            "Topics that are failed (damaged, unreadable or stopped; see /healthz)",
+            self.topics_failed.clone(),
+        );
+        registry.register(
+            "topic_failed",
+            "1 for each failed topic (damaged, unreadable or stopped; see /healthz)",
+            self.topic_failed.clone(),
         );
         registry.register(
             "store_disk_bytes",

@@ -28,6 +28,7 @@ pub mod operations;
 pub mod publish_stream;
 pub mod seek_pause;
 pub mod tickets;
+pub mod topic_health;
 pub mod topics;
 
 /// The layers that cap one route's body ([`body_limit`]).
@@ -93,6 +94,7 @@ pub fn routes(payload_bytes_max: u64) -> Routes {
     let limits = BodyLimits::new(payload_bytes_max);
     let v1 = OpenApiRouter::new()
         .merge(topics::router(limits))
+        .merge(topic_health::router())
         .merge(publish_stream::router())
         .merge(groups::router(limits))
         .merge(deliveries::router(limits))

@@ -16,21 +16,26 @@ use crate::metrics::exposition::{
 use crate::metrics::{Metrics, TopicLabels};
 use crate::state::AppState;
 
-/// Health: 200 while the server serves and its store accepts writes, 503 with the
-/// reason once the store is fail-stop (it then refuses every write until restarted).
+/// Health: 200 `ok` while every topic serves; 200 `degraded` with the failed topics
+/// while some are failed (damaged, unreadable, or stopped after a failed write) and the
+/// others serve; 503 `unhealthy` with the reason once the whole store is fail-stop.
 #[utoipa::path(get, path = "/healthz", tag = "operations",
     responses(
-        (status = 200, description = "Serving, the store accepts writes", body = Health),
-        (status = 503, description = "The store is fail-stop: `status` is `unhealthy` and \
-            `reason` says why", body = Health),
+        (status = 200, description = "Serving: `status` is `ok`, or `degraded` with \
+            `failed_topics` (each with `topic`, `kind` and `reason`) while some topics are \
+            failed and the others serve", body = Health),
+        (status = 503, description = "The whole store is fail-stop: `status` is `unhealthy` \
+            and `reason` says why", body = Health),
     ))]
 pub async fn healthz(State(state): State<AppState>) -> (StatusCode, Json<Health>) {
-    match state.backend.health().failure {
-        None => (StatusCode::OK, Json(Health::ok())),
+    let health = state.backend.health();
+    match health.failure {
         Some(reason) => (
             StatusCode::SERVICE_UNAVAILABLE,
             Json(Health::unhealthy(reason)),
         ),
+        None if health.failed_topics.is_empty() => (StatusCode::OK, Json(Health::ok())),
+        None => (StatusCode::OK, Json(Health::degraded(health.failed_topics))),
     }
 }
 
@@ -69,8 +74,10 @@ pub async fn metrics(
 /// counters exist (at zero until something happens).
 async fn refresh_store(state: &AppState) -> Result<(), ApiError> {
     let metrics = &state.metrics;
-    let healthy = state.backend.health().failure.is_none();
+    let health = state.backend.health();
+    let healthy = health.failure.is_none() && health.failed_topics.is_empty();
     metrics.store_healthy.set(i64::from(healthy));
+    metrics.set_failed_topics(&health.failed_topics);
     metrics.refresh_process();
     for topic in state.backend.list_topics().await? {
         metrics.ensure_series(&topic.name, &topic.groups);

@@ -19,6 +19,7 @@ use axum::Json;
 use base64::Engine as _;
 use mailroom::topic::Metadata;
 pub use mailroom_api::limits::{BATCH_BODY_PAYLOADS_MAX, BATCH_MESSAGES_MAX};
+use mailroom_api::topic_health::TopicCondition;
 pub use mailroom_api::topics::{
     Base64Message, BatchMessage, BatchPublished, BatchRequest, Published, RetentionInForce,
     RetentionRemoved, RetentionSettings, TopicCreateRequest, TopicCreated, TopicDeleted, TopicInfo,
@@ -28,7 +29,7 @@ use mailroom_store::{Limit, NewMessage, TopicRetention};
 use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt as _};
 use utoipa_axum::routes;
 
-use crate::backend::{RetentionChange, RetentionState, TopicState};
+use crate::backend::{RetentionChange, RetentionState, TopicFailureState, TopicState};
 use crate::body::{parse, JsonBody, RawBody};
 use crate::error::{ApiError, ErrorBody};
 use crate::metrics::TopicLabels;
@@ -149,6 +150,17 @@ fn topic_info_body(topic: TopicState) -> TopicInfo {
         retention,
         bytes,
         removed,
+        state: condition(topic.failure.as_ref()),
+        failure_kind: topic.failure.as_ref().map(|f| f.kind.to_owned()),
+        failure: topic.failure.map(|f| f.reason),
+    }
+}
+
+/// A topic's `state`: failed while it has a failure.
+fn condition(failure: Option<&TopicFailureState>) -> TopicCondition {
+    match failure {
+        None => TopicCondition::Ok,
+        Some(_) => TopicCondition::Failed,
     }
 }
 
@@ -194,6 +206,9 @@ pub async fn list_topics(State(state): State<AppState>) -> Result<Json<TopicList
                 retention,
                 bytes,
                 removed,
+                state: condition(topic.failure.as_ref()),
+                failure_kind: topic.failure.as_ref().map(|f| f.kind.to_owned()),
+                failure: topic.failure.map(|f| f.reason),
             }
         })
         .collect();

@@ -346,7 +346,11 @@ impl Shared {
     fn sync_active(&self) -> Result<(), StoreError> {
         let (segment, claim) = {
             let mut writer = self.writer.lock();
-            self.flush_pending(&mut writer)?;
+            if let Err(error) = self.flush_pending(&mut writer) {
+                // Records confirmed under a relaxed policy stay: no cut then.
+                self.fail_stop_cutting(&writer, &error, None);
+                return Err(error);
+            }
             let active = Arc::clone(&writer.active);
             // Under the writer lock the segment's meta is exactly what is in its file.
             let claim = {
@@ -359,10 +363,24 @@ impl Shared {
             };
             (active, claim)
         };
-        segment
+        if let Err(error) = segment
             .file
             .sync()
-            .map_err(io_error("fdatasync", &segment.path))?;
+            .map_err(io_error("fdatasync", &segment.path))
+        {
+            // Under Always the records of this round (and any written since) are cut
+            // before their waiters learn of the failure; see `fail_stop_cutting`.
+            let writer = self.writer.lock();
+            self.fail_stop_cutting(&writer, &error, None);
+            return Err(error);
+        }
+        {
+            let mut synced = self.synced.lock();
+            if synced.base_offset == claim.base_offset && claim.segment_bytes > synced.bytes {
+                synced.bytes = claim.segment_bytes;
+                synced.end_offset = claim.end_offset;
+            }
+        }
         // Rounds run one at a time, so claims are written in order. A failure only
         // leaves an older (still true) claim: the data is durable, so it fails nothing.
         if let Err(error) = self.mark.lock().write(claim) {

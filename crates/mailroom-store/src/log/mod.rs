@@ -125,6 +125,19 @@ struct Shared {
     /// How far the active segment is known to be durable; written after every sync
     /// round (see `mark.rs`). Taken on its own, never while holding another lock.
     mark: Mutex<SyncedMark>,
+    /// How much of the active segment an `fdatasync` (or the recovery that opened it)
+    /// made durable: what a failed write is cut back to under [`SyncPolicy::Always`]
+    /// (`Shared::fail_stop_cutting`). Taken last, after the writer lock.
+    synced: Mutex<SyncedLength>,
+}
+
+/// How many bytes of the segment at `base_offset` are known to be durable: those of
+/// its records below `end_offset`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SyncedLength {
+    base_offset: u64,
+    end_offset: u64,
+    bytes: u64,
 }
 
 impl Log {
@@ -164,6 +177,14 @@ impl Log {
                 .last()
                 .expect("recover returns at least one segment"),
         );
+        let synced = {
+            let meta = active.meta.lock();
+            SyncedLength {
+                base_offset: active.base_offset,
+                end_offset: meta.end_offset,
+                bytes: meta.bytes,
+            }
+        };
         let writer = Writer::new(active, &options);
         let end = writer.next_offset;
         let sync = options.sync;
@@ -180,6 +201,7 @@ impl Log {
             failure: Mutex::new(None),
             flusher: Flusher::default(),
             mark: Mutex::new(mark),
+            synced: Mutex::new(synced),
         });
         let background = match sync {
             SyncPolicy::Always => {
@@ -389,6 +411,18 @@ impl Log {
     pub fn failure(&self) -> Option<String> {
         self.shared.failure.lock().clone()
     }
+
+    /// Makes the log fail-stop with `reason` (unless it already is) without cutting
+    /// anything, so that nothing in this handle writes to its files again, not even at
+    /// drop: for a log whose directory is about to be opened again.
+    pub(crate) fn close(&self, reason: &StoreError) {
+        let _writer = self.shared.writer.lock();
+        // Not `fail_stop`: closing is no failure worth an error in the log.
+        self.shared
+            .failure
+            .lock()
+            .get_or_insert_with(|| reason.to_string());
+    }
 }
 
 impl Shared {
@@ -412,8 +446,10 @@ impl Shared {
     }
 
     /// What waiting for `end` says under a policy that does not wait for the disk.
+    /// Records below `written_end` were written, so they were confirmed the moment their
+    /// write returned, and stay in the log after a restart: their wait succeeds even if
+    /// the log failed since (an error answer must mean "not published").
     fn check_wait(&self, end: u64) -> Result<(), StoreError> {
-        self.check_not_failed()?;
         let written_end = self.written_end.load(Ordering::Acquire);
         if end > written_end {
             return Err(StoreError::InvalidArgument {
@@ -444,7 +480,9 @@ impl Drop for Log {
         if self.shared.check_not_failed().is_ok() {
             let mut writer = self.shared.writer.lock();
             // A failure is logged by fail_stop; there is no caller left to tell.
-            let _ = self.shared.flush_pending(&mut writer);
+            if let Err(error) = self.shared.flush_pending(&mut writer) {
+                self.shared.fail_stop_cutting(&writer, &error, None);
+            }
         }
         // Under Always every confirmed record is in the mark: make it durable, so a power
         // cut after a clean close cannot turn rot in the newest records into a "torn

@@ -25,7 +25,10 @@ impl Shared {
         if active {
             // Entries of buffered records are in memory only; the scan reads the file,
             // so the buffer and the queued entries go out first.
-            self.flush_pending(&mut writer)?;
+            if let Err(error) = self.flush_pending(&mut writer) {
+                self.fail_stop_cutting(&writer, &error, None);
+                return Err(error);
+            }
         }
         let (bytes, end_offset) = {
             let meta = segment.meta.lock();

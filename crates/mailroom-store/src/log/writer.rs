@@ -9,7 +9,9 @@ use super::flusher::{WRITEBACK_PARTS, WRITEBACK_STEP_BYTES_MIN};
 use super::recovery::{self, io_error, note_record};
 use super::reindex;
 use super::segment::Segment;
-use super::{index, LogOptions, Shared, SyncPolicy, APPEND_BYTES_MAX, APPEND_RECORDS_MAX};
+use super::{
+    index, LogOptions, Shared, SyncPolicy, SyncedLength, APPEND_BYTES_MAX, APPEND_RECORDS_MAX,
+};
 use crate::record::{self, Decoded, RecordRef};
 use crate::StoreError;
 
@@ -139,8 +141,11 @@ impl Shared {
         self.check_not_failed()?;
         let active_bytes = writer.active.meta.lock().bytes;
         if active_bytes > 0 && active_bytes + batch_bytes > self.options.segment_bytes_max {
-            self.roll(&mut writer)
-                .inspect_err(|error| self.fail_stop(error))?;
+            if let Err(error) = self.roll(&mut writer) {
+                // Under the relaxed policies nothing of this write reached the file.
+                self.fail_stop_cutting(&writer, &error, None);
+                return Err(error);
+            }
         }
         let first = writer.next_offset;
         let buffered = self.options.sync == SyncPolicy::Always;
@@ -164,11 +169,14 @@ impl Shared {
         debug_assert!(self.batch_decodes_to(batch, payloads, first));
         let position = active.meta.lock().bytes;
         if !buffered {
-            active
+            if let Err(error) = active
                 .file
                 .write_at(batch, position)
                 .map_err(io_error("write", &active.path))
-                .inspect_err(|error| self.fail_stop(error))?;
+            {
+                self.fail_stop_cutting(&writer, &error, Some(position));
+                return Err(error);
+            }
         }
         let unflushed = if buffered { batch.len() as u64 } else { 0 };
         let batch_at = (position, unflushed);
@@ -183,7 +191,11 @@ impl Shared {
         if writer.pending.len() >= PENDING_BYTES_MAX
             || writer.index_pending.entries >= INDEX_PENDING_ENTRIES_MAX
         {
-            self.flush_pending(&mut writer)?;
+            if let Err(error) = self.flush_pending(&mut writer) {
+                // The batch is in the file but its caller is told it failed: cut it.
+                self.fail_stop_cutting(&writer, &error, Some(position));
+                return Err(error);
+            }
         }
         writer.next_offset = first + payloads.len() as u64;
         self.written_end
@@ -245,7 +257,8 @@ impl Shared {
     }
 
     /// Writes the queued index entries (see `Writer::index_pending`) to the active
-    /// segment's index file. A failure makes the log fail-stop.
+    /// segment's index file. The caller makes the log fail-stop on failure
+    /// ([`Shared::fail_stop_cutting`]).
     fn flush_index(&self, writer: &mut Writer) -> Result<(), StoreError> {
         let pending = &mut writer.index_pending;
         if pending.entries == 0 {
@@ -255,16 +268,15 @@ impl Shared {
         segment
             .index_file
             .write_at(&pending.bytes, index::entry_position(pending.first_entry))
-            .map_err(io_error("write", &segment.index_path))
-            .inspect_err(|error| self.fail_stop(error))?;
+            .map_err(io_error("write", &segment.index_path))?;
         pending.bytes.clear();
         pending.entries = 0;
         Ok(())
     }
 
     /// Writes the buffered records (see `Writer::pending`), then the queued index entries
-    /// (after their records, as `docs/storage.md` says), to the active segment. A failure
-    /// makes the log fail-stop.
+    /// (after their records, as `docs/storage.md` says), to the active segment. The
+    /// caller makes the log fail-stop on failure ([`Shared::fail_stop_cutting`]).
     pub(crate) fn flush_pending(&self, writer: &mut Writer) -> Result<(), StoreError> {
         if !writer.pending.is_empty() {
             let active = &writer.active;
@@ -276,13 +288,82 @@ impl Shared {
             active
                 .file
                 .write_at(&writer.pending, position)
-                .map_err(io_error("write", &active.path))
-                .inspect_err(|error| self.fail_stop(error))?;
+                .map_err(io_error("write", &active.path))?;
             active.meta.lock().unflushed_bytes = 0;
             writer.pending.clear();
             writer.pending.shrink_to(PENDING_BYTES_MAX);
         }
         self.flush_index(writer)
+    }
+
+    /// Makes the log fail-stop after `error`, first cutting from the active segment what
+    /// a failed write may have left in it that no caller will ever be told was
+    /// published, so that an error answer always means "not published" (see
+    /// `docs/storage.md`, "A failed write is not published"):
+    ///
+    /// - under [`SyncPolicy::Always`], everything past the last synced length: no record
+    ///   there was confirmed, and from the fail-stop on every waiter for one is answered
+    ///   with an error;
+    /// - under the relaxed policies, the failed write's own bytes, from `relaxed_cut_at`
+    ///   (`None`: it wrote nothing): the records before it were confirmed when written.
+    ///
+    /// Called with the writer lock held, and the cut made before the failure is
+    /// published, so no waiter is answered while those bytes are still in the file and
+    /// no writer adds more after them. A cut that fails is logged: the outcome of the
+    /// writes answered with the error is then unknown (the reason says so).
+    pub(crate) fn fail_stop_cutting(
+        &self,
+        writer: &Writer,
+        error: &StoreError,
+        relaxed_cut_at: Option<u64>,
+    ) {
+        let keep = if self.options.sync == SyncPolicy::Always {
+            let synced = *self.synced.lock();
+            debug_assert_eq!(synced.base_offset, writer.active.base_offset);
+            Some((synced.bytes, synced.end_offset))
+        } else {
+            // The failed write's records start at the writer's next offset.
+            relaxed_cut_at.map(|at| (at, writer.next_offset))
+        };
+        let Some((keep, end_offset)) = keep else {
+            self.fail_stop(error);
+            return;
+        };
+        let active = &writer.active;
+        {
+            // Readers must not look past the cut either (they read up to `bytes`).
+            let mut meta = active.meta.lock();
+            if meta.bytes > keep {
+                meta.bytes = keep;
+                meta.end_offset = end_offset;
+                meta.unflushed_bytes = 0;
+                meta.entries
+                    .retain(|entry| u64::from(entry.position) < keep);
+            }
+        }
+        let cut = active
+            .file
+            .len()
+            .and_then(|len| {
+                if len > keep {
+                    active.file.set_len(keep)?;
+                    active.file.sync()?;
+                }
+                Ok(())
+            })
+            .map_err(io_error("truncate", &active.path));
+        match cut {
+            Ok(()) => self.fail_stop(error),
+            Err(cut_error) => {
+                tracing::error!(%cut_error, "could not cut a failed write from the log");
+                self.fail_stop(&StoreError::FailStopped {
+                    reason: format!(
+                        "{error}; then cutting the failed write failed ({cut_error}), so \
+                         writes answered with this error may still be found after a restart"
+                    ),
+                });
+            }
+        }
     }
 
     /// Checks that `batch` decodes to exactly `payloads` at offsets from `first`.
@@ -308,10 +389,24 @@ impl Shared {
         self.flush_pending(writer)?;
         let old = Arc::clone(&writer.active);
         old.file.sync().map_err(io_error("fdatasync", &old.path))?;
+        // All of it is durable now, so a failure below cuts nothing of it.
+        *self.synced.lock() = {
+            let meta = old.meta.lock();
+            SyncedLength {
+                base_offset: old.base_offset,
+                end_offset: meta.end_offset,
+                bytes: meta.bytes,
+            }
+        };
         self.note_synced_by_roll(writer.next_offset);
         let meta = old.meta.lock().clone();
         reindex::write_sealed_index(&old, &meta)?;
         let new = recovery::create_segment(self.storage.as_ref(), &self.dir, writer.next_offset)?;
+        *self.synced.lock() = SyncedLength {
+            base_offset: new.base_offset,
+            end_offset: new.base_offset,
+            bytes: 0,
+        };
         self.segments.write().push(Arc::clone(&new));
         writer.active = new;
         writer.writeback_at_bytes = writeback_step_bytes(&self.options);

@@ -108,9 +108,23 @@ pub(crate) struct TopicInner {
     retention: Mutex<TopicRetention>,
     /// What retention removed since the store was opened.
     removed: Mutex<RetentionRemoved>,
-    /// `true` once deleted. Every operation holds the read side, so a delete (the write
-    /// side) waits for operations in flight and none starts after it.
-    deleted: RwLock<bool>,
+    /// `Live` until deleted or closed for a reopen. Every operation holds the read side,
+    /// so a delete or close (the write side) waits for operations in flight and none
+    /// starts after it.
+    deleted: RwLock<Life>,
+}
+
+/// Whether a topic handle still serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Life {
+    /// Serving.
+    Live,
+    /// Deleted: every call answers `UnknownTopic`.
+    Deleted,
+    /// Closed so the store could reopen the topic from its files (healing a fail-stop,
+    /// or after a repair): calls answer `TopicFailed`, and a new handle from
+    /// `Store::topic` serves.
+    Reopened,
 }
 
 /// Where the wait side of a group call writes a due checkpoint (see `deferred.rs`).
@@ -143,7 +157,7 @@ impl TopicInner {
     /// Writes a due checkpoint unless the topic was deleted (a delete waits for it).
     fn checkpoint_if_live(&self) {
         let deleted = self.deleted.read();
-        if !*deleted {
+        if *deleted == Life::Live {
             self.groups.maybe_checkpoint(&self.messages);
         }
     }
@@ -192,29 +206,41 @@ impl DurableTopic {
                 retention_defaults: options.retention,
                 retention: Mutex::new(retention),
                 removed: Mutex::new(RetentionRemoved::default()),
-                deleted: RwLock::new(false),
+                deleted: RwLock::new(Life::Live),
             }),
         })
     }
 
-    /// The topic's directory.
-    pub(crate) fn dir(&self) -> &Path {
-        &self.inner.dir
-    }
-
     /// Marks the topic deleted, waiting for operations in flight.
     pub(crate) fn retire(&self) {
-        *self.inner.deleted.write() = true;
+        *self.inner.deleted.write() = Life::Deleted;
     }
 
-    pub(crate) fn live(&self) -> Result<RwLockReadGuard<'_, bool>, StoreError> {
-        let deleted = self.inner.deleted.read();
-        if *deleted {
-            return Err(StoreError::UnknownTopic {
-                topic: self.inner.name.clone(),
-            });
+    /// Closes the handle so the store can open the topic's files again: waits for
+    /// operations in flight, refuses new ones, and makes both logs fail-stop, so that
+    /// nothing this handle (or a clone of it) holds ever writes to the files again.
+    pub(crate) fn close_for_reopen(&self) {
+        *self.inner.deleted.write() = Life::Reopened;
+        let closed = StoreError::FailStopped {
+            reason: "the topic was closed to be reopened".into(),
+        };
+        self.inner.messages.close(&closed);
+        self.inner.groups.log().close(&closed);
+    }
+
+    pub(crate) fn live(&self) -> Result<RwLockReadGuard<'_, Life>, StoreError> {
+        let life = self.inner.deleted.read();
+        let topic = self.inner.name.clone();
+        match *life {
+            Life::Live => Ok(life),
+            Life::Deleted => Err(StoreError::UnknownTopic { topic }),
+            Life::Reopened => Err(StoreError::TopicFailed {
+                topic,
+                reason: "this handle was closed when the topic was reopened; look the topic \
+                         up again"
+                    .into(),
+            }),
         }
-        Ok(deleted)
     }
 
     /// The topic's name.

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use mailroom_client::{
     BatchItemError, BatchPoll, ChannelDelivery, ChannelInfo, ClientError, DeadLetterPage, Delivery,
     DeliveryId, GroupDetail, GroupOptions, NackKind, NackOptions, NackOutcome, NewMessage,
-    SubscribeOptions, TopicInfo, TopicSummary,
+    SubscribeOptions, TopicInfo, TopicRepairReport, TopicSummary,
 };
 
 use super::Args;
@@ -181,6 +181,12 @@ impl Api for Scripted {
         unused()
     }
     async fn delete_topic(&self, _: &str) -> Result<(), ClientError> {
+        unused()
+    }
+    async fn recover_topic(&self, _: &str) -> Result<bool, ClientError> {
+        unused()
+    }
+    async fn repair_topic(&self, _: &str) -> Result<TopicRepairReport, ClientError> {
         unused()
     }
     async fn subscribe_with(

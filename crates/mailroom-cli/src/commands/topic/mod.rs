@@ -1,4 +1,4 @@
-//! `mailroom topic create|list|info|retention|delete`, one file per verb.
+//! `mailroom topic create|list|info|retention|delete|recover|repair`, one file per verb.
 
 use crate::api::Api;
 use crate::output::Output;
@@ -7,6 +7,8 @@ mod create;
 mod delete;
 mod info;
 mod list;
+mod recover;
+mod repair;
 mod retention;
 
 /// Topic subcommands.
@@ -22,6 +24,11 @@ pub enum TopicCommand {
     Retention(retention::Args),
     /// Delete a topic with its messages and groups (durable; cannot be undone).
     Delete(TopicArgs),
+    /// Reopen a failed topic (stopped after a full disk, or unreadable) from what is
+    /// durable, now rather than at the server's next retry.
+    Recover(TopicArgs),
+    /// Repair a damaged topic: the server moves its damaged files aside and reopens it.
+    Repair(TopicArgs),
 }
 
 /// One topic.
@@ -40,5 +47,7 @@ pub async fn run(api: &impl Api, command: TopicCommand, output: Output) -> anyho
         TopicCommand::Info(args) => info::run(api, args, output).await,
         TopicCommand::Retention(args) => retention::run(api, args, output).await,
         TopicCommand::Delete(args) => delete::run(api, args, output).await,
+        TopicCommand::Recover(args) => recover::run(api, args, output).await,
+        TopicCommand::Repair(args) => repair::run(api, args, output).await,
     }
 }

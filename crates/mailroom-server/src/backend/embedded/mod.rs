@@ -30,6 +30,7 @@ use super::{
     RetentionPass, TopicOffsets, TopicPublisher, TopicState,
 };
 use crate::long_poll::LongPolls;
+use mailroom_store::TopicRepaired;
 
 mod calls;
 mod disk;
@@ -492,9 +493,42 @@ impl Backend for Embedded {
         Ok(())
     }
 
+    async fn recover_topic(&self, topic: &str) -> Result<bool, BackendError> {
+        let name = topic.to_owned();
+        let recovered = self
+            .blocking(move |store| store.recover_topic(&name))
+            .await?;
+        // Long polls parked on the old handle look the topic up again.
+        self.long_polls.wake(topic);
+        Ok(recovered)
+    }
+
+    async fn recover_topics(&self) -> Vec<String> {
+        let store = self.store.clone();
+        let healed = tokio::task::spawn_blocking(move || store.recover_topics())
+            .await
+            .unwrap_or_default();
+        for topic in &healed {
+            self.long_polls.wake(topic);
+        }
+        healed
+    }
+
+    async fn repair_topic(&self, topic: &str) -> Result<Option<TopicRepaired>, BackendError> {
+        let name = topic.to_owned();
+        let repaired = self
+            .blocking(move |store| store.repair_topic(&name))
+            .await?;
+        self.long_polls.wake(topic);
+        Ok(repaired)
+    }
+
     fn health(&self) -> BackendHealth {
+        // Damage and fail-stops stay in their topics: the store as a whole has no
+        // failure of its own once it is open.
         BackendHealth {
-            failure: self.store.failure(),
+            failure: None,
+            failed_topics: reads::failed_topics(&self.store),
         }
     }
 

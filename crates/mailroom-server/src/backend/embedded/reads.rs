@@ -2,10 +2,14 @@
 //! listing, a topic's or a group's whole state, the metrics' gauges. Each runs where
 //! [`Embedded::blocking`](super::Embedded::blocking) puts it.
 
-use mailroom_store::{DurableTopic, Store, StoreError};
+use std::collections::HashMap;
+
+use mailroom_api::topic_health::FailedTopic;
+use mailroom_store::{DurableTopic, FailureKind, Store, StoreError};
 
 use crate::backend::{
-    GroupDetail, GroupGauges, RetentionPass, RetentionState, TopicOffsets, TopicState,
+    GroupDetail, GroupGauges, RetentionPass, RetentionState, TopicFailureState, TopicOffsets,
+    TopicState,
 };
 
 /// A topic's retention, size and what retention removed.
@@ -17,27 +21,61 @@ pub(super) fn retention_state(topic: &DurableTopic) -> RetentionState {
     }
 }
 
-/// Every topic with its offsets and groups.
+/// Every topic with its offsets and groups; a failed one with its failure (and, if it
+/// could not be opened, zeros: its numbers are unknown).
 pub(super) fn list_topics(store: &Store) -> Result<Vec<TopicOffsets>, StoreError> {
+    let failures = failures_by_topic(store);
     let mut topics = Vec::new();
     for name in store.topics() {
-        // A topic deleted between the listing and this lookup is simply skipped.
-        if let Ok(topic) = store.topic(&name) {
-            topics.push(TopicOffsets {
+        let failure = failures.get(&name).cloned();
+        match store.topic(&name) {
+            Ok(topic) => topics.push(TopicOffsets {
                 start: topic.start(),
                 end: topic.len(),
                 groups: topic.groups(),
                 retention: retention_state(&topic),
                 name,
-            });
+                failure,
+            }),
+            Err(StoreError::TopicFailed { reason, .. }) => topics.push(TopicOffsets {
+                start: 0,
+                end: 0,
+                groups: Vec::new(),
+                retention: unknown_retention(store),
+                name,
+                failure: failure.or(Some(TopicFailureState {
+                    kind: FailureKind::Stopped.as_str(),
+                    reason,
+                })),
+            }),
+            // Deleted between the listing and this lookup: simply skipped.
+            Err(_) => {}
         }
     }
     Ok(topics)
 }
 
-/// One topic with every group's state.
+/// One topic with every group's state; a failed one with its failure (zeros if it could
+/// not be opened).
 pub(super) fn topic_state(store: &Store, name: String) -> Result<TopicState, StoreError> {
-    let handle = store.topic(&name)?;
+    let failure = failures_by_topic(store).remove(&name);
+    let handle = match store.topic(&name) {
+        Ok(handle) => handle,
+        Err(StoreError::TopicFailed { reason, .. }) => {
+            return Ok(TopicState {
+                retention: unknown_retention(store),
+                name,
+                start: 0,
+                end: 0,
+                groups: Vec::new(),
+                failure: failure.or(Some(TopicFailureState {
+                    kind: FailureKind::Stopped.as_str(),
+                    reason,
+                })),
+            })
+        }
+        Err(other) => return Err(other),
+    };
     let mut groups = Vec::new();
     for group in handle.groups() {
         match handle.group_info(&group) {
@@ -53,7 +91,45 @@ pub(super) fn topic_state(store: &Store, name: String) -> Result<TopicState, Sto
         end: handle.len(),
         groups,
         retention: retention_state(&handle),
+        failure,
     })
+}
+
+/// The failed topics, for `/healthz`.
+pub(super) fn failed_topics(store: &Store) -> Vec<FailedTopic> {
+    store
+        .topic_failures()
+        .into_iter()
+        .map(|failure| FailedTopic {
+            topic: failure.topic,
+            kind: failure.kind.as_str().to_owned(),
+            reason: failure.reason,
+        })
+        .collect()
+}
+
+fn failures_by_topic(store: &Store) -> HashMap<String, TopicFailureState> {
+    store
+        .topic_failures()
+        .into_iter()
+        .map(|failure| {
+            let state = TopicFailureState {
+                kind: failure.kind.as_str(),
+                reason: failure.reason,
+            };
+            (failure.topic, state)
+        })
+        .collect()
+}
+
+/// The retention shown for a topic that could not be opened: the store's defaults (its
+/// own settings could not be read), nothing counted.
+fn unknown_retention(store: &Store) -> RetentionState {
+    RetentionState {
+        in_force: store.retention_defaults(),
+        bytes: 0,
+        removed: Default::default(),
+    }
 }
 
 /// Everything known of one group.
