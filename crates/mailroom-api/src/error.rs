@@ -115,6 +115,11 @@ error_codes! {
     StorageError => "storage_error",
     /// 503: the store stopped accepting writes after a failed sync (fail-stop).
     StoreFailed => "store_failed",
+    /// 503: the store (a database the broker runs over) cannot be reached now; the
+    /// broker reconnects by itself, and the call may be retried.
+    StoreUnavailable => "store_unavailable",
+    /// 501: the broker's backend does not support this call yet.
+    NotSupported => "not_supported",
     /// Any other error status without a code of its own.
     Error => "error",
 }

@@ -24,6 +24,7 @@ fn example_config_sets_every_key() {
         retention_max_bytes,
         retention_interval_ms,
         segment_bytes,
+        store,
     } = layer.clone();
     assert!(listen.is_some(), "listen");
     assert!(data.is_some(), "data");
@@ -36,6 +37,28 @@ fn example_config_sets_every_key() {
     assert!(retention_max_bytes.is_some(), "retention_max_bytes");
     assert!(retention_interval_ms.is_some(), "retention_interval_ms");
     assert!(segment_bytes.is_some(), "segment_bytes");
+    // Shown commented out: an example that ran against a database nobody has would not
+    // start; `store_key_names_a_database` below parses the line.
+    assert!(store.is_none(), "store");
     let config = Config::resolve(ConfigLayer::default(), Some(layer)).expect("resolves");
     assert_eq!(config.data_dir, Path::new("/var/lib/mailroom"));
+}
+
+// Proves the example's commented `store` line is a key the loader reads, with a URL the
+// config check accepts.
+#[test]
+fn store_key_names_a_database() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/mailroom.toml");
+    let text = std::fs::read_to_string(path).expect("docs/mailroom.toml reads");
+    let line = text
+        .lines()
+        .find_map(|line| line.strip_prefix("# store = "))
+        .expect("the example shows the store key");
+    let layer = ConfigLayer::from_toml(&format!("store = {line}")).expect("the line parses");
+    let config = Config::resolve(ConfigLayer::default(), Some(layer)).expect("resolves");
+    assert!(config
+        .store
+        .is_some_and(|url| url.starts_with("postgres://")));
+    let bad = ConfigLayer::from_toml(r#"store = "mysql://x""#).unwrap();
+    assert!(Config::resolve(ConfigLayer::default(), Some(bad)).is_err());
 }

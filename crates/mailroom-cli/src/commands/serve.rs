@@ -50,9 +50,14 @@ pub struct Args {
     /// segments [default: 67108864].
     #[arg(long, env = "MAILROOM_SEGMENT_BYTES")]
     segment_bytes: Option<u64>,
+    /// Keep everything in this PostgreSQL database (postgres://USER[:PASSWORD]@HOST:PORT/DB)
+    /// instead of the data directory; brokers sharing one database serve the same topics
+    /// [default: the embedded store in --data].
+    #[arg(long, env = "MAILROOM_STORE")]
+    store: Option<String>,
     /// A TOML file with any of: listen, data, fsync, token, max_payload_bytes,
     /// header_read_timeout_ms, cors_origins, retention_max_age_ms, retention_max_bytes,
-    /// retention_interval_ms, segment_bytes.
+    /// retention_interval_ms, segment_bytes, store.
     #[arg(long, env = "MAILROOM_CONFIG")]
     config: Option<PathBuf>,
 }
@@ -80,6 +85,7 @@ pub async fn run(args: Args, token: Option<String>) -> anyhow::Result<()> {
         retention_max_bytes: args.retention_max_bytes,
         retention_interval_ms: args.retention_interval_ms,
         segment_bytes: args.segment_bytes,
+        store: args.store,
     };
     let config = Config::resolve(flags, file)?;
     tracing::info!(?config, "starting");

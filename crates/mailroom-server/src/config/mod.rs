@@ -116,6 +116,9 @@ pub struct ConfigLayer {
     pub retention_interval_ms: Option<u64>,
     /// The size at which a log starts a new segment, in bytes.
     pub segment_bytes: Option<u64>,
+    /// Where topics and groups are kept: `postgres://...` for a PostgreSQL database that
+    /// several brokers may share; unset, the embedded store in `data`.
+    pub store: Option<String>,
 }
 
 impl ConfigLayer {
@@ -180,6 +183,9 @@ pub struct Config {
     pub retention_interval_ms: u64,
     /// The size at which every log (message and groups logs) starts a new segment.
     pub segment_bytes: u64,
+    /// The PostgreSQL database to keep everything in (`postgres://...`), or `None` for
+    /// the embedded store in `data_dir` (see `docs/scale-out.md`).
+    pub store: Option<String>,
 }
 
 impl fmt::Debug for Config {
@@ -197,6 +203,7 @@ impl fmt::Debug for Config {
             .field("retention_max_bytes", &self.retention_max_bytes)
             .field("retention_interval_ms", &self.retention_interval_ms)
             .field("segment_bytes", &self.segment_bytes)
+            .field("store", &self.store.as_deref().map(without_password))
             .finish()
     }
 }
@@ -215,6 +222,7 @@ impl Default for Config {
             retention_max_bytes: None,
             retention_interval_ms: RETENTION_INTERVAL_MS_DEFAULT,
             segment_bytes: SEGMENT_BYTES_DEFAULT,
+            store: None,
         }
     }
 }
@@ -263,6 +271,7 @@ impl Config {
                 .segment_bytes
                 .or(file.segment_bytes)
                 .unwrap_or(defaults.segment_bytes),
+            store: flags.store.or(file.store),
         };
         config.check()?;
         config.check_retention()?;
@@ -270,6 +279,14 @@ impl Config {
     }
 
     fn check(&self) -> Result<(), ConfigError> {
+        if let Some(store) = &self.store {
+            if !(store.starts_with("postgres://") || store.starts_with("postgresql://")) {
+                return Err(ConfigError::Invalid {
+                    setting: "store",
+                    reason: "must be a postgres:// or postgresql:// URL".into(),
+                });
+            }
+        }
         if self.payload_bytes_max == 0 || self.payload_bytes_max > PAYLOAD_BYTES_MAX_LIMIT {
             return Err(ConfigError::Invalid {
                 setting: "max-payload-bytes",
@@ -360,3 +377,17 @@ impl Config {
 
 #[cfg(test)]
 mod tests;
+
+/// A store URL with its password (if any) left out, for logs.
+fn without_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    match rest.split_once('@') {
+        Some((user, host)) => match user.split_once(':') {
+            Some((user, _)) => format!("{scheme}://{user}:<password>@{host}"),
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
+    }
+}
