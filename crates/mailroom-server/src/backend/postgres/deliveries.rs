@@ -38,16 +38,20 @@ struct Collect<'a> {
 }
 
 impl Collect<'_> {
-    fn offer(&mut self, offset: u64) -> Offer {
+    fn offer(&mut self, offset: u64) -> Result<Offer, BackendError> {
+        // Every message a batch can reach had its size read (`group::sizes`); one
+        // missing is a fault, not a reason to end the batch quietly.
         let Some(&size) = self.planning.sizes.get(&offset) else {
-            return Offer::Vanished;
+            return Err(BackendError::Internal(format!(
+                "message {offset} is missing from the log"
+            )));
         };
         let taken = self.bytes.saturating_add(size);
         if !self.ids.is_empty() && taken > POLL_BATCH_BYTES_MAX {
-            return Offer::Declined;
+            return Ok(Offer::Declined);
         }
         self.bytes = taken;
-        Offer::Taken
+        Ok(Offer::Taken)
     }
 }
 
@@ -63,7 +67,7 @@ impl BatchHome for Collect<'_> {
     }
 
     fn owned(&mut self, id: DeliveryId) -> Result<Offer, BackendError> {
-        let offer = self.offer(id.offset);
+        let offer = self.offer(id.offset)?;
         if offer == Offer::Taken {
             self.ids.push(id);
         }
@@ -71,7 +75,7 @@ impl BatchHome for Collect<'_> {
     }
 
     fn deliver(&mut self, new: NewDelivery) -> Result<Offer, BackendError> {
-        let offer = self.offer(new.id.offset);
+        let offer = self.offer(new.id.offset)?;
         if offer == Offer::Taken {
             apply_planned(&mut self.planning.state, &new.change(self.consumer))?;
             self.ids.push(new.id);
@@ -190,8 +194,8 @@ impl Postgres {
                     .into_iter()
                     .map(|result| result.map(drop))
                     .collect();
-                // Sizes were read before the acks; the acks only finish messages, so
-                // every message the poll may hand out is among those read.
+                // Sizes were read before the acks, for two windows' worth of offsets:
+                // the acks move the position at most one window on.
                 let deliveries = poll_batch_plan(planning, consumer, max)?;
                 Ok(Planned {
                     answer: acked,

@@ -419,7 +419,8 @@ async fn payloads(
 }
 
 /// The payload sizes of every message a batch poll of `state` may hand out: its slots
-/// and the fresh messages of its window.
+/// and the fresh messages of two windows from its position (acks before the poll, in
+/// ack-then-poll, move the position at most past the first window).
 async fn sizes(
     client: &impl GenericClient,
     topic_id: i64,
@@ -433,7 +434,7 @@ async fn sizes(
         .collect();
     let from = state.position();
     let to = from
-        .saturating_add(u64::from(state.config().max_in_flight))
+        .saturating_add(2 * u64::from(state.config().max_in_flight))
         .min(log_end);
     let statement = client.prepare_cached(SIZES).await.map_err(PgError::from)?;
     let rows = client
