@@ -285,3 +285,32 @@ async fn dead_letters_redrive_and_purge_across_brokers() {
     let detail = ok(&b, Method::GET, GROUP, "").await;
     assert_eq!(detail["dead_letters"], 0, "{detail}");
 }
+
+// Regression: a group deleted and created again on B starts at version 1 again; A, which
+// had cached the old group at version 1, must not serve the old state for the new one.
+#[tokio::test]
+async fn recreated_group_is_not_served_from_the_old_cache() {
+    let Some((a, b)) = two_brokers().await else {
+        return;
+    };
+    ok(&a, Method::PUT, "/v1/topics/t", "").await;
+    ok(
+        &a,
+        Method::PUT,
+        GROUP,
+        r#"{"max_attempts":1,"max_in_flight":2}"#,
+    )
+    .await;
+    let before = ok(&a, Method::GET, GROUP, "").await;
+    assert_eq!(before["max_in_flight"], 2, "{before}");
+    ok(&b, Method::DELETE, GROUP, "").await;
+    ok(
+        &b,
+        Method::PUT,
+        GROUP,
+        r#"{"max_attempts":1,"max_in_flight":1}"#,
+    )
+    .await;
+    let after = ok(&a, Method::GET, GROUP, "").await;
+    assert_eq!(after["max_in_flight"], 1, "{after}");
+}

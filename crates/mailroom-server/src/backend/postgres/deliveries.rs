@@ -385,21 +385,21 @@ impl Postgres {
     ) -> Result<(GroupState, u64), BackendError> {
         let key = (topic.to_owned(), group.to_owned());
         let cached = self.cache.lock().get(&key).cloned();
-        let (version, topic_id) = cached
+        let (version, group_id) = cached
             .as_ref()
-            .map_or((-1, -1), |cached| (cached.version, cached.topic_id));
+            .map_or((-1, -1), |cached| (cached.version, cached.group_id));
         let client = self.client().await?;
         let row = client
             .query_opt(
                 "SELECT t.id, g.version, \
-                 CASE WHEN g.version = $3 AND t.id = $4 THEN NULL ELSE g.state END, \
+                 CASE WHEN g.version = $3 AND g.id = $4 THEN NULL ELSE g.state END, \
                  (extract(epoch FROM clock_timestamp()) * 1000)::bigint, \
                  (SELECT array_agg(d.\"offset\" ORDER BY d.seq) FROM mailroom_dead_letters d \
                   WHERE d.topic_id = t.id AND d.group_name = g.name \
-                  AND NOT (g.version = $3 AND t.id = $4)) \
+                  AND NOT (g.version = $3 AND g.id = $4)) \
                  FROM mailroom_topics t JOIN mailroom_groups g ON g.topic_id = t.id \
                  WHERE t.name = $1 AND g.name = $2",
-                &[&topic, &group, &version, &topic_id],
+                &[&topic, &group, &version, &group_id],
             )
             .await
             .map_err(PgError::from)?;

@@ -20,6 +20,9 @@ use crate::backend::BackendError;
 /// A group's state as this broker last saw it committed.
 #[derive(Debug, Clone)]
 pub(super) struct Cached {
+    /// The group's row id: a group deleted and created again gets a new one, so its
+    /// versions, which start again at 1, never match the old group's cache.
+    pub group_id: i64,
     pub topic_id: i64,
     pub version: i64,
     pub state: GroupState,
@@ -57,7 +60,7 @@ impl<R> Planned<R> {
 }
 
 const LOCK_GROUP: &str = "SELECT t.id, g.version, \
-     CASE WHEN g.version = $3 AND t.id = $4 THEN NULL ELSE g.state END, g.dead_letter_seq \
+     CASE WHEN g.version = $3 AND g.id = $4 THEN NULL ELSE g.state END, g.dead_letter_seq, g.id \
      FROM mailroom_topics t JOIN mailroom_groups g ON g.topic_id = t.id \
      WHERE t.name = $1 AND g.name = $2 FOR UPDATE OF g";
 // Sent right behind the lock in the same pipeline, so it runs once the lock is held and
@@ -142,9 +145,9 @@ impl Postgres {
     ) -> Result<(R, Vec<Delivery<Bytes>>, Cached), BackendError> {
         let mut client = self.client().await?;
         let transaction = client.transaction().await.map_err(PgError::from)?;
-        let (cached_version, cached_topic) = cached
+        let (cached_version, cached_group) = cached
             .as_ref()
-            .map_or((-1, -1), |cached| (cached.version, cached.topic_id));
+            .map_or((-1, -1), |cached| (cached.version, cached.group_id));
         let lock = transaction
             .prepare_cached(LOCK_GROUP)
             .await
@@ -154,7 +157,7 @@ impl Postgres {
             .await
             .map_err(PgError::from)?;
         let (locked, log) = try_join(
-            transaction.query_opt(&lock, &[&topic, &group, &cached_version, &cached_topic]),
+            transaction.query_opt(&lock, &[&topic, &group, &cached_version, &cached_group]),
             transaction.query_opt(&log, &[&topic]),
         )
         .await
@@ -170,11 +173,15 @@ impl Postgres {
         let version: i64 = locked.get(1);
         let stored: Option<Vec<u8>> = locked.get(2);
         let dead_letter_seq: i64 = locked.get(3);
+        let group_id: i64 = locked.get(4);
         let log_end = log.get::<_, i64>(0) as u64;
         let db_now_ms = log.get::<_, i64>(1).max(0) as u64;
         let base = match (stored, cached) {
             (None, Some(cached)) => cached,
-            (Some(bytes), _) => restore(&transaction, topic_id, group, version, &bytes).await?,
+            (Some(bytes), _) => {
+                let at = (group_id, topic_id, version);
+                restore(&transaction, at, group, &bytes).await?
+            }
             (None, None) => {
                 return Err(BackendError::Internal(
                     "the database withheld a group state this broker does not hold".into(),
@@ -217,6 +224,7 @@ impl Postgres {
         transaction.commit().await.map_err(PgError::from)?;
         let fresh = match written {
             Some(()) => Cached {
+                group_id,
                 topic_id,
                 version: version + 1,
                 state,
@@ -253,9 +261,8 @@ pub(super) fn apply_planned(
 /// Restores the committed state from its bytes and the dead-letter rows.
 async fn restore(
     client: &impl GenericClient,
-    topic_id: i64,
+    (group_id, topic_id, version): (i64, i64, i64),
     group: &str,
-    version: i64,
     bytes: &[u8],
 ) -> Result<Cached, BackendError> {
     let statement = client
@@ -283,6 +290,7 @@ async fn restore(
     let state =
         GroupState::from_snapshot(stored.snapshot).map_err(|error| damaged(error.to_string()))?;
     Ok(Cached {
+        group_id,
         topic_id,
         version,
         state,

@@ -40,6 +40,7 @@ pub const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (topic_id, "offset")
     ) PARTITION BY LIST (topic_id);
     CREATE TABLE mailroom_groups (
+        id              bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
         topic_id        bigint NOT NULL REFERENCES mailroom_topics (id) ON DELETE CASCADE,
         name            text   NOT NULL,
         version         bigint NOT NULL,
