@@ -111,3 +111,56 @@ fn unreachable_store_stops_the_start() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("store"), "{stderr}");
 }
+
+// Proves the publish stream works over the PostgreSQL store: 300 messages pipelined into
+// broker A are confirmed in order with consecutive offsets, and broker B reads every one
+// back at its confirmed offset.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publish_stream_on_one_broker_reads_back_on_the_other() {
+    let Some(url) = fresh_database().await else {
+        return;
+    };
+    let (dir_a, dir_b) = (temp_dir(), temp_dir());
+    let a = ServerProcess::start(dir_a.path(), &["--store", &url]);
+    let b = ServerProcess::start(dir_b.path(), &["--store", &url]);
+    a.client().create_topic("t").await.unwrap();
+    let mut stream = a
+        .client()
+        .publish_stream_with_window("t", 32)
+        .await
+        .unwrap();
+    let mut confirmations = Vec::new();
+    for n in 0..300u32 {
+        stream
+            .feed(bytes::Bytes::from(format!("m{n}")))
+            .await
+            .unwrap();
+    }
+    confirmations.extend(stream.flush().await.unwrap());
+    stream.close().await.unwrap();
+    let mut offsets = Vec::new();
+    for confirmation in &confirmations {
+        for seq in confirmation.seqs() {
+            offsets.push(confirmation.offset_of(seq).expect("confirmed"));
+        }
+    }
+    assert_eq!(offsets, (0..300).collect::<Vec<u64>>());
+    let mut options = mailroom_client::GroupOptions::new(1);
+    options.max_in_flight = Some(300);
+    let reader = b.client();
+    reader
+        .create_group_with("t", "reader", &options)
+        .await
+        .unwrap();
+    let request = mailroom_client::BatchPoll {
+        consumer: None,
+        max: 300,
+        wait_ms: 0,
+        ack: &[],
+    };
+    let deliveries = reader.poll_batch("t", "reader", &request).await.unwrap();
+    assert_eq!(deliveries.len(), 300);
+    for delivery in deliveries {
+        assert_eq!(delivery.payload, format!("m{}", delivery.offset).as_bytes());
+    }
+}

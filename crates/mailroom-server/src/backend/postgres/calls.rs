@@ -118,8 +118,8 @@ impl Backend for Postgres {
         Ok(offsets)
     }
 
-    fn publisher(&self, _topic: &str) -> Result<Box<dyn TopicPublisher>, BackendError> {
-        Err(BackendError::NotSupported("the publish stream"))
+    fn publisher(&self, topic: &str) -> Result<Box<dyn TopicPublisher>, BackendError> {
+        Ok(Box::new(self.stream_publisher(topic)))
     }
 
     async fn create_group(

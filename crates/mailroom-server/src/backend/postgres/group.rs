@@ -23,7 +23,6 @@ pub(super) struct Cached {
     /// The group's row id: a group deleted and created again gets a new one, so its
     /// versions, which start again at 1, never match the old group's cache.
     pub group_id: i64,
-    pub topic_id: i64,
     pub version: i64,
     pub state: GroupState,
     pub clock_ms: u64,
@@ -225,7 +224,6 @@ impl Postgres {
         let fresh = match written {
             Some(()) => Cached {
                 group_id,
-                topic_id,
                 version: version + 1,
                 state,
                 clock_ms: now_ms,
@@ -291,7 +289,6 @@ async fn restore(
         GroupState::from_snapshot(stored.snapshot).map_err(|error| damaged(error.to_string()))?;
     Ok(Cached {
         group_id,
-        topic_id,
         version,
         state,
         clock_ms: stored.clock_ms,

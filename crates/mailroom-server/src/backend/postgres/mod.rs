@@ -11,10 +11,11 @@
 //! Topics (create, list, state, delete), publish (single and batch), groups (create,
 //! detail, config, delete), poll, ack, nack of every kind, touch, the batches and
 //! ack-then-poll, redrive, purge, dead-letter pages, `next_due_in`, gauges, sync and
-//! health. Not yet: per-topic retention settings and retention itself
+//! health, and the publish stream (its handle does not check the topic when opened: the
+//! first publish does). Not yet: per-topic retention settings and retention itself
 //! (`create_topic_with` other than the defaults and `change_retention` answer 501
-//! `not_supported`; `enforce_retention` removes nothing), and the publish stream's
-//! publisher ([`Backend::publisher`], 501).
+//! `not_supported`; `enforce_retention` removes nothing), and live channels across
+//! brokers (channels stay each broker's own).
 
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -34,6 +35,7 @@ mod deliveries;
 mod encoding;
 mod group;
 mod notify;
+mod publisher;
 mod schema;
 mod topics;
 
@@ -216,6 +218,17 @@ impl Postgres {
             }
         }
         result
+    }
+
+    /// A publish stream's handle on `topic`.
+    fn stream_publisher(&self, topic: &str) -> publisher::PgPublisher {
+        let publishing = publisher::Publishing {
+            pool: self.pool.clone(),
+            long_polls: Arc::clone(&self.long_polls),
+            notifier: Arc::clone(&self.notifier),
+            failure: Arc::clone(&self.failure),
+        };
+        publisher::PgPublisher::start(topic.to_owned(), publishing)
     }
 
     /// Wakes this broker's long polls of `topic` and, through the notifier, every other

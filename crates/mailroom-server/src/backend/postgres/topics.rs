@@ -11,6 +11,8 @@ use mailroom_store::{validate_name, StoreError};
 use super::encoding::encode;
 use super::group::{big, unknown_group, unknown_topic};
 use super::schema::{create_segment, create_topic_partition, topic_partition, SEGMENT_OFFSETS};
+use deadpool_postgres::Pool;
+
 use super::{PgError, Postgres};
 use crate::backend::{BackendError, GroupGauges, RetentionState, TopicOffsets};
 
@@ -135,64 +137,8 @@ impl Postgres {
         topic: &str,
         payloads: &[Bytes],
     ) -> Result<Range<u64>, BackendError> {
-        let count = payloads.len() as i64;
-        let mut client = self.client().await?;
-        let transaction = client.transaction().await.map_err(PgError::from)?;
-        let take = transaction
-            .prepare_cached(
-                "UPDATE mailroom_topics SET next_offset = next_offset + $2 WHERE name = $1 \
-                 RETURNING id, next_offset - $2, segments_end",
-            )
-            .await
-            .map_err(PgError::from)?;
-        let row = transaction
-            .query_opt(&take, &[&topic, &count])
-            .await
-            .map_err(PgError::from)?
-            .ok_or_else(|| unknown_topic(topic))?;
-        let topic_id: i64 = row.get(0);
-        let first = row.get::<_, i64>(1) as u64;
-        let segments_end = row.get::<_, i64>(2) as u64;
-        let end = first + payloads.len() as u64;
-        if payloads.is_empty() {
-            return Ok(first..first);
-        }
-        if end > segments_end {
-            // Rare (once per SEGMENT_OFFSETS messages): made under the row lock just taken,
-            // so two brokers never both create a segment.
-            let mut statements = String::new();
-            let mut segment = segments_end / SEGMENT_OFFSETS;
-            while segment * SEGMENT_OFFSETS < end {
-                statements.push_str(&create_segment(topic_id, segment));
-                statements.push_str(";\n");
-                segment += 1;
-            }
-            statements.push_str(&format!(
-                "UPDATE mailroom_topics SET segments_end = {} WHERE id = {topic_id}",
-                segment * SEGMENT_OFFSETS
-            ));
-            transaction
-                .batch_execute(&statements)
-                .await
-                .map_err(PgError::from)?;
-        }
-        let insert = transaction
-            .prepare_cached(&format!(
-                "INSERT INTO mailroom_messages (topic_id, \"offset\", published_at_ms, payload) \
-                 SELECT $1, $2 + n - 1, {NOW_MS}, p \
-                 FROM unnest($3::bytea[]) WITH ORDINALITY AS m(p, n)"
-            ))
-            .await
-            .map_err(PgError::from)?;
-        let bodies: Vec<&[u8]> = payloads.iter().map(|payload| payload.as_ref()).collect();
-        transaction
-            .execute(&insert, &[&topic_id, &big(first), &bodies])
-            .await
-            .map_err(PgError::from)?;
-        transaction.commit().await.map_err(PgError::from)?;
-        Ok(first..end)
+        append(&self.pool, topic, payloads).await
     }
-
     /// Creates `group` on `topic` at `start` with `config`, with the embedded store's
     /// checks and errors.
     pub(super) async fn create_group_row(
@@ -318,4 +264,71 @@ fn check_group(group: &str, config: &GroupConfig) -> Result<(), BackendError> {
     }
     validate_name(group)?;
     Ok(())
+}
+
+/// Publishes `payloads` to `topic` with consecutive offsets, in one transaction under the
+/// topic row's lock (`docs/scale-out.md`, "Offsets"): the body of
+/// [`Postgres::append`], shared with the publish stream's task.
+pub(super) async fn append(
+    pool: &Pool,
+    topic: &str,
+    payloads: &[Bytes],
+) -> Result<Range<u64>, BackendError> {
+    let count = payloads.len() as i64;
+    let mut client = pool.get().await.map_err(PgError::from)?;
+
+    let transaction = client.transaction().await.map_err(PgError::from)?;
+    let take = transaction
+        .prepare_cached(
+            "UPDATE mailroom_topics SET next_offset = next_offset + $2 WHERE name = $1 \
+                 RETURNING id, next_offset - $2, segments_end",
+        )
+        .await
+        .map_err(PgError::from)?;
+    let row = transaction
+        .query_opt(&take, &[&topic, &count])
+        .await
+        .map_err(PgError::from)?
+        .ok_or_else(|| unknown_topic(topic))?;
+    let topic_id: i64 = row.get(0);
+    let first = row.get::<_, i64>(1) as u64;
+    let segments_end = row.get::<_, i64>(2) as u64;
+    let end = first + payloads.len() as u64;
+    if payloads.is_empty() {
+        return Ok(first..first);
+    }
+    if end > segments_end {
+        // Rare (once per SEGMENT_OFFSETS messages): made under the row lock just taken,
+        // so two brokers never both create a segment.
+        let mut statements = String::new();
+        let mut segment = segments_end / SEGMENT_OFFSETS;
+        while segment * SEGMENT_OFFSETS < end {
+            statements.push_str(&create_segment(topic_id, segment));
+            statements.push_str(";\n");
+            segment += 1;
+        }
+        statements.push_str(&format!(
+            "UPDATE mailroom_topics SET segments_end = {} WHERE id = {topic_id}",
+            segment * SEGMENT_OFFSETS
+        ));
+        transaction
+            .batch_execute(&statements)
+            .await
+            .map_err(PgError::from)?;
+    }
+    let insert = transaction
+        .prepare_cached(&format!(
+            "INSERT INTO mailroom_messages (topic_id, \"offset\", published_at_ms, payload) \
+                 SELECT $1, $2 + n - 1, {NOW_MS}, p \
+                 FROM unnest($3::bytea[]) WITH ORDINALITY AS m(p, n)"
+        ))
+        .await
+        .map_err(PgError::from)?;
+    let bodies: Vec<&[u8]> = payloads.iter().map(|payload| payload.as_ref()).collect();
+    transaction
+        .execute(&insert, &[&topic_id, &big(first), &bodies])
+        .await
+        .map_err(PgError::from)?;
+    transaction.commit().await.map_err(PgError::from)?;
+    Ok(first..end)
 }
