@@ -184,3 +184,58 @@ async fn unsupported_calls_answer_501() {
     let (status, _) = send(&app, Method::GET, "/v1/topics/t", "").await;
     assert_eq!(status, 404, "nothing was created");
 }
+
+// Proves the fencing the design rests on: a session that took a group's row lock (as a
+// broker paused mid-transaction would hold it) keeps other brokers' calls on that group
+// waiting only until PostgreSQL ends its idle transaction; then the other broker's call
+// goes through, and the paused session's late write cannot commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_transaction_loses_its_lock_and_cannot_commit() {
+    let Some(cluster) = cluster_url() else { return };
+    let url = fresh_database(&cluster).await;
+    let (_, app) = broker(&url).await;
+    ok(&app, Method::PUT, "/v1/topics/t", "").await;
+    ok(
+        &app,
+        Method::PUT,
+        "/v1/topics/t/groups/g",
+        r#"{"max_attempts":3}"#,
+    )
+    .await;
+    ok(&app, Method::POST, "/v1/topics/t/messages", "m").await;
+    let (mut paused, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    paused
+        .batch_execute("SET idle_in_transaction_session_timeout = 300")
+        .await
+        .unwrap();
+    let transaction = paused.transaction().await.unwrap();
+    transaction
+        .execute(
+            "SELECT version FROM mailroom_groups WHERE name = 'g' FOR UPDATE",
+            &[],
+        )
+        .await
+        .unwrap();
+    // The "paused" session now idles inside its transaction; the broker's poll waits for
+    // the lock, and gets it once PostgreSQL has ended that transaction.
+    let started = std::time::Instant::now();
+    let delivery = ok(&app, Method::POST, "/v1/topics/t/groups/g/poll", "").await;
+    assert_eq!(delivery["attempt"], 1);
+    assert!(started.elapsed() >= std::time::Duration::from_millis(250));
+    let late = transaction
+        .execute("UPDATE mailroom_groups SET version = version + 100", &[])
+        .await;
+    let committed = match late {
+        Ok(_) => transaction.commit().await.is_ok(),
+        Err(_) => false,
+    };
+    assert!(!committed, "the paused session's late write committed");
+    let again = ok(&app, Method::POST, "/v1/topics/t/groups/g/poll", "").await;
+    assert_eq!(
+        again, delivery,
+        "the state is the broker's, untouched by the late write"
+    );
+}
