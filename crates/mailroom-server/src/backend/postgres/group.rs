@@ -144,49 +144,15 @@ impl Postgres {
     ) -> Result<(R, Vec<Delivery<Bytes>>, Cached), BackendError> {
         let mut client = self.client().await?;
         let transaction = client.transaction().await.map_err(PgError::from)?;
-        let (cached_version, cached_group) = cached
-            .as_ref()
-            .map_or((-1, -1), |cached| (cached.version, cached.group_id));
-        let lock = transaction
-            .prepare_cached(LOCK_GROUP)
-            .await
-            .map_err(PgError::from)?;
-        let log = transaction
-            .prepare_cached(LOG_AND_CLOCK)
-            .await
-            .map_err(PgError::from)?;
-        let (locked, log) = try_join(
-            transaction.query_opt(&lock, &[&topic, &group, &cached_version, &cached_group]),
-            transaction.query_opt(&log, &[&topic]),
-        )
-        .await
-        .map_err(PgError::from)?;
-        let Some(locked) = locked else {
-            return Err(match log {
-                Some(_) => unknown_group(group),
-                None => unknown_topic(topic),
-            });
-        };
-        let log = log.ok_or_else(|| unknown_topic(topic))?;
-        let topic_id: i64 = locked.get(0);
-        let version: i64 = locked.get(1);
-        let stored: Option<Vec<u8>> = locked.get(2);
-        let dead_letter_seq: i64 = locked.get(3);
-        let group_id: i64 = locked.get(4);
-        let log_end = log.get::<_, i64>(0) as u64;
-        let db_now_ms = log.get::<_, i64>(1).max(0) as u64;
-        let base = match (stored, cached) {
-            (None, Some(cached)) => cached,
-            (Some(bytes), _) => {
-                let at = (group_id, topic_id, version);
-                restore(&transaction, at, group, &bytes).await?
-            }
-            (None, None) => {
-                return Err(BackendError::Internal(
-                    "the database withheld a group state this broker does not hold".into(),
-                ))
-            }
-        };
+        let (locked, base) = lock(&transaction, topic, group, cached).await?;
+        let Locked {
+            topic_id,
+            group_id,
+            version,
+            dead_letter_seq,
+            log_end,
+            db_now_ms,
+        } = locked;
         let now_ms = db_now_ms.max(base.clock_ms);
         let mut planning = Planning {
             state: base.state.clone(),
@@ -232,6 +198,73 @@ impl Postgres {
         };
         Ok((planned.answer, deliveries, fresh))
     }
+}
+
+/// What the locked read of a group's row found.
+struct Locked {
+    topic_id: i64,
+    group_id: i64,
+    version: i64,
+    dead_letter_seq: i64,
+    log_end: u64,
+    db_now_ms: u64,
+}
+
+/// Locks the group's row (the read behind it, in the same pipeline, takes the log's end
+/// and the time once the lock is held) and answers what it found with the committed
+/// state: `cached` if it is that version of that row, else restored from the database.
+async fn lock(
+    transaction: &deadpool_postgres::Transaction<'_>,
+    topic: &str,
+    group: &str,
+    cached: Option<Cached>,
+) -> Result<(Locked, Cached), BackendError> {
+    let (cached_version, cached_group) = cached
+        .as_ref()
+        .map_or((-1, -1), |cached| (cached.version, cached.group_id));
+    let lock = transaction
+        .prepare_cached(LOCK_GROUP)
+        .await
+        .map_err(PgError::from)?;
+    let log = transaction
+        .prepare_cached(LOG_AND_CLOCK)
+        .await
+        .map_err(PgError::from)?;
+    let (locked, log) = try_join(
+        transaction.query_opt(&lock, &[&topic, &group, &cached_version, &cached_group]),
+        transaction.query_opt(&log, &[&topic]),
+    )
+    .await
+    .map_err(PgError::from)?;
+    let Some(locked) = locked else {
+        return Err(match log {
+            Some(_) => unknown_group(group),
+            None => unknown_topic(topic),
+        });
+    };
+    let log = log.ok_or_else(|| unknown_topic(topic))?;
+    let found = Locked {
+        topic_id: locked.get(0),
+        version: locked.get(1),
+        dead_letter_seq: locked.get(3),
+        group_id: locked.get(4),
+        log_end: log.get::<_, i64>(0) as u64,
+        db_now_ms: log.get::<_, i64>(1).max(0) as u64,
+    };
+    let stored: Option<Vec<u8>> = locked.get(2);
+    let base = match (stored, cached) {
+        (None, Some(cached)) => cached,
+        (Some(bytes), _) => {
+            let at = (found.group_id, found.topic_id, found.version);
+            restore(transaction, at, group, &bytes).await?
+        }
+        (None, None) => {
+            return Err(BackendError::Internal(
+                "the database withheld a group state this broker does not hold".into(),
+            ))
+        }
+    };
+    Ok((found, base))
 }
 
 /// Which group row a write goes to, and what it held when locked.
