@@ -125,6 +125,11 @@ error_codes! {
     /// 503: the topic is failed (damaged, unreadable or stopped); the message says where
     /// and why. The other topics serve.
     TopicFailed => "topic_failed",
+    /// 503: the store (a database the broker runs over) cannot be reached now; the
+    /// broker reconnects by itself, and the call may be retried.
+    StoreUnavailable => "store_unavailable",
+    /// 501: the broker's backend does not support this call yet.
+    NotSupported => "not_supported",
     /// Any other error status without a code of its own.
     Error => "error",
 }

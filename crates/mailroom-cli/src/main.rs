@@ -59,7 +59,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the broker server.
-    Serve(commands::serve::Args),
+    Serve(Box<commands::serve::Args>),
     /// Create, list and inspect topics.
     #[command(subcommand)]
     Topic(commands::topic::TopicCommand),
@@ -149,7 +149,7 @@ impl std::error::Error for BadServer {}
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let output = Output { json: cli.json };
     let command = match cli.command {
-        Command::Serve(args) => return commands::serve::run(args, cli.token).await,
+        Command::Serve(args) => return commands::serve::run(*args, cli.token).await,
         // Offline: works on the data directory, talks to no server.
         Command::Repair(args) => {
             init_logging("warn");

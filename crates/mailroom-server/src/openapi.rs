@@ -165,8 +165,9 @@ impl Modify for BinaryBodies {
 const OCTET_STREAM: &str = "application/octet-stream";
 
 /// Lists on every operation the answers any call may get besides its own: 500
-/// `internal` (a bug or a failed task) and 503 (`store_failed`: the store is
-/// fail-stop), both with the error body, so generated clients decode them as errors
+/// `internal` (a bug or a failed task), 501 (`not_supported` by the backend) and 503
+/// (`store_failed`: the store is fail-stop; `store_unavailable`: its database cannot be
+/// reached), each with the error body, so generated clients decode them as errors
 /// instead of failing on an undocumented status.
 struct ServerErrorsListed;
 
@@ -179,8 +180,13 @@ impl Modify for ServerErrorsListed {
                  `storage_error`: a disk read or write failed",
             ),
             (
+                "501",
+                "`not_supported`: the broker's backend does not support this call yet",
+            ),
+            (
                 "503",
-                "`store_failed`: the store is fail-stop after a failed write or sync",
+                "`store_failed`: the store is fail-stop after a failed write or sync, or \
+                 `store_unavailable`: the PostgreSQL store cannot be reached now",
             ),
         ];
         for (path, item) in openapi.paths.paths.iter_mut() {

@@ -47,6 +47,9 @@ pub enum ServerError {
         /// The operating system's error.
         source: std::io::Error,
     },
+    /// The PostgreSQL store could not be reached or migrated.
+    #[error("store: {0}")]
+    Postgres(#[from] crate::backend::postgres::PgError),
     /// Serving failed, or a server task panicked.
     #[error("serving: {0}")]
     Serve(String),
@@ -113,6 +116,15 @@ impl Server {
         );
         config.topics_max = Some(budget.topics_max);
         config.connections_max = Some(budget.connections_max);
+        if let Some(url) = config.store.clone() {
+            let long_polls = std::sync::Arc::new(crate::long_poll::LongPolls::default());
+            let backend = crate::backend::Postgres::connect(&url, long_polls).await?;
+            let listener = Server::bind(&config).await?;
+            return Ok(Server {
+                listener,
+                state: AppState::with_backend(std::sync::Arc::new(backend), config),
+            });
+        }
         let dir = config.data_dir.clone();
         let options = store_options(&config);
         let opened = tokio::task::spawn_blocking(move || {
@@ -125,17 +137,20 @@ impl Server {
         .await
         .map_err(|join| ServerError::Serve(join.to_string()))?;
         let store = opened?;
-        let listener =
-            TcpListener::bind(config.listen)
-                .await
-                .map_err(|source| ServerError::Bind {
-                    address: config.listen,
-                    source,
-                })?;
+        let listener = Server::bind(&config).await?;
         Ok(Server {
             listener,
             state: AppState::new(store, config),
         })
+    }
+
+    async fn bind(config: &Config) -> Result<TcpListener, ServerError> {
+        TcpListener::bind(config.listen)
+            .await
+            .map_err(|source| ServerError::Bind {
+                address: config.listen,
+                source,
+            })
     }
 
     /// The address actually bound (the real port when the config asked for port 0).

@@ -27,6 +27,7 @@ fn example_config_sets_every_key() {
         max_topics,
         max_connections,
         socket_send_buffer_bytes,
+        store,
     } = layer.clone();
     assert!(listen.is_some(), "listen");
     assert!(data.is_some(), "data");
@@ -45,6 +46,28 @@ fn example_config_sets_every_key() {
         socket_send_buffer_bytes.is_some(),
         "socket_send_buffer_bytes"
     );
+    // Shown commented out: an example that ran against a database nobody has would not
+    // start; `store_key_names_a_database` below parses the line.
+    assert!(store.is_none(), "store");
     let config = Config::resolve(ConfigLayer::default(), Some(layer)).expect("resolves");
     assert_eq!(config.data_dir, Path::new("/var/lib/mailroom"));
+}
+
+// Proves the example's commented `store` line is a key the loader reads, with a URL the
+// config check accepts.
+#[test]
+fn store_key_names_a_database() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/mailroom.toml");
+    let text = std::fs::read_to_string(path).expect("docs/mailroom.toml reads");
+    let line = text
+        .lines()
+        .find_map(|line| line.strip_prefix("# store = "))
+        .expect("the example shows the store key");
+    let layer = ConfigLayer::from_toml(&format!("store = {line}")).expect("the line parses");
+    let config = Config::resolve(ConfigLayer::default(), Some(layer)).expect("resolves");
+    assert!(config
+        .store
+        .is_some_and(|url| url.starts_with("postgres://")));
+    let bad = ConfigLayer::from_toml(r#"store = "mysql://x""#).unwrap();
+    assert!(Config::resolve(ConfigLayer::default(), Some(bad)).is_err());
 }

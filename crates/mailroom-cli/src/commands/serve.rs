@@ -62,10 +62,15 @@ pub struct Args {
     /// Kernel send buffer (SO_SNDBUF) of every connection, in bytes [default: 262144].
     #[arg(long, env = "MAILROOM_SOCKET_SEND_BUFFER_BYTES")]
     socket_send_buffer_bytes: Option<usize>,
+    /// Keep everything in this PostgreSQL database (postgres://USER[:PASSWORD]@HOST:PORT/DB)
+    /// instead of the data directory; brokers sharing one database serve the same topics
+    /// [default: the embedded store in --data].
+    #[arg(long, env = "MAILROOM_STORE")]
+    store: Option<String>,
     /// A TOML file with any of: listen, data, fsync, token, max_payload_bytes,
     /// header_read_timeout_ms, cors_origins, retention_max_age_ms, retention_max_bytes,
     /// retention_interval_ms, segment_bytes, max_topics, max_connections,
-    /// socket_send_buffer_bytes.
+    /// socket_send_buffer_bytes, store.
     #[arg(long, env = "MAILROOM_CONFIG")]
     config: Option<PathBuf>,
     /// The client flags (`--server`, `--json`, `--timeout`), declared here hidden so that clap does
@@ -113,6 +118,7 @@ pub async fn run(args: Args, token: Option<String>) -> anyhow::Result<()> {
         max_topics: args.max_topics,
         max_connections: args.max_connections,
         socket_send_buffer_bytes: args.socket_send_buffer_bytes,
+        store: args.store,
     };
     let config = Config::resolve(flags, file)?;
     tracing::info!(?config, "starting");

@@ -46,12 +46,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use axum::http::StatusCode;
 use bytes::Bytes;
 use mailroom::group::{DeliveryId, GroupConfig, GroupCounters, NackOptions, NotOwned};
 use mailroom::topic::{
     DeadLetterInfo, Delivery, GroupInfo, Message, Metadata, Nack, StartPosition,
 };
 use mailroom_api::topic_health::FailedTopic;
+use mailroom_api::ErrorCode;
 use mailroom_store::{
     AckedThenPolled, DeadLetterPage, NewMessage, StoreError, TopicRepaired, TopicRetention,
 };
@@ -60,9 +62,11 @@ use crate::error::ApiError;
 use crate::long_poll::LongPolls;
 
 pub mod embedded;
+pub mod postgres;
 mod retention;
 
 pub use embedded::Embedded;
+pub use postgres::Postgres;
 pub use retention::{RetentionChange, RetentionPass, RetentionState};
 
 /// A change on its way to durability: resolves with the call's answer once what it
@@ -82,6 +86,14 @@ pub enum BackendError {
     /// with this message.
     #[error("{0}")]
     Internal(String),
+    /// The backend cannot reach its store now (a networked backend lost its database
+    /// connection): 503 `store_unavailable`. Nothing was confirmed; the backend
+    /// reconnects by itself.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// This backend does not support the call yet: 501 `not_supported`, naming it.
+    #[error("{0} is not supported by this backend yet")]
+    NotSupported(&'static str),
 }
 
 impl From<BackendError> for ApiError {
@@ -89,6 +101,16 @@ impl From<BackendError> for ApiError {
         match error {
             BackendError::Store(error) => ApiError::from(error),
             BackendError::Internal(message) => ApiError::internal(message),
+            BackendError::Unavailable(_) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                ErrorCode::StoreUnavailable,
+                error.to_string(),
+            ),
+            BackendError::NotSupported(_) => ApiError::new(
+                StatusCode::NOT_IMPLEMENTED,
+                ErrorCode::NotSupported,
+                error.to_string(),
+            ),
         }
     }
 }
@@ -208,8 +230,8 @@ pub trait TopicPublisher: fmt::Debug + Send + Sync {
         messages: &[NewMessage],
     ) -> Result<Durable<Range<u64>>, BackendError> {
         if messages.iter().any(|message| !message.metadata.is_empty()) {
-            return Err(BackendError::Internal(
-                "this backend keeps no message metadata".into(),
+            return Err(BackendError::NotSupported(
+                "publishing a key, headers or an idempotency key",
             ));
         }
         let payloads: Vec<Bytes> = messages.iter().map(|m| m.payload.clone()).collect();
@@ -290,8 +312,8 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
         messages: &[NewMessage],
     ) -> Result<Range<u64>, BackendError> {
         if messages.iter().any(|message| !message.metadata.is_empty()) {
-            return Err(BackendError::Internal(
-                "this backend keeps no message metadata".into(),
+            return Err(BackendError::NotSupported(
+                "publishing a key, headers or an idempotency key",
             ));
         }
         let payloads: Vec<Bytes> = messages.iter().map(|m| m.payload.clone()).collect();

@@ -133,6 +133,9 @@ pub struct ConfigLayer {
     pub max_connections: Option<usize>,
     /// The kernel send buffer of every accepted connection, in bytes.
     pub socket_send_buffer_bytes: Option<usize>,
+    /// Where topics and groups are kept: `postgres://...` for a PostgreSQL database that
+    /// several brokers may share; unset, the embedded store in `data`.
+    pub store: Option<String>,
 }
 
 impl ConfigLayer {
@@ -206,6 +209,9 @@ pub struct Config {
     pub connections_max: Option<usize>,
     /// The kernel send buffer (`SO_SNDBUF`) of every accepted connection, in bytes.
     pub socket_send_buffer_bytes: usize,
+    /// The PostgreSQL database to keep everything in (`postgres://...`), or `None` for
+    /// the embedded store in `data_dir` (see `docs/scale-out.md`).
+    pub store: Option<String>,
 }
 
 impl fmt::Debug for Config {
@@ -226,6 +232,7 @@ impl fmt::Debug for Config {
             .field("topics_max", &self.topics_max)
             .field("connections_max", &self.connections_max)
             .field("socket_send_buffer_bytes", &self.socket_send_buffer_bytes)
+            .field("store", &self.store.as_deref().map(without_password))
             .finish()
     }
 }
@@ -247,6 +254,7 @@ impl Default for Config {
             topics_max: None,
             connections_max: None,
             socket_send_buffer_bytes: SOCKET_SEND_BUFFER_BYTES_DEFAULT,
+            store: None,
         }
     }
 }
@@ -301,6 +309,7 @@ impl Config {
                 .socket_send_buffer_bytes
                 .or(file.socket_send_buffer_bytes)
                 .unwrap_or(defaults.socket_send_buffer_bytes),
+            store: flags.store.or(file.store),
         };
         config.check()?;
         config.check_retention()?;
@@ -309,6 +318,14 @@ impl Config {
     }
 
     fn check(&self) -> Result<(), ConfigError> {
+        if let Some(store) = &self.store {
+            if !(store.starts_with("postgres://") || store.starts_with("postgresql://")) {
+                return Err(ConfigError::Invalid {
+                    setting: "store",
+                    reason: "must be a postgres:// or postgresql:// URL".into(),
+                });
+            }
+        }
         if self.payload_bytes_max == 0 || self.payload_bytes_max > PAYLOAD_BYTES_MAX_LIMIT {
             return Err(ConfigError::Invalid {
                 setting: "max-payload-bytes",
@@ -428,3 +445,17 @@ impl Config {
 
 #[cfg(test)]
 mod tests;
+
+/// A store URL with its password (if any) left out, for logs.
+fn without_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    match rest.split_once('@') {
+        Some((user, host)) => match user.split_once(':') {
+            Some((user, _)) => format!("{scheme}://{user}:<password>@{host}"),
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
+    }
+}

@@ -1,0 +1,322 @@
+//! [`Backend`] for [`Postgres`]: each call runs its transaction, notes what it says of
+//! the database's health, and wakes the long polls (here and, by notification, on every
+//! other broker) that its change may have made ready.
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use mailroom::group::{DeliveryId, GroupConfig, NackOptions, NotOwned};
+use mailroom::topic::{Delivery, Nack, StartPosition};
+use mailroom_store::{AckedThenPolled, DeadLetterPage, TopicRetention};
+use tokio::time::Instant;
+
+use super::Postgres;
+use crate::backend::{
+    Backend, BackendError, BackendHealth, GroupDetail, GroupGauges, RetentionChange, TopicOffsets,
+    TopicPublisher, TopicState,
+};
+use crate::long_poll::LongPolls;
+
+impl Postgres {
+    /// Tells the long polls of a lease a poll made, as the embedded backend does.
+    fn leased(&self, topic: &str, group: &str, polled_at: Instant, delivered: bool) {
+        if delivered {
+            self.long_polls.leased(topic, group, polled_at);
+        }
+    }
+
+    /// Wakes `topic` if any of `outcomes` changed the group.
+    fn woken_by<T, E>(&self, topic: &str, outcomes: &[Result<T, E>]) {
+        if outcomes.iter().any(Result::is_ok) {
+            self.wake(topic);
+        }
+    }
+}
+
+#[async_trait]
+impl Backend for Postgres {
+    fn long_polls(&self) -> &Arc<LongPolls> {
+        &self.long_polls
+    }
+
+    async fn create_topic(&self, topic: &str) -> Result<bool, BackendError> {
+        self.watched(self.create_topic_row(topic).await)
+    }
+
+    async fn create_topic_with(
+        &self,
+        topic: &str,
+        retention: &TopicRetention,
+    ) -> Result<bool, BackendError> {
+        if *retention != TopicRetention::default() {
+            return Err(BackendError::NotSupported("a topic's own retention"));
+        }
+        self.create_topic(topic).await
+    }
+
+    async fn change_retention(
+        &self,
+        _topic: &str,
+        _change: RetentionChange,
+    ) -> Result<TopicState, BackendError> {
+        Err(BackendError::NotSupported("changing a topic's retention"))
+    }
+
+    async fn list_topics(&self) -> Result<Vec<TopicOffsets>, BackendError> {
+        self.watched(self.topic_rows().await)
+    }
+
+    async fn topic_state(&self, topic: &str) -> Result<TopicState, BackendError> {
+        let result = async {
+            let offsets = self.topic_row(topic).await?;
+            let mut groups = Vec::with_capacity(offsets.groups.len());
+            for group in &offsets.groups {
+                match self.current(topic, group).await {
+                    Ok((state, log_end)) => groups.push(state.info(group, log_end)),
+                    // Deleted while this was read: left out, as the trait says.
+                    Err(BackendError::Store(mailroom_store::StoreError::Topic(
+                        mailroom::topic::TopicError::UnknownGroup { .. },
+                    ))) => {}
+                    Err(error) => return Err(error),
+                }
+            }
+            Ok(TopicState {
+                name: offsets.name,
+                start: offsets.start,
+                end: offsets.end,
+                groups,
+                retention: offsets.retention,
+                failure: offsets.failure,
+            })
+        };
+        self.watched(result.await)
+    }
+
+    async fn delete_topic(&self, topic: &str) -> Result<Vec<String>, BackendError> {
+        let groups = self.watched(self.delete_topic_row(topic).await)?;
+        self.long_polls.forget(topic);
+        self.notifier.mark(topic);
+        Ok(groups)
+    }
+
+    async fn publish(&self, topic: &str, payload: Bytes) -> Result<u64, BackendError> {
+        let offsets = self.publish_batch(topic, &[payload]).await?;
+        Ok(offsets.start)
+    }
+
+    async fn publish_batch(
+        &self,
+        topic: &str,
+        payloads: &[Bytes],
+    ) -> Result<Range<u64>, BackendError> {
+        let offsets = self.watched(self.append(topic, payloads).await)?;
+        if !offsets.is_empty() {
+            self.wake(topic);
+        }
+        Ok(offsets)
+    }
+
+    fn publisher(&self, topic: &str) -> Result<Box<dyn TopicPublisher>, BackendError> {
+        Ok(Box::new(self.stream_publisher(topic)))
+    }
+
+    async fn create_group(
+        &self,
+        topic: &str,
+        group: &str,
+        start: StartPosition,
+        config: GroupConfig,
+    ) -> Result<(), BackendError> {
+        self.watched(self.create_group_row(topic, group, start, config).await)
+    }
+
+    async fn group_detail(&self, topic: &str, group: &str) -> Result<GroupDetail, BackendError> {
+        self.watched(self.detail(topic, group).await)
+    }
+
+    async fn group_config(&self, topic: &str, group: &str) -> Result<GroupConfig, BackendError> {
+        let (state, _) = self.watched(self.current(topic, group).await)?;
+        Ok(*state.config())
+    }
+
+    async fn delete_group(&self, topic: &str, group: &str) -> Result<(), BackendError> {
+        self.watched(self.delete_group_row(topic, group).await)?;
+        // Its long polls re-poll, find the group gone and answer 404 `unknown_group`.
+        self.wake(topic);
+        Ok(())
+    }
+
+    async fn poll(
+        &self,
+        topic: &str,
+        group: &str,
+        consumer: Option<&str>,
+    ) -> Result<Option<Delivery<Bytes>>, BackendError> {
+        let polled_at = Instant::now();
+        let delivery = self.watched(self.poll_one(topic, group, consumer).await)?;
+        self.leased(topic, group, polled_at, delivery.is_some());
+        Ok(delivery)
+    }
+
+    async fn poll_batch(
+        &self,
+        topic: &str,
+        group: &str,
+        consumer: Option<&str>,
+        max: usize,
+    ) -> Result<Vec<Delivery<Bytes>>, BackendError> {
+        let polled_at = Instant::now();
+        let deliveries = self.watched(self.poll_many(topic, group, consumer, max).await)?;
+        self.leased(topic, group, polled_at, !deliveries.is_empty());
+        Ok(deliveries)
+    }
+
+    async fn ack_then_poll_batch(
+        &self,
+        topic: &str,
+        group: &str,
+        acks: &[DeliveryId],
+        consumer: Option<&str>,
+        max: usize,
+    ) -> Result<AckedThenPolled, BackendError> {
+        let polled_at = Instant::now();
+        let (acked, polled) =
+            self.watched(self.ack_then_poll(topic, group, acks, consumer, max).await)?;
+        self.woken_by(topic, &acked);
+        self.leased(topic, group, polled_at, !polled.is_empty());
+        Ok((acked, polled))
+    }
+
+    async fn ack(&self, topic: &str, group: &str, id: DeliveryId) -> Result<(), BackendError> {
+        self.watched(self.settle_one(topic, group, id, None).await)?;
+        self.wake(topic);
+        Ok(())
+    }
+
+    async fn ack_batch(
+        &self,
+        topic: &str,
+        group: &str,
+        ids: &[DeliveryId],
+    ) -> Result<Vec<Result<(), NotOwned>>, BackendError> {
+        let outcomes = self.watched(self.settle_many(topic, group, ids, None).await)?;
+        self.woken_by(topic, &outcomes);
+        Ok(outcomes
+            .into_iter()
+            .map(|outcome| outcome.map(drop))
+            .collect())
+    }
+
+    async fn nack(
+        &self,
+        topic: &str,
+        group: &str,
+        id: DeliveryId,
+        options: NackOptions,
+    ) -> Result<Nack, BackendError> {
+        let nack = self.watched(self.settle_one(topic, group, id, Some(&options)).await)?;
+        self.wake(topic);
+        Ok(nack)
+    }
+
+    async fn nack_batch(
+        &self,
+        topic: &str,
+        group: &str,
+        ids: &[DeliveryId],
+        options: &NackOptions,
+    ) -> Result<Vec<Result<Nack, NotOwned>>, BackendError> {
+        let outcomes = self.watched(self.settle_many(topic, group, ids, Some(options)).await)?;
+        self.woken_by(topic, &outcomes);
+        Ok(outcomes)
+    }
+
+    async fn touch(&self, topic: &str, group: &str, id: DeliveryId) -> Result<(), BackendError> {
+        // No wake-up: a touch frees nothing (see the embedded backend).
+        self.watched(self.touch_one(topic, group, id).await)
+    }
+
+    async fn redrive(
+        &self,
+        topic: &str,
+        group: &str,
+        offsets: Range<u64>,
+    ) -> Result<u64, BackendError> {
+        let taken = self.watched(self.take_dead(topic, group, offsets, false).await)?;
+        if taken > 0 {
+            self.wake(topic);
+        }
+        Ok(taken)
+    }
+
+    async fn purge(
+        &self,
+        topic: &str,
+        group: &str,
+        offsets: Range<u64>,
+    ) -> Result<u64, BackendError> {
+        self.watched(self.take_dead(topic, group, offsets, true).await)
+    }
+
+    async fn seek(&self, topic: &str, group: &str, to: StartPosition) -> Result<u64, BackendError> {
+        let position = self.watched(self.seek_group(topic, group, to).await)?;
+        // Deliveries dropped and messages in reach again: waiting polls look again.
+        self.wake(topic);
+        Ok(position)
+    }
+
+    async fn pause(
+        &self,
+        topic: &str,
+        group: &str,
+        until_ms: Option<u64>,
+    ) -> Result<(), BackendError> {
+        // No wake-up: a pause only takes deliveries away.
+        self.watched(self.pause_group(topic, group, until_ms).await)
+    }
+
+    async fn resume(&self, topic: &str, group: &str) -> Result<bool, BackendError> {
+        let resumed = self.watched(self.resume_group(topic, group).await)?;
+        if resumed {
+            self.wake(topic);
+        }
+        Ok(resumed)
+    }
+
+    async fn dead_letter_page(
+        &self,
+        topic: &str,
+        group: &str,
+        from: u64,
+        limit: usize,
+    ) -> Result<DeadLetterPage, BackendError> {
+        self.watched(self.dead_letters(topic, group, from, limit).await)
+    }
+
+    async fn next_due_in(
+        &self,
+        topic: &str,
+        group: &str,
+    ) -> Result<Option<Duration>, BackendError> {
+        let (state, now_ms) = self.watched(self.read_state(topic, group).await)?;
+        Ok(state
+            .next_due_ms()
+            .map(|due_ms| Duration::from_millis(due_ms.saturating_sub(now_ms))))
+    }
+
+    async fn group_gauges(&self) -> Result<Vec<GroupGauges>, BackendError> {
+        self.watched(self.gauges().await)
+    }
+
+    async fn sync(&self) -> Result<(), BackendError> {
+        // Every call answered only after its commit: nothing is left to make durable.
+        Ok(())
+    }
+
+    fn health(&self) -> BackendHealth {
+        self.health_now()
+    }
+}

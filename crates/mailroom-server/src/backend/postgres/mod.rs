@@ -1,0 +1,268 @@
+//! The PostgreSQL backend: topics, messages, groups and dead letters in one database that
+//! any number of brokers share (`mailroom serve --store postgres://...`). The design, its
+//! fencing and its failure analysis are in `docs/scale-out.md`.
+//!
+//! Every call is one transaction, committed before it answers; group calls lock the
+//! group's row and plan with `mailroom::group` (see [`group`](self) internals). Wake-ups
+//! of other brokers' long polls go by a coalesced `NOTIFY` outside the hot transactions.
+//!
+//! # What this backend supports yet
+//!
+//! Topics (create, list, state, delete), publish (single and batch), groups (create,
+//! detail, config, delete), poll, ack, nack of every kind, touch, the batches and
+//! ack-then-poll, redrive, purge, dead-letter pages, `next_due_in`, gauges, sync and
+//! health, and the publish stream (its handle does not check the topic when opened: the
+//! first publish does). Not yet: per-topic retention settings and retention itself
+//! (`create_topic_with` other than the defaults and `change_retention` answer 501
+//! `not_supported`; `enforce_retention` removes nothing), and live channels across
+//! brokers (channels stay each broker's own).
+
+use std::collections::HashMap;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use parking_lot::Mutex;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::NoTls;
+
+use crate::backend::{BackendError, BackendHealth};
+use crate::long_poll::LongPolls;
+
+mod calls;
+mod deliveries;
+mod encoding;
+mod group;
+mod notify;
+mod publisher;
+mod schema;
+mod seek_pause;
+mod topics;
+
+pub use schema::{version_known, SEGMENT_OFFSETS};
+
+/// Connections a broker keeps open to the database at most.
+pub const POOL_SIZE_MAX: usize = 32;
+/// How long a call waits for a connection (from the pool, or a new one) before it
+/// answers 503 `store_unavailable`.
+pub const CONNECT_TIMEOUT_MS: u64 = 5_000;
+/// The `idle_in_transaction_session_timeout` of the backend's sessions: a broker paused
+/// inside a transaction loses it (and the row locks it held) after this long.
+pub const IDLE_IN_TRANSACTION_MS: u64 = 10_000;
+
+/// Why the PostgreSQL backend could not start or a call of it failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PgError {
+    /// The store URL does not parse.
+    #[error("store URL: {0}")]
+    Url(String),
+    /// The database was migrated by a newer binary.
+    #[error("the database holds schema version {found}, this binary knows up to {known}")]
+    NewerSchema {
+        /// The version found.
+        found: i32,
+        /// The newest version this binary knows.
+        known: i32,
+    },
+    /// The database answered with an error, or the connection failed.
+    #[error("database: {0}")]
+    Database(#[from] tokio_postgres::Error),
+    /// No connection could be had from the pool.
+    #[error("database connection: {0}")]
+    Pool(#[from] deadpool_postgres::PoolError),
+}
+
+impl From<PgError> for BackendError {
+    fn from(error: PgError) -> BackendError {
+        let transient = match &error {
+            PgError::Pool(_) => true,
+            PgError::Database(error) => is_transient(error),
+            PgError::Url(_) | PgError::NewerSchema { .. } => false,
+        };
+        if transient {
+            BackendError::Unavailable(error.to_string())
+        } else {
+            BackendError::Internal(error.to_string())
+        }
+    }
+}
+
+/// Whether a database error means "not reachable now" rather than a fault of the call:
+/// a lost connection, a server shutting down or starting, a session timed out.
+fn is_transient(error: &tokio_postgres::Error) -> bool {
+    let Some(db) = error.as_db_error() else {
+        return true;
+    };
+    let code = db.code();
+    code.code().starts_with("08")
+        || [
+            SqlState::ADMIN_SHUTDOWN,
+            SqlState::CRASH_SHUTDOWN,
+            SqlState::CANNOT_CONNECT_NOW,
+            SqlState::IDLE_IN_TRANSACTION_SESSION_TIMEOUT,
+            SqlState::READ_ONLY_SQL_TRANSACTION,
+            SqlState::T_R_SERIALIZATION_FAILURE,
+            SqlState::T_R_DEADLOCK_DETECTED,
+        ]
+        .contains(code)
+}
+
+/// The PostgreSQL backend. See the [module docs](self).
+///
+/// ```no_run
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use bytes::Bytes;
+/// use mailroom_server::backend::{Backend, Postgres};
+/// use mailroom_server::long_poll::LongPolls;
+///
+/// let url = "postgres://mailroom@127.0.0.1:5432/mailroom";
+/// let backend = Postgres::connect(url, Arc::new(LongPolls::default())).await?;
+/// backend.create_topic("orders").await?;
+/// assert_eq!(backend.publish("orders", Bytes::from("hello")).await?, 0);
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Postgres {
+    pool: Pool,
+    long_polls: Arc<LongPolls>,
+    /// Each group's state as this broker last committed or read it, by (topic, group).
+    cache: Mutex<HashMap<(String, String), group::Cached>>,
+    /// Why the last attempt to reach the database failed, until one succeeds.
+    failure: Arc<Mutex<Option<String>>>,
+    notifier: Arc<notify::Notifier>,
+    /// The notifier's and listener's tasks, ended with the backend.
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+impl Postgres {
+    /// Connects to the database at `url`, creates or migrates the schema, and starts
+    /// listening for other brokers' writes (which wake `long_polls`).
+    ///
+    /// # Errors
+    /// [`PgError::Url`] for a bad URL, [`PgError::NewerSchema`] for a database of a newer
+    /// binary, and the database's errors (the database must be reachable at start).
+    pub async fn connect(url: &str, long_polls: Arc<LongPolls>) -> Result<Postgres, PgError> {
+        let config = session_config(url)?;
+        let manager = Manager::from_config(
+            config.clone(),
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let wait = Some(Duration::from_millis(CONNECT_TIMEOUT_MS));
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE_MAX)
+            .wait_timeout(wait)
+            .create_timeout(wait)
+            .runtime(Runtime::Tokio1)
+            .build()
+            .map_err(|error| PgError::Url(error.to_string()))?;
+        let mut client = pool.get().await?;
+        schema::migrate(&mut client).await?;
+        drop(client);
+        let failure = Arc::new(Mutex::new(None));
+        let notifier = Arc::new(notify::Notifier::new());
+        let tasks = vec![
+            notify::spawn_sender(Arc::clone(&notifier), pool.clone()),
+            notify::spawn_listener(config, notifier.broker_id(), Arc::clone(&long_polls)),
+        ];
+        Ok(Postgres {
+            pool,
+            long_polls,
+            cache: Mutex::new(HashMap::new()),
+            failure,
+            notifier,
+            tasks,
+        })
+    }
+
+    /// A pooled connection, or 503 `store_unavailable`.
+    async fn client(&self) -> Result<deadpool_postgres::Object, BackendError> {
+        self.pool.get().await.map_err(|error| {
+            let error = BackendError::from(PgError::from(error));
+            self.note(&error);
+            error
+        })
+    }
+
+    /// Records what a call's outcome says about the database's health. After a lost
+    /// connection the whole cache is dropped: a failover to an asynchronous standby can
+    /// reuse a version number for other content (`docs/scale-out.md`).
+    fn note(&self, error: &BackendError) {
+        if let BackendError::Unavailable(why) = error {
+            *self.failure.lock() = Some(why.clone());
+            self.cache.lock().clear();
+        }
+    }
+
+    /// Passes `result` on, noting a lost database or a healthy one.
+    fn watched<T>(&self, result: Result<T, BackendError>) -> Result<T, BackendError> {
+        match &result {
+            Err(error) => self.note(error),
+            Ok(_) => {
+                if self.failure.lock().is_some() {
+                    *self.failure.lock() = None;
+                }
+            }
+        }
+        result
+    }
+
+    /// A publish stream's handle on `topic`.
+    fn stream_publisher(&self, topic: &str) -> publisher::PgPublisher {
+        let publishing = publisher::Publishing {
+            pool: self.pool.clone(),
+            long_polls: Arc::clone(&self.long_polls),
+            notifier: Arc::clone(&self.notifier),
+            failure: Arc::clone(&self.failure),
+        };
+        publisher::PgPublisher::start(topic.to_owned(), publishing)
+    }
+
+    /// Wakes this broker's long polls of `topic` and, through the notifier, every other
+    /// broker's.
+    fn wake(&self, topic: &str) {
+        self.long_polls.wake(topic);
+        self.notifier.mark(topic);
+    }
+
+    fn health_now(&self) -> BackendHealth {
+        BackendHealth {
+            failure: self.failure.lock().clone(),
+            // Topics fail only with the whole database (`failure`).
+            failed_topics: Vec::new(),
+        }
+    }
+}
+
+/// The connection settings of `url`, with the backend's session settings added.
+fn session_config(url: &str) -> Result<tokio_postgres::Config, PgError> {
+    let mut config =
+        tokio_postgres::Config::from_str(url).map_err(|error| PgError::Url(error.to_string()))?;
+    let mut options = config.get_options().unwrap_or("").to_owned();
+    options.push_str(&format!(
+        " -c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}"
+    ));
+    config.options(options.trim());
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(Duration::from_millis(CONNECT_TIMEOUT_MS));
+    }
+    if config.get_application_name().is_none() {
+        config.application_name("mailroom");
+    }
+    config.keepalives_idle(Duration::from_secs(5));
+    Ok(config)
+}

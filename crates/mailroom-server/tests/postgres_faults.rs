@@ -1,0 +1,241 @@
+//! The PostgreSQL backend's faults and refusals: a lost database answers 503
+//! `store_unavailable` and the broker reconnects by itself; a schema newer than the
+//! binary is refused at start; a call the backend does not support yet answers 501
+//! `not_supported` with a JSON body.
+
+mod postgres_support;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use axum::http::Method;
+use mailroom_server::backend::postgres::PgError;
+use mailroom_server::backend::Postgres;
+use mailroom_server::long_poll::LongPolls;
+use parking_lot::Mutex;
+use postgres_support::{broker, cluster_url, fresh_database, ok, send};
+use serde_json::json;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+
+/// A TCP proxy in front of the database that the test can cut (closing every connection
+/// through it and refusing new ones) and restore.
+struct Proxy {
+    port: u16,
+    cut: Arc<AtomicBool>,
+    connections: Arc<Mutex<Vec<JoinHandle<()>>>>,
+}
+
+impl Proxy {
+    async fn start(target: String) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let cut = Arc::new(AtomicBool::new(false));
+        let connections: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
+        let (flag, held) = (cut.clone(), connections.clone());
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                if flag.load(Ordering::SeqCst) {
+                    continue; // dropped: the connection closes at once
+                }
+                let target = target.clone();
+                held.lock().push(tokio::spawn(async move {
+                    if let Ok(mut outbound) = TcpStream::connect(target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                }));
+            }
+        });
+        Proxy {
+            port,
+            cut,
+            connections,
+        }
+    }
+
+    fn cut(&self) {
+        self.cut.store(true, Ordering::SeqCst);
+        for connection in self.connections.lock().drain(..) {
+            connection.abort();
+        }
+    }
+
+    fn restore(&self) {
+        self.cut.store(false, Ordering::SeqCst);
+    }
+}
+
+/// `url` with its host and port replaced by `127.0.0.1:port`; also answers the old
+/// `host:port`.
+fn through(url: &str, port: u16) -> (String, String) {
+    let (scheme_user, rest) = url.split_once('@').expect("the URL names a user");
+    let (address, path) = rest.split_once('/').expect("the URL names a database");
+    (
+        format!("{scheme_user}@127.0.0.1:{port}/{path}"),
+        address.to_owned(),
+    )
+}
+
+// Proves a broker whose database connection is lost answers 503 `store_unavailable` (and
+// `/healthz` 503) instead of stale state, and recovers by itself once the database is
+// reachable again, with what was confirmed before still there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_database_answers_503_and_reconnects() {
+    let Some(cluster) = cluster_url() else { return };
+    let url = fresh_database(&cluster).await;
+    let (_, address) = through(&url, 0);
+    let proxy = Proxy::start(address).await;
+    let (proxied, _) = through(&url, proxy.port);
+    let (_, app) = broker(&proxied).await;
+    ok(&app, Method::PUT, "/v1/topics/t", "").await;
+    ok(
+        &app,
+        Method::PUT,
+        "/v1/topics/t/groups/g",
+        r#"{"max_attempts":3}"#,
+    )
+    .await;
+    ok(&app, Method::POST, "/v1/topics/t/messages", "kept").await;
+    proxy.cut();
+    for (route, body) in [
+        ("/v1/topics/t/messages", "x"),
+        ("/v1/topics/t/groups/g/poll", ""),
+    ] {
+        let (status, body) = send(&app, Method::POST, route, body).await;
+        assert_eq!(
+            (status, body["error"].clone()),
+            (503, json!("store_unavailable")),
+            "{route}: {body}"
+        );
+    }
+    let (status, _) = send(&app, Method::GET, "/healthz", "").await;
+    assert_eq!(status, 503);
+    proxy.restore();
+    let delivery = ok(&app, Method::POST, "/v1/topics/t/groups/g/poll", "").await;
+    assert_eq!(
+        (delivery["offset"].clone(), delivery["payload"].clone()),
+        (json!(0), json!("kept"))
+    );
+    let (status, _) = send(&app, Method::GET, "/healthz", "").await;
+    assert_eq!(status, 200);
+}
+
+// Proves a database migrated by a newer binary is refused at start, naming both versions.
+#[tokio::test]
+async fn newer_schema_is_refused() {
+    let Some(cluster) = cluster_url() else { return };
+    let url = fresh_database(&cluster).await;
+    drop(broker(&url).await);
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let newer = mailroom_server::backend::postgres::version_known() + 1;
+    client
+        .execute("UPDATE mailroom_schema SET version = $1", &[&newer])
+        .await
+        .unwrap();
+    let refused = Postgres::connect(&url, Arc::new(LongPolls::default())).await;
+    match refused {
+        Err(PgError::NewerSchema { found, known }) => {
+            assert_eq!((found, known + 1), (newer, newer))
+        }
+        other => panic!("expected NewerSchema, got {other:?}"),
+    }
+}
+
+// Proves a broker started twice on one database migrates once and keeps what is there.
+#[tokio::test]
+async fn restarted_broker_keeps_the_schema_and_data() {
+    let Some(cluster) = cluster_url() else { return };
+    let url = fresh_database(&cluster).await;
+    let (first, second) = tokio::join!(broker(&url), broker(&url));
+    ok(&first.1, Method::PUT, "/v1/topics/t", "").await;
+    ok(&second.1, Method::POST, "/v1/topics/t/messages", "m").await;
+    drop((first, second));
+    let (_, again) = broker(&url).await;
+    let topic = ok(&again, Method::GET, "/v1/topics/t", "").await;
+    assert_eq!(topic["end"], 1, "{topic}");
+}
+
+// Proves calls this backend does not support yet answer 501 `not_supported` with a JSON
+// body that names them, and change nothing.
+#[tokio::test]
+async fn unsupported_calls_answer_501() {
+    let Some(cluster) = cluster_url() else { return };
+    let url = fresh_database(&cluster).await;
+    let (_, app) = broker(&url).await;
+    let (status, body) = send(
+        &app,
+        Method::PUT,
+        "/v1/topics/t",
+        r#"{"retention":{"max_age_ms":1000}}"#,
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"].clone()),
+        (501, json!("not_supported")),
+        "{body}"
+    );
+    assert!(
+        body["message"].as_str().unwrap().contains("retention"),
+        "{body}"
+    );
+    let (status, _) = send(&app, Method::GET, "/v1/topics/t", "").await;
+    assert_eq!(status, 404, "nothing was created");
+}
+
+// Proves the fencing the design rests on: a session that took a group's row lock (as a
+// broker paused mid-transaction would hold it) keeps other brokers' calls on that group
+// waiting only until PostgreSQL ends its idle transaction; then the other broker's call
+// goes through, and the paused session's late write cannot commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_transaction_loses_its_lock_and_cannot_commit() {
+    let Some(cluster) = cluster_url() else { return };
+    let url = fresh_database(&cluster).await;
+    let (_, app) = broker(&url).await;
+    ok(&app, Method::PUT, "/v1/topics/t", "").await;
+    ok(
+        &app,
+        Method::PUT,
+        "/v1/topics/t/groups/g",
+        r#"{"max_attempts":3}"#,
+    )
+    .await;
+    ok(&app, Method::POST, "/v1/topics/t/messages", "m").await;
+    let (mut paused, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    paused
+        .batch_execute("SET idle_in_transaction_session_timeout = 300")
+        .await
+        .unwrap();
+    let transaction = paused.transaction().await.unwrap();
+    transaction
+        .execute(
+            "SELECT version FROM mailroom_groups WHERE name = 'g' FOR UPDATE",
+            &[],
+        )
+        .await
+        .unwrap();
+    // The "paused" session now idles inside its transaction; the broker's poll waits for
+    // the lock, and gets it once PostgreSQL has ended that transaction.
+    let started = std::time::Instant::now();
+    let delivery = ok(&app, Method::POST, "/v1/topics/t/groups/g/poll", "").await;
+    assert_eq!(delivery["attempt"], 1);
+    assert!(started.elapsed() >= std::time::Duration::from_millis(250));
+    let late = transaction
+        .execute("UPDATE mailroom_groups SET version = version + 100", &[])
+        .await;
+    let committed = match late {
+        Ok(_) => transaction.commit().await.is_ok(),
+        Err(_) => false,
+    };
+    assert!(!committed, "the paused session's late write committed");
+    let again = ok(&app, Method::POST, "/v1/topics/t/groups/g/poll", "").await;
+    assert_eq!(
+        again, delivery,
+        "the state is the broker's, untouched by the late write"
+    );
+}

@@ -1,0 +1,107 @@
+//! What the PostgreSQL backend's tests share: a fresh database per test on the cluster
+//! named by `MAILROOM_TEST_POSTGRES` (`scripts/postgres.sh start` prints one), brokers
+//! over it, and requests through a broker's router.
+//!
+//! Without `MAILROOM_TEST_POSTGRES` the tests fail under `CI=true` (CI must run them)
+//! and elsewhere say that they were not run.
+
+#![allow(dead_code)] // each test file uses its own part of this
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{header, Method, Request};
+use axum::Router;
+use http_body_util::BodyExt as _;
+use mailroom_server::backend::Postgres;
+use mailroom_server::long_poll::LongPolls;
+use mailroom_server::{app::router, state::AppState, Config};
+use serde_json::Value;
+use tower::ServiceExt as _;
+
+/// The variable naming the test cluster's URL.
+pub const URL_VARIABLE: &str = "MAILROOM_TEST_POSTGRES";
+
+/// The cluster's URL, or `None` (after saying so) where the tests may be skipped.
+///
+/// # Panics
+/// Under `CI=true` without the variable: CI must not skip these tests.
+pub fn cluster_url() -> Option<String> {
+    match std::env::var(URL_VARIABLE) {
+        Ok(url) => Some(url),
+        Err(_) if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!("{URL_VARIABLE} is not set under CI=true: start scripts/postgres.sh first")
+        }
+        Err(_) => {
+            eprintln!("not run: {URL_VARIABLE} is not set (scripts/postgres.sh start DIR)");
+            None
+        }
+    }
+}
+
+/// A new, empty database on the cluster; answers its URL.
+pub async fn fresh_database(cluster: &str) -> String {
+    let (client, connection) = tokio_postgres::connect(cluster, tokio_postgres::NoTls)
+        .await
+        .expect("connect to the test cluster");
+    tokio::spawn(connection);
+    let mut id = [0u8; 8];
+    getrandom::fill(&mut id).unwrap();
+    let name = format!("mailroom_test_{:016x}", u64::from_le_bytes(id));
+    client
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .await
+        .expect("create a test database");
+    match cluster.rsplit_once('/') {
+        Some((base, _)) => format!("{base}/{name}"),
+        None => panic!("the cluster URL {cluster} names no database"),
+    }
+}
+
+/// A broker over the database at `url`: its backend and its router.
+pub async fn broker(url: &str) -> (Arc<Postgres>, Router) {
+    let backend = Arc::new(
+        Postgres::connect(url, Arc::new(LongPolls::default()))
+            .await
+            .expect("connect a broker"),
+    );
+    let state = AppState::with_backend(backend.clone(), Config::default());
+    (backend, router(state))
+}
+
+/// Two brokers sharing one fresh database, or `None` where the tests may be skipped.
+pub async fn two_brokers() -> Option<(Router, Router)> {
+    let cluster = cluster_url()?;
+    let url = fresh_database(&cluster).await;
+    let (_, a) = broker(&url).await;
+    let (_, b) = broker(&url).await;
+    Some((a, b))
+}
+
+/// Sends a request and returns the status and the JSON body (`Null` for none).
+pub async fn send(app: &Router, method: Method, uri: &str, body: &str) -> (u16, Value) {
+    let mut request = Request::builder().method(method).uri(uri);
+    if !body.is_empty() {
+        request = request
+            .header(header::CONTENT_LENGTH, body.len())
+            .header(header::CONTENT_TYPE, "application/json");
+    }
+    let response = app
+        .clone()
+        .oneshot(request.body(Body::from(body.to_owned())).unwrap())
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+/// Sends a request that must succeed (2xx) and returns its JSON body.
+pub async fn ok(app: &Router, method: Method, uri: &str, body: &str) -> Value {
+    let (status, value) = send(app, method.clone(), uri, body).await;
+    assert!(status < 300, "{method} {uri} {body}: {status} {value}");
+    value
+}
