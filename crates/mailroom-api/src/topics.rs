@@ -150,7 +150,8 @@ pub enum BatchMessage {
     /// also take `["..."]`).
     #[serde(deserialize_with = "crate::object::deserialize")]
     Binary(Base64Message),
-    /// The message with its metadata.
+    /// The message with its metadata (an object only, as `Binary`).
+    #[serde(deserialize_with = "crate::object::deserialize")]
     Message(BatchMessageObject),
 }
 
