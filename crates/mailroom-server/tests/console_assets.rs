@@ -26,7 +26,13 @@ async fn get(app: &Router, uri: &str) -> (StatusCode, HeaderMap, Vec<u8>) {
     let response = app.clone().oneshot(request).await.unwrap();
     let status = response.status();
     let headers = response.headers().clone();
-    let body = response.into_body().collect().await.unwrap().to_bytes().to_vec();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .unwrap()
+        .to_bytes()
+        .to_vec();
     (status, headers, body)
 }
 
@@ -53,7 +59,9 @@ async fn every_asset_has_its_content_type() {
     let (status, headers, body) = get(&app, "/ui/").await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(content_type(&headers), "text/html; charset=utf-8");
-    assert!(String::from_utf8(body).unwrap().contains(r#"<script type="module" src="app.js">"#));
+    assert!(String::from_utf8(body)
+        .unwrap()
+        .contains(r#"<script type="module" src="app.js">"#));
     let expected = [
         ("html", "text/html; charset=utf-8"),
         ("css", "text/css; charset=utf-8"),
@@ -78,7 +86,11 @@ async fn every_asset_has_its_content_type() {
 #[test]
 fn every_import_is_served() {
     for asset in ASSETS.iter().filter(|asset| asset.name.ends_with(".js")) {
-        for line in asset.body.lines().filter(|line| line.starts_with("import ")) {
+        for line in asset
+            .body
+            .lines()
+            .filter(|line| line.starts_with("import "))
+        {
             let imported = line.rsplit("\"./").next().unwrap().trim_end_matches("\";");
             assert!(
                 ASSETS.iter().any(|served| served.name == imported),
