@@ -151,6 +151,7 @@ def topic(page, api):
     check("Delete group scratch" in question, f"deleting a group asks first: {question!r}")
     wait_for(lambda: not any(g["name"] == "scratch" for g in api.call("GET", "/v1/topics/orders")["groups"]),
              "the group to be deleted")
+    wait_for(lambda: not page.finds("#groups-table tr[data-group=scratch]"), "the page to drop the group")
     check(True, "a group created and deleted from the topic page")
     page.find("textarea[name=payload]").clear()
     page.find("textarea[name=payload]").send_keys('{"from": "the console"}')

@@ -2,7 +2,7 @@
 // page's polling before the next one starts.
 
 import { consoleSettings, askToken, token } from "./api.js";
-import { h, fill, status } from "./view.js";
+import { h, fill, status, onAction } from "./view.js";
 import * as overview from "./overview.js";
 import * as topic from "./topic.js";
 import * as group from "./group.js";
@@ -45,6 +45,7 @@ function show() {
   fill(main);
   status("");
   current = page.render(main, params) || { stop() {} };
+  onAction(() => current.now && current.now());
   main.focus({ preventScroll: true });
 }
 

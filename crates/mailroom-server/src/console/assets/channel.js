@@ -3,11 +3,13 @@
 
 import { get, call, seg, token, ticket } from "./api.js";
 import { Samples } from "./chart.js";
-import { rate } from "./format.js";
+import { bytes, rate } from "./format.js";
 import { h, card, fill, stat, act, poll, notice } from "./view.js";
 
 /** The most tail lines kept on the page; older ones scroll away. */
 const TAIL_LINES_MAX = 200;
+/** The most characters of one message the tail shows; the rest is cut off. */
+const TAIL_CHARS_MAX = 240;
 /** How long the tail waits before reopening a stream that ended. */
 const REOPEN_MS = 2000;
 
@@ -16,7 +18,8 @@ function tail(name, list, state) {
   let stopped = false;
   let timer = null;
   const add = (text, base64) => {
-    const line = h("li", {}, h("time", {}, new Date().toLocaleTimeString()), base64 ? `(base64) ${text}` : text);
+    const shown = text.length > TAIL_CHARS_MAX ? `${text.slice(0, TAIL_CHARS_MAX)}… (${bytes(text.length)})` : text;
+    const line = h("li", {}, h("time", {}, new Date().toLocaleTimeString()), base64 ? `(base64) ${shown}` : shown);
     list.prepend(line);
     while (list.children.length > TAIL_LINES_MAX) list.lastChild.remove();
     state.received += 1;
@@ -97,5 +100,5 @@ export function render(main, params) {
       ? `Subscribed: ${state.received} received on this page (the console is one of the subscribers).`
       : (state.problem || "Opening the stream…"));
   });
-  return { stop() { stopTail(); polling.stop(); } };
+  return { stop() { stopTail(); polling.stop(); }, now: polling.now };
 }

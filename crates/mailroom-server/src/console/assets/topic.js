@@ -61,7 +61,7 @@ function publishForm(name) {
         return `Published at offset ${offset}.`;
       });
     },
-  }, h("label", {}, "Payload", text), h("div", { class: "inline" }, h("label", {}, "Key", key), button), said);
+  }, h("label", { class: "wide" }, "Payload", text), h("div", { class: "inline" }, h("label", {}, "Key", key), button), said);
 }
 
 function messageView(message, how) {

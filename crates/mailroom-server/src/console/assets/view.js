@@ -82,22 +82,48 @@ export const REFRESH_MS = 2000;
 export function poll(refresh) {
   let stopped = false;
   let timer = null;
+  let running = false;
+  let again = false;
   const round = async () => {
     if (stopped) return;
+    if (running) {
+      again = true;
+      return;
+    }
+    running = true;
+    clearTimeout(timer);
     try {
       await refresh();
       if (!stopped) status(`updated ${new Date().toLocaleTimeString()}`);
     } catch (error) {
       if (!stopped) status(`refresh failed: ${error.message}`, true);
     }
-    if (!stopped) timer = setTimeout(round, REFRESH_MS);
+    running = false;
+    if (again) {
+      again = false;
+      round();
+    } else if (!stopped) {
+      timer = setTimeout(round, REFRESH_MS);
+    }
   };
   round();
-  return { stop() { stopped = true; clearTimeout(timer); } };
+  return {
+    stop() { stopped = true; clearTimeout(timer); },
+    /** Refreshes at once (after an action), then on the usual period. */
+    now: round,
+  };
 }
 
 /** A link to a console page (hash routes, so the page URL itself never changes). */
 export const link = (text, ...path) => h("a", { href: `#/${path.map(encodeURIComponent).join("/")}` }, text);
+
+/** What `act` calls after every action, so the page shows its effect at once. */
+let afterAction = () => {};
+
+/** Sets what runs after each action on the current page. */
+export function onAction(callback) {
+  afterAction = callback;
+}
 
 /** Runs `action` from a button, showing its outcome in `where`; the button waits meanwhile. */
 export async function act(button, where, action) {
@@ -105,6 +131,7 @@ export async function act(button, where, action) {
   try {
     const said = await action();
     if (said) fill(where, notice(said, "ok"));
+    afterAction();
   } catch (error) {
     fill(where, notice(`${error.message}${error.code ? ` (${error.code})` : ""}`, "error"));
   } finally {
