@@ -2,6 +2,8 @@
 fresh `mailroom serve` processes filled with data (scripts/console_fixture.py).
 
 Shows that:
+- its number formats (1.2k/s, "3 min ago") and the redrive ranges of a selection are
+  right (run in the page);
 - every page (overview, topic, group, dead letters, channel) loads with no console
   error and no failed request, at 1280 px and at 400 px;
 - the numbers the pages show (lag, in flight, dead letters, drops) equal what the JSON
@@ -95,6 +97,29 @@ class Page:
         self.find("#confirm-ok" if accept else "#confirm-cancel").click()
         wait_for(lambda: not self.finds("#confirm-dialog[open]"), "the dialog to close")
         return question
+
+
+UNITS = """
+const done = arguments[0];
+Promise.all([import('./dead_letters.js'), import('./format.js')]).then(([d, f]) => {
+  const all = [0, 1, 2, 5, 6, 9].map(offset => ({offset}));
+  const chosen = [0, 1, 5, 9].map(offset => ({offset}));
+  done({ranges: d.ranges(all, chosen), count: f.count(1234), rate: f.rate(1234),
+        big: f.count(2500000), bytes: f.bytes(1536), ago: f.ago(Date.now() - 180000),
+        later: f.ago(Date.now() + 20500), small: f.count(999)});
+}).catch(e => done({error: String(e)}));
+"""
+
+
+def units(page):
+    """The console's own functions, run in the page: number formats and redrive ranges."""
+    page.open("")
+    got = page.driver.execute_async_script(UNITS)
+    check(got.get("ranges") == [{"from": 0, "to": 2}, {"from": 5, "to": 6}, {"from": 9, "to": 10}],
+          f"a selection becomes ranges that cover it and nothing else: {got}")
+    check((got["count"], got["rate"], got["big"], got["bytes"], got["ago"], got["later"], got["small"])
+          == ("1.2k", "1.2k/s", "2.5M", "1.5 KiB", "3 min ago", "in 20 s", "999"),
+          "numbers are for people: 1.2k, 1.2k/s, 2.5M, 1.5 KiB, 3 min ago, in 20 s")
 
 
 def row_value(page, table, keys, field):
@@ -308,6 +333,7 @@ def run(binary, work, shots):
     try:
         driver = browser()
         page = Page(driver, open_url, shots)
+        units(page)
         overview(page, api)
         topic(page, api)
         group(page, api)
