@@ -32,7 +32,9 @@ pub fn router(state: AppState) -> Router {
             record_latency,
         ))
         .split_for_parts();
+    // The web console's page and files: no token (the page asks for it), no OpenAPI entry.
     let app = app
+        .merge(crate::console::router())
         .fallback(not_found)
         .layer(middleware::from_fn(errors_as_json));
     // Outside the error shaping, so that error answers carry the CORS headers too.

@@ -78,6 +78,7 @@ pub mod browser;
 pub mod channels;
 pub mod config;
 pub mod connections;
+pub mod console;
 pub mod error;
 pub mod limits;
 pub mod listener;
