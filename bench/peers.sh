@@ -46,6 +46,10 @@
 #                 JetStream async publish, RabbitMQ publisher confirms
 #        memory : live fan-out (no persistence anywhere): mailroom channels over WebSocket,
 #                 Redis pub/sub, NATS core
+#        disk   : (system "disk", strict row) the disk itself: one thread appending each
+#                 message (100 B, 1 KiB) to a file in the same temp dir with write +
+#                 fdatasync, no broker; its ratio column reads mailroom's strict unbatched
+#                 single publisher as a fraction of the physical limit
 #   4. writes the markdown table (machine line and command on top).
 #
 # Exit status: 0 when every run passed its correctness check, 2 when any run failed its
@@ -64,7 +68,7 @@ while [ $# -gt 0 ]; do
 done
 
 PROFILE="${BENCH_PROFILE:-full}"
-SYSTEMS="${BENCH_SYSTEMS:-mailroom redis nats rabbitmq}"
+SYSTEMS="${BENCH_SYSTEMS:-mailroom redis nats rabbitmq disk}"
 WORKLOADS="${BENCH_WORKLOADS:-log live parallel}"
 WINDOWS="${WINDOWS:-1 16 256}"
 TASKS_WINDOW="${TASKS_WINDOW-16}"   # mailroom's old W-consumers shape at this W; empty: skip
@@ -237,8 +241,9 @@ start_mailroom() { # $1 = fsync policy
 # ---------------------------------------------------------------- runs
 bench() { # system address pid durability detail workload [args...]
   local system="$1" address="$2" pid="$3" durability="$4" detail="$5" workload="$6"; shift 6
-  local status=0
-  "$BENCH_BIN" run --system "$system" --address "$address" --broker-pid "$pid" \
+  local status=0 probe=()
+  [ -n "$pid" ] && probe=(--broker-pid "$pid")
+  "$BENCH_BIN" run --system "$system" --address "$address" "${probe[@]}" \
     --durability "$durability" --durability-detail="$detail" --workload "$workload" \
     --out "$RESULTS" "$@" || status=$?
   if [ "$status" -ne 0 ]; then FAILED=1; log "FAILED ($status): $system $workload $*"; fi
@@ -289,6 +294,15 @@ parallel_workload() { # system address pid durability detail count
   done
 }
 
+disk_workload() { # the disk's own write + fdatasync rate, beside the strict publish rows
+  local size dir="$WORK/disk"
+  wants disk && runs log || return 0
+  mkdir -p "$dir"
+  for size in $SIZES; do
+    bench disk "$dir" "" strict "write + fdatasync per message" publish --payload-bytes "$size" --count "$PUB_STRICT"
+  done
+}
+
 live_workload() { # system address pid
   runs live || return 0
   bench "$1" "$2" "$3" memory "no persistence" live --payload-bytes 1024 \
@@ -329,6 +343,7 @@ if [ -n "$MAILROOM_BIN" ] && start_mailroom always; then
   parallel_workload mailroom "$MAILROOM_ADDR" "$MAILROOM_PID" strict "--fsync always" "$CONSUME_STRICT"
 fi
 stop_all
+disk_workload
 if wants redis && start_redis always; then
   log_workloads redis "127.0.0.1:$REDIS_PORT" "$REDIS_PID" strict "appendfsync always" "$PUB_STRICT" "$PUB_MANY_STRICT" "$CONSUME_STRICT"
   pipelined_workload redis "127.0.0.1:$REDIS_PORT" "$REDIS_PID" strict "appendfsync always" "$PUB_MANY_STRICT"

@@ -21,6 +21,7 @@ use mailroom_bench::systems::rabbitmq::RabbitMq;
 use mailroom_bench::systems::redis::Redis;
 use mailroom_bench::systems::{LiveSystem, LogSystem, TopicSpec};
 use mailroom_bench::workload::consume::{self, ConsumeParams};
+use mailroom_bench::workload::disk;
 use mailroom_bench::workload::live::{self, LiveParams};
 use mailroom_bench::workload::parallel::{self, ParallelParams, WindowSystem, WINDOW_MAX};
 use mailroom_bench::workload::publish::{self, PublishParams};
@@ -54,6 +55,9 @@ enum System {
     Redis,
     Nats,
     Rabbitmq,
+    /// The disk itself (publish workload, 1 publisher, unbatched): --address is a
+    /// directory on it; each message is a write + fdatasync, no broker.
+    Disk,
 }
 
 /// How mailroom keeps W deliveries in flight in the parallel workload.
@@ -222,6 +226,7 @@ impl RunArgs {
             Workload::Publish if self.publish_mode == PublishMode::Pipelined => {
                 "sent until its confirmation was taken (window full or end), per message"
             }
+            Workload::Publish if self.system == System::Disk => "write + fdatasync, per message",
             Workload::Publish => "publish call until confirmed, per message",
             Workload::Consume | Workload::Retry | Workload::Fanout => {
                 "asking for a delivery's batch until the ack/nack calls settling it returned"
@@ -309,6 +314,18 @@ async fn measure(args: &RunArgs) -> Result<Measured> {
         mailroom_bench::payload::now_ns() % 1_000_000_000
     );
     match args.system {
+        System::Disk => {
+            anyhow::ensure!(
+                args.workload == Workload::Publish
+                    && args.publishers == 1
+                    && args.batch == 1
+                    && args.publish_mode == PublishMode::Calls,
+                "the disk runs the unbatched single-publisher publish workload only"
+            );
+            let dir = std::path::PathBuf::from(&args.address);
+            let (count, bytes) = (args.count, args.payload_bytes);
+            tokio::task::spawn_blocking(move || disk::run(&dir, count, bytes)).await?
+        }
         System::Mailroom => {
             let shape = match args.mailroom_shape {
                 Shape::Batch => MailroomShape::Batch,

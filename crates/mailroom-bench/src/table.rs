@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 
 use crate::report::RunReport;
 
-const SYSTEM_ORDER: [&str; 4] = ["mailroom", "redis", "nats", "rabbitmq"];
+const SYSTEM_ORDER: [&str; 5] = ["mailroom", "redis", "nats", "rabbitmq", "disk"];
 
 fn system_rank(system: &str) -> usize {
     SYSTEM_ORDER

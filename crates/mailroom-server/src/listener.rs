@@ -286,6 +286,17 @@ pub struct CappedStream {
     open: Arc<AtomicUsize>,
 }
 
+impl CappedStream {
+    /// Reads the first bytes that have arrived without consuming them (to tell HTTP/2
+    /// from HTTP/1.1; see `connections`).
+    ///
+    /// # Errors
+    /// The socket's.
+    pub async fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.stream.peek(buf).await
+    }
+}
+
 impl Drop for CappedStream {
     fn drop(&mut self) {
         self.open.fetch_sub(1, Ordering::Relaxed);

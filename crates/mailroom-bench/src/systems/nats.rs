@@ -4,7 +4,10 @@
 //! consumer with explicit acks and `max_deliver` = max attempts. The consumer pulls with one
 //! `fetch` request of up to `prefetch` messages per round (no wait: the server answers with
 //! what it has and ends the request), like Redis's `XREADGROUP COUNT` and mailroom's
-//! `poll_batch`. It does not use the client's endless `messages()` stream: that stream
+//! `poll_batch`. When that finds nothing it waits on the server, as mailroom's long poll
+//! and Redis's `BLOCK` do: a pull request for one message with an expiry, which the server
+//! answers the moment a message arrives (a client-side sleep between empty fetches would add
+//! up to its length to every wake-up and count against NATS). It does not use the client's endless `messages()` stream: that stream
 //! keeps a count of messages still owed by its pull requests, and when a message overtakes
 //! the background task's "request sent" report the count stays one too high; at a batch
 //! of 1 its refill threshold (batch / 2 = 0) is then never reached and the consumer sits
@@ -42,8 +45,9 @@ pub const ACK_PENDING_MAX: i64 = 10_000;
 /// How long a consumer waits on an empty group before it reports nothing left.
 pub const IDLE_WAIT: Duration = Duration::from_secs(5);
 
-/// The pause after a fetch that found nothing, before the next one.
-pub const EMPTY_FETCH_PAUSE: Duration = Duration::from_millis(2);
+/// The shortest server-side wait worth asking for; with less of [`IDLE_WAIT`] left the
+/// consumer reports the group empty.
+pub const MIN_FETCH_EXPIRY: Duration = Duration::from_millis(10);
 
 /// How long a delivery may stay unacked before JetStream redelivers it; far longer than any
 /// run's processing of one message, so no timeout redelivery muddies the duplicate count.
@@ -159,31 +163,59 @@ pub struct NatsConsumer {
 }
 
 impl NatsConsumer {
-    /// Fetches up to `prefetch` messages; repeats an empty fetch after a short pause until
-    /// something arrives or [`IDLE_WAIT`] has passed (then the batch is empty).
+    /// Fetches up to `prefetch` messages. When none are there, waits on the server for the
+    /// next one (a pull request for one message that expires with what is left of
+    /// [`IDLE_WAIT`]) and returns it alone; the next round's fetch takes the rest. Empty
+    /// once [`IDLE_WAIT`] has passed with nothing.
     async fn fetch(&mut self) -> Result<Vec<Message>> {
-        let deadline = tokio::time::Instant::from_std(Instant::now() + IDLE_WAIT);
+        let deadline = Instant::now() + IDLE_WAIT;
+        let batch = self
+            .consumer
+            .fetch()
+            .max_messages(self.prefetch)
+            .messages()
+            .await
+            .map_err(|e| anyhow::anyhow!("fetch: {e}"))?;
+        let messages = drain(batch, deadline).await?;
+        if !messages.is_empty() {
+            return Ok(messages);
+        }
         loop {
-            let mut batch = self
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left < MIN_FETCH_EXPIRY {
+                return Ok(Vec::new());
+            }
+            // `batch` (not `fetch`) leaves out no_wait: the server holds the request until a
+            // message arrives or the expiry passes, then ends it with a timeout status.
+            let waiting = self
                 .consumer
-                .fetch()
-                .max_messages(self.prefetch)
+                .batch()
+                .max_messages(1)
+                .expires(left)
                 .messages()
                 .await
                 .map_err(|e| anyhow::anyhow!("fetch: {e}"))?;
-            let mut messages = Vec::new();
-            // A fetch ends when the batch is full or the server says it has no more; the
-            // deadline only guards against an answer that never comes.
-            while let Ok(next) = tokio::time::timeout_at(deadline, batch.next()).await {
-                let Some(message) = next else { break };
-                messages.push(message.map_err(|e| anyhow::anyhow!("fetch: {e}"))?);
-            }
-            if !messages.is_empty() || tokio::time::Instant::now() >= deadline {
+            let messages = drain(waiting, deadline + IDLE_WAIT).await?;
+            if !messages.is_empty() {
                 return Ok(messages);
             }
-            tokio::time::sleep(EMPTY_FETCH_PAUSE).await;
         }
     }
+}
+
+/// Reads a pull request's messages until the server ends it; `deadline` only guards
+/// against an answer that never comes.
+async fn drain(
+    mut batch: async_nats::jetstream::consumer::pull::Batch,
+    deadline: Instant,
+) -> Result<Vec<Message>> {
+    let deadline = tokio::time::Instant::from_std(deadline);
+    let mut messages = Vec::new();
+    while let Ok(next) = tokio::time::timeout_at(deadline, batch.next()).await {
+        let Some(message) = next else { break };
+        messages.push(message.map_err(|e| anyhow::anyhow!("fetch: {e}"))?);
+    }
+    Ok(messages)
 }
 
 fn received(message: Message) -> Result<Received<Message>> {

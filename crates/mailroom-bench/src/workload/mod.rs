@@ -5,6 +5,7 @@
 //! | [`publish`] | publishing `count` messages (1 or many publishers, single or batched calls) | per message: the publish call until the system confirmed it at its durability |
 //! | [`consume`] (`consume`, `retry`, `fanout`) | draining a log filled beforehand (untimed), one consumer per group, in rounds of up to the prefetch | per delivery: asking for its round's batch until the ack / rejection calls settling it returned |
 //! | [`parallel`] (one group, W in flight) | draining a log filled beforehand (untimed), one group, W deliveries in flight (mailroom: `poll_batch(max = W)` + one `ack_batch`, or W consumers in the tasks shape; Redis: `XREADGROUP COUNT W` + one `XACK`) | per delivery: asking for its batch until the ack covering it returned |
+//! | [`disk`] (the disk itself, strict publish row) | `count` payload-sized appends to a file, each followed by `fdatasync` | per message: write + sync |
 //! | [`live`] | paced publishing to many subscribers, one stalled | per delivery: publish time (in the payload) to arrival at a reading subscriber |
 //!
 //! Every workload ends with its correctness verdict (see [`crate::ledger`]). The broker's
@@ -19,6 +20,7 @@ use crate::probe::{Probe, ProbeError, Span, Usage};
 use crate::report::SubscriberCount;
 
 pub mod consume;
+pub mod disk;
 pub mod live;
 pub mod parallel;
 pub mod publish;
