@@ -46,7 +46,12 @@ pub fn document() -> &'static utoipa::openapi::OpenApi {
     info(title = "mailroom", description = "A message broker: durable topics with exact \
         consumer-group delivery state, and best-effort live channels. Every error is \
         {\"error\": \"<stable code>\", \"message\": \"...\"}."),
-    components(schemas(ErrorBody, Name, publish_stream::StreamConfirmation)),
+    components(schemas(
+        ErrorBody,
+        Name,
+        publish_stream::StreamConfirmation,
+        publish_stream::TextFrames
+    )),
     tags(
         (name = "topics", description = "Durable, retained topics"),
         (name = "groups", description = "Consumer groups: poll, ack, nack (release, reject), \

@@ -233,12 +233,18 @@ pub async fn topic_info(
 }
 
 /// Publishes the raw request body as one message, with the key in `Mailroom-Key` and
-/// each header in a `Mailroom-Header-<name>` request header (optional).
+/// each header in a `Mailroom-Header-<name>` request header (optional; at most 64, values
+/// at most 4096 bytes, 16 KiB in all).
+///
+/// OpenAPI cannot describe a family of header names, so only `Mailroom-Key` is listed
+/// as a parameter: a listed `Mailroom-Header-{name}` is not a valid header name, and
+/// generators and fuzzers sent it as one.
 #[utoipa::path(post, path = "/v1/topics/{topic}/messages", tag = "topics",
+    description = "Publishes the raw body as one message. Optional metadata: the key in \
+        `Mailroom-Key`, each header in a `Mailroom-Header-<name>` request header (the name \
+        in lower case; at most 64 headers, values at most 4096 bytes, 16 KiB in all).",
     params(("topic" = crate::names::Name, Path, description = "Topic name"),
-           ("Mailroom-Key" = Option<String>, Header, description = "The message's key: 1 to 1024 bytes of UTF-8"),
-           ("Mailroom-Header-{name}" = Option<String>, Header,
-            description = "Header `name` (in lower case) of the message: at most 64, values at most 4096 bytes, 16 KiB in all")),
+           ("Mailroom-Key" = Option<String>, Header, description = "The message's key: 1 to 1024 bytes of UTF-8")),
     request_body(content = String, content_type = "application/octet-stream",
         description = "The message: any bytes, up to --max-payload-bytes"),
     responses(
