@@ -27,6 +27,10 @@ impl DurableTopic {
     /// `mailroom::topic::Metadata::check` (nothing is written); as
     /// [`publish`](Self::publish).
     ///
+    /// Messages with an idempotency key go through the window as in
+    /// [`publish_once`](Self::publish_once): a repeat is not stored, and the range
+    /// covers only the messages stored (the empty range at the end if none was).
+    ///
     /// # Example
     ///
     /// ```
@@ -65,10 +69,39 @@ impl DurableTopic {
             let payloads: Vec<Bytes> = messages.iter().map(|m| m.payload.clone()).collect();
             return self.publish_batch_deferred(&payloads);
         }
+        if messages
+            .iter()
+            .any(|message| message.metadata.idempotency_key.is_some())
+        {
+            // The stored ones are consecutive: one write.
+            return Ok(self.publish_once_deferred(messages)?.and_then(|answers| {
+                let mut stored = answers.iter().filter(|answer| !answer.duplicate);
+                Ok(match stored.next() {
+                    Some(first) => first.offset..first.offset + 1 + stored.count() as u64,
+                    None => {
+                        let end = self.inner.messages.written_end();
+                        end..end
+                    }
+                })
+            }));
+        }
         let _live = self.live()?;
         for message in messages {
             message.metadata.check().map_err(TopicError::from)?;
         }
+        let all: Vec<&NewMessage> = messages.iter().collect();
+        let log = &self.inner.messages;
+        let offsets = self.write_messages(&all, self.inner.clock.now_ms())?;
+        Ok(Deferred::on_messages(log.durable(offsets.end), Ok(offsets)))
+    }
+
+    /// Writes `messages` (checked) in one log write at `now_ms`, each with its metadata
+    /// block if it has metadata.
+    pub(crate) fn write_messages(
+        &self,
+        messages: &[&NewMessage],
+        now_ms: u64,
+    ) -> Result<Range<u64>, StoreError> {
         // Only messages with metadata are copied into a body of block + payload.
         let bodies: Vec<Option<Vec<u8>>> = messages
             .iter()
@@ -87,9 +120,7 @@ impl DurableTopic {
             .map(|(message, body)| body.as_deref().unwrap_or(&message.payload[..]))
             .collect();
         let flags: Vec<bool> = bodies.iter().map(Option::is_some).collect();
-        let log = &self.inner.messages;
-        let offsets = log.write_bodies(&slices, &flags, self.inner.clock.now_ms())?;
-        Ok(Deferred::on_messages(log.durable(offsets.end), Ok(offsets)))
+        self.inner.messages.write_bodies(&slices, &flags, now_ms)
     }
 
     /// Reads the message at `offset` with its publish time and metadata; `None` if it is
