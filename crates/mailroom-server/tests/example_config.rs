@@ -27,6 +27,8 @@ fn example_config_sets_every_key() {
         max_topics,
         max_connections,
         socket_send_buffer_bytes,
+        idempotency_window_messages,
+        idempotency_window_ms,
     } = layer.clone();
     assert!(listen.is_some(), "listen");
     assert!(data.is_some(), "data");
@@ -45,6 +47,11 @@ fn example_config_sets_every_key() {
         socket_send_buffer_bytes.is_some(),
         "socket_send_buffer_bytes"
     );
+    assert!(
+        idempotency_window_messages.is_some(),
+        "idempotency_window_messages"
+    );
+    assert!(idempotency_window_ms.is_some(), "idempotency_window_ms");
     let config = Config::resolve(ConfigLayer::default(), Some(layer)).expect("resolves");
     assert_eq!(config.data_dir, Path::new("/var/lib/mailroom"));
 }

@@ -62,10 +62,19 @@ pub struct Args {
     /// Kernel send buffer (SO_SNDBUF) of every connection, in bytes [default: 262144].
     #[arg(long, env = "MAILROOM_SOCKET_SEND_BUFFER_BYTES")]
     socket_send_buffer_bytes: Option<usize>,
+    /// How many of a topic's newest messages its idempotency window covers: a repeated
+    /// Idempotency-Key among them is answered as a duplicate [default: 10000; at most
+    /// 1000000].
+    #[arg(long, env = "MAILROOM_IDEMPOTENCY_WINDOW_MESSAGES")]
+    idempotency_window_messages: Option<u64>,
+    /// How long a topic's idempotency window remembers a key, in milliseconds
+    /// [default: 120000; at most 604800000].
+    #[arg(long, env = "MAILROOM_IDEMPOTENCY_WINDOW_MS")]
+    idempotency_window_ms: Option<u64>,
     /// A TOML file with any of: listen, data, fsync, token, max_payload_bytes,
     /// header_read_timeout_ms, cors_origins, retention_max_age_ms, retention_max_bytes,
     /// retention_interval_ms, segment_bytes, max_topics, max_connections,
-    /// socket_send_buffer_bytes.
+    /// socket_send_buffer_bytes, idempotency_window_messages, idempotency_window_ms.
     #[arg(long, env = "MAILROOM_CONFIG")]
     config: Option<PathBuf>,
 }
@@ -96,6 +105,8 @@ pub async fn run(args: Args, token: Option<String>) -> anyhow::Result<()> {
         max_topics: args.max_topics,
         max_connections: args.max_connections,
         socket_send_buffer_bytes: args.socket_send_buffer_bytes,
+        idempotency_window_messages: args.idempotency_window_messages,
+        idempotency_window_ms: args.idempotency_window_ms,
     };
     let config = Config::resolve(flags, file)?;
     tracing::info!(?config, "starting");

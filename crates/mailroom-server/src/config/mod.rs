@@ -5,6 +5,9 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+use mailroom_store::{
+    IdempotencyWindow, IDEMPOTENCY_WINDOW_AGE_MS_MAX, IDEMPOTENCY_WINDOW_MESSAGES_MAX,
+};
 use serde::Deserialize;
 
 mod fsync;
@@ -133,6 +136,10 @@ pub struct ConfigLayer {
     pub max_connections: Option<usize>,
     /// The kernel send buffer of every accepted connection, in bytes.
     pub socket_send_buffer_bytes: Option<usize>,
+    /// How many of a topic's newest messages its idempotency window covers.
+    pub idempotency_window_messages: Option<u64>,
+    /// How long a topic's idempotency window remembers a key, in milliseconds.
+    pub idempotency_window_ms: Option<u64>,
 }
 
 impl ConfigLayer {
@@ -206,6 +213,12 @@ pub struct Config {
     pub connections_max: Option<usize>,
     /// The kernel send buffer (`SO_SNDBUF`) of every accepted connection, in bytes.
     pub socket_send_buffer_bytes: usize,
+    /// How many of a topic's newest messages its idempotency window covers
+    /// (`--idempotency-window-messages`).
+    pub idempotency_window_messages: u64,
+    /// How long a topic's idempotency window remembers a key, in milliseconds
+    /// (`--idempotency-window-ms`).
+    pub idempotency_window_ms: u64,
 }
 
 impl fmt::Debug for Config {
@@ -226,6 +239,11 @@ impl fmt::Debug for Config {
             .field("topics_max", &self.topics_max)
             .field("connections_max", &self.connections_max)
             .field("socket_send_buffer_bytes", &self.socket_send_buffer_bytes)
+            .field(
+                "idempotency_window_messages",
+                &self.idempotency_window_messages,
+            )
+            .field("idempotency_window_ms", &self.idempotency_window_ms)
             .finish()
     }
 }
@@ -247,6 +265,8 @@ impl Default for Config {
             topics_max: None,
             connections_max: None,
             socket_send_buffer_bytes: SOCKET_SEND_BUFFER_BYTES_DEFAULT,
+            idempotency_window_messages: IdempotencyWindow::default().messages_max,
+            idempotency_window_ms: IdempotencyWindow::default().age_ms_max,
         }
     }
 }
@@ -301,6 +321,14 @@ impl Config {
                 .socket_send_buffer_bytes
                 .or(file.socket_send_buffer_bytes)
                 .unwrap_or(defaults.socket_send_buffer_bytes),
+            idempotency_window_messages: flags
+                .idempotency_window_messages
+                .or(file.idempotency_window_messages)
+                .unwrap_or(defaults.idempotency_window_messages),
+            idempotency_window_ms: flags
+                .idempotency_window_ms
+                .or(file.idempotency_window_ms)
+                .unwrap_or(defaults.idempotency_window_ms),
         };
         config.check()?;
         config.check_retention()?;
@@ -383,6 +411,18 @@ impl Config {
                 Some(self.segment_bytes),
                 SEGMENT_BYTES_MIN,
                 SEGMENT_BYTES_MAX,
+            ),
+            (
+                "idempotency-window-messages",
+                Some(self.idempotency_window_messages),
+                1,
+                IDEMPOTENCY_WINDOW_MESSAGES_MAX,
+            ),
+            (
+                "idempotency-window-ms",
+                Some(self.idempotency_window_ms),
+                1,
+                IDEMPOTENCY_WINDOW_AGE_MS_MAX,
             ),
         ];
         for (setting, value, min, max) in bounds {
