@@ -144,6 +144,58 @@ impl DurableTopic {
             })
     }
 
+    /// The first retained offset whose message was published at or after `time_ms`
+    /// (the record header's `timestamp_ms`, the broker's clock at publish); the end of
+    /// the log if none is. A binary search over offsets, so about `log2(len)` record
+    /// reads, each a scan of at most one index interval.
+    ///
+    /// Publish times are taken as non-decreasing in offset order, as the broker's clock
+    /// gives them; if the clock stepped back, the answer is one offset where the time
+    /// crosses `time_ms`, not necessarily the first (Kafka's lookup by `CreateTime`
+    /// has the same caveat).
+    ///
+    /// # Errors
+    ///
+    /// I/O errors and corruption; [`StoreError::UnknownTopic`] after deletion.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use bytes::Bytes;
+    /// use mailroom_store::clock::ManualClock;
+    /// use mailroom_store::{Store, StoreOptions};
+    ///
+    /// let clock = Arc::new(ManualClock::new(1_000));
+    /// let dir = tempfile::tempdir()?;
+    /// let store = Store::open(dir.path(), StoreOptions { clock: clock.clone(), ..StoreOptions::default() })?;
+    /// store.create_topic("t")?;
+    /// let topic = store.topic("t")?;
+    /// topic.publish(Bytes::from_static(b"a"))?; // at 1000
+    /// clock.advance_ms(10);
+    /// topic.publish(Bytes::from_static(b"b"))?; // at 1010
+    /// assert_eq!(topic.offset_at_time(1_005)?, 1);
+    /// assert_eq!(topic.offset_at_time(0)?, 0);
+    /// assert_eq!(topic.offset_at_time(2_000)?, 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn offset_at_time(&self, time_ms: u64) -> Result<u64, StoreError> {
+        let _live = self.live()?;
+        let log = &self.inner.messages;
+        let (mut low, mut high) = (log.start(), log.end());
+        // Invariant: every offset below `low` is before `time_ms` (or gone), and the
+        // answer is at most `high`.
+        while low < high {
+            let middle = low + (high - low) / 2;
+            match log.read(middle)? {
+                Some(record) if record.timestamp_ms >= time_ms => high = middle,
+                // Before the time, or removed by retention meanwhile.
+                _ => low = middle + 1,
+            }
+        }
+        Ok(low)
+    }
+
     /// The message at `offset` whose payload a delivery or dead letter handed out: with
     /// its publish time and metadata while the message log still holds it, else the
     /// payload alone (no publish time, no metadata).
