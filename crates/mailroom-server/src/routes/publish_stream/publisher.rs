@@ -307,6 +307,8 @@ impl Publisher {
         while let Some(confirmation) = next.take() {
             self.unconfirmed -= confirmation.count as usize;
             match &confirmation.error {
+                // A duplicate stored nothing: it is not counted as published.
+                None if confirmation.duplicate => {}
                 None => published += confirmation.count,
                 Some(error) if is_ending_code(error.code.as_str()) => {
                     let code = ending_code(error.code.as_str());
