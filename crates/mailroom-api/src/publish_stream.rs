@@ -5,6 +5,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::ErrorCode;
 
+fn is_false(value: &bool) -> bool {
+    !*value
+}
+
 /// One confirmation frame: the fate of frames `seq .. seq + count`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -16,6 +20,11 @@ pub struct StreamConfirmation {
     /// On success: the offset of frame `seq`; frame `seq + i` got `offset + i`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offset: Option<u64>,
+    /// `true` when the one frame covered carried an `idempotency_key` in the topic's
+    /// window: nothing was stored, `offset` is the first publish's. Left out when
+    /// `false`. (A frame with an idempotency key is always confirmed alone.)
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub duplicate: bool,
     /// On failure: why none of the covered frames was published.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<StreamError>,

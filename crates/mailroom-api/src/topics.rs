@@ -131,8 +131,16 @@ pub struct TopicInfo {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Published {
-    /// The message's offset.
+    /// The message's offset; for a duplicate, the first publish's.
     pub offset: u64,
+    /// `true` when the request's `Idempotency-Key` was in the topic's window: nothing
+    /// was stored. Left out when `false`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub duplicate: bool,
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
 }
 
 /// One message of a batch: a UTF-8 string, `{"base64": "..."}` for arbitrary bytes, or
@@ -141,7 +149,7 @@ pub struct Published {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(
     untagged,
-    expecting = "expected a string, {\"base64\": \"...\"} or {\"payload\" or \"payload_base64\", \"key\", \"headers\"}"
+    expecting = "expected a string, {\"base64\": \"...\"} or {\"payload\" or \"payload_base64\", \"key\", \"headers\", \"idempotency_key\"}"
 )]
 pub enum BatchMessage {
     /// The message is this text.
@@ -175,6 +183,10 @@ pub struct BatchMessageObject {
     /// 16 KiB in all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub headers: Option<BTreeMap<String, String>>,
+    /// The publisher's idempotency key, 1 to 256 bytes of UTF-8: a message repeating a
+    /// key in the topic's window (or earlier in the batch) is not stored again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
 }
 
 /// A batch message given as base64.
@@ -201,8 +213,14 @@ pub struct BatchRequest {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct BatchPublished {
-    /// The offsets given to the messages, in request order (consecutive).
+    /// The offsets given to the messages, in request order: consecutive for the
+    /// messages stored; a duplicate's is its first publish's.
     pub offsets: Vec<u64>,
+    /// The indices (into the request's `messages`) of the duplicates: messages whose
+    /// idempotency key was in the topic's window or earlier in the batch, not stored.
+    /// Left out when there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub duplicates: Vec<usize>,
 }
 
 /// The body of `PUT /v1/topics/{topic}`; an empty body is the same as `{}`.

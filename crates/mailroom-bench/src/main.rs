@@ -15,7 +15,7 @@ use mailroom_bench::ledger::{FailurePlan, Verdict};
 use mailroom_bench::payload::{HEADER_BYTES, PAYLOAD_BYTES_MAX};
 use mailroom_bench::probe::Probe;
 use mailroom_bench::report::{Latency, RunReport};
-use mailroom_bench::systems::mailroom::{Mailroom, MailroomShape};
+use mailroom_bench::systems::mailroom::{Mailroom, MailroomShape, MessageMetadata};
 use mailroom_bench::systems::nats::Nats;
 use mailroom_bench::systems::rabbitmq::RabbitMq;
 use mailroom_bench::systems::redis::Redis;
@@ -173,9 +173,22 @@ struct RunArgs {
     /// Per-subscriber mailbox where the system has one (live workload).
     #[arg(long, default_value_t = 1024)]
     mailbox: u64,
+    /// What each message carries besides its payload (mailroom, publish workload):
+    /// none, a key and two headers, or a unique idempotency key. With any but `none`
+    /// every publish goes through the batch endpoint, so compare at the same --batch.
+    #[arg(long, value_enum, default_value_t = Metadata::None)]
+    metadata: Metadata,
     /// The JSON-lines file to append the result to.
     #[arg(long)]
     out: Option<PathBuf>,
+}
+
+/// `--metadata`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Metadata {
+    None,
+    KeyHeaders,
+    Idempotent,
 }
 
 impl RunArgs {
@@ -189,6 +202,15 @@ impl RunArgs {
             Workload::Publish if self.publish_mode == PublishMode::Pipelined => format!(
                 "{size}, {} pub, pipelined W {}",
                 self.publishers, self.window
+            ),
+            Workload::Publish if self.metadata != Metadata::None => format!(
+                "{size}, {} pub, batch {}, {}",
+                self.publishers,
+                self.batch,
+                match self.metadata {
+                    Metadata::KeyHeaders => "key + 2 headers",
+                    _ => "idempotency key",
+                }
             ),
             Workload::Publish if self.batch > 1 => {
                 format!("{size}, {} pub, batch {}", self.publishers, self.batch)
@@ -332,7 +354,13 @@ async fn measure(args: &RunArgs) -> Result<Measured> {
                 Shape::Tasks => MailroomShape::Tasks,
                 Shape::AckNext => MailroomShape::AckNext,
             };
-            let system = Mailroom::new(&format!("http://{}", args.address), shape)?;
+            let metadata = match args.metadata {
+                Metadata::None => MessageMetadata::None,
+                Metadata::KeyHeaders => MessageMetadata::KeyAndHeaders,
+                Metadata::Idempotent => MessageMetadata::IdempotencyKey,
+            };
+            let system =
+                Mailroom::new(&format!("http://{}", args.address), shape)?.with_metadata(metadata);
             if args.workload == Workload::Parallel {
                 return windowed(&system, args, &tag).await;
             }

@@ -29,6 +29,9 @@ pub struct NewMessage {
     pub key: Option<String>,
     /// Headers by name.
     pub headers: BTreeMap<String, String>,
+    /// The idempotency key, if any: a retry with the same key inside the topic's
+    /// window is answered as a duplicate instead of stored again.
+    pub idempotency_key: Option<String>,
 }
 
 impl NewMessage {
@@ -43,6 +46,12 @@ impl NewMessage {
     /// With `key` as its key.
     pub fn with_key(mut self, key: impl Into<String>) -> Self {
         self.key = Some(key.into());
+        self
+    }
+
+    /// With `key` as its idempotency key.
+    pub fn with_idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
         self
     }
 
@@ -72,6 +81,7 @@ impl NewMessage {
             payload_base64,
             key: self.key.clone(),
             headers: (!self.headers.is_empty()).then(|| self.headers.clone()),
+            idempotency_key: self.idempotency_key.clone(),
         }
     }
 }
@@ -89,6 +99,22 @@ impl Client {
         topic: &str,
         messages: &[NewMessage],
     ) -> Result<Vec<u64>, ClientError> {
+        Ok(self.publish_once(topic, messages).await?.offsets)
+    }
+
+    /// As [`publish_messages`](Self::publish_messages), with the whole answer: the
+    /// offsets and which messages were duplicates (their idempotency key was in the
+    /// topic's window, so they were not stored and their offset is the first publish's).
+    /// Retrying a publish whose answer was lost (a timeout, a 503) with the same
+    /// idempotency keys is safe inside the window.
+    ///
+    /// # Errors
+    /// As [`publish_messages`](Self::publish_messages).
+    pub async fn publish_once(
+        &self,
+        topic: &str,
+        messages: &[NewMessage],
+    ) -> Result<BatchPublished, ClientError> {
         let messages = messages.iter().map(NewMessage::item).collect();
         let request = self
             .request(
@@ -96,7 +122,6 @@ impl Client {
                 &Self::topic_path(topic, &["messages", "batch"])?,
             )?
             .json(&BatchRequest { messages });
-        let published: BatchPublished = self.json(request).await?;
-        Ok(published.offsets)
+        self.json(request).await
     }
 }

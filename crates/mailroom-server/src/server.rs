@@ -86,6 +86,10 @@ pub fn store_options(config: &Config) -> StoreOptions {
         topics_max: config
             .topics_max
             .unwrap_or(mailroom_store::TOPICS_MAX_DEFAULT),
+        idempotency: mailroom_store::IdempotencyWindow {
+            messages_max: config.idempotency_window_messages,
+            age_ms_max: config.idempotency_window_ms,
+        },
         ..StoreOptions::default()
     }
 }

@@ -28,6 +28,8 @@ fn example_config_sets_every_key() {
         max_connections,
         socket_send_buffer_bytes,
         store,
+        idempotency_window_messages,
+        idempotency_window_ms,
     } = layer.clone();
     assert!(listen.is_some(), "listen");
     assert!(data.is_some(), "data");
@@ -49,6 +51,11 @@ fn example_config_sets_every_key() {
     // Shown commented out: an example that ran against a database nobody has would not
     // start; `store_key_names_a_database` below parses the line.
     assert!(store.is_none(), "store");
+    assert!(
+        idempotency_window_messages.is_some(),
+        "idempotency_window_messages"
+    );
+    assert!(idempotency_window_ms.is_some(), "idempotency_window_ms");
     let config = Config::resolve(ConfigLayer::default(), Some(layer)).expect("resolves");
     assert_eq!(config.data_dir, Path::new("/var/lib/mailroom"));
 }

@@ -91,6 +91,7 @@ pub mod clock;
 mod deferred;
 pub mod error;
 mod groups;
+pub mod idempotency;
 pub mod log;
 pub mod message;
 pub mod record;
@@ -101,6 +102,9 @@ mod topic;
 
 pub use deferred::Deferred;
 pub use error::StoreError;
+pub use idempotency::{
+    IdempotencyWindow, IDEMPOTENCY_WINDOW_AGE_MS_MAX, IDEMPOTENCY_WINDOW_MESSAGES_MAX,
+};
 pub use message::NewMessage;
 pub use retention::{Limit, Retention, RetentionRemoved, TopicRetention};
 pub use store::names::{validate_name, NAME_BYTES_MAX};
@@ -108,4 +112,4 @@ pub use store::{
     FailureKind, Store, StoreOptions, TopicFailure, TopicRepaired, POLL_BATCH_BYTES_MAX_DEFAULT,
     TOPICS_MAX_DEFAULT, TOPIC_FILES_OPEN,
 };
-pub use topic::{AckedThenPolled, DeadLetterPage, DurableTopic, DEAD_LETTERS_PAGE_MAX};
+pub use topic::{AckedThenPolled, DeadLetterPage, DurableTopic, Stored, DEAD_LETTERS_PAGE_MAX};

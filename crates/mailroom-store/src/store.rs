@@ -33,6 +33,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 
 use crate::clock::{Clock, SystemClock};
+use crate::idempotency::IdempotencyWindow;
 use crate::log::LogOptions;
 use crate::retention::{Retention, TopicRetention};
 use crate::storage::{create_dir_durable, FsStorage, Storage};
@@ -75,6 +76,9 @@ pub struct StoreOptions {
     /// `RLIMIT_NOFILE`). Opening never refuses topics already on disk, even past this
     /// limit: what was created stays readable. Default [`TOPICS_MAX_DEFAULT`].
     pub topics_max: usize,
+    /// How long every topic remembers an idempotency key (see
+    /// [`DurableTopic::publish_once`]). Default [`IdempotencyWindow::default`].
+    pub idempotency: IdempotencyWindow,
 }
 
 /// The default [`StoreOptions::topics_max`].
@@ -97,6 +101,7 @@ impl Default for StoreOptions {
             clock: Arc::new(SystemClock),
             poll_batch_bytes_max: POLL_BATCH_BYTES_MAX_DEFAULT,
             topics_max: TOPICS_MAX_DEFAULT,
+            idempotency: IdempotencyWindow::default(),
         }
     }
 }
@@ -204,6 +209,7 @@ impl Store {
                 reason: "topics_max must be at least 1".into(),
             });
         }
+        options.idempotency.check()?;
         if options.poll_batch_bytes_max == 0 {
             return Err(StoreError::InvalidArgument {
                 reason: "poll_batch_bytes_max must be at least 1".into(),

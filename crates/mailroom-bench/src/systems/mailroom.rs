@@ -56,11 +56,24 @@ pub enum MailroomShape {
     AckNext,
 }
 
+/// What every message a mailroom publisher sends carries besides its payload.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum MessageMetadata {
+    /// Nothing: bare payloads (today's publishes).
+    #[default]
+    None,
+    /// A key and two headers (about what trace context and a content type add).
+    KeyAndHeaders,
+    /// A unique idempotency key per message, so every one is checked and stored.
+    IdempotencyKey,
+}
+
 /// A mailroom server.
 #[derive(Debug, Clone)]
 pub struct Mailroom {
     client: Client,
     shape: MailroomShape,
+    metadata: MessageMetadata,
 }
 
 impl Mailroom {
@@ -73,7 +86,36 @@ impl Mailroom {
         Ok(Mailroom {
             client: Client::new(url)?,
             shape,
+            metadata: MessageMetadata::None,
         })
+    }
+
+    /// With `metadata` on every message published (the publish workload).
+    pub fn with_metadata(mut self, metadata: MessageMetadata) -> Mailroom {
+        self.metadata = metadata;
+        self
+    }
+}
+
+/// Makes the idempotency keys of one run unique across its publishers.
+static IDEMPOTENCY_KEYS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// `payload` as a message with `metadata`.
+fn message_with(metadata: MessageMetadata, payload: &Bytes) -> mailroom_client::NewMessage {
+    let message = mailroom_client::NewMessage::new(payload.clone());
+    match metadata {
+        MessageMetadata::None => message,
+        MessageMetadata::KeyAndHeaders => message
+            .with_key("customer-0042")
+            .with_header(
+                "traceparent",
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            )
+            .with_header("content-type", "application/json"),
+        MessageMetadata::IdempotencyKey => {
+            let n = IDEMPOTENCY_KEYS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            message.with_idempotency_key(format!("{}-{n}", std::process::id()))
+        }
     }
 }
 
@@ -134,6 +176,7 @@ async fn create_groups(client: &Client, topic: &TopicSpec, max_in_flight: u32) -
 pub struct MailroomPublisher {
     client: Client,
     topic: String,
+    metadata: MessageMetadata,
 }
 
 /// Polls and settles one group, up to `prefetch` deliveries per round.
@@ -185,6 +228,7 @@ impl LogSystem for Mailroom {
         Ok(MailroomPublisher {
             client: self.client.clone(),
             topic: topic.name.clone(),
+            metadata: self.metadata,
         })
     }
 
@@ -221,6 +265,21 @@ impl LogSystem for Mailroom {
 
 impl LogPublisher for MailroomPublisher {
     async fn publish(&mut self, payloads: &[Bytes]) -> Result<()> {
+        if self.metadata != MessageMetadata::None {
+            let messages: Vec<_> = payloads
+                .iter()
+                .map(|payload| message_with(self.metadata, payload))
+                .collect();
+            let published = self.client.publish_once(&self.topic, &messages).await?;
+            anyhow::ensure!(
+                published.offsets.len() == payloads.len() && published.duplicates.is_empty(),
+                "batch returned {} offsets and {} duplicates for {} messages",
+                published.offsets.len(),
+                published.duplicates.len(),
+                payloads.len()
+            );
+            return Ok(());
+        }
         if let [payload] = payloads {
             self.client.publish(&self.topic, payload.clone()).await?;
         } else {

@@ -82,6 +82,7 @@ impl Labels {
                 payload: payload.clone(),
                 key: self.key.clone(),
                 headers: self.headers.clone(),
+                idempotency_key: None,
             })
             .collect();
         api.publish_messages(topic, &messages).await

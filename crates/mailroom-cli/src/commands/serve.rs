@@ -67,10 +67,20 @@ pub struct Args {
     /// [default: the embedded store in --data].
     #[arg(long, env = "MAILROOM_STORE")]
     store: Option<String>,
+    /// How many of a topic's newest messages its idempotency window covers: a repeated
+    /// Idempotency-Key among them is answered as a duplicate [default: 10000; at most
+    /// 1000000].
+    #[arg(long, env = "MAILROOM_IDEMPOTENCY_WINDOW_MESSAGES")]
+    idempotency_window_messages: Option<u64>,
+    /// How long a topic's idempotency window remembers a key, in milliseconds
+    /// [default: 120000; at most 604800000].
+    #[arg(long, env = "MAILROOM_IDEMPOTENCY_WINDOW_MS")]
+    idempotency_window_ms: Option<u64>,
     /// A TOML file with any of: listen, data, fsync, token, max_payload_bytes,
     /// header_read_timeout_ms, cors_origins, retention_max_age_ms, retention_max_bytes,
     /// retention_interval_ms, segment_bytes, max_topics, max_connections,
-    /// socket_send_buffer_bytes, store.
+    /// socket_send_buffer_bytes, idempotency_window_messages, idempotency_window_ms,
+    /// store.
     #[arg(long, env = "MAILROOM_CONFIG")]
     config: Option<PathBuf>,
     /// The client flags (`--server`, `--json`, `--timeout`), declared here hidden so that clap does
@@ -119,6 +129,8 @@ pub async fn run(args: Args, token: Option<String>) -> anyhow::Result<()> {
         max_connections: args.max_connections,
         socket_send_buffer_bytes: args.socket_send_buffer_bytes,
         store: args.store,
+        idempotency_window_messages: args.idempotency_window_messages,
+        idempotency_window_ms: args.idempotency_window_ms,
     };
     let config = Config::resolve(flags, file)?;
     tracing::info!(?config, "starting");

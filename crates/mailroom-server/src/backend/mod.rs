@@ -55,7 +55,7 @@ use mailroom::topic::{
 use mailroom_api::topic_health::FailedTopic;
 use mailroom_api::ErrorCode;
 use mailroom_store::{
-    AckedThenPolled, DeadLetterPage, NewMessage, StoreError, TopicRepaired, TopicRetention,
+    AckedThenPolled, DeadLetterPage, NewMessage, StoreError, Stored, TopicRepaired, TopicRetention,
 };
 
 use crate::error::ApiError;
@@ -237,6 +237,32 @@ pub trait TopicPublisher: fmt::Debug + Send + Sync {
         let payloads: Vec<Bytes> = messages.iter().map(|m| m.payload.clone()).collect();
         self.publish_batch(&payloads)
     }
+
+    /// As [`publish_messages`](Self::publish_messages), one answer per message, as
+    /// [`Backend::publish_once`]. The default keeps no idempotency keys and refuses them.
+    ///
+    /// # Errors
+    /// As [`publish_batch`](Self::publish_batch).
+    fn publish_once(&self, messages: &[NewMessage]) -> Result<Durable<Vec<Stored>>, BackendError> {
+        if messages
+            .iter()
+            .any(|m| m.metadata.idempotency_key.is_some())
+        {
+            return Err(BackendError::NotSupported(
+                "publishing with an idempotency key",
+            ));
+        }
+        let written = self.publish_messages(messages)?;
+        Ok(Box::pin(async move {
+            let offsets = written.await?;
+            Ok(offsets
+                .map(|offset| Stored {
+                    offset,
+                    duplicate: false,
+                })
+                .collect())
+        }))
+    }
 }
 
 /// Where the server keeps its topics and groups. See the [module docs](self).
@@ -318,6 +344,33 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
         }
         let payloads: Vec<Bytes> = messages.iter().map(|m| m.payload.clone()).collect();
         self.publish_batch(topic, &payloads).await
+    }
+
+    /// Publishes messages with their metadata (already checked) in one write, one answer
+    /// per message: a message whose idempotency key is in the topic's window (or earlier
+    /// in `messages`) is not stored and answers the first publish's offset as a
+    /// duplicate. The check and the write are one step: of concurrent publishes of a
+    /// key exactly one stores. The default keeps no idempotency keys and refuses them.
+    async fn publish_once(
+        &self,
+        topic: &str,
+        messages: &[NewMessage],
+    ) -> Result<Vec<Stored>, BackendError> {
+        if messages
+            .iter()
+            .any(|m| m.metadata.idempotency_key.is_some())
+        {
+            return Err(BackendError::NotSupported(
+                "publishing with an idempotency key",
+            ));
+        }
+        let offsets = self.publish_messages(topic, messages).await?;
+        Ok(offsets
+            .map(|offset| Stored {
+                offset,
+                duplicate: false,
+            })
+            .collect())
     }
 
     /// The messages that deliveries or dead letters of `topic` handed out, given as

@@ -5,6 +5,9 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+use mailroom_store::{
+    IdempotencyWindow, IDEMPOTENCY_WINDOW_AGE_MS_MAX, IDEMPOTENCY_WINDOW_MESSAGES_MAX,
+};
 use serde::Deserialize;
 
 mod fsync;
@@ -136,6 +139,10 @@ pub struct ConfigLayer {
     /// Where topics and groups are kept: `postgres://...` for a PostgreSQL database that
     /// several brokers may share; unset, the embedded store in `data`.
     pub store: Option<String>,
+    /// How many of a topic's newest messages its idempotency window covers.
+    pub idempotency_window_messages: Option<u64>,
+    /// How long a topic's idempotency window remembers a key, in milliseconds.
+    pub idempotency_window_ms: Option<u64>,
 }
 
 impl ConfigLayer {
@@ -212,6 +219,12 @@ pub struct Config {
     /// The PostgreSQL database to keep everything in (`postgres://...`), or `None` for
     /// the embedded store in `data_dir` (see `docs/scale-out.md`).
     pub store: Option<String>,
+    /// How many of a topic's newest messages its idempotency window covers
+    /// (`--idempotency-window-messages`).
+    pub idempotency_window_messages: u64,
+    /// How long a topic's idempotency window remembers a key, in milliseconds
+    /// (`--idempotency-window-ms`).
+    pub idempotency_window_ms: u64,
 }
 
 impl fmt::Debug for Config {
@@ -233,6 +246,11 @@ impl fmt::Debug for Config {
             .field("connections_max", &self.connections_max)
             .field("socket_send_buffer_bytes", &self.socket_send_buffer_bytes)
             .field("store", &self.store.as_deref().map(without_password))
+            .field(
+                "idempotency_window_messages",
+                &self.idempotency_window_messages,
+            )
+            .field("idempotency_window_ms", &self.idempotency_window_ms)
             .finish()
     }
 }
@@ -255,6 +273,8 @@ impl Default for Config {
             connections_max: None,
             socket_send_buffer_bytes: SOCKET_SEND_BUFFER_BYTES_DEFAULT,
             store: None,
+            idempotency_window_messages: IdempotencyWindow::default().messages_max,
+            idempotency_window_ms: IdempotencyWindow::default().age_ms_max,
         }
     }
 }
@@ -310,6 +330,14 @@ impl Config {
                 .or(file.socket_send_buffer_bytes)
                 .unwrap_or(defaults.socket_send_buffer_bytes),
             store: flags.store.or(file.store),
+            idempotency_window_messages: flags
+                .idempotency_window_messages
+                .or(file.idempotency_window_messages)
+                .unwrap_or(defaults.idempotency_window_messages),
+            idempotency_window_ms: flags
+                .idempotency_window_ms
+                .or(file.idempotency_window_ms)
+                .unwrap_or(defaults.idempotency_window_ms),
         };
         config.check()?;
         config.check_retention()?;
@@ -400,6 +428,18 @@ impl Config {
                 Some(self.segment_bytes),
                 SEGMENT_BYTES_MIN,
                 SEGMENT_BYTES_MAX,
+            ),
+            (
+                "idempotency-window-messages",
+                Some(self.idempotency_window_messages),
+                1,
+                IDEMPOTENCY_WINDOW_MESSAGES_MAX,
+            ),
+            (
+                "idempotency-window-ms",
+                Some(self.idempotency_window_ms),
+                1,
+                IDEMPOTENCY_WINDOW_AGE_MS_MAX,
             ),
         ];
         for (setting, value, min, max) in bounds {

@@ -30,6 +30,8 @@ pub const KEY_HEADER: &str = "mailroom-key";
 /// The prefix of the request (and raw poll response) headers carrying a message's
 /// headers, one each: `mailroom-header-<name>`.
 pub const HEADER_PREFIX: &str = "mailroom-header-";
+/// The request header carrying a raw publish's idempotency key.
+pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
 /// The raw poll response header carrying the publish time, Unix milliseconds.
 pub const PUBLISHED_AT_HEADER: &str = "mailroom-published-at-ms";
 
@@ -72,11 +74,12 @@ pub(crate) fn of_object(
     index: usize,
     key: Option<String>,
     headers: Option<BTreeMap<String, String>>,
+    idempotency_key: Option<String>,
 ) -> Result<Metadata, ApiError> {
     let metadata = Metadata {
         key,
         headers: headers.unwrap_or_default(),
-        idempotency_key: None,
+        idempotency_key,
     };
     checked(metadata, &format!("messages[{index}]."))
 }
@@ -105,7 +108,7 @@ pub(crate) fn message_of_object(
     let metadata = Metadata {
         key: object.key,
         headers: object.headers.unwrap_or_default(),
-        idempotency_key: None,
+        idempotency_key: object.idempotency_key,
     };
     let metadata = checked(metadata, &format!("{what}."))?;
     Ok(NewMessage { payload, metadata })
@@ -121,8 +124,9 @@ pub(crate) fn of_request_headers(headers: &HeaderMap) -> Result<Metadata, ApiErr
     for (name, value) in headers {
         let name = name.as_str();
         let is_key = name == KEY_HEADER;
+        let is_idempotency_key = name == IDEMPOTENCY_KEY_HEADER;
         let header = name.strip_prefix(HEADER_PREFIX);
-        if !is_key && header.is_none() {
+        if !is_key && !is_idempotency_key && header.is_none() {
             continue;
         }
         if headers.get_all(name).iter().count() > 1 {
@@ -134,6 +138,7 @@ pub(crate) fn of_request_headers(headers: &HeaderMap) -> Result<Metadata, ApiErr
             ApiError::invalid_argument(format!("request header {name} is not UTF-8"))
         })?;
         match header {
+            None if is_idempotency_key => metadata.idempotency_key = Some(value.to_owned()),
             None => metadata.key = Some(value.to_owned()),
             Some(header) => {
                 metadata.headers.insert(header.to_owned(), value.to_owned());
@@ -144,6 +149,7 @@ pub(crate) fn of_request_headers(headers: &HeaderMap) -> Result<Metadata, ApiErr
         Ok(()) => Ok(metadata),
         Err(error) => Err(renamed(error, |field| match field {
             "key" => KEY_HEADER.to_owned(),
+            "idempotency_key" => "Idempotency-Key".to_owned(),
             "headers.name" => format!("the name of a {HEADER_PREFIX}* request header"),
             "headers.value" => format!("a {HEADER_PREFIX}* request header"),
             _ => format!("the {HEADER_PREFIX}* request headers"),
@@ -217,7 +223,7 @@ mod tests {
     // Proves a batch item's refusal names the item's field.
     #[test]
     fn object_refusal_names_the_item_field() {
-        let error = of_object(3, Some(String::new()), None).unwrap_err();
+        let error = of_object(3, Some(String::new()), None, None).unwrap_err();
         assert!(
             error.message.starts_with("messages[3].key must be"),
             "{}",

@@ -25,7 +25,7 @@ pub use mailroom_api::topics::{
     RetentionRemoved, RetentionSettings, TopicCreateRequest, TopicCreated, TopicDeleted, TopicInfo,
     TopicList, TopicSummary, TopicUpdateRequest,
 };
-use mailroom_store::{Limit, NewMessage, TopicRetention};
+use mailroom_store::{Limit, NewMessage, Stored, TopicRetention};
 use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt as _};
 use utoipa_axum::routes;
 
@@ -244,7 +244,8 @@ pub async fn topic_info(
         `Mailroom-Key`, each header in a `Mailroom-Header-<name>` request header (the name \
         in lower case; at most 64 headers, values at most 4096 bytes, 16 KiB in all).",
     params(("topic" = crate::names::Name, Path, description = "Topic name"),
-           ("Mailroom-Key" = Option<String>, Header, description = "The message's key: 1 to 1024 bytes of UTF-8")),
+           ("Mailroom-Key" = Option<String>, Header, description = "The message's key: 1 to 1024 bytes of UTF-8"),
+           ("Idempotency-Key" = Option<String>, Header, description = "The publisher's idempotency key, 1 to 256 bytes of UTF-8: a repeat inside the topic's window answers the first offset with `duplicate: true` and stores nothing")),
     request_body(content = String, content_type = "application/octet-stream",
         description = "The message: any bytes, up to --max-payload-bytes"),
     responses(
@@ -262,16 +263,26 @@ pub async fn publish(
 ) -> Result<Response, ApiError> {
     let metadata = metadata::of_request_headers(&request_headers)?;
     let RawBody(payload) = body?;
-    let offset = if metadata.is_empty() {
-        state.backend.publish(&topic, payload).await?
+    let answer = if metadata.is_empty() {
+        let offset = state.backend.publish(&topic, payload).await?;
+        Stored {
+            offset,
+            duplicate: false,
+        }
     } else {
         let message = NewMessage { payload, metadata };
-        let offsets = state.backend.publish_messages(&topic, &[message]).await?;
-        offsets.start
+        state.backend.publish_once(&topic, &[message]).await?[0]
     };
     let labels = TopicLabels { topic };
-    state.metrics.publishes.get_or_create(&labels).inc();
-    Ok((StatusCode::CREATED, Json(Published { offset })).into_response())
+    if !answer.duplicate {
+        state.metrics.publishes.get_or_create(&labels).inc();
+    }
+    let published = Published {
+        offset: answer.offset,
+        duplicate: answer.duplicate,
+    };
+    // A duplicate answers as its first publish did (201), with `duplicate` set.
+    Ok((StatusCode::CREATED, Json(published)).into_response())
 }
 
 /// Publishes several messages in one durable write.
@@ -291,17 +302,30 @@ pub async fn publish_batch(
     JsonBody(request): JsonBody<BatchRequest>,
 ) -> Result<Response, ApiError> {
     let messages = decode_batch(request, state.config.payload_bytes_max)?;
-    let count = messages.len() as u64;
-    let range = if messages.iter().all(|message| message.metadata.is_empty()) {
+    let published = if messages.iter().all(|message| message.metadata.is_empty()) {
         let payloads: Vec<Bytes> = messages.into_iter().map(|m| m.payload).collect();
-        state.backend.publish_batch(&topic, &payloads).await?
+        let offsets = state.backend.publish_batch(&topic, &payloads).await?;
+        BatchPublished {
+            offsets: offsets.collect(),
+            duplicates: Vec::new(),
+        }
     } else {
-        state.backend.publish_messages(&topic, &messages).await?
+        let answers = state.backend.publish_once(&topic, &messages).await?;
+        BatchPublished {
+            offsets: answers.iter().map(|answer| answer.offset).collect(),
+            duplicates: (0..answers.len())
+                .filter(|&index| answers[index].duplicate)
+                .collect(),
+        }
     };
+    let stored = published.offsets.len() - published.duplicates.len();
     let labels = TopicLabels { topic };
-    state.metrics.publishes.get_or_create(&labels).inc_by(count);
-    let offsets = range.collect();
-    Ok((StatusCode::CREATED, Json(BatchPublished { offsets })).into_response())
+    state
+        .metrics
+        .publishes
+        .get_or_create(&labels)
+        .inc_by(stored as u64);
+    Ok((StatusCode::CREATED, Json(published)).into_response())
 }
 
 fn decode_batch(
@@ -334,7 +358,8 @@ fn decode_batch(
                         )))
                     }
                 };
-                let metadata = metadata::of_object(index, object.key, object.headers)?;
+                let metadata =
+                    metadata::of_object(index, object.key, object.headers, object.idempotency_key)?;
                 (payload, metadata)
             }
         };

@@ -27,6 +27,10 @@ impl DurableTopic {
     /// `mailroom::topic::Metadata::check` (nothing is written); as
     /// [`publish`](Self::publish).
     ///
+    /// Messages with an idempotency key go through the window as in
+    /// [`publish_once`](Self::publish_once): a repeat is not stored, and the range
+    /// covers only the messages stored (the empty range at the end if none was).
+    ///
     /// # Example
     ///
     /// ```
@@ -65,10 +69,39 @@ impl DurableTopic {
             let payloads: Vec<Bytes> = messages.iter().map(|m| m.payload.clone()).collect();
             return self.publish_batch_deferred(&payloads);
         }
+        if messages
+            .iter()
+            .any(|message| message.metadata.idempotency_key.is_some())
+        {
+            // The stored ones are consecutive: one write.
+            return Ok(self.publish_once_deferred(messages)?.and_then(|answers| {
+                let mut stored = answers.iter().filter(|answer| !answer.duplicate);
+                Ok(match stored.next() {
+                    Some(first) => first.offset..first.offset + 1 + stored.count() as u64,
+                    None => {
+                        let end = self.inner.messages.written_end();
+                        end..end
+                    }
+                })
+            }));
+        }
         let _live = self.live()?;
         for message in messages {
             message.metadata.check().map_err(TopicError::from)?;
         }
+        let all: Vec<&NewMessage> = messages.iter().collect();
+        let log = &self.inner.messages;
+        let offsets = self.write_messages(&all, self.inner.clock.now_ms())?;
+        Ok(Deferred::on_messages(log.durable(offsets.end), Ok(offsets)))
+    }
+
+    /// Writes `messages` (checked) in one log write at `now_ms`, each with its metadata
+    /// block if it has metadata.
+    pub(crate) fn write_messages(
+        &self,
+        messages: &[&NewMessage],
+        now_ms: u64,
+    ) -> Result<Range<u64>, StoreError> {
         // Only messages with metadata are copied into a body of block + payload.
         let bodies: Vec<Option<Vec<u8>>> = messages
             .iter()
@@ -87,9 +120,7 @@ impl DurableTopic {
             .map(|(message, body)| body.as_deref().unwrap_or(&message.payload[..]))
             .collect();
         let flags: Vec<bool> = bodies.iter().map(Option::is_some).collect();
-        let log = &self.inner.messages;
-        let offsets = log.write_bodies(&slices, &flags, self.inner.clock.now_ms())?;
-        Ok(Deferred::on_messages(log.durable(offsets.end), Ok(offsets)))
+        self.inner.messages.write_bodies(&slices, &flags, now_ms)
     }
 
     /// Reads the message at `offset` with its publish time and metadata; `None` if it is
@@ -111,6 +142,58 @@ impl DurableTopic {
                 position: offset,
                 reason,
             })
+    }
+
+    /// The first retained offset whose message was published at or after `time_ms`
+    /// (the record header's `timestamp_ms`, the broker's clock at publish); the end of
+    /// the log if none is. A binary search over offsets, so about `log2(len)` record
+    /// reads, each a scan of at most one index interval.
+    ///
+    /// Publish times are taken as non-decreasing in offset order, as the broker's clock
+    /// gives them; if the clock stepped back, the answer is one offset where the time
+    /// crosses `time_ms`, not necessarily the first (Kafka's lookup by `CreateTime`
+    /// has the same caveat).
+    ///
+    /// # Errors
+    ///
+    /// I/O errors and corruption; [`StoreError::UnknownTopic`] after deletion.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use bytes::Bytes;
+    /// use mailroom_store::clock::ManualClock;
+    /// use mailroom_store::{Store, StoreOptions};
+    ///
+    /// let clock = Arc::new(ManualClock::new(1_000));
+    /// let dir = tempfile::tempdir()?;
+    /// let store = Store::open(dir.path(), StoreOptions { clock: clock.clone(), ..StoreOptions::default() })?;
+    /// store.create_topic("t")?;
+    /// let topic = store.topic("t")?;
+    /// topic.publish(Bytes::from_static(b"a"))?; // at 1000
+    /// clock.advance_ms(10);
+    /// topic.publish(Bytes::from_static(b"b"))?; // at 1010
+    /// assert_eq!(topic.offset_at_time(1_005)?, 1);
+    /// assert_eq!(topic.offset_at_time(0)?, 0);
+    /// assert_eq!(topic.offset_at_time(2_000)?, 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn offset_at_time(&self, time_ms: u64) -> Result<u64, StoreError> {
+        let _live = self.live()?;
+        let log = &self.inner.messages;
+        let (mut low, mut high) = (log.start(), log.end());
+        // Invariant: every offset below `low` is before `time_ms` (or gone), and the
+        // answer is at most `high`.
+        while low < high {
+            let middle = low + (high - low) / 2;
+            match log.read(middle)? {
+                Some(record) if record.timestamp_ms >= time_ms => high = middle,
+                // Before the time, or removed by retention meanwhile.
+                _ => low = middle + 1,
+            }
+        }
+        Ok(low)
     }
 
     /// The message at `offset` whose payload a delivery or dead letter handed out: with

@@ -19,6 +19,7 @@ mod batch;
 mod dead_letters;
 mod deliveries;
 mod groups;
+mod idempotent;
 mod messages;
 mod retention;
 mod seek_pause;
@@ -27,6 +28,7 @@ pub(crate) mod settings;
 pub use batch::AckedThenPolled;
 pub use dead_letters::{DeadLetterPage, DEAD_LETTERS_PAGE_MAX};
 pub(crate) use groups::empty_group_name;
+pub use idempotent::Stored;
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -39,6 +41,7 @@ use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 
 use crate::clock::Clock;
 use crate::groups::{GroupSet, Staged};
+use crate::idempotency::KeysSeen;
 use crate::log::Log;
 use crate::retention::{Retention, RetentionRemoved, TopicRetention};
 use crate::storage::Storage;
@@ -108,6 +111,9 @@ pub(crate) struct TopicInner {
     retention: Mutex<TopicRetention>,
     /// What retention removed since the store was opened.
     removed: Mutex<RetentionRemoved>,
+    /// The idempotency keys published recently. Held from the check of a publish's keys
+    /// through its log write, so of two publishes of one key exactly one stores.
+    pub(crate) keys_seen: Mutex<KeysSeen>,
     /// `Live` until deleted or closed for a reopen. Every operation holds the read side,
     /// so a delete or close (the write side) waits for operations in flight and none
     /// starts after it.
@@ -195,6 +201,12 @@ impl DurableTopic {
         let messages = Log::open(storage.clone(), &dir.join("messages"), options.log.clone())?;
         let groups = GroupSet::open(storage.clone(), dir, &messages, options)?;
         let clock = options.clock.clone();
+        let keys_seen = KeysSeen::rebuild(
+            options.idempotency,
+            &messages,
+            &dir.join("messages"),
+            clock.now_ms(),
+        )?;
         Ok(DurableTopic {
             inner: Arc::new(TopicInner {
                 name: name.to_owned(),
@@ -206,6 +218,7 @@ impl DurableTopic {
                 retention_defaults: options.retention,
                 retention: Mutex::new(retention),
                 removed: Mutex::new(RetentionRemoved::default()),
+                keys_seen: Mutex::new(keys_seen),
                 deleted: RwLock::new(Life::Live),
             }),
         })

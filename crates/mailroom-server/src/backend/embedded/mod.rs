@@ -20,7 +20,8 @@ use bytes::Bytes;
 use mailroom::group::{DeliveryId, GroupConfig, NackOptions, NotOwned};
 use mailroom::topic::{Delivery, Message, Nack, StartPosition};
 use mailroom_store::{
-    AckedThenPolled, DeadLetterPage, DurableTopic, NewMessage, Store, StoreError, TopicRetention,
+    AckedThenPolled, DeadLetterPage, DurableTopic, NewMessage, Store, StoreError, Stored,
+    TopicRetention,
 };
 use prometheus_client::metrics::histogram::Histogram;
 use tokio::time::Instant;
@@ -223,6 +224,20 @@ impl Backend for Embedded {
             .await?;
         self.long_polls.wake(topic);
         Ok(offsets)
+    }
+
+    async fn publish_once(
+        &self,
+        topic: &str,
+        messages: &[NewMessage],
+    ) -> Result<Vec<Stored>, BackendError> {
+        let answers = self
+            .durable(|store| store.topic(topic)?.publish_once_deferred(messages))
+            .await?;
+        if answers.iter().any(|answer| !answer.duplicate) {
+            self.long_polls.wake(topic);
+        }
+        Ok(answers)
     }
 
     fn messages(

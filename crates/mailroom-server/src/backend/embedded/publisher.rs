@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use mailroom_store::log::{APPEND_BYTES_MAX, APPEND_RECORDS_MAX};
-use mailroom_store::{Deferred, DurableTopic, NewMessage};
+use mailroom_store::{Deferred, DurableTopic, NewMessage, Stored};
 
 use crate::backend::{BackendError, Durable, TopicPublisher};
 use crate::config::PAYLOAD_BYTES_MAX_LIMIT;
@@ -40,11 +40,16 @@ impl TopicPublisher for EmbeddedPublisher {
         let written = self.handle.publish_messages_deferred(messages)?;
         Ok(self.waking(written))
     }
+
+    fn publish_once(&self, messages: &[NewMessage]) -> Result<Durable<Vec<Stored>>, BackendError> {
+        let written = self.handle.publish_once_deferred(messages)?;
+        Ok(self.waking(written))
+    }
 }
 
 impl EmbeddedPublisher {
     /// The wait for `written`, which wakes the topic's long polls once it is durable.
-    fn waking(&self, written: Deferred<Range<u64>>) -> Durable<Range<u64>> {
+    fn waking<T: Send + 'static>(&self, written: Deferred<T>) -> Durable<T> {
         let (topic, long_polls) = (self.topic.clone(), Arc::clone(&self.long_polls));
         Box::pin(async move {
             let offsets = written.await?;

@@ -127,12 +127,14 @@ pub(super) fn confirmation(
             seq,
             count,
             offset: Some(offset),
+            duplicate: false,
             error: None,
         },
         Err(error) => StreamConfirmation {
             seq,
             count,
             offset: None,
+            duplicate: false,
             error: Some(StreamError {
                 code: error.code,
                 message: error.message,

@@ -225,6 +225,13 @@ impl Publisher {
             self.refuse(seq, error);
             return;
         }
+        if message.metadata.idempotency_key.is_some() {
+            // Its answer may be a duplicate's offset, which does not follow the batch's:
+            // a frame with an idempotency key is published and confirmed alone.
+            self.publish_batch();
+            self.publish_keyed(seq, message);
+            return;
+        }
         if self.batch.messages.is_empty() {
             self.batch.seq = seq;
         }
@@ -266,6 +273,30 @@ impl Publisher {
         self.pending.push_back(confirmation);
     }
 
+    /// Publishes frame `seq`'s message, which has an idempotency key, alone, and queues
+    /// its confirmation (with `duplicate` set for a repeat).
+    fn publish_keyed(&mut self, seq: u64, message: NewMessage) {
+        let confirmation: PendingConfirmation = match self.handle.publish_once(&[message]) {
+            Ok(written) => Box::pin(async move {
+                match written.await {
+                    Ok(answers) => StreamConfirmation {
+                        duplicate: answers[0].duplicate,
+                        ..confirmation(seq, 1, Ok(answers[0].offset))
+                    },
+                    Err(error) => confirmation(seq, 1, Err(ApiError::from(error))),
+                }
+            }),
+            Err(error) => {
+                let error = ApiError::from(error);
+                if is_ending_code(error.code.as_str()) {
+                    self.end(close_code::ERROR, ending_code(error.code.as_str()));
+                }
+                Box::pin(std::future::ready(confirmation(seq, 1, Err(error))))
+            }
+        };
+        self.pending.push_back(confirmation);
+    }
+
     /// Sends `first` and every further confirmation already resolved, with one flush.
     ///
     /// # Errors
@@ -283,6 +314,8 @@ impl Publisher {
         while let Some(confirmation) = next.take() {
             self.unconfirmed -= confirmation.count as usize;
             match &confirmation.error {
+                // A duplicate stored nothing: it is not counted as published.
+                None if confirmation.duplicate => {}
                 None => published += confirmation.count,
                 Some(error) if is_ending_code(error.code.as_str()) => {
                     let code = ending_code(error.code.as_str());
