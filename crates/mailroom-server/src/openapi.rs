@@ -13,7 +13,7 @@ use utoipa::{Modify, OpenApi};
 
 use crate::error::ErrorBody;
 use crate::names::Name;
-use crate::routes::publish_stream;
+use crate::routes::{consume_stream, publish_stream};
 
 /// The API's OpenAPI document: its paths come from the routes themselves
 /// ([`routes`](crate::routes::routes), the one list of them, each with its
@@ -46,7 +46,8 @@ pub fn document() -> &'static utoipa::openapi::OpenApi {
     info(title = "mailroom", description = "A message broker: durable topics with exact \
         consumer-group delivery state, and best-effort live channels. Every error is \
         {\"error\": \"<stable code>\", \"message\": \"...\"}."),
-    components(schemas(ErrorBody, Name, publish_stream::StreamConfirmation)),
+    components(schemas(ErrorBody, Name, publish_stream::StreamConfirmation,
+        consume_stream::ServerFrame, consume_stream::Settlement)),
     tags(
         (name = "topics", description = "Durable, retained topics"),
         (name = "groups", description = "Consumer groups: poll, ack, nack (release, reject), \
