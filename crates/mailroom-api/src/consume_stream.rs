@@ -30,7 +30,7 @@ use crate::publish_stream::StreamError;
 pub struct ConsumeStreamQuery {
     /// The most deliveries held unsettled at once: 1 ..= `CONSUME_STREAM_WINDOW_MAX`
     /// (4096) and at most the group's `max_in_flight` (400 otherwise). Default 1.
-    #[serde(default, deserialize_with = "crate::whole::deserialize_option")]
+    #[serde(default)]
     pub window: Option<u32>,
     /// The consumer identity the deliveries are owned by. A stream reopened with the
     /// same identity gets the deliveries it still has in flight first. Left out: the
