@@ -83,12 +83,7 @@ impl Client {
         consumer: Option<&str>,
     ) -> Result<ConsumeStream, ClientError> {
         let path = Client::group_path(topic, group, &["consume", "ws"])?;
-        let mut query = url::form_urlencoded::Serializer::new(String::new());
-        query.append_pair("window", &window.to_string());
-        if let Some(consumer) = consumer {
-            query.append_pair("consumer", consumer);
-        }
-        let query = query.finish();
+        let query = stream_query(window, consumer);
         let options = SubscribeOptions::default();
         let config = WebSocketConfig::default();
         let mut socket = open_websocket(self, &path, Some(&query), options, config).await?;
@@ -226,6 +221,17 @@ impl ConsumeStream {
         self.next_seq += 1;
         Ok(seq)
     }
+}
+
+/// The upgrade's query string. Built apart from the async call: the serializer is not
+/// `Send`, and must not live across an await.
+fn stream_query(window: u32, consumer: Option<&str>) -> String {
+    let mut query = url::form_urlencoded::Serializer::new(String::new());
+    query.append_pair("window", &window.to_string());
+    if let Some(consumer) = consumer {
+        query.append_pair("consumer", consumer);
+    }
+    query.finish()
 }
 
 /// The event a server frame is.
