@@ -1,4 +1,4 @@
-//! mailroom's consume stream as a [`LogConsumer`]: one WebSocket per group with a window
+//! mailroom's consume stream as a [`LogConsumer`](super::LogConsumer): one WebSocket per group with a window
 //! of the run's prefetch (`Client::consume_stream`), the like-for-like of Redis's
 //! blocking `XREADGROUP`, RabbitMQ's `basic.consume` with a prefetch and NATS pull
 //! consumers.
