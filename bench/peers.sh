@@ -8,6 +8,7 @@
 #   BENCH_SYSTEMS="redis nats" bench/peers.sh   # a subset of systems
 #   BENCH_WORKLOADS=parallel bench/peers.sh     # a subset of workload sets: log live parallel
 #   BENCH_WORKLOADS=pipelined bench/peers.sh    # only the pipelined publish rows (also in log)
+#   BENCH_WORKLOADS=stream bench/peers.sh       # only the consume stream rows (prefetch 1 16 256)
 #   PIPELINE_WINDOW=64 bench/peers.sh           # their window per publisher (default 256; empty: skip)
 #   WINDOWS="1 16" bench/peers.sh               # the parallel workload's windows (default 1 16 256)
 #   TASKS_WINDOW= bench/peers.sh                # skip mailroom's old-shape parallel run (default W 16)
@@ -69,11 +70,12 @@ done
 
 PROFILE="${BENCH_PROFILE:-full}"
 SYSTEMS="${BENCH_SYSTEMS:-mailroom redis nats rabbitmq disk}"
-WORKLOADS="${BENCH_WORKLOADS:-log live parallel}"
+WORKLOADS="${BENCH_WORKLOADS:-log live parallel stream}"
 WINDOWS="${WINDOWS:-1 16 256}"
 TASKS_WINDOW="${TASKS_WINDOW-16}"   # mailroom's old W-consumers shape at this W; empty: skip
 ACK_NEXT_WINDOWS="${ACK_NEXT_WINDOWS-16 256}"   # ack with the next poll / pipelined XACK; empty: skip
 PIPELINE_WINDOW="${PIPELINE_WINDOW-256}"   # pipelined publish rows' window; empty: skip
+STREAM_PREFETCHES="${STREAM_PREFETCHES-1 16 256}"   # the consume stream set's prefetches
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 BUILD="${BENCH_BUILD:-release}"   # smoke uses debug: CI has just built it for the tests
 case "$BUILD" in release) BUILD_FLAG=--release ;; debug) BUILD_FLAG= ;; *) echo "BENCH_BUILD: release|debug" >&2; exit 64 ;; esac
@@ -274,6 +276,21 @@ pipelined_workload() { # system address pid durability detail count
   done
 }
 
+stream_workload() { # system address pid durability detail count
+  local prefetch
+  runs stream || return 0
+  # The consume stream (issue 19): mailroom pushes over one WebSocket, window = prefetch;
+  # the peers' own consumers are already their like-for-like (Redis blocking XREADGROUP
+  # + XACK, RabbitMQ basic.consume with basic.qos, NATS pull fetch), so they run the
+  # plain consume at the same prefetch, and mailroom's HTTP consume runs beside it.
+  for prefetch in $STREAM_PREFETCHES; do
+    bench "$1" "$2" "$3" "$4" "$5" consume --payload-bytes 1024 --count "$6" --prefetch "$prefetch"
+    if [ "$1" = mailroom ]; then
+      bench "$1" "$2" "$3" "$4" "$5" consume --payload-bytes 1024 --count "$6" --prefetch "$prefetch" --mailroom-stream
+    fi
+  done
+}
+
 parallel_workload() { # system address pid durability detail count
   local window
   runs parallel || return 0
@@ -340,6 +357,7 @@ log "row strict"
 if [ -n "$MAILROOM_BIN" ] && start_mailroom always; then
   log_workloads mailroom "$MAILROOM_ADDR" "$MAILROOM_PID" strict "--fsync always" "$PUB_STRICT" "$PUB_MANY_STRICT" "$CONSUME_STRICT"
   pipelined_workload mailroom "$MAILROOM_ADDR" "$MAILROOM_PID" strict "--fsync always" "$PUB_MANY_STRICT"
+  stream_workload mailroom "$MAILROOM_ADDR" "$MAILROOM_PID" strict "--fsync always" "$CONSUME_STRICT"
   parallel_workload mailroom "$MAILROOM_ADDR" "$MAILROOM_PID" strict "--fsync always" "$CONSUME_STRICT"
 fi
 stop_all
@@ -347,12 +365,14 @@ disk_workload
 if wants redis && start_redis always; then
   log_workloads redis "127.0.0.1:$REDIS_PORT" "$REDIS_PID" strict "appendfsync always" "$PUB_STRICT" "$PUB_MANY_STRICT" "$CONSUME_STRICT"
   pipelined_workload redis "127.0.0.1:$REDIS_PORT" "$REDIS_PID" strict "appendfsync always" "$PUB_MANY_STRICT"
+  stream_workload redis "127.0.0.1:$REDIS_PORT" "$REDIS_PID" strict "appendfsync always" "$CONSUME_STRICT"
   parallel_workload redis "127.0.0.1:$REDIS_PORT" "$REDIS_PID" strict "appendfsync always" "$CONSUME_STRICT"
 fi
 stop_all
 if wants rabbitmq && start_rabbitmq; then
   log_workloads rabbitmq "127.0.0.1:$RABBIT_PORT" "$RABBIT_PID" strict "quorum queue, fsync before confirm" "$PUB_STRICT" "$PUB_MANY_STRICT" "$CONSUME_STRICT"
   pipelined_workload rabbitmq "127.0.0.1:$RABBIT_PORT" "$RABBIT_PID" strict "quorum queue, fsync before confirm" "$PUB_MANY_STRICT"
+  stream_workload rabbitmq "127.0.0.1:$RABBIT_PORT" "$RABBIT_PID" strict "quorum queue, fsync before confirm" "$CONSUME_STRICT"
 fi
 stop_all
 
@@ -360,6 +380,7 @@ log "row relaxed"
 if [ -n "$MAILROOM_BIN" ] && start_mailroom interval:1000; then
   log_workloads mailroom "$MAILROOM_ADDR" "$MAILROOM_PID" relaxed "--fsync interval:1000" "$PUB_RELAXED" "$PUB_MANY_RELAXED" "$CONSUME_RELAXED"
   pipelined_workload mailroom "$MAILROOM_ADDR" "$MAILROOM_PID" relaxed "--fsync interval:1000" "$PUB_MANY_RELAXED"
+  stream_workload mailroom "$MAILROOM_ADDR" "$MAILROOM_PID" relaxed "--fsync interval:1000" "$CONSUME_RELAXED"
   parallel_workload mailroom "$MAILROOM_ADDR" "$MAILROOM_PID" relaxed "--fsync interval:1000" "$CONSUME_RELAXED"
   live_workload mailroom "$MAILROOM_ADDR" "$MAILROOM_PID"
 fi
@@ -367,6 +388,7 @@ stop_all
 if wants redis && start_redis everysec; then
   log_workloads redis "127.0.0.1:$REDIS_PORT" "$REDIS_PID" relaxed "appendfsync everysec" "$PUB_RELAXED" "$PUB_MANY_RELAXED" "$CONSUME_RELAXED"
   pipelined_workload redis "127.0.0.1:$REDIS_PORT" "$REDIS_PID" relaxed "appendfsync everysec" "$PUB_MANY_RELAXED"
+  stream_workload redis "127.0.0.1:$REDIS_PORT" "$REDIS_PID" relaxed "appendfsync everysec" "$CONSUME_RELAXED"
   parallel_workload redis "127.0.0.1:$REDIS_PORT" "$REDIS_PID" relaxed "appendfsync everysec" "$CONSUME_RELAXED"
   live_workload redis "127.0.0.1:$REDIS_PORT" "$REDIS_PID"
 fi
@@ -374,6 +396,7 @@ stop_all
 if wants nats && start_nats; then
   log_workloads nats "127.0.0.1:$NATS_PORT" "$NATS_PID" relaxed "JetStream file store, default sync" "$PUB_RELAXED" "$PUB_MANY_RELAXED" "$CONSUME_RELAXED"
   pipelined_workload nats "127.0.0.1:$NATS_PORT" "$NATS_PID" relaxed "JetStream file store, default sync" "$PUB_MANY_RELAXED"
+  stream_workload nats "127.0.0.1:$NATS_PORT" "$NATS_PID" relaxed "JetStream file store, default sync" "$CONSUME_RELAXED"
   live_workload nats "127.0.0.1:$NATS_PORT" "$NATS_PID"
 fi
 stop_all

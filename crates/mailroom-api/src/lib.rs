@@ -39,6 +39,7 @@
 
 pub mod batch;
 pub mod channels;
+pub mod consume_stream;
 pub mod dead_letters;
 pub mod deliveries;
 pub mod error;

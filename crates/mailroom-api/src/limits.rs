@@ -115,3 +115,17 @@ pub const RETENTION_BYTES_MAX: u64 = 1 << 60;
 /// The largest retention count a topic accepts (`max_messages`): 2^53, the largest
 /// integer every JSON reader keeps exactly.
 pub const RETENTION_MESSAGES_MAX: u64 = 1 << 53;
+
+/// The largest window a consume stream may ask for (`?window=`): the most deliveries it
+/// holds unsettled at once. The group's `max_in_flight` bounds it too.
+pub const CONSUME_STREAM_WINDOW_MAX: u32 = 4_096;
+/// The largest settlement frame a consume stream reads, in bytes; a larger frame ends
+/// the connection (close 1009).
+pub const CONSUME_STREAM_FRAME_BYTES_MAX: usize = 16 << 10;
+/// The most settlement frames a consume stream settles as one batch; the rest wait for
+/// the next round.
+pub const CONSUME_STREAM_SETTLEMENTS_MAX: usize = 1_024;
+/// The most bytes of frames a consume stream queues for a client that does not read:
+/// beyond it the server stops sending (and so stops reading) until the client catches
+/// up. Above one poll's payload cap (16 MiB), so a full batch always fits.
+pub const CONSUME_STREAM_QUEUED_BYTES_MAX: usize = 32 << 20;

@@ -158,6 +158,10 @@ struct RunArgs {
     /// How mailroom keeps the window in flight (parallel workload).
     #[arg(long, value_enum, default_value_t = Shape::Batch)]
     mailroom_shape: Shape,
+    /// Consume over the consume stream (WebSocket, window = the prefetch) instead of
+    /// poll/batch + ack/batch (mailroom's consume, retry and fanout workloads).
+    #[arg(long)]
+    mailroom_stream: bool,
     /// How Redis acks (parallel workload).
     #[arg(long, value_enum, default_value_t = RedisShape::Separate)]
     redis_shape: RedisShape,
@@ -216,6 +220,12 @@ impl RunArgs {
                 format!("{size}, {} pub, batch {}", self.publishers, self.batch)
             }
             Workload::Publish => format!("{size}, {} pub, unbatched", self.publishers),
+            Workload::Consume if self.mailroom_stream => {
+                format!(
+                    "{size}, 1 group, prefetch {}, consume stream",
+                    self.prefetch
+                )
+            }
             Workload::Consume => format!("{size}, 1 group, prefetch {}", self.prefetch),
             Workload::Retry => format!(
                 "{size}, 1 in {} rejected, max {}, prefetch {}",
@@ -326,6 +336,11 @@ async fn measure(args: &RunArgs) -> Result<Measured> {
         "--mailroom-shape applies to mailroom's parallel workload only"
     );
     anyhow::ensure!(
+        !args.mailroom_stream
+            || (args.system == System::Mailroom && args.workload != Workload::Parallel),
+        "--mailroom-stream applies to mailroom's consume, retry and fanout workloads only"
+    );
+    anyhow::ensure!(
         args.redis_shape == RedisShape::Separate
             || (args.system == System::Redis && args.workload == Workload::Parallel),
         "--redis-shape applies to Redis's parallel workload only"
@@ -359,8 +374,11 @@ async fn measure(args: &RunArgs) -> Result<Measured> {
                 Metadata::KeyHeaders => MessageMetadata::KeyAndHeaders,
                 Metadata::Idempotent => MessageMetadata::IdempotencyKey,
             };
-            let system =
+            let mut system =
                 Mailroom::new(&format!("http://{}", args.address), shape)?.with_metadata(metadata);
+            if args.mailroom_stream {
+                system = system.streamed();
+            }
             if args.workload == Workload::Parallel {
                 return windowed(&system, args, &tag).await;
             }

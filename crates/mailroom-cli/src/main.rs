@@ -169,6 +169,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Topic(command) => commands::topic::run(&client, command, output).await,
         Command::Group(command) => commands::group::run(&client, command, output).await,
         Command::Publish(args) => commands::publish::run(&client, args, output).await,
+        // The stream is a WebSocket of the concrete client, outside the `Api` trait.
+        Command::Consume(args) if args.stream => {
+            commands::consume::consume_stream(&client, &args, output)
+                .await
+                .map(|_| ())
+        }
         Command::Consume(args) => commands::consume::run(&client, args, output).await,
         Command::DeadLetters(args) => commands::dead_letters::run(&client, args, output).await,
         Command::Channel(command) => commands::channel::run(&client, command, output).await,

@@ -246,6 +246,7 @@ async fn openapi_documents_every_endpoint() {
         ("/v1/topics/{topic}/groups/{group}/poll/batch", "post"),
         ("/v1/topics/{topic}/groups/{group}/ack/batch", "post"),
         ("/v1/topics/{topic}/groups/{group}/nack/batch", "post"),
+        ("/v1/topics/{topic}/groups/{group}/consume/ws", "get"),
         (
             "/v1/topics/{topic}/groups/{group}/dead-letters/redrive",
             "post",

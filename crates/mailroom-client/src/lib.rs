@@ -39,6 +39,7 @@
 
 mod batch;
 mod client;
+mod consume_stream;
 mod dead_letters;
 mod deletion;
 mod deliveries;
@@ -56,6 +57,7 @@ mod types;
 
 pub use batch::BatchPoll;
 pub use client::Client;
+pub use consume_stream::{ConsumeStream, Settled, SettledOutcome, StreamEvent};
 pub use dead_letters::{DeadLetterPage, DEAD_LETTERS_PAGE_MAX};
 pub use deliveries::NackOptions;
 pub use error::{ClientError, TimeoutLimit};

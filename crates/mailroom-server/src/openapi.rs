@@ -13,7 +13,7 @@ use utoipa::{Modify, OpenApi};
 
 use crate::error::ErrorBody;
 use crate::names::Name;
-use crate::routes::publish_stream;
+use crate::routes::{consume_stream, publish_stream};
 
 /// The API's OpenAPI document: its paths come from the routes themselves
 /// ([`routes`](crate::routes::routes), the one list of them, each with its
@@ -50,7 +50,9 @@ pub fn document() -> &'static utoipa::openapi::OpenApi {
         ErrorBody,
         Name,
         publish_stream::StreamConfirmation,
-        publish_stream::TextFrames
+        publish_stream::TextFrames,
+        consume_stream::ServerFrame,
+        consume_stream::Settlement
     )),
     tags(
         (name = "topics", description = "Durable, retained topics"),

@@ -24,6 +24,7 @@ use mailroom_client::{
     NackOptions, NackOutcome, SubscribeOptions, Subscription,
 };
 
+use super::mailroom_stream::StreamedConsumer;
 use super::{
     FailOutcome, LiveSubscriber, LiveSystem, LogConsumer, LogPublisher, LogSystem, Received,
     TopicSpec,
@@ -74,6 +75,8 @@ pub struct Mailroom {
     client: Client,
     shape: MailroomShape,
     metadata: MessageMetadata,
+    /// Consume over the consume stream instead of `poll/batch` (consume, retry, fanout).
+    streamed: bool,
 }
 
 impl Mailroom {
@@ -87,12 +90,20 @@ impl Mailroom {
             client: Client::new(url)?,
             shape,
             metadata: MessageMetadata::None,
+            streamed: false,
         })
     }
 
     /// With `metadata` on every message published (the publish workload).
     pub fn with_metadata(mut self, metadata: MessageMetadata) -> Mailroom {
         self.metadata = metadata;
+        self
+    }
+
+    /// This handle, consuming the log workloads over the consume stream (one WebSocket
+    /// per group, window = the prefetch) instead of `poll/batch` + `ack/batch`.
+    pub fn streamed(mut self) -> Mailroom {
+        self.streamed = true;
         self
     }
 }
@@ -186,6 +197,8 @@ pub struct MailroomConsumer {
     topic: String,
     group: String,
     prefetch: u32,
+    /// The consume stream, when consuming over it.
+    stream: Option<Box<StreamedConsumer>>,
 }
 
 impl MailroomConsumer {
@@ -233,11 +246,23 @@ impl LogSystem for Mailroom {
     }
 
     async fn consumer(&self, topic: &TopicSpec, group: &str) -> Result<MailroomConsumer> {
+        let prefetch = u32::try_from(topic.prefetch.clamp(1, super::PREFETCH_MAX))?;
+        let stream = match self.streamed {
+            false => None,
+            true => {
+                let stream = self
+                    .client
+                    .consume_stream(&topic.name, group, prefetch, None)
+                    .await?;
+                Some(Box::new(StreamedConsumer::new(stream, prefetch as usize)))
+            }
+        };
         Ok(MailroomConsumer {
             client: self.client.clone(),
             topic: topic.name.clone(),
             group: group.to_owned(),
-            prefetch: u32::try_from(topic.prefetch.clamp(1, super::PREFETCH_MAX))?,
+            prefetch,
+            stream,
         })
     }
 
@@ -347,6 +372,9 @@ impl LogConsumer for MailroomConsumer {
     type Handle = DeliveryId;
 
     async fn next(&mut self) -> Result<Option<Received<DeliveryId>>> {
+        if let Some(stream) = &mut self.stream {
+            return stream.next_one().await;
+        }
         Ok(self.poll_round(1).await?.pop())
     }
 
@@ -364,6 +392,9 @@ impl LogConsumer for MailroomConsumer {
     }
 
     async fn next_batch(&mut self) -> Result<Vec<Received<DeliveryId>>> {
+        if let Some(stream) = &mut self.stream {
+            return stream.next_batch().await;
+        }
         self.poll_round(self.prefetch).await
     }
 
@@ -372,6 +403,9 @@ impl LogConsumer for MailroomConsumer {
         acks: Vec<DeliveryId>,
         fails: Vec<DeliveryId>,
     ) -> Result<Vec<FailOutcome>> {
+        if let Some(stream) = &mut self.stream {
+            return stream.settle(acks, fails).await;
+        }
         if !acks.is_empty() {
             let results = self
                 .client
@@ -500,6 +534,7 @@ impl WindowSystem for Mailroom {
                 topic: topic.name.clone(),
                 group: group.to_owned(),
                 prefetch: window,
+                stream: None,
             };
             let ack_next = self.shape == MailroomShape::AckNext;
             return Ok(vec![MailroomWorker::Batch(consumer, ack_next)]);

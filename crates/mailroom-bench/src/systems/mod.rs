@@ -17,6 +17,7 @@ use bytes::Bytes;
 use hdrhistogram::Histogram;
 
 pub mod mailroom;
+pub mod mailroom_stream;
 pub mod nats;
 pub mod rabbitmq;
 pub mod redis;

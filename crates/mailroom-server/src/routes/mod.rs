@@ -19,6 +19,7 @@ use crate::state::AppState;
 
 pub mod arguments;
 pub mod channels;
+pub mod consume_stream;
 pub mod dead_letters;
 pub mod deliveries;
 pub mod groups;
@@ -96,6 +97,7 @@ pub fn routes(payload_bytes_max: u64) -> Routes {
         .merge(topics::router(limits))
         .merge(topic_health::router())
         .merge(publish_stream::router())
+        .merge(consume_stream::router())
         .merge(groups::router(limits))
         .merge(deliveries::router(limits))
         .merge(leases::router(limits))

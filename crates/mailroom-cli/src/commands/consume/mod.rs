@@ -10,12 +10,16 @@
 //! With `--batch N` each round trip carries up to N messages: one `poll/batch` (a long
 //! poll under `--follow`), then one `ack/batch` for those handled and one `nack/batch` for
 //! those that failed.
+//!
+//! With `--stream` one WebSocket carries the deliveries, up to `--window` unsettled, and
+//! their settlements (`GET .../consume/ws`).
 
 mod batch_loop;
 mod handler;
 mod poll_loop;
 #[cfg(test)]
 mod scripted_server;
+mod stream_loop;
 
 use mailroom_client::{Delivery, NackKind, NackOptions, NackOutcome};
 use serde_json::json;
@@ -27,6 +31,7 @@ use crate::output::{merged, payload_fields, payload_text, Output};
 
 pub use batch_loop::consume_batches;
 pub use poll_loop::consume;
+pub use stream_loop::consume_stream;
 
 /// How long `--follow` lets the server hold a poll for the next message (with or
 /// without `--batch`).
@@ -64,6 +69,15 @@ pub struct Args {
     /// and one nack request; with --follow, wait for messages with a long poll.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i64::from(BATCH_MAX)))]
     pub batch: Option<u32>,
+    /// Consume over one WebSocket: the server pushes deliveries as they come and the
+    /// settlements go back on the same socket. Without --follow, ends once 250 ms pass
+    /// with nothing new.
+    #[arg(long, conflicts_with = "batch")]
+    pub stream: bool,
+    /// With --stream: the most deliveries held unsettled at once (1 to 4,096, at most
+    /// the group's max_in_flight; default 1).
+    #[arg(long, requires = "stream", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub window: Option<u32>,
     /// Poll as this consumer identity (each consumer gets its own deliveries back).
     #[arg(long)]
     pub consumer: Option<String>,

@@ -279,6 +279,8 @@ pub(super) fn args(exec: Option<&str>, nack: bool, count: Option<u64>) -> Args {
         nack,
         nack_kind: None,
         batch: None,
+        stream: false,
+        window: None,
         consumer: None,
     }
 }

@@ -183,7 +183,7 @@ pub async fn nack_batch(
     Ok(Json(NackResults { results }))
 }
 
-fn nack_outcome(nack: Nack, released: bool) -> NackOutcome {
+pub(crate) fn nack_outcome(nack: Nack, released: bool) -> NackOutcome {
     match nack {
         Nack::Retry if released => NackOutcome::Released,
         Nack::Retry => NackOutcome::Retry,
@@ -192,7 +192,7 @@ fn nack_outcome(nack: Nack, released: bool) -> NackOutcome {
 }
 
 /// Counts each successful nack by outcome (and each dead letter), as the single nack does.
-fn count_nacks(
+pub(crate) fn count_nacks(
     metrics: &Metrics,
     labels: &GroupLabels,
     outcomes: &[Result<NackOutcome, NotOwned>],
