@@ -165,6 +165,10 @@ class Runner:
             return await settle(c.topic_info(topic))
         if op == "dead_letters":
             return await self.dead_letters(topic, group)
+        if op == "seek":
+            return await settle(c.seek(topic, group, s["to"]))
+        if op in ("pause", "resume"):
+            return await settle(getattr(c, op)(topic, group))
         if op in ("redrive", "purge"):
             return await settle(getattr(c, op)(topic, group, s.get("from"), s.get("to")))
         return await self.channel_step(op, channel, s)

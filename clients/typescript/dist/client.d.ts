@@ -3,7 +3,7 @@
  * subscriptions and the consumer loop.
  */
 import { Consumer, type ConsumeOptions } from "./consumer.js";
-import { type ChannelDelivery, type ChannelInfo, type DeadLetter, type DeadLetterPage, Delivery, type DeliveryRef, type GroupDetail, type GroupSettings, type Health, type ItemResult, type NackKind, type Payload, type PolledBatch, type Retention, type Ticket, type TopicInfo, type TopicSummary } from "./models.js";
+import { type ChannelDelivery, type ChannelInfo, type DeadLetter, type DeadLetterPage, Delivery, type DeliveryRef, type GroupDetail, type GroupPause, type GroupSeeked, type Message, type TopicRecovered, type TopicRepairReport, type GroupSettings, type Health, type ItemResult, type NackKind, type Payload, type PolledBatch, type Retention, type Ticket, type TopicInfo, type TopicSummary } from "./models.js";
 import { PublishStream, Subscription } from "./streams.js";
 /** Milliseconds for a whole call; a long poll's wait is added on top. */
 export declare const REQUEST_TIMEOUT_MS_DEFAULT = 30000;
@@ -19,6 +19,11 @@ export interface ClientOptions {
     WebSocket?: WebSocketConstructor;
     /** The fetch to use (the global one by default). */
     fetch?: typeof fetch;
+}
+/** A single publish's metadata. */
+export interface PublishMeta {
+    key?: string;
+    headers?: Record<string, string>;
 }
 /** Options of a nack. */
 export interface NackOptions {
@@ -79,10 +84,14 @@ export declare class Client {
     topicInfo(topic: string): Promise<TopicInfo>;
     /** Deletes a topic with its groups. */
     deleteTopic(topic: string): Promise<void>;
-    /** Publishes one message; its offset once durable. */
-    publish(topic: string, payload: Payload): Promise<number>;
-    /** Publishes 1 to 10,000 messages in one write; their consecutive offsets. */
-    publishBatch(topic: string, payloads: Payload[]): Promise<number[]>;
+    /** Publishes one message, with an optional key and headers; its offset once durable. */
+    publish(topic: string, payload: Payload, meta?: PublishMeta): Promise<number>;
+    /** Reopens a failed (unreadable or stopped) topic now. */
+    recoverTopic(topic: string): Promise<TopicRecovered>;
+    /** Moves a damaged topic's bad files aside and reopens it. */
+    repairTopic(topic: string): Promise<TopicRepairReport>;
+    /** Publishes 1 to 10,000 messages (payloads, or `Message`s with metadata) in one write; their offsets. */
+    publishBatch(topic: string, payloads: (Payload | Message)[]): Promise<number[]>;
     /** A pipelined publish stream: up to `window` messages awaiting confirmation. */
     publishStream(topic: string, window?: number): Promise<PublishStream>;
     /** A handle on one consumer group (no request is made). */
@@ -93,6 +102,15 @@ export declare class Client {
     groupInfo(topic: string, group: string): Promise<GroupDetail>;
     /** Deletes a group. */
     deleteGroup(topic: string, group: string): Promise<void>;
+    /**
+     * Moves a group to offset `to`, or `"earliest"` / `"latest"`. Deliveries in flight end
+     * (their acks become 409 `not_owned`); a message seen before comes again with a higher attempt.
+     */
+    seek(topic: string, group: string, to: number | "earliest" | "latest"): Promise<GroupSeeked>;
+    /** Stops new deliveries until `resume` (or until `until_ms`, Unix ms). */
+    pause(topic: string, group: string, until_ms?: number): Promise<GroupPause>;
+    /** Ends a pause; `changed` is whether the group was paused. */
+    resume(topic: string, group: string): Promise<GroupPause>;
     /** One delivery, or null; a consumer's repeated poll returns the same attempt. */
     poll(topic: string, group: string, consumer?: string): Promise<Delivery | null>;
     /** As `poll`, with the payload sent raw (no base64 on the wire). */

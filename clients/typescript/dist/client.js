@@ -81,7 +81,7 @@ export class Client {
     }
     /** Sends one call and returns its answer (or throws its typed error). */
     async send(call) {
-        const headers = this.headers();
+        const headers = { ...this.headers(), ...call.headers };
         let body;
         if (call.json !== undefined) {
             headers["Content-Type"] = "application/json";
@@ -177,12 +177,25 @@ export class Client {
     async deleteTopic(topic) {
         await this.send({ method: "DELETE", path: `/v1/topics/${name("topic", topic)}` });
     }
-    /** Publishes one message; its offset once durable. */
-    async publish(topic, payload) {
+    /** Publishes one message, with an optional key and headers; its offset once durable. */
+    async publish(topic, payload, meta = {}) {
         const path = `/v1/topics/${name("topic", topic)}/messages`;
-        return (await this.json({ method: "POST", path, body: bytesOf(payload) })).offset;
+        const headers = {};
+        if (meta.key !== undefined)
+            headers["mailroom-key"] = meta.key;
+        for (const [header, value] of Object.entries(meta.headers ?? {}))
+            headers[`mailroom-header-${header}`] = value;
+        return (await this.json({ method: "POST", path, body: bytesOf(payload), headers })).offset;
     }
-    /** Publishes 1 to 10,000 messages in one write; their consecutive offsets. */
+    /** Reopens a failed (unreadable or stopped) topic now. */
+    recoverTopic(topic) {
+        return this.json({ method: "POST", path: `/v1/topics/${name("topic", topic)}/recover` });
+    }
+    /** Moves a damaged topic's bad files aside and reopens it. */
+    repairTopic(topic) {
+        return this.json({ method: "POST", path: `/v1/topics/${name("topic", topic)}/repair` });
+    }
+    /** Publishes 1 to 10,000 messages (payloads, or `Message`s with metadata) in one write; their offsets. */
     async publishBatch(topic, payloads) {
         const path = `/v1/topics/${name("topic", topic)}/messages/batch`;
         const json = { messages: payloads.map(batchMessage) };
@@ -209,6 +222,23 @@ export class Client {
     async deleteGroup(topic, group) {
         await this.send({ method: "DELETE", path: groupPath(topic, group) });
     }
+    /**
+     * Moves a group to offset `to`, or `"earliest"` / `"latest"`. Deliveries in flight end
+     * (their acks become 409 `not_owned`); a message seen before comes again with a higher attempt.
+     */
+    seek(topic, group, to) {
+        const json = typeof to === "number" ? { offset: to } : { to };
+        return this.json({ method: "POST", path: `${groupPath(topic, group)}/seek`, json });
+    }
+    /** Stops new deliveries until `resume` (or until `until_ms`, Unix ms). */
+    pause(topic, group, until_ms) {
+        const json = until_ms === undefined ? {} : { until_ms };
+        return this.json({ method: "POST", path: `${groupPath(topic, group)}/pause`, json });
+    }
+    /** Ends a pause; `changed` is whether the group was paused. */
+    resume(topic, group) {
+        return this.json({ method: "POST", path: `${groupPath(topic, group)}/resume` });
+    }
     /** One delivery, or null; a consumer's repeated poll returns the same attempt. */
     async poll(topic, group, consumer) {
         const json = consumer === undefined ? {} : { consumer };
@@ -223,9 +253,18 @@ export class Client {
         const response = await this.send({ method: "POST", path: `${groupPath(topic, group)}/poll/raw`, json });
         if (response.status === 204)
             return null;
-        const offset = Number(response.headers.get("mailroom-offset"));
-        const attempt = Number(response.headers.get("mailroom-attempt"));
-        return new Delivery(offset, attempt, new Uint8Array(await response.arrayBuffer()));
+        const sent = response.headers;
+        const offset = Number(sent.get("mailroom-offset"));
+        const attempt = Number(sent.get("mailroom-attempt"));
+        const headers = {};
+        for (const [header, value] of sent) {
+            if (header.startsWith("mailroom-header-"))
+                headers[header.slice("mailroom-header-".length)] = value;
+        }
+        const published = sent.get("mailroom-published-at-ms");
+        const payload = new Uint8Array(await response.arrayBuffer());
+        const meta = Object.keys(headers).length > 0 ? headers : null;
+        return new Delivery(offset, attempt, payload, sent.get("mailroom-key"), meta, published === null ? null : Number(published));
     }
     /** Up to `max` (64) deliveries, waiting up to `wait_ms`; acks `ack` first. */
     async pollBatch(topic, group, options = {}) {

@@ -120,6 +120,21 @@ export declare class StorageError extends ServerError {
 /** 503 store_failed: the store is fail-stop. */
 export declare class StoreFailed extends ServerError {
 }
+/** 409 topic_limit: the server holds its most topics. */
+export declare class TopicLimit extends Conflict {
+}
+/** 503 connection_limit. */
+export declare class ConnectionLimit extends ServerError {
+}
+/** 503 topic_failed: repair or recover the topic. */
+export declare class TopicFailed extends ServerError {
+}
+/** 503 store_unavailable. */
+export declare class StoreUnavailable extends ServerError {
+}
+/** 501 not_supported: the backend lacks this call. */
+export declare class NotSupported extends ServerError {
+}
 type ApiErrorClass = new (status: number, code: string, detail: string) => ApiError;
 /** The class of each known code (`crates/mailroom-api/src/error.rs` lists them). */
 export declare const BY_CODE: Readonly<Record<string, ApiErrorClass>>;

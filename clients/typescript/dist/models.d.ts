@@ -24,7 +24,19 @@ export declare class Delivery implements DeliveryRef {
     readonly offset: number;
     readonly attempt: number;
     readonly payload: Uint8Array;
-    constructor(offset: number, attempt: number, payload: Uint8Array);
+    /** The message's key, if it has one. */
+    readonly key: string | null;
+    /** The message's headers, if it has any. */
+    readonly headers: Record<string, string> | null;
+    /** The broker's clock when it stored the message (Unix ms). */
+    readonly published_at_ms: number | null;
+    constructor(offset: number, attempt: number, payload: Uint8Array, 
+    /** The message's key, if it has one. */
+    key?: string | null, 
+    /** The message's headers, if it has any. */
+    headers?: Record<string, string> | null, 
+    /** The broker's clock when it stored the message (Unix ms). */
+    published_at_ms?: number | null);
     /** The payload as UTF-8 text. */
     get text(): string;
     /** From the wire's `{offset, attempt, payload | payload_base64}`. */
@@ -36,16 +48,35 @@ export interface WirePayload {
     payload_base64?: string | null;
 }
 /** A delivery as the wire carries it. */
-export interface WireDelivery extends WirePayload {
+export interface WireDelivery extends WirePayload, MessageMeta {
     offset: number;
     attempt: number;
 }
+/** A message's metadata as deliveries and dead letters carry it (absent when it has none). */
+export interface MessageMeta {
+    key?: string | null;
+    headers?: Record<string, string> | null;
+    published_at_ms?: number | null;
+}
+/** A message to publish with its metadata: a `key` and `headers` (both optional). */
+export interface Message {
+    payload: Payload;
+    key?: string;
+    headers?: Record<string, string>;
+}
+/** The wire form of a batch message with metadata. */
+export type WireMessage = {
+    payload?: string;
+    payload_base64?: string;
+    key?: string;
+    headers?: Record<string, string>;
+};
 /** The payload of a delivery or dead letter, whichever way the wire carried it. */
 export declare function decodePayload(body: WirePayload): Uint8Array;
 /** One message of a batch publish: text when it is UTF-8, `{base64}` otherwise. */
-export declare function batchMessage(payload: Payload): string | {
+export declare function batchMessage(payload: Payload | Message): string | {
     base64: string;
-};
+} | WireMessage;
 /** Why one item of a batch failed (`code` as the single call's error would be). */
 export interface ItemError {
     code: string;
@@ -87,8 +118,8 @@ export interface DeadLetterNote {
     at_ms: number;
     reason?: string | null;
 }
-/** A message a group gave up on, with its payload. */
-export interface DeadLetter {
+/** A message a group gave up on, with its payload and metadata. */
+export interface DeadLetter extends MessageMeta {
     offset: number;
     attempts: number;
     at_ms: number;
@@ -109,6 +140,10 @@ export interface GroupInfo {
     max_attempts: number;
     lag: number;
     dead_letters: number;
+    /** Whether the group is paused (no new deliveries). */
+    paused?: boolean;
+    /** When a timed pause ends (Unix ms), or null. */
+    paused_until_ms?: number | null;
 }
 /** A group's full view: state, settings, counters, deliveries in flight, dead letters. */
 export interface GroupDetail extends GroupInfo {
@@ -156,6 +191,11 @@ export interface TopicSummary {
     bytes?: number;
     retention?: RetentionInForce;
     removed?: RetentionRemoved;
+    /** `ok` while the topic serves, `failed` while it cannot (see `failure`). */
+    state?: "ok" | "failed";
+    failure?: string | null;
+    /** `damaged` (repair it), `unreadable` or `stopped` (recover it). */
+    failure_kind?: string | null;
 }
 /** A topic's view: its offsets, groups, retention and disk use. */
 export interface TopicInfo {
@@ -166,6 +206,11 @@ export interface TopicInfo {
     bytes?: number;
     retention?: RetentionInForce;
     removed?: RetentionRemoved;
+    /** `ok` while the topic serves, `failed` while it cannot (see `failure`). */
+    state?: "ok" | "failed";
+    failure?: string | null;
+    /** `damaged` (repair it), `unreadable` or `stopped` (recover it). */
+    failure_kind?: string | null;
 }
 /** A live channel's settings and counters. */
 export interface ChannelInfo {
@@ -176,6 +221,8 @@ export interface ChannelInfo {
     published: number;
     delivered: number;
     dropped: number;
+    /** The most payload bytes buffered per subscriber. */
+    mailbox_bytes?: number;
 }
 /** What one channel publish did. */
 export interface ChannelDelivery {
@@ -188,10 +235,43 @@ export interface Ticket {
     path: string;
     expires_in_ms: number;
 }
-/** `/healthz`: `ok`, or `unhealthy` with a reason once the store is fail-stop. */
+/** `/healthz`: `ok`; `degraded` with the failed topics; `unhealthy` with a reason. */
 export interface Health {
     status: string;
     reason?: string | null;
+    failed_topics?: FailedTopic[];
+}
+/** One failed topic in a degraded `/healthz`. */
+export interface FailedTopic {
+    topic: string;
+    kind: string;
+    reason: string;
+}
+/** The answer to a seek: the group's new position (the next message it delivers). */
+export interface GroupSeeked {
+    topic: string;
+    group: string;
+    position: number;
+}
+/** The answer to a pause or resume; `changed` is whether a resume ended a pause. */
+export interface GroupPause {
+    topic: string;
+    group: string;
+    paused: boolean;
+    changed: boolean;
+    paused_until_ms?: number | null;
+}
+/** The answer to a recover: `recovered` is whether the topic was failed. */
+export interface TopicRecovered {
+    topic: string;
+    recovered: boolean;
+}
+/** The answer to a repair: whether it was damaged, the damage, and what was moved. */
+export interface TopicRepairReport {
+    topic: string;
+    repaired: boolean;
+    damage?: string[];
+    actions?: string[];
 }
 /** A publish stream's answer for frames `seq .. seq + count`: offsets, or an error. */
 export interface Confirmation {

@@ -30,10 +30,22 @@ export class Delivery {
     offset;
     attempt;
     payload;
-    constructor(offset, attempt, payload) {
+    key;
+    headers;
+    published_at_ms;
+    constructor(offset, attempt, payload, 
+    /** The message's key, if it has one. */
+    key = null, 
+    /** The message's headers, if it has any. */
+    headers = null, 
+    /** The broker's clock when it stored the message (Unix ms). */
+    published_at_ms = null) {
         this.offset = offset;
         this.attempt = attempt;
         this.payload = payload;
+        this.key = key;
+        this.headers = headers;
+        this.published_at_ms = published_at_ms;
     }
     /** The payload as UTF-8 text. */
     get text() {
@@ -41,7 +53,8 @@ export class Delivery {
     }
     /** From the wire's `{offset, attempt, payload | payload_base64}`. */
     static decode(body) {
-        return new Delivery(body.offset, body.attempt, decodePayload(body));
+        const { key = null, headers = null, published_at_ms = null } = body;
+        return new Delivery(body.offset, body.attempt, decodePayload(body), key, headers, published_at_ms);
     }
 }
 /** The payload of a delivery or dead letter, whichever way the wire carried it. */
@@ -54,6 +67,18 @@ export function decodePayload(body) {
 }
 /** One message of a batch publish: text when it is UTF-8, `{base64}` otherwise. */
 export function batchMessage(payload) {
+    if (typeof payload !== "string" && !(payload instanceof Uint8Array)) {
+        const body = plainMessage(payload.payload);
+        const wire = typeof body === "string" ? { payload: body } : { payload_base64: body.base64 };
+        if (payload.key !== undefined)
+            wire.key = payload.key;
+        if (payload.headers !== undefined)
+            wire.headers = payload.headers;
+        return wire;
+    }
+    return plainMessage(payload);
+}
+function plainMessage(payload) {
     if (typeof payload === "string")
         return payload;
     try {

@@ -13,6 +13,11 @@ import {
   Delivery,
   type DeliveryRef,
   type GroupDetail,
+  type GroupPause,
+  type GroupSeeked,
+  type Message,
+  type TopicRecovered,
+  type TopicRepairReport,
   type GroupSettings,
   type Health,
   type ItemResult,
@@ -46,6 +51,12 @@ export interface ClientOptions {
   WebSocket?: WebSocketConstructor;
   /** The fetch to use (the global one by default). */
   fetch?: typeof fetch;
+}
+
+/** A single publish's metadata. */
+export interface PublishMeta {
+  key?: string;
+  headers?: Record<string, string>;
 }
 
 /** Options of a nack. */
@@ -89,6 +100,8 @@ interface Call {
   path: string;
   json?: unknown;
   body?: Uint8Array;
+  /** Request headers beyond the token and content type (the raw publish's metadata). */
+  headers?: Record<string, string>;
   query?: Record<string, string | number | undefined>;
   waitMs?: number;
   /** Error statuses that are answers here (`/healthz`'s 503). */
@@ -156,7 +169,7 @@ export class Client {
 
   /** Sends one call and returns its answer (or throws its typed error). */
   private async send(call: Call): Promise<Response> {
-    const headers: Record<string, string> = this.headers();
+    const headers: Record<string, string> = { ...this.headers(), ...call.headers };
     let body: BodyInit | undefined;
     if (call.json !== undefined) {
       headers["Content-Type"] = "application/json";
@@ -260,14 +273,27 @@ export class Client {
     await this.send({ method: "DELETE", path: `/v1/topics/${name("topic", topic)}` });
   }
 
-  /** Publishes one message; its offset once durable. */
-  async publish(topic: string, payload: Payload): Promise<number> {
+  /** Publishes one message, with an optional key and headers; its offset once durable. */
+  async publish(topic: string, payload: Payload, meta: PublishMeta = {}): Promise<number> {
     const path = `/v1/topics/${name("topic", topic)}/messages`;
-    return (await this.json<{ offset: number }>({ method: "POST", path, body: bytesOf(payload) })).offset;
+    const headers: Record<string, string> = {};
+    if (meta.key !== undefined) headers["mailroom-key"] = meta.key;
+    for (const [header, value] of Object.entries(meta.headers ?? {})) headers[`mailroom-header-${header}`] = value;
+    return (await this.json<{ offset: number }>({ method: "POST", path, body: bytesOf(payload), headers })).offset;
   }
 
-  /** Publishes 1 to 10,000 messages in one write; their consecutive offsets. */
-  async publishBatch(topic: string, payloads: Payload[]): Promise<number[]> {
+  /** Reopens a failed (unreadable or stopped) topic now. */
+  recoverTopic(topic: string): Promise<TopicRecovered> {
+    return this.json({ method: "POST", path: `/v1/topics/${name("topic", topic)}/recover` });
+  }
+
+  /** Moves a damaged topic's bad files aside and reopens it. */
+  repairTopic(topic: string): Promise<TopicRepairReport> {
+    return this.json({ method: "POST", path: `/v1/topics/${name("topic", topic)}/repair` });
+  }
+
+  /** Publishes 1 to 10,000 messages (payloads, or `Message`s with metadata) in one write; their offsets. */
+  async publishBatch(topic: string, payloads: (Payload | Message)[]): Promise<number[]> {
     const path = `/v1/topics/${name("topic", topic)}/messages/batch`;
     const json = { messages: payloads.map(batchMessage) };
     return (await this.json<{ offsets: number[] }>({ method: "POST", path, json })).offsets;
@@ -300,6 +326,26 @@ export class Client {
     await this.send({ method: "DELETE", path: groupPath(topic, group) });
   }
 
+  /**
+   * Moves a group to offset `to`, or `"earliest"` / `"latest"`. Deliveries in flight end
+   * (their acks become 409 `not_owned`); a message seen before comes again with a higher attempt.
+   */
+  seek(topic: string, group: string, to: number | "earliest" | "latest"): Promise<GroupSeeked> {
+    const json = typeof to === "number" ? { offset: to } : { to };
+    return this.json({ method: "POST", path: `${groupPath(topic, group)}/seek`, json });
+  }
+
+  /** Stops new deliveries until `resume` (or until `until_ms`, Unix ms). */
+  pause(topic: string, group: string, until_ms?: number): Promise<GroupPause> {
+    const json = until_ms === undefined ? {} : { until_ms };
+    return this.json({ method: "POST", path: `${groupPath(topic, group)}/pause`, json });
+  }
+
+  /** Ends a pause; `changed` is whether the group was paused. */
+  resume(topic: string, group: string): Promise<GroupPause> {
+    return this.json({ method: "POST", path: `${groupPath(topic, group)}/resume` });
+  }
+
   /** One delivery, or null; a consumer's repeated poll returns the same attempt. */
   async poll(topic: string, group: string, consumer?: string): Promise<Delivery | null> {
     const json = consumer === undefined ? {} : { consumer };
@@ -313,9 +359,17 @@ export class Client {
     const json = consumer === undefined ? {} : { consumer };
     const response = await this.send({ method: "POST", path: `${groupPath(topic, group)}/poll/raw`, json });
     if (response.status === 204) return null;
-    const offset = Number(response.headers.get("mailroom-offset"));
-    const attempt = Number(response.headers.get("mailroom-attempt"));
-    return new Delivery(offset, attempt, new Uint8Array(await response.arrayBuffer()));
+    const sent = response.headers;
+    const offset = Number(sent.get("mailroom-offset"));
+    const attempt = Number(sent.get("mailroom-attempt"));
+    const headers: Record<string, string> = {};
+    for (const [header, value] of sent) {
+      if (header.startsWith("mailroom-header-")) headers[header.slice("mailroom-header-".length)] = value;
+    }
+    const published = sent.get("mailroom-published-at-ms");
+    const payload = new Uint8Array(await response.arrayBuffer());
+    const meta = Object.keys(headers).length > 0 ? headers : null;
+    return new Delivery(offset, attempt, payload, sent.get("mailroom-key"), meta, published === null ? null : Number(published));
   }
 
   /** Up to `max` (64) deliveries, waiting up to `wait_ms`; acks `ack` first. */

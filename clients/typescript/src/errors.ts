@@ -99,6 +99,16 @@ export class Internal extends ServerError {}
 export class StorageError extends ServerError {}
 /** 503 store_failed: the store is fail-stop. */
 export class StoreFailed extends ServerError {}
+/** 409 topic_limit: the server holds its most topics. */
+export class TopicLimit extends Conflict {}
+/** 503 connection_limit. */
+export class ConnectionLimit extends ServerError {}
+/** 503 topic_failed: repair or recover the topic. */
+export class TopicFailed extends ServerError {}
+/** 503 store_unavailable. */
+export class StoreUnavailable extends ServerError {}
+/** 501 not_supported: the backend lacks this call. */
+export class NotSupported extends ServerError {}
 
 type ApiErrorClass = new (status: number, code: string, detail: string) => ApiError;
 
@@ -131,6 +141,11 @@ export const BY_CODE: Readonly<Record<string, ApiErrorClass>> = {
   internal: Internal,
   storage_error: StorageError,
   store_failed: StoreFailed,
+  topic_limit: TopicLimit,
+  connection_limit: ConnectionLimit,
+  topic_failed: TopicFailed,
+  store_unavailable: StoreUnavailable,
+  not_supported: NotSupported,
   error: ApiError,
 };
 

@@ -46,6 +46,12 @@ export class Delivery implements DeliveryRef {
     readonly offset: number,
     readonly attempt: number,
     readonly payload: Uint8Array,
+    /** The message's key, if it has one. */
+    readonly key: string | null = null,
+    /** The message's headers, if it has any. */
+    readonly headers: Record<string, string> | null = null,
+    /** The broker's clock when it stored the message (Unix ms). */
+    readonly published_at_ms: number | null = null,
   ) {}
 
   /** The payload as UTF-8 text. */
@@ -55,7 +61,8 @@ export class Delivery implements DeliveryRef {
 
   /** From the wire's `{offset, attempt, payload | payload_base64}`. */
   static decode(body: WireDelivery): Delivery {
-    return new Delivery(body.offset, body.attempt, decodePayload(body));
+    const { key = null, headers = null, published_at_ms = null } = body;
+    return new Delivery(body.offset, body.attempt, decodePayload(body), key, headers, published_at_ms);
   }
 }
 
@@ -66,10 +73,27 @@ export interface WirePayload {
 }
 
 /** A delivery as the wire carries it. */
-export interface WireDelivery extends WirePayload {
+export interface WireDelivery extends WirePayload, MessageMeta {
   offset: number;
   attempt: number;
 }
+
+/** A message's metadata as deliveries and dead letters carry it (absent when it has none). */
+export interface MessageMeta {
+  key?: string | null;
+  headers?: Record<string, string> | null;
+  published_at_ms?: number | null;
+}
+
+/** A message to publish with its metadata: a `key` and `headers` (both optional). */
+export interface Message {
+  payload: Payload;
+  key?: string;
+  headers?: Record<string, string>;
+}
+
+/** The wire form of a batch message with metadata. */
+export type WireMessage = { payload?: string; payload_base64?: string; key?: string; headers?: Record<string, string> };
 
 /** The payload of a delivery or dead letter, whichever way the wire carried it. */
 export function decodePayload(body: WirePayload): Uint8Array {
@@ -79,7 +103,18 @@ export function decodePayload(body: WirePayload): Uint8Array {
 }
 
 /** One message of a batch publish: text when it is UTF-8, `{base64}` otherwise. */
-export function batchMessage(payload: Payload): string | { base64: string } {
+export function batchMessage(payload: Payload | Message): string | { base64: string } | WireMessage {
+  if (typeof payload !== "string" && !(payload instanceof Uint8Array)) {
+    const body = plainMessage(payload.payload);
+    const wire: WireMessage = typeof body === "string" ? { payload: body } : { payload_base64: body.base64 };
+    if (payload.key !== undefined) wire.key = payload.key;
+    if (payload.headers !== undefined) wire.headers = payload.headers;
+    return wire;
+  }
+  return plainMessage(payload);
+}
+
+function plainMessage(payload: Payload): string | { base64: string } {
   if (typeof payload === "string") return payload;
   try {
     return utf8Strict.decode(payload);
@@ -130,8 +165,8 @@ export interface DeadLetterNote {
   reason?: string | null;
 }
 
-/** A message a group gave up on, with its payload. */
-export interface DeadLetter {
+/** A message a group gave up on, with its payload and metadata. */
+export interface DeadLetter extends MessageMeta {
   offset: number;
   attempts: number;
   at_ms: number;
@@ -154,6 +189,10 @@ export interface GroupInfo {
   max_attempts: number;
   lag: number;
   dead_letters: number;
+  /** Whether the group is paused (no new deliveries). */
+  paused?: boolean;
+  /** When a timed pause ends (Unix ms), or null. */
+  paused_until_ms?: number | null;
 }
 
 /** A group's full view: state, settings, counters, deliveries in flight, dead letters. */
@@ -207,6 +246,11 @@ export interface TopicSummary {
   bytes?: number;
   retention?: RetentionInForce;
   removed?: RetentionRemoved;
+  /** `ok` while the topic serves, `failed` while it cannot (see `failure`). */
+  state?: "ok" | "failed";
+  failure?: string | null;
+  /** `damaged` (repair it), `unreadable` or `stopped` (recover it). */
+  failure_kind?: string | null;
 }
 
 /** A topic's view: its offsets, groups, retention and disk use. */
@@ -218,6 +262,11 @@ export interface TopicInfo {
   bytes?: number;
   retention?: RetentionInForce;
   removed?: RetentionRemoved;
+  /** `ok` while the topic serves, `failed` while it cannot (see `failure`). */
+  state?: "ok" | "failed";
+  failure?: string | null;
+  /** `damaged` (repair it), `unreadable` or `stopped` (recover it). */
+  failure_kind?: string | null;
 }
 
 /** A live channel's settings and counters. */
@@ -229,6 +278,8 @@ export interface ChannelInfo {
   published: number;
   delivered: number;
   dropped: number;
+  /** The most payload bytes buffered per subscriber. */
+  mailbox_bytes?: number;
 }
 
 /** What one channel publish did. */
@@ -244,10 +295,48 @@ export interface Ticket {
   expires_in_ms: number;
 }
 
-/** `/healthz`: `ok`, or `unhealthy` with a reason once the store is fail-stop. */
+/** `/healthz`: `ok`; `degraded` with the failed topics; `unhealthy` with a reason. */
 export interface Health {
   status: string;
   reason?: string | null;
+  failed_topics?: FailedTopic[];
+}
+
+/** One failed topic in a degraded `/healthz`. */
+export interface FailedTopic {
+  topic: string;
+  kind: string;
+  reason: string;
+}
+
+/** The answer to a seek: the group's new position (the next message it delivers). */
+export interface GroupSeeked {
+  topic: string;
+  group: string;
+  position: number;
+}
+
+/** The answer to a pause or resume; `changed` is whether a resume ended a pause. */
+export interface GroupPause {
+  topic: string;
+  group: string;
+  paused: boolean;
+  changed: boolean;
+  paused_until_ms?: number | null;
+}
+
+/** The answer to a recover: `recovered` is whether the topic was failed. */
+export interface TopicRecovered {
+  topic: string;
+  recovered: boolean;
+}
+
+/** The answer to a repair: whether it was damaged, the damage, and what was moved. */
+export interface TopicRepairReport {
+  topic: string;
+  repaired: boolean;
+  damage?: string[];
+  actions?: string[];
 }
 
 /** A publish stream's answer for frames `seq .. seq + count`: offsets, or an error. */

@@ -107,6 +107,9 @@ export class Runner {
         for await (const letter of c.deadLetters(topic, group)) letters.push(letter);
         return letters;
       }
+      case "seek": return c.seek(topic, group, s.to);
+      case "pause": return c.pause(topic, group);
+      case "resume": return c.resume(topic, group);
       case "redrive": return c.redrive(topic, group, s.from, s.to);
       case "purge": return c.purge(topic, group, s.from, s.to);
       case "create_channel": return c.createChannel(channel, pick(s, ["max_subscribers", "mailbox_capacity"]));

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use behaviour_support::{
     bytes_value, check, code_of, delivery_value, group_options, id_of, nack_options, payload,
-    range_of, refs, results, text,
+    range_of, refs, results, start_of, text,
 };
 use bytes::Bytes;
 use common::{temp_dir, ServerProcess, SseReader};
@@ -175,6 +175,15 @@ impl Runner {
                 let letters = c.dead_letters(topic, group).await.map_err(code_of)?;
                 let letters = letters.iter().map(|l| json!({"offset": l.offset, "attempts": l.attempts, "payload": bytes_value(&l.payload)}));
                 Value::Array(letters.collect())
+            }
+            "seek" => {
+                let position = c.seek(topic, group, start_of(s.get("to"))).await;
+                json!({ "position": position.map_err(code_of)? })
+            }
+            "pause" => serde_json::to_value(c.pause(topic, group, None).await.map_err(code_of)?)
+                .expect("json"),
+            "resume" => {
+                serde_json::to_value(c.resume(topic, group).await.map_err(code_of)?).expect("json")
             }
             "redrive" => json!(c
                 .redrive(topic, group, range_of(s))
@@ -356,7 +365,14 @@ async fn run_file(file: &str) {
 }
 
 /// The files the tests below run: a new file must get its test here.
-const FILES: &[&str] = &["batches", "channels", "deliveries", "nack_kinds", "restart"];
+const FILES: &[&str] = &[
+    "batches",
+    "channels",
+    "deliveries",
+    "group_moves",
+    "nack_kinds",
+    "restart",
+];
 
 #[test]
 fn every_behaviour_file_is_run() {
@@ -393,6 +409,11 @@ async fn nack_kinds() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn channels() {
     run_file("channels").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_moves() {
+    run_file("group_moves").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

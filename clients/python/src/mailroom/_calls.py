@@ -41,6 +41,7 @@ class Call(Generic[T]):
     content: bytes | None = None
     params: dict[str, Any] | None = None
     wait_ms: int = 0
+    headers: dict[str, str] | None = None
     answers: tuple[int, ...] = ()
     """Error statuses that are answers here (``/healthz``'s 503), decoded, not raised."""
 
@@ -136,14 +137,26 @@ def delete_topic(topic: str) -> Call[None]:
     return Call("DELETE", f"/v1/topics/{name('topic', topic)}", _ignore)
 
 
-def publish(topic: str, payload: bytes | str) -> Call[int]:
-    """``POST /v1/topics/{topic}/messages``: the offset."""
+def publish(
+    topic: str,
+    payload: bytes | str,
+    key: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> Call[int]:
+    """``POST /v1/topics/{topic}/messages``: the offset (metadata as request headers)."""
     content = payload.encode("utf-8") if isinstance(payload, str) else bytes(payload)
     path = f"/v1/topics/{name('topic', topic)}/messages"
-    return Call("POST", path, _field("offset"), content=content)
+    sent: dict[str, str] = {}
+    if key is not None:
+        sent["mailroom-key"] = key
+    for header, value in (headers or {}).items():
+        sent[f"mailroom-header-{header}"] = value
+    return Call("POST", path, _field("offset"), content=content, headers=sent or None)
 
 
-def publish_batch(topic: str, payloads: Sequence[bytes | str]) -> Call[list[int]]:
+def publish_batch(
+    topic: str, payloads: Sequence[bytes | str | models.Message]
+) -> Call[list[int]]:
     """``POST /v1/topics/{topic}/messages/batch``: the offsets."""
     body = {"messages": [models.batch_message(p) for p in payloads]}
     path = f"/v1/topics/{name('topic', topic)}/messages/batch"
@@ -178,6 +191,35 @@ def delete_group(topic: str, group: str) -> Call[None]:
     return Call("DELETE", _group(topic, group), _ignore)
 
 
+def seek(topic: str, group: str, to: str | int) -> Call[models.GroupSeeked]:
+    """``POST .../seek`` to an offset or ``"earliest"`` / ``"latest"``."""
+    body: dict[str, Any] = {"offset": to} if isinstance(to, int) else {"to": to}
+    return Call("POST", f"{_group(topic, group)}/seek", _as(models.GroupSeeked), json=body)
+
+
+def pause(topic: str, group: str, until_ms: int | None) -> Call[models.GroupPause]:
+    """``POST .../pause``, until a resume or until ``until_ms`` (Unix ms)."""
+    body = {} if until_ms is None else {"until_ms": until_ms}
+    return Call("POST", f"{_group(topic, group)}/pause", _as(models.GroupPause), json=body)
+
+
+def resume(topic: str, group: str) -> Call[models.GroupPause]:
+    """``POST .../resume``: ``changed`` is whether it was paused."""
+    return Call("POST", f"{_group(topic, group)}/resume", _as(models.GroupPause))
+
+
+def recover_topic(topic: str) -> Call[models.TopicRecovered]:
+    """``POST /v1/topics/{topic}/recover``: reopens a failed topic now."""
+    path = f"/v1/topics/{name('topic', topic)}/recover"
+    return Call("POST", path, _as(models.TopicRecovered))
+
+
+def repair_topic(topic: str) -> Call[models.TopicRepairReport]:
+    """``POST /v1/topics/{topic}/repair``: moves damaged files aside and reopens."""
+    path = f"/v1/topics/{name('topic', topic)}/repair"
+    return Call("POST", path, _as(models.TopicRepairReport))
+
+
 def _delivery_or_none(response: httpx.Response) -> models.Delivery | None:
     if response.status_code == 204:
         return None
@@ -193,9 +235,20 @@ def poll(topic: str, group: str, consumer: str | None) -> Call[models.Delivery |
 def _raw_delivery(response: httpx.Response) -> models.Delivery | None:
     if response.status_code == 204:
         return None
-    offset = int(response.headers["mailroom-offset"])
-    attempt = int(response.headers["mailroom-attempt"])
-    return models.Delivery(offset, attempt, response.content)
+    sent = response.headers
+    offset = int(sent["mailroom-offset"])
+    attempt = int(sent["mailroom-attempt"])
+    prefix = "mailroom-header-"
+    headers = {k[len(prefix) :]: v for k, v in sent.items() if k.startswith(prefix)}
+    published = sent.get("mailroom-published-at-ms")
+    return models.Delivery(
+        offset,
+        attempt,
+        response.content,
+        key=sent.get("mailroom-key"),
+        headers=headers or None,
+        published_at_ms=None if published is None else int(published),
+    )
 
 
 def poll_raw(topic: str, group: str, consumer: str | None) -> Call[models.Delivery | None]:

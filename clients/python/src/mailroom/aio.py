@@ -71,6 +71,7 @@ class AsyncClient:
                 call.path,
                 json=call.json,
                 content=call.content,
+                headers=call.headers,
                 params=call.params,
                 timeout=self.timeouts.for_wait(call.wait_ms),
             )
@@ -119,17 +120,37 @@ class AsyncClient:
         """Deletes a topic with its groups (404 ``unknown_topic`` if there is none)."""
         await self.run(_calls.delete_topic(topic))
 
-    async def publish(self, topic: str, payload: bytes | str) -> int:
-        """Publishes one message; its offset once durable."""
-        return await self.run(_calls.publish(topic, payload))
+    async def publish(
+        self,
+        topic: str,
+        payload: bytes | str,
+        *,
+        key: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> int:
+        """Publishes one message, with an optional key and headers; its offset once durable."""
+        return await self.run(_calls.publish(topic, payload, key, headers))
 
-    async def publish_batch(self, topic: str, payloads: Sequence[bytes | str]) -> list[int]:
-        """Publishes 1 to 10,000 messages in one write; their consecutive offsets."""
+    async def publish_batch(
+        self, topic: str, payloads: Sequence[bytes | str | models.Message]
+    ) -> list[int]:
+        """Publishes 1 to 10,000 messages in one write; their consecutive offsets.
+
+        An item is a payload, or a :class:`~mailroom.models.Message` with metadata.
+        """
         return await self.run(_calls.publish_batch(topic, payloads))
 
     async def publish_stream(self, topic: str, window: int = 256) -> AsyncPublishStream:
         """A pipelined publish stream: up to ``window`` messages awaiting confirmation."""
         return await AsyncPublishStream.open(self, topic, window)
+
+    async def recover_topic(self, topic: str) -> models.TopicRecovered:
+        """Reopens a failed (unreadable or stopped) topic now."""
+        return await self.run(_calls.recover_topic(topic))
+
+    async def repair_topic(self, topic: str) -> models.TopicRepairReport:
+        """Moves a damaged topic's bad files aside and reopens it."""
+        return await self.run(_calls.repair_topic(topic))
 
     # Groups.
 
@@ -162,6 +183,24 @@ class AsyncClient:
     async def delete_group(self, topic: str, group: str) -> None:
         """Deletes a group."""
         await self.run(_calls.delete_group(topic, group))
+
+    async def seek(self, topic: str, group: str, to: str | int) -> models.GroupSeeked:
+        """Moves a group to offset ``to``, or ``"earliest"`` / ``"latest"``.
+
+        Deliveries in flight end (their acks become 409 ``not_owned``); a message seen
+        before is delivered again with a higher attempt.
+        """
+        return await self.run(_calls.seek(topic, group, to))
+
+    async def pause(
+        self, topic: str, group: str, until_ms: int | None = None
+    ) -> models.GroupPause:
+        """Stops new deliveries until :meth:`resume` (or until ``until_ms``, Unix ms)."""
+        return await self.run(_calls.pause(topic, group, until_ms))
+
+    async def resume(self, topic: str, group: str) -> models.GroupPause:
+        """Ends a pause; ``changed`` is whether the group was paused."""
+        return await self.run(_calls.resume(topic, group))
 
     async def poll(self, topic: str, group: str, consumer: str | None = None) -> models.Delivery | None:
         """One delivery, or None; a consumer's repeated poll returns the same attempt."""

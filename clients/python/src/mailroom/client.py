@@ -66,6 +66,7 @@ class Client:
                 call.path,
                 json=call.json,
                 content=call.content,
+                headers=call.headers,
                 params=call.params,
                 timeout=self.timeouts.for_wait(call.wait_ms),
             )
@@ -114,17 +115,37 @@ class Client:
         """Deletes a topic with its groups (404 ``unknown_topic`` if there is none)."""
         self.run(_calls.delete_topic(topic))
 
-    def publish(self, topic: str, payload: bytes | str) -> int:
-        """Publishes one message; its offset once durable."""
-        return self.run(_calls.publish(topic, payload))
+    def publish(
+        self,
+        topic: str,
+        payload: bytes | str,
+        *,
+        key: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> int:
+        """Publishes one message, with an optional key and headers; its offset once durable."""
+        return self.run(_calls.publish(topic, payload, key, headers))
 
-    def publish_batch(self, topic: str, payloads: Sequence[bytes | str]) -> list[int]:
-        """Publishes 1 to 10,000 messages in one write; their consecutive offsets."""
+    def publish_batch(
+        self, topic: str, payloads: Sequence[bytes | str | models.Message]
+    ) -> list[int]:
+        """Publishes 1 to 10,000 messages in one write; their consecutive offsets.
+
+        An item is a payload, or a :class:`~mailroom.models.Message` with metadata.
+        """
         return self.run(_calls.publish_batch(topic, payloads))
 
     def publish_stream(self, topic: str, window: int = 256) -> PublishStream:
         """A pipelined publish stream: up to ``window`` messages awaiting confirmation."""
         return PublishStream.open(self, topic, window)
+
+    def recover_topic(self, topic: str) -> models.TopicRecovered:
+        """Reopens a failed (unreadable or stopped) topic now."""
+        return self.run(_calls.recover_topic(topic))
+
+    def repair_topic(self, topic: str) -> models.TopicRepairReport:
+        """Moves a damaged topic's bad files aside and reopens it."""
+        return self.run(_calls.repair_topic(topic))
 
     # Groups.
 
@@ -157,6 +178,24 @@ class Client:
     def delete_group(self, topic: str, group: str) -> None:
         """Deletes a group."""
         self.run(_calls.delete_group(topic, group))
+
+    def seek(self, topic: str, group: str, to: str | int) -> models.GroupSeeked:
+        """Moves a group to offset ``to``, or ``"earliest"`` / ``"latest"``.
+
+        Deliveries in flight end (their acks become 409 ``not_owned``); a message seen
+        before is delivered again with a higher attempt.
+        """
+        return self.run(_calls.seek(topic, group, to))
+
+    def pause(
+        self, topic: str, group: str, until_ms: int | None = None
+    ) -> models.GroupPause:
+        """Stops new deliveries until :meth:`resume` (or until ``until_ms``, Unix ms)."""
+        return self.run(_calls.pause(topic, group, until_ms))
+
+    def resume(self, topic: str, group: str) -> models.GroupPause:
+        """Ends a pause; ``changed`` is whether the group was paused."""
+        return self.run(_calls.resume(topic, group))
 
     def poll(self, topic: str, group: str, consumer: str | None = None) -> models.Delivery | None:
         """One delivery, or None; a consumer's repeated poll returns the same attempt."""

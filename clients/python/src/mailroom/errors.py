@@ -112,6 +112,11 @@ TooManyTickets = _code("TooManyTickets", TooManyRequests, "429 too_many_tickets.
 Internal = _code("Internal", ServerError, "500 internal.")
 StorageError = _code("StorageError", ServerError, "500 storage_error.")
 StoreFailed = _code("StoreFailed", ServerError, "503 store_failed: the store is fail-stop.")
+TopicLimit = _code("TopicLimit", Conflict, "409 topic_limit: the server holds its most topics.")
+ConnectionLimit = _code("ConnectionLimit", ServerError, "503 connection_limit.")
+TopicFailed = _code("TopicFailed", ServerError, "503 topic_failed: repair or recover it.")
+StoreUnavailable = _code("StoreUnavailable", ServerError, "503 store_unavailable.")
+NotSupported = _code("NotSupported", ServerError, "501 not_supported: the backend lacks this call.")
 
 #: The class of each known code (``crates/mailroom-api/src/error.rs`` lists them).
 BY_CODE: dict[str, type[ApiError]] = {
@@ -142,6 +147,11 @@ BY_CODE: dict[str, type[ApiError]] = {
     "internal": Internal,
     "storage_error": StorageError,
     "store_failed": StoreFailed,
+    "topic_limit": TopicLimit,
+    "connection_limit": ConnectionLimit,
+    "topic_failed": TopicFailed,
+    "store_unavailable": StoreUnavailable,
+    "not_supported": NotSupported,
     "error": ApiError,
 }
 

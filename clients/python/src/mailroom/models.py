@@ -38,8 +38,33 @@ def decode_payload(body: dict[str, Any]) -> bytes:
     return b""
 
 
-def batch_message(payload: bytes | str) -> Any:
+@dataclass
+class Message:
+    """A message to publish with its metadata: a ``key`` and ``headers`` (both optional)."""
+
+    payload: bytes | str
+    key: str | None = None
+    headers: dict[str, str] | None = None
+
+    def encode(self) -> dict[str, Any]:
+        """The wire form: ``payload`` when UTF-8, ``payload_base64`` otherwise."""
+        body: dict[str, Any] = {}
+        text = batch_message(self.payload)
+        if isinstance(text, str):
+            body["payload"] = text
+        else:
+            body["payload_base64"] = text["base64"]
+        if self.key is not None:
+            body["key"] = self.key
+        if self.headers is not None:
+            body["headers"] = dict(self.headers)
+        return body
+
+
+def batch_message(payload: bytes | str | Message) -> Any:
     """One message of a batch publish: text when it is UTF-8, ``{"base64"}`` otherwise."""
+    if isinstance(payload, Message):
+        return payload.encode()
     if isinstance(payload, str):
         return payload
     try:
@@ -98,6 +123,10 @@ class Delivery:
     offset: int
     attempt: int
     payload: bytes = b""
+    key: str | None = None
+    headers: dict[str, str] | None = None
+    # The broker's clock differs between publishes, so equality is about the message.
+    published_at_ms: int | None = field(default=None, compare=False)
 
     @property
     def text(self) -> str:
@@ -200,6 +229,9 @@ class DeadLetter:
     at_ms: int = 0
     payload: bytes = b""
     reason: str | None = None
+    key: str | None = None
+    headers: dict[str, str] | None = None
+    published_at_ms: int | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -221,6 +253,8 @@ class GroupInfo:
     lag: int
     dead_letters: int
     in_flight: DeliveryRef | None = None
+    paused: bool = False
+    paused_until_ms: int | None = None
 
 
 @dataclass
@@ -299,6 +333,11 @@ class TopicSummary:
     bytes: int | None = None
     retention: RetentionInForce | None = None
     removed: RetentionRemoved | None = None
+    state: str = "ok"
+    """``ok`` while the topic serves, ``failed`` while it cannot (see ``failure``)."""
+    failure: str | None = None
+    failure_kind: str | None = None
+    """``damaged`` (repair it), ``unreadable`` or ``stopped`` (recover it)."""
 
 
 @dataclass
@@ -312,6 +351,11 @@ class TopicInfo:
     bytes: int | None = None
     retention: RetentionInForce | None = None
     removed: RetentionRemoved | None = None
+    state: str = "ok"
+    """``ok`` while the topic serves, ``failed`` while it cannot (see ``failure``)."""
+    failure: str | None = None
+    failure_kind: str | None = None
+    """``damaged`` (repair it), ``unreadable`` or ``stopped`` (recover it)."""
 
 
 @dataclass
@@ -325,6 +369,7 @@ class ChannelInfo:
     published: int = 0
     delivered: int = 0
     dropped: int = 0
+    mailbox_bytes: int = 0
 
 
 @dataclass
@@ -345,11 +390,62 @@ class Ticket:
 
 
 @dataclass
+class FailedTopic:
+    """One failed topic in a degraded ``/healthz``."""
+
+    topic: str
+    kind: str
+    reason: str
+
+
+@dataclass
 class Health:
-    """``/healthz``: ``ok``, or ``unhealthy`` with a reason once the store is fail-stop."""
+    """``/healthz``: ``ok``; ``degraded`` with the failed topics; ``unhealthy`` with a reason."""
 
     status: str
     reason: str | None = None
+    failed_topics: list[FailedTopic] | None = None
+
+
+@dataclass
+class GroupSeeked:
+    """The answer to a seek: the group's new position (the next message it delivers)."""
+
+    topic: str
+    group: str
+    position: int
+
+
+@dataclass
+class GroupPause:
+    """The answer to a pause or resume: the pause as it now stands.
+
+    ``changed`` is whether a resume ended a pause (a pause always sets it).
+    """
+
+    topic: str
+    group: str
+    paused: bool
+    changed: bool
+    paused_until_ms: int | None = None
+
+
+@dataclass
+class TopicRecovered:
+    """The answer to a recover: ``recovered`` is whether the topic was failed."""
+
+    topic: str
+    recovered: bool
+
+
+@dataclass
+class TopicRepairReport:
+    """The answer to a repair: whether it was damaged, the damage, and what was moved."""
+
+    topic: str
+    repaired: bool
+    damage: list[str] = field(default_factory=list)
+    actions: list[str] = field(default_factory=list)
 
 
 @dataclass

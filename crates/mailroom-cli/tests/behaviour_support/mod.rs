@@ -142,15 +142,20 @@ pub fn text(step: &Value, key: &str) -> String {
         .to_owned()
 }
 
+/// A start or seek target from a step: `"latest"`, an offset, or else the earliest.
+pub fn start_of(value: Option<&Value>) -> StartPosition {
+    match value {
+        Some(Value::String(named)) if named == "latest" => StartPosition::Latest,
+        Some(Value::Number(offset)) => StartPosition::Offset(offset.as_u64().expect("offset")),
+        _ => StartPosition::Earliest,
+    }
+}
+
 /// A `create_group` step's settings.
 pub fn group_options(step: &Value) -> GroupOptions {
     let mut options =
         GroupOptions::new(step["max_attempts"].as_u64().expect("max_attempts") as u32);
-    options.start = match step.get("start") {
-        Some(Value::String(named)) if named == "latest" => StartPosition::Latest,
-        Some(Value::Number(offset)) => StartPosition::Offset(offset.as_u64().expect("offset")),
-        _ => StartPosition::Earliest,
-    };
+    options.start = start_of(step.get("start"));
     options.lease_ms = step.get("lease_ms").and_then(Value::as_u64);
     options.max_in_flight = step
         .get("max_in_flight")
