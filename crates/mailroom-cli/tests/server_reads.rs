@@ -99,7 +99,7 @@ async fn check_paging_reads_every_message_once_and_moves_no_group(
     server: &ServerProcess,
     metadata: bool,
 ) {
-    topic_and_group(&server).await;
+    topic_and_group(server).await;
     let before_ms = now_ms();
     let mut sent: Vec<(Vec<u8>, Option<&str>)> = Vec::new();
     for i in 0..7u8 {
@@ -116,18 +116,18 @@ async fn check_paging_reads_every_message_once_and_moves_no_group(
         if let Some(key) = key {
             headers.push(("mailroom-key", key));
         }
-        publish_raw(&server, payload.clone(), &headers).await;
+        publish_raw(server, payload.clone(), &headers).await;
         sent.push((payload, key));
     }
     let after_ms = now_ms();
-    let (_, polled) = call(&server, Method::POST, "/v1/topics/t/groups/g/poll", None).await;
+    let (_, polled) = call(server, Method::POST, "/v1/topics/t/groups/g/poll", None).await;
     assert_eq!(polled["offset"], 0, "{polled}");
-    let (_, group_before) = call(&server, Method::GET, "/v1/topics/t/groups/g", None).await;
+    let (_, group_before) = call(server, Method::GET, "/v1/topics/t/groups/g", None).await;
 
     let mut read_back = Vec::new();
     let mut from = 0;
     loop {
-        let page = read(&server, &format!("from={from}&limit=3")).await;
+        let page = read(server, &format!("from={from}&limit=3")).await;
         assert_eq!(
             (page["first"].as_u64(), page["end"].as_u64()),
             (Some(from), Some(7))
@@ -159,21 +159,21 @@ async fn check_paging_reads_every_message_once_and_moves_no_group(
             "{at} in {before_ms}..={after_ms}"
         );
     }
-    let (_, group_after) = call(&server, Method::GET, "/v1/topics/t/groups/g", None).await;
+    let (_, group_after) = call(server, Method::GET, "/v1/topics/t/groups/g", None).await;
     assert_eq!(group_before, group_after);
     // Without `from` a read starts at the oldest retained message.
-    assert_eq!(read(&server, "limit=1").await["messages"][0]["offset"], 0);
+    assert_eq!(read(server, "limit=1").await["messages"][0]["offset"], 0);
 }
 
 async fn check_pages_stop_at_the_byte_cap_but_hold_one_message(server: &ServerProcess) {
-    topic_and_group(&server).await;
+    topic_and_group(server).await;
     for size in [CAP + 1, CAP / 2, CAP / 2, 1] {
-        publish_raw(&server, vec![b'x'; size], &[]).await;
+        publish_raw(server, vec![b'x'; size], &[]).await;
     }
     let mut pages = Vec::new();
     let mut from = 0;
     while from < 4 {
-        let page = read(&server, &format!("from={from}&limit=100")).await;
+        let page = read(server, &format!("from={from}&limit=100")).await;
         let sizes: Vec<usize> = page["messages"]
             .as_array()
             .unwrap()
@@ -187,11 +187,11 @@ async fn check_pages_stop_at_the_byte_cap_but_hold_one_message(server: &ServerPr
 }
 
 async fn check_a_read_can_start_by_publish_time(server: &ServerProcess) {
-    topic_and_group(&server).await;
+    topic_and_group(server).await;
     for i in 0..5 {
-        publish_raw(&server, format!("m{i}").into_bytes(), &[]).await;
+        publish_raw(server, format!("m{i}").into_bytes(), &[]).await;
     }
-    let page = read(&server, "").await;
+    let page = read(server, "").await;
     let times: Vec<u64> = page["messages"]
         .as_array()
         .unwrap()
@@ -201,16 +201,16 @@ async fn check_a_read_can_start_by_publish_time(server: &ServerProcess) {
     for (index, time) in times.iter().enumerate() {
         let expected = times.iter().position(|at| at >= time).unwrap() as u64;
         assert!(expected <= index as u64);
-        let page = read(&server, &format!("from_time_ms={time}")).await;
+        let page = read(server, &format!("from_time_ms={time}")).await;
         assert_eq!(page["first"], expected, "{page}");
         assert_eq!(page["messages"][0]["offset"], expected, "{page}");
     }
-    let late = read(&server, &format!("from_time_ms={}", times[4] + 1)).await;
+    let late = read(server, &format!("from_time_ms={}", times[4] + 1)).await;
     assert_eq!(
         late,
         json!({"messages": [], "first": 5, "next": 5, "end": 5})
     );
-    assert_eq!(read(&server, "from_time_ms=0").await["first"], 0);
+    assert_eq!(read(server, "from_time_ms=0").await["first"], 0);
 }
 
 // Proves a read below the retained start begins at the oldest retained message and
@@ -255,11 +255,11 @@ async fn a_read_below_the_retained_start_begins_at_the_start() {
 }
 
 async fn check_a_read_at_the_end_waits_for_a_publish(server: &ServerProcess) {
-    topic_and_group(&server).await;
-    publish_raw(&server, b"before".to_vec(), &[]).await;
+    topic_and_group(server).await;
+    publish_raw(server, b"before".to_vec(), &[]).await;
 
     let started = Instant::now();
-    let empty = read(&server, "from=1&wait_ms=300").await;
+    let empty = read(server, "from=1&wait_ms=300").await;
     assert!(started.elapsed() >= Duration::from_millis(300));
     assert_eq!(
         empty,
@@ -273,11 +273,11 @@ async fn check_a_read_at_the_end_waits_for_a_publish(server: &ServerProcess) {
         response.json::<Value>().await.unwrap()
     });
     let deadline = Deadline::new("the read to wait as a long poll");
-    while long_polls_waiting(&server).await == 0 {
+    while long_polls_waiting(server).await == 0 {
         deadline.check();
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    publish_raw(&server, b"after".to_vec(), &[]).await;
+    publish_raw(server, b"after".to_vec(), &[]).await;
     let page = waiting.await.unwrap();
     assert_eq!(page["messages"][0]["payload"], "after", "{page}");
     assert_eq!(page["next"], 2);
@@ -298,8 +298,8 @@ async fn long_polls_waiting(server: &ServerProcess) -> u64 {
 }
 
 async fn check_bad_read_parameters_are_refused_by_name(server: &ServerProcess) {
-    topic_and_group(&server).await;
-    publish_raw(&server, b"x".to_vec(), &[]).await;
+    topic_and_group(server).await;
+    publish_raw(server, b"x".to_vec(), &[]).await;
     for (query, named) in [
         ("from=abc", "from"),
         ("from=-1", "from"),
@@ -314,18 +314,18 @@ async fn check_bad_read_parameters_are_refused_by_name(server: &ServerProcess) {
         ("group=g", "group"),
     ] {
         let path = format!("/v1/topics/t/messages?{query}");
-        let (status, answer) = call(&server, Method::GET, &path, None).await;
+        let (status, answer) = call(server, Method::GET, &path, None).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {answer}");
         let message = answer["message"].as_str().unwrap_or_default();
         assert!(answer["error"].is_string(), "{query}: {answer}");
         assert!(message.contains(named), "{query}: {answer}");
     }
-    let (status, answer) = call(&server, Method::GET, "/v1/topics/nope/messages", None).await;
+    let (status, answer) = call(server, Method::GET, "/v1/topics/nope/messages", None).await;
     assert_eq!(
         (status, &answer["error"]),
         (StatusCode::NOT_FOUND, &json!("unknown_topic"))
     );
-    let (status, answer) = call(&server, Method::GET, "/v1/topics/a%20b/messages", None).await;
+    let (status, answer) = call(server, Method::GET, "/v1/topics/a%20b/messages", None).await;
     assert_eq!(
         (status, &answer["error"]),
         (StatusCode::BAD_REQUEST, &json!("invalid_name"))
@@ -333,11 +333,11 @@ async fn check_bad_read_parameters_are_refused_by_name(server: &ServerProcess) {
 }
 
 async fn check_a_group_seeks_by_time(server: &ServerProcess) {
-    topic_and_group(&server).await;
+    topic_and_group(server).await;
     for i in 0..4 {
-        publish_raw(&server, format!("m{i}").into_bytes(), &[]).await;
+        publish_raw(server, format!("m{i}").into_bytes(), &[]).await;
     }
-    let page = read(&server, "").await;
+    let page = read(server, "").await;
     let time_of = |offset: usize| {
         page["messages"][offset]["published_at_ms"]
             .as_u64()
@@ -347,7 +347,7 @@ async fn check_a_group_seeks_by_time(server: &ServerProcess) {
     let expected = times.iter().position(|at| *at >= times[2]).unwrap() as u64;
     let seek = "/v1/topics/t/groups/g/seek";
     let (status, answer) = call(
-        &server,
+        server,
         Method::POST,
         seek,
         Some(json!({"time_ms": times[2]})),
@@ -355,10 +355,10 @@ async fn check_a_group_seeks_by_time(server: &ServerProcess) {
     .await;
     assert_eq!(status, StatusCode::OK, "{answer}");
     assert_eq!(answer["position"], expected);
-    let (_, delivery) = call(&server, Method::POST, "/v1/topics/t/groups/g/poll", None).await;
+    let (_, delivery) = call(server, Method::POST, "/v1/topics/t/groups/g/poll", None).await;
     assert_eq!(delivery["offset"], expected, "{delivery}");
     let (_, answer) = call(
-        &server,
+        server,
         Method::POST,
         seek,
         Some(json!({"time_ms": times[3] + 1})),
@@ -366,7 +366,7 @@ async fn check_a_group_seeks_by_time(server: &ServerProcess) {
     .await;
     assert_eq!(answer["position"], 4, "{answer}");
     let (status, answer) = call(
-        &server,
+        server,
         Method::POST,
         seek,
         Some(json!({"time_ms": 9223372036854775808u64})),
