@@ -4,6 +4,7 @@
  */
 import { Consumer, type ConsumeOptions } from "./consumer.js";
 import { type ChannelDelivery, type ChannelInfo, type DeadLetter, type DeadLetterPage, Delivery, type DeliveryRef, type GroupDetail, type GroupPause, type GroupSeeked, type Message, type TopicRecovered, type TopicRepairReport, type GroupSettings, type Health, type ItemResult, type NackKind, type Payload, type PolledBatch, type Retention, type Ticket, type TopicInfo, type TopicSummary } from "./models.js";
+import { type LogPage, type ReadOptions } from "./reads.js";
 import { PublishStream, Subscription } from "./streams.js";
 /** Milliseconds for a whole call; a long poll's wait is added on top. */
 export declare const REQUEST_TIMEOUT_MS_DEFAULT = 30000;
@@ -107,6 +108,10 @@ export declare class Client {
      * (their acks become 409 `not_owned`); a message seen before comes again with a higher attempt.
      */
     seek(topic: string, group: string, to: number | "earliest" | "latest"): Promise<GroupSeeked>;
+    /** Moves a group to the first message published at or after `time_ms` (Unix ms). */
+    seekToTime(topic: string, group: string, time_ms: number): Promise<GroupSeeked>;
+    /** One page of the topic's log without a group (nothing moves); see `reads.ts`. */
+    read(topic: string, options?: ReadOptions): Promise<LogPage>;
     /** Stops new deliveries until `resume` (or until `until_ms`, Unix ms). */
     pause(topic: string, group: string, until_ms?: number): Promise<GroupPause>;
     /** Ends a pause; `changed` is whether the group was paused. */

@@ -19,4 +19,5 @@ export * from "./client.js";
 export * from "./consumer.js";
 export * from "./errors.js";
 export * from "./models.js";
+export * from "./reads.js";
 export * from "./streams.js";
