@@ -3,7 +3,7 @@
  * subscriptions and the consumer loop.
  */
 import { Consumer, type ConsumeOptions } from "./consumer.js";
-import { type ChannelDelivery, type ChannelInfo, type DeadLetter, type DeadLetterPage, Delivery, type DeliveryRef, type GroupDetail, type GroupPause, type GroupSeeked, type Message, type TopicRecovered, type TopicRepairReport, type GroupSettings, type Health, type ItemResult, type NackKind, type Payload, type PolledBatch, type Retention, type Ticket, type TopicInfo, type TopicSummary } from "./models.js";
+import { type BatchPublished, type ChannelDelivery, type ChannelInfo, type DeadLetter, type DeadLetterPage, Delivery, type DeliveryRef, type GroupDetail, type GroupPause, type GroupSeeked, type Message, type TopicRecovered, type TopicRepairReport, type GroupSettings, type Health, type ItemResult, type NackKind, type Payload, type PolledBatch, type Published, type Retention, type Ticket, type TopicInfo, type TopicSummary } from "./models.js";
 import { PublishStream, Subscription } from "./streams.js";
 /** Milliseconds for a whole call; a long poll's wait is added on top. */
 export declare const REQUEST_TIMEOUT_MS_DEFAULT = 30000;
@@ -24,6 +24,8 @@ export interface ClientOptions {
 export interface PublishMeta {
     key?: string;
     headers?: Record<string, string>;
+    /** Makes a retry safe: a key in the topic's window is not stored again (sent as `Idempotency-Key`). */
+    idempotency_key?: string;
 }
 /** Options of a nack. */
 export interface NackOptions {
@@ -84,14 +86,21 @@ export declare class Client {
     topicInfo(topic: string): Promise<TopicInfo>;
     /** Deletes a topic with its groups. */
     deleteTopic(topic: string): Promise<void>;
-    /** Publishes one message, with an optional key and headers; its offset once durable. */
+    /**
+     * Publishes one message, with an optional key, headers and idempotency key; its offset
+     * once durable (a duplicate's is the first publish's: `publishOnce` says which it was).
+     */
     publish(topic: string, payload: Payload, meta?: PublishMeta): Promise<number>;
+    /** As `publish`, with the whole answer: the offset and whether it was a `duplicate`. */
+    publishOnce(topic: string, payload: Payload, meta?: PublishMeta): Promise<Published>;
     /** Reopens a failed (unreadable or stopped) topic now. */
     recoverTopic(topic: string): Promise<TopicRecovered>;
     /** Moves a damaged topic's bad files aside and reopens it. */
     repairTopic(topic: string): Promise<TopicRepairReport>;
     /** Publishes 1 to 10,000 messages (payloads, or `Message`s with metadata) in one write; their offsets. */
     publishBatch(topic: string, payloads: (Payload | Message)[]): Promise<number[]>;
+    /** As `publishBatch`, with the whole answer: the offsets and the indices of the `duplicates`. */
+    publishBatchOnce(topic: string, messages: (Payload | Message)[]): Promise<BatchPublished>;
     /** A pipelined publish stream: up to `window` messages awaiting confirmation. */
     publishStream(topic: string, window?: number): Promise<PublishStream>;
     /** A handle on one consumer group (no request is made). */
@@ -169,6 +178,12 @@ export declare class Group {
     nack(delivery: DeliveryRef, options?: NackOptions): Promise<string>;
     /** Extends one delivery's lease. */
     touch(delivery: DeliveryRef): Promise<string>;
+    /** Moves the group to offset `to`, or `"earliest"` / `"latest"` (see `Client.seek`). */
+    seek(to: number | "earliest" | "latest"): Promise<GroupSeeked>;
+    /** Stops new deliveries until `resume` (or until `until_ms`, Unix ms). */
+    pause(until_ms?: number): Promise<GroupPause>;
+    /** Ends a pause; `changed` is whether the group was paused. */
+    resume(): Promise<GroupPause>;
     /** The consumer loop: `for await (const delivery of group.consume({ batch: 64 })) ...`. */
     consume(options?: ConsumeOptions): Consumer;
 }

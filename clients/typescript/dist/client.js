@@ -177,15 +177,25 @@ export class Client {
     async deleteTopic(topic) {
         await this.send({ method: "DELETE", path: `/v1/topics/${name("topic", topic)}` });
     }
-    /** Publishes one message, with an optional key and headers; its offset once durable. */
+    /**
+     * Publishes one message, with an optional key, headers and idempotency key; its offset
+     * once durable (a duplicate's is the first publish's: `publishOnce` says which it was).
+     */
     async publish(topic, payload, meta = {}) {
+        return (await this.publishOnce(topic, payload, meta)).offset;
+    }
+    /** As `publish`, with the whole answer: the offset and whether it was a `duplicate`. */
+    async publishOnce(topic, payload, meta = {}) {
         const path = `/v1/topics/${name("topic", topic)}/messages`;
         const headers = {};
         if (meta.key !== undefined)
             headers["mailroom-key"] = meta.key;
         for (const [header, value] of Object.entries(meta.headers ?? {}))
             headers[`mailroom-header-${header}`] = value;
-        return (await this.json({ method: "POST", path, body: bytesOf(payload), headers })).offset;
+        if (meta.idempotency_key !== undefined)
+            headers["Idempotency-Key"] = meta.idempotency_key;
+        const answer = await this.json({ method: "POST", path, body: bytesOf(payload), headers });
+        return { offset: answer.offset, duplicate: answer.duplicate ?? false };
     }
     /** Reopens a failed (unreadable or stopped) topic now. */
     recoverTopic(topic) {
@@ -197,13 +207,18 @@ export class Client {
     }
     /** Publishes 1 to 10,000 messages (payloads, or `Message`s with metadata) in one write; their offsets. */
     async publishBatch(topic, payloads) {
+        return (await this.publishBatchOnce(topic, payloads)).offsets;
+    }
+    /** As `publishBatch`, with the whole answer: the offsets and the indices of the `duplicates`. */
+    async publishBatchOnce(topic, messages) {
         const path = `/v1/topics/${name("topic", topic)}/messages/batch`;
-        const json = { messages: payloads.map(batchMessage) };
-        return (await this.json({ method: "POST", path, json })).offsets;
+        const json = { messages: messages.map(batchMessage) };
+        const answer = await this.json({ method: "POST", path, json });
+        return { offsets: answer.offsets, duplicates: answer.duplicates ?? [] };
     }
     /** A pipelined publish stream: up to `window` messages awaiting confirmation. */
     publishStream(topic, window = 256) {
-        return PublishStream.open(this, `/v1/topics/${name("topic", topic)}/publish/ws`, window);
+        return PublishStream.open(this, `/v1/topics/${name("topic", topic)}/publish/ws?text=json`, window);
     }
     // Groups.
     /** A handle on one consumer group (no request is made). */
@@ -400,6 +415,18 @@ export class Group {
     /** Extends one delivery's lease. */
     touch(delivery) {
         return this.client.touch(this.topic, this.name, delivery);
+    }
+    /** Moves the group to offset `to`, or `"earliest"` / `"latest"` (see `Client.seek`). */
+    seek(to) {
+        return this.client.seek(this.topic, this.name, to);
+    }
+    /** Stops new deliveries until `resume` (or until `until_ms`, Unix ms). */
+    pause(until_ms) {
+        return this.client.pause(this.topic, this.name, until_ms);
+    }
+    /** Ends a pause; `changed` is whether the group was paused. */
+    resume() {
+        return this.client.resume(this.topic, this.name);
     }
     /** The consumer loop: `for await (const delivery of group.consume({ batch: 64 })) ...`. */
     consume(options = {}) {

@@ -142,7 +142,8 @@ def publish(
     payload: bytes | str,
     key: str | None = None,
     headers: dict[str, str] | None = None,
-) -> Call[int]:
+    idempotency_key: str | None = None,
+) -> Call[models.Published]:
     """``POST /v1/topics/{topic}/messages``: the offset (metadata as request headers)."""
     content = payload.encode("utf-8") if isinstance(payload, str) else bytes(payload)
     path = f"/v1/topics/{name('topic', topic)}/messages"
@@ -151,16 +152,18 @@ def publish(
         sent["mailroom-key"] = key
     for header, value in (headers or {}).items():
         sent[f"mailroom-header-{header}"] = value
-    return Call("POST", path, _field("offset"), content=content, headers=sent or None)
+    if idempotency_key is not None:
+        sent["Idempotency-Key"] = idempotency_key
+    return Call("POST", path, _as(models.Published), content=content, headers=sent or None)
 
 
 def publish_batch(
     topic: str, payloads: Sequence[bytes | str | models.Message]
-) -> Call[list[int]]:
-    """``POST /v1/topics/{topic}/messages/batch``: the offsets."""
+) -> Call[models.BatchPublished]:
+    """``POST /v1/topics/{topic}/messages/batch``: the offsets and the duplicates."""
     body = {"messages": [models.batch_message(p) for p in payloads]}
     path = f"/v1/topics/{name('topic', topic)}/messages/batch"
-    return Call("POST", path, _field("offsets"), json=body)
+    return Call("POST", path, _as(models.BatchPublished), json=body)
 
 
 def create_group(

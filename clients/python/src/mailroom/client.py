@@ -122,18 +122,44 @@ class Client:
         *,
         key: str | None = None,
         headers: dict[str, str] | None = None,
+        idempotency_key: str | None = None,
     ) -> int:
-        """Publishes one message, with an optional key and headers; its offset once durable."""
-        return self.run(_calls.publish(topic, payload, key, headers))
+        """Publishes one message, with an optional key and headers; its offset once durable.
+
+        With ``idempotency_key`` a retry is safe: a key in the topic's window is not
+        stored again, and answers the first publish's offset (:meth:`publish_once` also
+        says whether it was a duplicate).
+        """
+        call = _calls.publish(topic, payload, key, headers, idempotency_key)
+        return (self.run(call)).offset
+
+    def publish_once(
+        self,
+        topic: str,
+        payload: bytes | str,
+        idempotency_key: str,
+        *,
+        key: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> models.Published:
+        """Publishes one message under ``idempotency_key``: its offset and ``duplicate``."""
+        return self.run(_calls.publish(topic, payload, key, headers, idempotency_key))
 
     def publish_batch(
         self, topic: str, payloads: Sequence[bytes | str | models.Message]
     ) -> list[int]:
         """Publishes 1 to 10,000 messages in one write; their consecutive offsets.
 
-        An item is a payload, or a :class:`~mailroom.models.Message` with metadata.
+        An item is a payload, or a :class:`~mailroom.models.Message` with metadata (and
+        an idempotency key: a duplicate's offset is the first publish's).
         """
-        return self.run(_calls.publish_batch(topic, payloads))
+        return (self.run(_calls.publish_batch(topic, payloads))).offsets
+
+    def publish_batch_once(
+        self, topic: str, messages: Sequence[bytes | str | models.Message]
+    ) -> models.BatchPublished:
+        """As :meth:`publish_batch`, with the whole answer: offsets and ``duplicates``."""
+        return self.run(_calls.publish_batch(topic, messages))
 
     def publish_stream(self, topic: str, window: int = 256) -> PublishStream:
         """A pipelined publish stream: up to ``window`` messages awaiting confirmation."""
@@ -352,6 +378,18 @@ class Group:
     def touch(self, delivery: Ref) -> str:
         """Extends one delivery's lease."""
         return self.client.touch(self.topic, self.name, delivery)
+
+    def seek(self, to: str | int) -> models.GroupSeeked:
+        """Moves the group to offset ``to``, or ``"earliest"`` / ``"latest"`` (see :meth:`Client.seek`)."""
+        return self.client.seek(self.topic, self.name, to)
+
+    def pause(self, until_ms: int | None = None) -> models.GroupPause:
+        """Stops new deliveries until :meth:`resume` (or until ``until_ms``, Unix ms)."""
+        return self.client.pause(self.topic, self.name, until_ms)
+
+    def resume(self) -> models.GroupPause:
+        """Ends a pause; ``changed`` is whether the group was paused."""
+        return self.client.resume(self.topic, self.name)
 
     def consume(
         self,

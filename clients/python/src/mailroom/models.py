@@ -45,6 +45,8 @@ class Message:
     payload: bytes | str
     key: str | None = None
     headers: dict[str, str] | None = None
+    idempotency_key: str | None = None
+    """1 to 256 bytes: a message repeating a key in the topic's window is not stored again."""
 
     def encode(self) -> dict[str, Any]:
         """The wire form: ``payload`` when UTF-8, ``payload_base64`` otherwise."""
@@ -58,6 +60,8 @@ class Message:
             body["key"] = self.key
         if self.headers is not None:
             body["headers"] = dict(self.headers)
+        if self.idempotency_key is not None:
+            body["idempotency_key"] = self.idempotency_key
         return body
 
 
@@ -106,6 +110,30 @@ def from_json(cls: type[_T], body: dict[str, Any]) -> _T:
         elif item.name in body:
             values[item.name] = _decode(hints[item.name], body[item.name])
     return cls(**values)
+
+
+@dataclass
+class Published:
+    """The answer to a single publish: the offset, and whether it was a duplicate.
+
+    A duplicate (its idempotency key was in the topic's window) was not stored again;
+    ``offset`` is then the first publish's.
+    """
+
+    offset: int
+    duplicate: bool = False
+
+
+@dataclass
+class BatchPublished:
+    """The answer to a batch publish: offsets in request order, and the duplicates.
+
+    ``duplicates`` holds the indices of the messages whose idempotency key was in the
+    topic's window (or earlier in the batch): not stored, their offset the first's.
+    """
+
+    offsets: list[int] = field(default_factory=list)
+    duplicates: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -456,6 +484,8 @@ class Confirmation:
     count: int
     offset: int | None = None
     error: ItemError | None = None
+    duplicate: bool = False
+    """The one frame covered carried an idempotency key in the topic's window: not stored."""
 
     def offsets(self) -> list[int]:
         """The offsets the covered frames got (empty when they were refused)."""
