@@ -91,6 +91,11 @@ def _group(topic: str, group: str) -> str:
     return f"/v1/topics/{name('topic', topic)}/groups/{name('group', group)}"
 
 
+def group_path(topic: str, group: str) -> str:
+    """The path of a group, its names checked and escaped."""
+    return _group(topic, group)
+
+
 def health() -> Call[models.Health]:
     """``GET /healthz`` (503 is an answer here, not an error)."""
     return Call("GET", "/healthz", _as(models.Health), answers=(503,))

@@ -9,14 +9,16 @@ True
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, overload
 
 import httpx
 
 from . import _calls, models
 from ._calls import Call
 from ._options import Timeouts, headers
+from .aio_consume_stream import AsyncConsumeStream
 from .aio_consumer import AsyncConsumer
+from .aio_stream_consumer import AsyncStreamConsumer
 from .models import ItemResult, NackKind, Ref
 from .aio_streams import (
     AsyncPublishStream,
@@ -251,6 +253,13 @@ class AsyncClient:
         """Up to ``max`` deliveries, waiting up to ``wait_ms``; acks ``ack`` first."""
         return await self.run(_calls.poll_batch(topic, group, max, consumer, wait_ms, ack))
 
+    async def consume_stream(
+        self, topic: str, group: str, window: int = 1, consumer: str | None = None
+    ) -> AsyncConsumeStream:
+        """A consume stream: deliveries pushed over one WebSocket, at most ``window``
+        unsettled, settled on the same socket (see :mod:`mailroom.aio_consume_stream`)."""
+        return await AsyncConsumeStream.open(self, topic, group, window, consumer)
+
     async def ack(self, topic: str, group: str, delivery: Ref) -> str:
         """Acks a delivery: ``"acked"``, or :class:`~mailroom.errors.NotOwned`."""
         return await self.run(_calls.ack(topic, group, delivery))
@@ -397,6 +406,13 @@ class AsyncGroup:
         """Ends a pause; ``changed`` is whether the group was paused."""
         return await self.client.resume(self.topic, self.name)
 
+    async def consume_stream(
+        self, window: int = 1, *, consumer: str | None = None
+    ) -> AsyncConsumeStream:
+        """A consume stream of this group (see :meth:`AsyncClient.consume_stream`)."""
+        return await self.client.consume_stream(self.topic, self.name, window, consumer)
+
+    @overload
     def consume(
         self,
         batch: int = 64,
@@ -405,9 +421,40 @@ class AsyncGroup:
         wait_ms: int = 5000,
         retry_max_s: float = 2.0,
         on_result: Callable[[ItemResult], None] | None = None,
-    ) -> AsyncConsumer:
+        stream: Literal[False] = False,
+        window: None = None,
+    ) -> AsyncConsumer: ...
+
+    @overload
+    def consume(
+        self,
+        batch: int = 64,
+        *,
+        consumer: str | None = None,
+        wait_ms: int = 5000,
+        retry_max_s: float = 2.0,
+        on_result: Callable[[ItemResult], None] | None = None,
+        stream: Literal[True],
+        window: int | None = None,
+    ) -> AsyncStreamConsumer: ...
+
+    def consume(
+        self,
+        batch: int = 64,
+        *,
+        consumer: str | None = None,
+        wait_ms: int = 5000,
+        retry_max_s: float = 2.0,
+        on_result: Callable[[ItemResult], None] | None = None,
+        stream: bool = False,
+        window: int | None = None,
+    ) -> AsyncConsumer | AsyncStreamConsumer:
         """The consumer loop: ``async for delivery in group.consume(batch=64): ...``.
 
-        See :class:`~mailroom.aio_consumer.AsyncConsumer` (it works as the sync one does).
+        See :class:`~mailroom.aio_consumer.AsyncConsumer` (it works as the sync one does);
+        ``stream=True`` runs it over the consume stream
+        (:class:`~mailroom.aio_stream_consumer.AsyncStreamConsumer`).
         """
+        if stream:
+            return AsyncStreamConsumer(self, window, batch, consumer, retry_max_s, on_result)
         return AsyncConsumer(self, batch, consumer, wait_ms, retry_max_s, on_result)

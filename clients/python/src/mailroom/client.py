@@ -9,15 +9,17 @@ True
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, overload
 
 import httpx
 
 from . import _calls, models
 from ._calls import Call
 from ._options import Timeouts, headers
+from .consume_stream import ConsumeStream
 from .consumer import Consumer
 from .models import ItemResult, NackKind, Ref
+from .stream_consumer import StreamConsumer
 from .streams import PublishStream, Subscription, sse_subscription, ws_subscription
 
 T = TypeVar("T")
@@ -246,6 +248,13 @@ class Client:
         """Up to ``max`` deliveries, waiting up to ``wait_ms``; acks ``ack`` first."""
         return self.run(_calls.poll_batch(topic, group, max, consumer, wait_ms, ack))
 
+    def consume_stream(
+        self, topic: str, group: str, window: int = 1, consumer: str | None = None
+    ) -> ConsumeStream:
+        """A consume stream: deliveries pushed over one WebSocket, at most ``window``
+        unsettled, settled on the same socket (see :mod:`mailroom.consume_stream`)."""
+        return ConsumeStream.open(self, topic, group, window, consumer)
+
     def ack(self, topic: str, group: str, delivery: Ref) -> str:
         """Acks a delivery: ``"acked"``, or :class:`~mailroom.errors.NotOwned`."""
         return self.run(_calls.ack(topic, group, delivery))
@@ -391,6 +400,11 @@ class Group:
         """Ends a pause; ``changed`` is whether the group was paused."""
         return self.client.resume(self.topic, self.name)
 
+    def consume_stream(self, window: int = 1, *, consumer: str | None = None) -> ConsumeStream:
+        """A consume stream of this group (see :meth:`Client.consume_stream`)."""
+        return self.client.consume_stream(self.topic, self.name, window, consumer)
+
+    @overload
     def consume(
         self,
         batch: int = 64,
@@ -399,12 +413,43 @@ class Group:
         wait_ms: int = 5000,
         retry_max_s: float = 2.0,
         on_result: Callable[[ItemResult], None] | None = None,
-    ) -> Consumer:
+        stream: Literal[False] = False,
+        window: None = None,
+    ) -> Consumer: ...
+
+    @overload
+    def consume(
+        self,
+        batch: int = 64,
+        *,
+        consumer: str | None = None,
+        wait_ms: int = 5000,
+        retry_max_s: float = 2.0,
+        on_result: Callable[[ItemResult], None] | None = None,
+        stream: Literal[True],
+        window: int | None = None,
+    ) -> StreamConsumer: ...
+
+    def consume(
+        self,
+        batch: int = 64,
+        *,
+        consumer: str | None = None,
+        wait_ms: int = 5000,
+        retry_max_s: float = 2.0,
+        on_result: Callable[[ItemResult], None] | None = None,
+        stream: bool = False,
+        window: int | None = None,
+    ) -> Consumer | StreamConsumer:
         """The consumer loop: ``for delivery in group.consume(batch=64): ...``.
 
         See :class:`~mailroom.consumer.Consumer` for how deliveries are acked, nacked and
         kept leased, and how it rides out a server restart. ``on_result`` sees every ack's
         result (``acked``, or ``not_owned`` for one whose lease ran out or that was applied
-        before a lost answer).
+        before a lost answer). With ``stream=True`` the loop runs over the consume stream
+        (:class:`~mailroom.stream_consumer.StreamConsumer`; ``window`` deliveries
+        unsettled, by default the smaller of ``batch`` and the group's ``max_in_flight``).
         """
+        if stream:
+            return StreamConsumer(self, window, batch, consumer, retry_max_s, on_result)
         return Consumer(self, batch, consumer, wait_ms, retry_max_s, on_result)

@@ -185,6 +185,22 @@ class ItemResult:
 
 
 @dataclass
+class Settled:
+    """A consume stream's answer to settlement ``seq`` (numbered from 0 on each
+    connection, answered in order): exactly one of ``outcome`` and ``error``."""
+
+    seq: int
+    offset: int | None = None
+    attempt: int | None = None
+    outcome: str | None = None
+    """``acked``, ``retry``, ``released``, ``dead_lettered`` or ``touched``."""
+    error: ItemError | None = None
+    """``not_owned`` (not in flight under that attempt), or ``invalid_argument``."""
+    op: str | None = None
+    """The settlement answered, ``ack``, ``nack`` or ``touch`` (the client's own record)."""
+
+
+@dataclass
 class PolledBatch:
     """The answer to a batch poll: deliveries, and the results of acks sent with it."""
 
