@@ -2,8 +2,10 @@
  * The client: one method per endpoint over `fetch`, plus the publish stream, channel
  * subscriptions and the consumer loop.
  */
+import { ConsumeStream, type ConsumeStreamOptions } from "./consume_stream.js";
 import { Consumer, type ConsumeOptions } from "./consumer.js";
 import { type BatchPublished, type ChannelDelivery, type ChannelInfo, type DeadLetter, type DeadLetterPage, Delivery, type DeliveryRef, type GroupDetail, type GroupPause, type GroupSeeked, type Message, type TopicRecovered, type TopicRepairReport, type GroupSettings, type Health, type ItemResult, type NackKind, type Payload, type PolledBatch, type Published, type Retention, type Ticket, type TopicInfo, type TopicSummary } from "./models.js";
+import { StreamConsumer } from "./stream_consumer.js";
 import { PublishStream, Subscription } from "./streams.js";
 /** Milliseconds for a whole call; a long poll's wait is added on top. */
 export declare const REQUEST_TIMEOUT_MS_DEFAULT = 30000;
@@ -126,6 +128,11 @@ export declare class Client {
     pollRaw(topic: string, group: string, consumer?: string): Promise<Delivery | null>;
     /** Up to `max` (64) deliveries, waiting up to `wait_ms`; acks `ack` first. */
     pollBatch(topic: string, group: string, options?: PollBatchOptions): Promise<PolledBatch>;
+    /**
+     * A consume stream: deliveries pushed over one WebSocket, at most `window` unsettled,
+     * settled on the same socket (see `ConsumeStream`).
+     */
+    consumeStream(topic: string, group: string, options?: ConsumeStreamOptions): Promise<ConsumeStream>;
     /** Acks a delivery: `"acked"`, or throws `NotOwned`. */
     ack(topic: string, group: string, delivery: DeliveryRef): Promise<string>;
     /** Nacks a delivery: `"retry"`, `"released"` or `"dead_lettered"`. */
@@ -184,6 +191,18 @@ export declare class Group {
     pause(until_ms?: number): Promise<GroupPause>;
     /** Ends a pause; `changed` is whether the group was paused. */
     resume(): Promise<GroupPause>;
-    /** The consumer loop: `for await (const delivery of group.consume({ batch: 64 })) ...`. */
-    consume(options?: ConsumeOptions): Consumer;
+    /** A consume stream of this group (see `Client.consumeStream`). */
+    consumeStream(options?: ConsumeStreamOptions): Promise<ConsumeStream>;
+    /**
+     * The consumer loop: `for await (const delivery of group.consume({ batch: 64 })) ...`;
+     * with `stream: true` over the consume stream (`StreamConsumer`; `window` deliveries
+     * unsettled, by default the smaller of `batch` and the group's `max_in_flight`).
+     */
+    consume(options: ConsumeOptions & {
+        stream: true;
+        window?: number;
+    }): StreamConsumer;
+    consume(options?: ConsumeOptions & {
+        stream?: false;
+    }): Consumer;
 }

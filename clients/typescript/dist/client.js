@@ -2,9 +2,11 @@
  * The client: one method per endpoint over `fetch`, plus the publish stream, channel
  * subscriptions and the consumer loop.
  */
+import { ConsumeStream } from "./consume_stream.js";
 import { Consumer } from "./consumer.js";
 import { ApiError, InvalidName, Timeout, TransportError, apiError } from "./errors.js";
 import { Delivery, batchMessage, bytesOf, decodePayload, } from "./models.js";
+import { StreamConsumer } from "./stream_consumer.js";
 import { PublishStream, sseSubscription, wsSubscription } from "./streams.js";
 /** Milliseconds for a whole call; a long poll's wait is added on top. */
 export const REQUEST_TIMEOUT_MS_DEFAULT = 30_000;
@@ -294,6 +296,13 @@ export class Client {
         });
         return { deliveries: answer.deliveries.map(Delivery.decode), acked: answer.acked ?? null };
     }
+    /**
+     * A consume stream: deliveries pushed over one WebSocket, at most `window` unsettled,
+     * settled on the same socket (see `ConsumeStream`).
+     */
+    consumeStream(topic, group, options = {}) {
+        return ConsumeStream.open(this, `${groupPath(topic, group)}/consume/ws`, options);
+    }
     /** Acks a delivery: `"acked"`, or throws `NotOwned`. */
     async ack(topic, group, delivery) {
         const json = { offset: delivery.offset, attempt: delivery.attempt };
@@ -428,8 +437,12 @@ export class Group {
     resume() {
         return this.client.resume(this.topic, this.name);
     }
-    /** The consumer loop: `for await (const delivery of group.consume({ batch: 64 })) ...`. */
+    /** A consume stream of this group (see `Client.consumeStream`). */
+    consumeStream(options = {}) {
+        return this.client.consumeStream(this.topic, this.name, options);
+    }
     consume(options = {}) {
-        return new Consumer(this, options);
+        const { stream, ...rest } = options;
+        return stream ? new StreamConsumer(this, rest) : new Consumer(this, rest);
     }
 }

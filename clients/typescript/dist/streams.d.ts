@@ -18,6 +18,8 @@ declare class Mailbox<T> {
     /** The next item; null once ended and empty (then `failure` says why, if it failed). */
     next(): Promise<T | null>;
 }
+/** Opens a WebSocket, the token as the `mailroom.bearer` subprotocol (browsers cannot send headers). */
+export declare function openSocket(client: Client, path: string): Promise<WebSocket>;
 /**
  * Many messages in flight on one WebSocket, each confirmed once durable.
  *

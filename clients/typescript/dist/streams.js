@@ -63,7 +63,7 @@ async function handshakeError(client, path) {
     return new TransportError(`WebSocket handshake to ${path} failed`);
 }
 /** Opens a WebSocket, the token as the `mailroom.bearer` subprotocol (browsers cannot send headers). */
-async function openSocket(client, path) {
+export async function openSocket(client, path) {
     const Socket = client.webSocket();
     const protocols = client.token === undefined ? [] : ["mailroom.bearer", `mailroom.bearer.${client.token}`];
     const socket = new Socket(wsUrl(client, path), protocols);

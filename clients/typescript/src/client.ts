@@ -3,6 +3,7 @@
  * subscriptions and the consumer loop.
  */
 
+import { ConsumeStream, type ConsumeStreamOptions } from "./consume_stream.js";
 import { Consumer, type ConsumeOptions } from "./consumer.js";
 import { ApiError, InvalidName, Timeout, TransportError, apiError } from "./errors.js";
 import {
@@ -35,6 +36,7 @@ import {
   bytesOf,
   decodePayload,
 } from "./models.js";
+import { StreamConsumer } from "./stream_consumer.js";
 import { PublishStream, Subscription, sseSubscription, wsSubscription } from "./streams.js";
 
 /** Milliseconds for a whole call; a long poll's wait is added on top. */
@@ -406,6 +408,14 @@ export class Client {
     return { deliveries: answer.deliveries.map(Delivery.decode), acked: answer.acked ?? null };
   }
 
+  /**
+   * A consume stream: deliveries pushed over one WebSocket, at most `window` unsettled,
+   * settled on the same socket (see `ConsumeStream`).
+   */
+  consumeStream(topic: string, group: string, options: ConsumeStreamOptions = {}): Promise<ConsumeStream> {
+    return ConsumeStream.open(this, `${groupPath(topic, group)}/consume/ws`, options);
+  }
+
   /** Acks a delivery: `"acked"`, or throws `NotOwned`. */
   async ack(topic: string, group: string, delivery: DeliveryRef): Promise<string> {
     const json = { offset: delivery.offset, attempt: delivery.attempt };
@@ -558,8 +568,20 @@ export class Group {
     return this.client.resume(this.topic, this.name);
   }
 
-  /** The consumer loop: `for await (const delivery of group.consume({ batch: 64 })) ...`. */
-  consume(options: ConsumeOptions = {}): Consumer {
-    return new Consumer(this, options);
+  /** A consume stream of this group (see `Client.consumeStream`). */
+  consumeStream(options: ConsumeStreamOptions = {}): Promise<ConsumeStream> {
+    return this.client.consumeStream(this.topic, this.name, options);
+  }
+
+  /**
+   * The consumer loop: `for await (const delivery of group.consume({ batch: 64 })) ...`;
+   * with `stream: true` over the consume stream (`StreamConsumer`; `window` deliveries
+   * unsettled, by default the smaller of `batch` and the group's `max_in_flight`).
+   */
+  consume(options: ConsumeOptions & { stream: true; window?: number }): StreamConsumer;
+  consume(options?: ConsumeOptions & { stream?: false }): Consumer;
+  consume(options: ConsumeOptions & { stream?: boolean; window?: number } = {}): Consumer | StreamConsumer {
+    const { stream, ...rest } = options;
+    return stream ? new StreamConsumer(this, rest) : new Consumer(this, rest);
   }
 }

@@ -66,7 +66,7 @@ async function handshakeError(client: Client, path: string): Promise<Error> {
 }
 
 /** Opens a WebSocket, the token as the `mailroom.bearer` subprotocol (browsers cannot send headers). */
-async function openSocket(client: Client, path: string): Promise<WebSocket> {
+export async function openSocket(client: Client, path: string): Promise<WebSocket> {
   const Socket = client.webSocket();
   const protocols = client.token === undefined ? [] : ["mailroom.bearer", `mailroom.bearer.${client.token}`];
   const socket = new Socket(wsUrl(client, path), protocols);
