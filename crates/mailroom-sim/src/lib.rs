@@ -37,6 +37,7 @@ mod action;
 mod candidates;
 mod compare;
 mod disk;
+mod http_side;
 mod model;
 mod rng;
 mod store_side;

@@ -13,6 +13,7 @@ use crate::action::{draw, Action, Seen, TOPICS};
 use crate::candidates::Candidates;
 use crate::compare::{Starts, StoreViews};
 use crate::disk::{files_under, Disk};
+use crate::http_side::{self, Server};
 use crate::model::Outcome;
 use crate::rng::Rng;
 use crate::store_side;
@@ -20,6 +21,11 @@ use crate::trace::Trace;
 
 /// Where the simulated store lives on its disk.
 const STORE_DIR: &str = "/store";
+/// The share of steps (per mille) whose action goes through the server's HTTP handlers
+/// rather than the store's API, where it has a route.
+const HTTP_PER_MILLE: u64 = 500;
+/// The share of fault-free steps (per mille) that send a deliberately malformed request.
+const MALFORMED_PER_MILLE: u64 = 20;
 
 /// A fault injected around one step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,6 +73,9 @@ pub struct Report {
     pub trace_hash: u64,
     /// How many faults of each kind were injected, as `(name, count)`.
     pub faults: Vec<(&'static str, u64)>,
+    /// How many actions went through the server's HTTP handlers, and how many
+    /// deliberately malformed requests were refused.
+    pub requests: (u64, u64),
 }
 
 /// A failing run: where and why, and the last steps before it.
@@ -113,6 +122,8 @@ struct World {
     disk: Disk,
     options: StoreOptions,
     store: Option<Store>,
+    /// The server's router over `store` (dropped and rebuilt with it).
+    server: Option<Server>,
     candidates: Candidates,
     seen: Seen,
     /// Per topic, where its log started at the last comparison (retention only moves it on).
@@ -120,6 +131,8 @@ struct World {
     trace: Trace,
     /// Counts per fault kind, then flips refused at open, flips that opened.
     faults: [u64; 10],
+    /// Actions sent over HTTP, malformed requests sent.
+    requests: (u64, u64),
     step: usize,
 }
 
@@ -144,7 +157,7 @@ pub fn run(seed: u64, steps: usize) -> Result<Report, Failure> {
         world.step = step;
         world.run_step()
     });
-    world.store = None;
+    world.close();
     match result {
         Ok(()) => Ok(world.report(steps)),
         Err(message) => Err(Failure {
@@ -192,11 +205,13 @@ impl World {
             disk: Disk::new(SimStorage::new()),
             options,
             store: None,
+            server: None,
             candidates: Candidates::default(),
             seen: Seen::default(),
             starts: [0; TOPICS.len()],
             trace,
             faults: [0; 10],
+            requests: (0, 0),
             step: 0,
         }
     }
@@ -219,6 +234,7 @@ impl World {
             steps,
             trace_hash: self.trace.hash(),
             faults: names.into_iter().zip(self.faults).collect(),
+            requests: self.requests,
         }
     }
 
@@ -226,11 +242,18 @@ impl World {
         let storage = Arc::new(self.disk.clone());
         match Store::open_with(storage, Path::new(STORE_DIR), self.options.clone()) {
             Ok(store) => {
+                self.server = Some(Server::new(&store));
                 self.store = Some(store);
                 Ok(())
             }
             Err(error) => Err(format!("the store did not reopen: {error}")),
         }
+    }
+
+    /// Drops the server and the store (the server holds a handle of the store).
+    fn close(&mut self) {
+        self.server = None;
+        self.store = None;
     }
 
     fn store(&mut self) -> Result<&Store, String> {
@@ -256,23 +279,42 @@ impl World {
             _ => {}
         }
         self.store()?;
+        if fault.is_none() && self.rng.chance(MALFORMED_PER_MILLE) {
+            return self.malformed();
+        }
         let starts = self.starts;
         let action = draw(&mut self.rng, &self.seen, |t| starts[t] == 0);
         let injected = fault.is_some_and(|f| !matches!(f, Fault::SlowSyncs(_)));
         let before = injected.then(|| self.candidates.histories());
+        let over_http = self.rng.chance(HTTP_PER_MILLE);
         self.arm(fault);
         let now = self.now();
-        let got = store_side::apply(self.store()?, now, &action);
+        let sent = over_http
+            .then(|| {
+                self.server
+                    .as_ref()
+                    .and_then(|server| server.apply(&action))
+            })
+            .flatten();
+        let wire = sent.is_some();
+        self.requests.0 += u64::from(wire);
+        let got = match sent {
+            Some(got) => got,
+            None => store_side::apply(self.store()?, now, &action),
+        };
         self.disarm();
         if let Action::Advance(ms) = action {
             self.clock.advance_ms(ms);
         }
         self.clock.advance_ms(self.disk.take_elapsed_ms());
-        self.trace
-            .push(format!("#{} {fault:?} {action:?} => {got:?}", self.step));
+        let via = if wire { " (HTTP)" } else { "" };
+        self.trace.push(format!(
+            "#{} {fault:?} {action:?}{via} => {got:?}",
+            self.step
+        ));
         match (&got, before) {
             (Outcome::Answer(_), _) => {
-                let handed = self.candidates.answered(now, &action, &got)?;
+                let handed = self.candidates.answered(now, &action, &got, wire)?;
                 if let (Some(ids), Some(key)) = (handed, handed_key(&action)) {
                     self.seen.handed(key, ids);
                 }
@@ -284,7 +326,7 @@ impl World {
             (Outcome::Fault(error), None) => {
                 let expected =
                     self.candidates
-                        .answered(now, &action, &Outcome::Fault(String::new()));
+                        .answered(now, &action, &Outcome::Fault(String::new()), wire);
                 return Err(format!(
                     "{action:?} failed unprovoked: {error} ({expected:?})"
                 ));
@@ -327,7 +369,7 @@ impl World {
 
     /// Drops the store and reopens the same files; then compares.
     fn restart(&mut self) -> Check {
-        self.store = None;
+        self.close();
         self.trace.push(format!("#{} restart", self.step));
         self.open()?;
         self.compare()
@@ -335,7 +377,7 @@ impl World {
 
     /// Drops the store, keeps what a power cut now could leave, reopens, compares.
     fn crash(&mut self) -> Check {
-        self.store = None;
+        self.close();
         let image_seed = self.rng.next_u64();
         self.disk = Disk::new(self.disk.sim().crash(image_seed));
         self.trace
@@ -348,7 +390,7 @@ impl World {
     /// open, or report the damage where it reads it, or read exactly what the model says.
     fn flip(&mut self) -> Check {
         self.store()?;
-        self.store = None;
+        self.close();
         // Everything durable, nothing pending: the copy below is exact.
         let image_seed = self.rng.next_u64();
         self.disk = Disk::new(self.disk.sim().crash(image_seed));
@@ -390,6 +432,20 @@ impl World {
             }
         }
         self.open()?;
+        self.compare()
+    }
+
+    /// Sends one of the deliberately malformed requests: it must be refused with its
+    /// status and code, and change nothing (the comparison after it says so).
+    fn malformed(&mut self) -> Check {
+        let n = self.rng.index(http_side::MALFORMED.len());
+        let server = self
+            .server
+            .as_ref()
+            .ok_or("no server over the open store")?;
+        let line = server.malformed(n)?;
+        self.requests.1 += 1;
+        self.trace.push(format!("#{} malformed {line}", self.step));
         self.compare()
     }
 
