@@ -1,5 +1,5 @@
-//! A seeded, deterministic simulation of the mailroom store, in the spirit of
-//! TigerBeetle's VOPR and FoundationDB's simulator.
+//! A seeded, deterministic simulation of the mailroom store and the server's request
+//! handling, in the spirit of TigerBeetle's VOPR and FoundationDB's simulator.
 //!
 //! One `u64` seed drives everything ([`Rng`]): the store's options, a random workload of
 //! every store operation ([`Action`]: topics and groups created and deleted, single and
