@@ -294,7 +294,8 @@ impl Backend for Embedded {
 
     fn publisher(&self, topic: &str) -> Result<Box<dyn TopicPublisher>, BackendError> {
         Ok(Box::new(EmbeddedPublisher {
-            handle: self.store.topic(topic)?,
+            handle: parking_lot::Mutex::new(self.store.topic(topic)?),
+            store: self.store.clone(),
             topic: topic.to_owned(),
             long_polls: Arc::clone(&self.long_polls),
         }))
