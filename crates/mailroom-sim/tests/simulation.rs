@@ -87,3 +87,13 @@ fn a_seed_replays_exactly() {
         }
     }
 }
+
+// Proves the server's request handling is in the simulation: a run sends a share of its
+// actions through the HTTP handlers and some deliberately malformed requests.
+#[test]
+fn a_share_of_the_steps_goes_over_http() {
+    let report = mailroom_sim::run(7, 400).expect("seed 7 passes");
+    let (over_http, malformed) = report.requests;
+    assert!(over_http >= 100, "{report:?}");
+    assert!(malformed >= 1, "{report:?}");
+}
