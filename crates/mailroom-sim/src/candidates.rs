@@ -8,8 +8,8 @@ use mailroom::topic::DeliveryId;
 
 use crate::action::Action;
 use crate::compare::{Starts, StoreViews};
-use crate::http_side::on_the_wire;
 use crate::model::{Histories, Models, Outcome};
+use crate::wire::on_the_wire;
 
 /// The most candidate states kept at once. More is a run with many unresolved failures
 /// in a row; the newest forks are then not kept, and a failure says so.
@@ -99,7 +99,7 @@ impl Candidates {
 
     /// Applies `action` to every candidate; keeps those whose answer is `got` and
     /// answers the deliveries it handed out. `wire`: `got` came over HTTP, where a
-    /// refusal shows as its status and code (`http_side::on_the_wire`).
+    /// refusal shows as its status and code (`wire::on_the_wire`).
     ///
     /// # Errors
     ///

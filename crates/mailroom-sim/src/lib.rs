@@ -42,6 +42,7 @@ mod model;
 mod rng;
 mod store_side;
 mod trace;
+mod wire;
 mod world;
 
 pub use action::{Action, CONSUMERS, GROUPS, TOPICS};
