@@ -37,6 +37,7 @@ mod action;
 mod candidates;
 mod compare;
 mod disk;
+mod fault;
 mod http_side;
 mod model;
 mod rng;

@@ -7,12 +7,13 @@ use std::sync::Arc;
 use mailroom::clock::{Clock, ManualClock};
 use mailroom_store::log::{LogOptions, SyncPolicy};
 use mailroom_store::storage::SimStorage;
-use mailroom_store::{Retention, Store, StoreError, StoreOptions};
+use mailroom_store::{Retention, Store, StoreOptions};
 
 use crate::action::{draw, Action, Seen, TOPICS};
 use crate::candidates::Candidates;
 use crate::compare::{Starts, StoreViews};
 use crate::disk::{files_under, Disk};
+use crate::fault::{check_typed, draw_fault, fault_index, kind, Fault};
 use crate::http_side::{self, Server};
 use crate::model::Outcome;
 use crate::rng::Rng;
@@ -26,41 +27,6 @@ const STORE_DIR: &str = "/store";
 const HTTP_PER_MILLE: u64 = 500;
 /// The share of fault-free steps (per mille) that send a deliberately malformed request.
 const MALFORMED_PER_MILLE: u64 = 20;
-
-/// A fault injected around one step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Fault {
-    /// Drop the store and reopen the same files (a process restart).
-    Restart,
-    /// A power cut between two steps: reopen what is durable.
-    Crash,
-    /// A power cut after this many changes inside the step's operation (torn writes).
-    CutDuring(u64),
-    /// The disk is full during the step's operation.
-    Full,
-    /// The next sync fails with `EIO`.
-    SyncFails,
-    /// The next write fails with `EIO`.
-    WriteFails,
-    /// Every sync of the step takes this many simulated milliseconds.
-    SlowSyncs(u64),
-    /// A bit flips in a durable file (checked on a copy, between steps).
-    Flip,
-}
-
-fn draw_fault(rng: &mut Rng) -> Option<Fault> {
-    Some(match rng.below(1000) {
-        0..=9 => Fault::Restart,
-        10..=29 => Fault::Crash,
-        30..=59 => Fault::CutDuring(rng.below(12)),
-        60..=74 => Fault::Full,
-        75..=84 => Fault::SyncFails,
-        85..=89 => Fault::WriteFails,
-        90..=119 => Fault::SlowSyncs(1 + rng.below(40)),
-        120..=134 => Fault::Flip,
-        _ => return None,
-    })
-}
 
 /// The outcome of a passing run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -463,45 +429,6 @@ impl World {
             ));
         }
         Ok(())
-    }
-}
-
-fn fault_index(fault: Fault) -> usize {
-    match fault {
-        Fault::Restart => 0,
-        Fault::Crash => 1,
-        Fault::CutDuring(_) => 2,
-        Fault::Full => 3,
-        Fault::SyncFails => 4,
-        Fault::WriteFails => 5,
-        Fault::SlowSyncs(_) => 6,
-        Fault::Flip => 7,
-    }
-}
-
-/// A store error's variant, for the trace.
-fn kind(error: &StoreError) -> &'static str {
-    match error {
-        StoreError::Corrupt { .. } => "corrupt",
-        StoreError::Io { .. } => "io",
-        StoreError::FailStopped { .. } => "fail-stopped",
-        _ => "other",
-    }
-}
-
-/// An injected fault must surface as the error it is (or the fail-stop it caused).
-fn check_typed(fault: Option<Fault>, error: &str) -> Check {
-    let expected: &[&str] = match fault {
-        Some(Fault::Full) => &["No space left on device", "stopped accepting writes"],
-        Some(Fault::CutDuring(_) | Fault::SyncFails | Fault::WriteFails) => {
-            &["Input/output error", "stopped accepting writes"]
-        }
-        _ => &[],
-    };
-    if expected.iter().any(|text| error.contains(text)) {
-        Ok(())
-    } else {
-        Err(format!("{fault:?} surfaced as {error:?}"))
     }
 }
 
