@@ -106,7 +106,8 @@ Promise.all([import('./dead_letters.js'), import('./format.js')]).then(([d, f]) 
   const chosen = [0, 1, 5, 9].map(offset => ({offset}));
   done({ranges: d.ranges(all, chosen), count: f.count(1234), rate: f.rate(1234),
         big: f.count(2500000), bytes: f.bytes(1536), ago: f.ago(Date.now() - 180000),
-        later: f.ago(Date.now() + 20500), small: f.count(999)});
+        later: f.ago(Date.now() + 20500), small: f.count(999),
+        deadline: f.deadline(Date.now() + 11500), expired: f.deadline(Date.now() - 1)});
 }).catch(e => done({error: String(e)}));
 """
 
@@ -120,6 +121,8 @@ def units(page):
     check((got["count"], got["rate"], got["big"], got["bytes"], got["ago"], got["later"], got["small"])
           == ("1.2k", "1.2k/s", "2.5M", "1.5 KiB", "3 min ago", "in 20 s", "999"),
           "numbers are for people: 1.2k, 1.2k/s, 2.5M, 1.5 KiB, 3 min ago, in 20 s")
+    check((got["deadline"], got["expired"]) == ("in 12 s", "expired"),
+          f"lease deadlines are for people: in 12 s, expired: {got}")
 
 
 def row_value(page, table, keys, field):
@@ -195,6 +198,27 @@ def topic(page, api):
     page.clean("topic page")
 
 
+def in_flight(page, want):
+    """Every delivery in flight is listed with the API's attempt, consumer and lease
+    deadline, the deadline shown for people."""
+    rows = page.finds("#in-flight-table tbody tr")
+    shown = []
+    for row in rows:
+        cell = lambda field: row.find_element(By.CSS_SELECTOR, f"[data-field={field}]")
+        deadline = cell("lease_deadline").get_attribute("data-value")
+        shown.append({"offset": int(row.get_attribute("data-offset")),
+                      "attempt": int(cell("attempt").get_attribute("data-value")),
+                      "consumer": cell("consumer").get_attribute("data-value") or None,
+                      "lease_deadline_ms": int(deadline) if deadline else None})
+    check(shown == want["deliveries"], f"every delivery in flight is listed as the API says: {shown}")
+    consumers = {d["consumer"] for d in shown}
+    # The overview acked w1's two; w2's and the anonymous consumer's are still out.
+    check({"w2", None} <= consumers, f"a named consumer and the anonymous one: {consumers}")
+    texts = [row.find_element(By.CSS_SELECTOR, "[data-field=lease_deadline]").text for row in rows]
+    check(all(t.startswith("in ") and t.endswith(" min") for t in texts),
+          f"lease deadlines are shown for people: {texts}")
+
+
 def group(page, api):
     page.open("topics/orders/groups/billing")
     want = api.group("orders", "billing")
@@ -202,8 +226,7 @@ def group(page, api):
     check(page.value("#group-stats [data-field=in_flight]") == len(want["deliveries"])
           and page.value("#group-stats [data-field=dead_letters]") == want["dead_letters"],
           "the group page's in flight and dead letters equal the API's")
-    shown = [int(r.get_attribute("data-offset")) for r in page.finds("#in-flight-table tbody tr")]
-    check(shown == [d["offset"] for d in want["deliveries"]], f"every delivery in flight is listed: {shown}")
+    in_flight(page, want)
     routes = api.routes()
     base = "/v1/topics/{topic}/groups/{group}"
     if ("POST", base + "/pause") in routes:
