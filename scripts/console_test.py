@@ -20,7 +20,8 @@ Shows that:
   token in a URL;
 - the console works behind a reverse proxy under a path prefix.
 
-Saves a screenshot of each page into docs/console/.
+Saves a screenshot of each page into SCREENSHOT_DIR (scripts/console-test.sh picks a
+scratch directory, or docs/console/ with UPDATE_SCREENSHOTS=1).
 
 Usage: console_test.py MAILROOM_BINARY SCREENSHOT_DIR
 """
