@@ -157,8 +157,8 @@ pub struct SeekGroup {
     /// `"earliest"` (the oldest retained message) or `"latest"` (the end of the log).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub to: Option<StartName>,
-    /// The first message published at or after this time (Unix ms). Reserved: this
-    /// server keeps no publish times yet and answers 400 `invalid_argument`.
+    /// The first retained message published at or after this time (Unix ms); the end
+    /// of the log if none is (then the group waits for new messages).
     #[serde(
         default,
         deserialize_with = "crate::whole::deserialize_option",
