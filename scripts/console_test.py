@@ -10,8 +10,9 @@ Shows that:
   API says, and follow it when the API's state changes;
 - a redrive clicked in the console changes the group exactly as the API then reports;
   a purge asks first (cancelled: nothing changes) and does what it said once confirmed;
-- group create and delete (confirmed), a test publish, and browsing messages (or the
-  "not available on this server" notice where the route is missing) work; so do seek,
+- group create and delete (confirmed), a test publish, and browsing messages (by offset
+  and by time, as JSON and text, paging on and back; each page equal to the API's, or
+  the "not available on this server" notice where the route is missing) work; so do seek,
   pause and resume where the server has them;
 - the live tail shows messages published while the page is open, and the drop counter
   moves with the drops;
@@ -32,6 +33,7 @@ import tempfile
 import time
 
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support.select import Select
 
 from console_fixture import (Api, SlowSubscriber, browser, fill, prefix_proxy,
                              publish_burst, start_mailroom, wait_for)
@@ -188,10 +190,9 @@ def topic(page, api):
     wait_for(lambda: "Published at offset 40" in page.driver.page_source, "the publish's answer")
     check(api.call("GET", "/v1/topics/orders")["end"] == 41, "the test publish reached the topic")
     page.find("select[name=as]").send_keys("json")
-    page.driver.execute_script("document.querySelector('input[name=limit]').form.requestSubmit()")
+    page.driver.execute_script("document.querySelector('#browse-form').requestSubmit()")
     if ("GET", "/v1/topics/{topic}/messages") in api.routes():
-        wait_for(lambda: page.finds("#browse tr[data-offset='0']"), "the browsed messages")
-        check('"order": 0' in page.text("#browse"), "browsing shows messages as pretty JSON")
+        browse(page, api)
     else:
         wait_for(lambda: "not available on this server" in page.text("#browse"), "the browse notice")
         check(True, "browsing says it is not available on a server without the route")
@@ -218,6 +219,51 @@ def in_flight(page, want):
     texts = [row.find_element(By.CSS_SELECTOR, "[data-field=lease_deadline]").text for row in rows]
     check(all(t.startswith("in ") and t.endswith(" min") for t in texts),
           f"lease deadlines are shown for people: {texts}")
+
+
+def browsed(page):
+    """The messages the topic page's browser shows, as the API would list them."""
+    return [{"offset": int(row.get_attribute("data-offset")), "key": row.get_attribute("data-key") or None,
+             "published_at_ms": int(row.get_attribute("data-published")),
+             "payload": row.find_element(By.CSS_SELECTOR, "pre").text}
+            for row in page.finds("#browse tbody tr")]
+
+
+def api_page(api, query):
+    """The API's page of `orders` for `query`, in the same form."""
+    answer = api.call("GET", f"/v1/topics/orders/messages?{query}")
+    return [{"offset": m["offset"], "key": m.get("key"), "published_at_ms": m["published_at_ms"],
+             "payload": m["payload"]} for m in answer["messages"]]
+
+
+def browse(page, api):
+    """Browsing by offset (pretty JSON, then text), paging on and back, and by time."""
+    wait_for(lambda: page.finds("#browse tr[data-offset='0']"), "the browsed messages")
+    check('"order": 0' in page.text("#browse"), "browsing shows messages as pretty JSON")
+    Select(page.find("select[name=as]")).select_by_value("text")
+    for query, move in [("from=0&limit=20", None), ("from=20&limit=20", "#browse-later"),
+                        ("from=40&limit=20", "#browse-later"), ("from=20&limit=20", "#browse-earlier")]:
+        if move:
+            page.find(move).click()
+        want = api_page(api, query)
+        wait_for(lambda: browsed(page) == want, f"the page {query} as the API lists it")
+        check(True, f"the browsed page {query} equals the API's ({len(want)} messages)")
+    page.find("#browse-later").click()
+    wait_for(lambda: page.find("#browse-later").get_attribute("disabled") is not None, "the last page")
+    check(True, "paging stops at the log's end")
+    at_ms = api_page(api, "from=40&limit=1")[0]["published_at_ms"]
+    Select(page.find("#browse-form select[name=start]")).select_by_value("time")
+    page.driver.execute_script(
+        "const [ms] = arguments; import('./messages.js').then(m => {"
+        "document.querySelector('input[name=from_time]').value = m.localInput(ms);"
+        "document.querySelector('#browse-form').requestSubmit(); });", at_ms)
+    want = api_page(api, f"from_time_ms={at_ms}&limit=20")
+    wait_for(lambda: browsed(page) == want, "the page from a time as the API lists it")
+    check(want[0]["offset"] == 40, f"browsing from the test publish's time starts at it: {want[0]['offset']}")
+    Select(page.find("#browse-form select[name=start]")).select_by_value("offset")
+    Select(page.find("select[name=as]")).select_by_value("json")
+    page.driver.execute_script("document.querySelector('#browse-form').requestSubmit()")
+    wait_for(lambda: page.finds("#browse tr[data-offset='0']"), "the first page again, for the screenshot")
 
 
 def group(page, api):
