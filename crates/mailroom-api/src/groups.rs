@@ -279,18 +279,8 @@ pub struct DeadLetterNote {
 }
 
 /// One delivery in flight, as the group view shows it: which it is, who polled it and
-/// until when they own it.
-///
-/// ```
-/// use mailroom_api::groups::InFlightDelivery;
-///
-/// let shown: InFlightDelivery = serde_json::from_str(
-///     r#"{"offset": 4, "attempt": 2, "consumer": "worker-1", "lease_deadline_ms": 1700000000000}"#,
-/// )
-/// .unwrap();
-/// assert_eq!((shown.id().offset, shown.id().attempt), (4, 2));
-/// assert_eq!(shown.consumer.as_deref(), Some("worker-1"));
-/// ```
+/// until when they own it. Both `consumer` and `lease_deadline_ms` are always sent,
+/// null where there is none.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = InFlightDeliveryBody))]
 pub struct InFlightDelivery {
@@ -299,17 +289,28 @@ pub struct InFlightDelivery {
     /// The attempt, as the poll returned it.
     pub attempt: u32,
     /// The consumer that polled it (`?consumer=`), or null for the anonymous consumer.
-    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub consumer: Option<String>,
     /// When its lease runs out, in Unix milliseconds, or null in a group without leases.
     /// It may lie in the past: the broker takes an expired lease back at the next call
     /// on the group.
-    #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub lease_deadline_ms: Option<u64>,
 }
 
 impl InFlightDelivery {
     /// The delivery, to ack, nack or touch it.
+    ///
+    /// ```
+    /// use mailroom_api::groups::InFlightDelivery;
+    ///
+    /// let shown: InFlightDelivery = serde_json::from_str(
+    ///     r#"{"offset": 4, "attempt": 2, "consumer": "worker-1", "lease_deadline_ms": 1700000000000}"#,
+    /// )
+    /// .unwrap();
+    /// assert_eq!((shown.id().offset, shown.id().attempt), (4, 2));
+    /// assert_eq!(shown.consumer.as_deref(), Some("worker-1"));
+    /// ```
     pub fn id(&self) -> DeliveryId {
         DeliveryId {
             offset: self.offset,
