@@ -216,13 +216,21 @@ export interface GroupInfo {
   paused_until_ms?: number | null;
 }
 
+/** A delivery in flight as a group's view lists it: who polled it, until when. */
+export interface InFlightDelivery extends DeliveryRef {
+  /** The consumer that polled it, or null for the anonymous consumer. */
+  consumer: string | null;
+  /** When its lease runs out (Unix ms; may be past), or null without a lease. */
+  lease_deadline_ms: number | null;
+}
+
 /** A group's full view: state, settings, counters, deliveries in flight, dead letters. */
 export interface GroupDetail extends GroupInfo {
   lease_ms?: number | null;
   backoff?: Backoff | null;
   max_in_flight: number;
   counters: GroupCounters;
-  deliveries: DeliveryRef[];
+  deliveries: InFlightDelivery[];
   dead_letter_notes: DeadLetterNote[];
 }
 

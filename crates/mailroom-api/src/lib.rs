@@ -9,7 +9,7 @@
 //!
 //! One per resource: [`topics`], [`groups`], [`deliveries`] (one at a time) and
 //! [`batch`] (many at a time), [`dead_letters`], [`channels`], [`publish_stream`],
-//! [`tickets`] (how a browser opens a stream), [`ops`]; and what they share: [`error`] (every error is `{"error": "<code>",
+//! [`tickets`] (how a browser opens a stream), [`reads`] (the log without a group), [`ops`]; and what they share: [`error`] (every error is `{"error": "<code>",
 //! "message": "..."}` with a stable [`ErrorCode`]), [`names`], [`limits`], [`whole`].
 //!
 //! # Features
@@ -49,6 +49,7 @@ pub mod names;
 pub mod object;
 pub mod ops;
 pub mod publish_stream;
+pub mod reads;
 pub mod tickets;
 pub mod topic_health;
 pub mod topics;

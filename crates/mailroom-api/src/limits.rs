@@ -62,8 +62,13 @@ pub const CONSUMER_BYTES_MAX: usize = 128;
 pub const DEAD_LETTERS_PAGE_MAX: usize = 10_000;
 /// The page size when `limit` is not given.
 pub const DEAD_LETTERS_PAGE_DEFAULT: usize = 1_000;
-/// The most payload bytes one page of any listing holds (dead letters today, any later
-/// page of stored messages too): 16 MiB, as a batch poll. A page stops before the item
+/// The most messages one read of a topic's log may return (`limit` of
+/// `GET /v1/topics/{topic}/messages`).
+pub const READ_PAGE_MAX: usize = 10_000;
+/// The page size of a read when `limit` is not given.
+pub const READ_PAGE_DEFAULT: usize = 100;
+/// The most payload bytes one page of any listing holds (dead letters and reads of a
+/// topic's log): 16 MiB, as a batch poll. A page stops before the item
 /// that would pass it, but always holds at least one item, however large, and its `next`
 /// names the first item left out, so paging goes on. Bounds the memory one answer pins
 /// whatever `limit` asks for.

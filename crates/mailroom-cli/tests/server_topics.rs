@@ -230,6 +230,7 @@ async fn openapi_documents_every_endpoint() {
         ("/v1/topics/{topic}", "patch"),
         ("/v1/topics/{topic}", "delete"),
         ("/v1/topics/{topic}/messages", "post"),
+        ("/v1/topics/{topic}/messages", "get"),
         ("/v1/topics/{topic}/messages/batch", "post"),
         ("/v1/topics/{topic}/publish/ws", "get"),
         ("/v1/topics/{topic}/recover", "post"),

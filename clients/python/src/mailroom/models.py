@@ -145,6 +145,22 @@ class DeliveryRef:
 
 
 @dataclass
+class InFlightDelivery:
+    """A delivery in flight as a group's view lists it: who polled it, until when."""
+
+    offset: int
+    attempt: int
+    consumer: str | None = None
+    """The consumer that polled it, or ``None`` for the anonymous consumer."""
+    lease_deadline_ms: int | None = None
+    """When its lease runs out (Unix ms; may be past), or ``None`` without a lease."""
+
+    def ref(self) -> DeliveryRef:
+        """The ``(offset, attempt)`` that acks, nacks and touches name."""
+        return DeliveryRef(self.offset, self.attempt)
+
+
+@dataclass
 class Delivery:
     """A message delivered to a consumer group, with the attempt that fences its ack."""
 
@@ -309,7 +325,7 @@ class GroupDetail(GroupInfo):
     backoff: Backoff | None = None
     max_in_flight: int = 1
     counters: GroupCounters = field(default_factory=GroupCounters)
-    deliveries: list[DeliveryRef] = field(default_factory=list)
+    deliveries: list[InFlightDelivery] = field(default_factory=list)
     dead_letter_notes: list[DeadLetterNote] = field(default_factory=list)
 
     @classmethod

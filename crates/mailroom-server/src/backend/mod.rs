@@ -48,7 +48,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use axum::http::StatusCode;
 use bytes::Bytes;
-use mailroom::group::{DeliveryId, GroupConfig, GroupCounters, NackOptions, NotOwned};
+use mailroom::group::{
+    DeliveryId, GroupConfig, GroupCounters, InFlightDelivery, NackOptions, NotOwned,
+};
 use mailroom::topic::{
     DeadLetterInfo, Delivery, GroupInfo, Message, Metadata, Nack, StartPosition,
 };
@@ -62,10 +64,12 @@ use crate::error::ApiError;
 use crate::long_poll::LongPolls;
 
 pub mod embedded;
+mod log_reads;
 pub mod postgres;
 mod retention;
 
 pub use embedded::Embedded;
+pub use log_reads::LogPage;
 pub use postgres::Postgres;
 pub use retention::{RetentionChange, RetentionPass, RetentionState};
 
@@ -159,8 +163,9 @@ pub struct GroupDetail {
     pub config: GroupConfig,
     /// Its event counters.
     pub counters: GroupCounters,
-    /// Every delivery in flight, lowest offset first.
-    pub in_flight: Vec<DeliveryId>,
+    /// Every delivery in flight with its consumer and lease deadline, lowest offset
+    /// first.
+    pub in_flight: Vec<InFlightDelivery>,
     /// Its dead letters, oldest first.
     pub dead_letters: Vec<DeadLetterInfo<Bytes>>,
 }
@@ -390,6 +395,37 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
             .into_iter()
             .map(|(_, payload)| Message::new(payload, None, Metadata::default()))
             .collect())
+    }
+
+    /// Up to `limit` messages of `topic`'s log from offset `from`, with their publish
+    /// times and metadata, changing nothing (no group moves). Below the retained start it
+    /// reads from the start; the page stops before the message whose payload would pass
+    /// `bytes_max` bytes in all, but holds at least one (see [`LogPage`]). The default
+    /// cannot read.
+    ///
+    /// # Errors
+    /// An unknown or failed topic; `from` past the log's end (`invalid_argument` naming
+    /// `from`); a record that does not read.
+    async fn read_log(
+        &self,
+        topic: &str,
+        from: u64,
+        limit: usize,
+        bytes_max: usize,
+    ) -> Result<LogPage, BackendError> {
+        let _ = (topic, from, limit, bytes_max);
+        Err(BackendError::NotSupported("reading a topic's log"))
+    }
+
+    /// The first retained offset of `topic` whose message was published at or after
+    /// `time_ms` (Unix ms, the broker's clock at publish); the log's end if none is. The
+    /// default cannot look it up.
+    ///
+    /// # Errors
+    /// An unknown or failed topic; a record that does not read.
+    async fn offset_at_time(&self, topic: &str, time_ms: u64) -> Result<u64, BackendError> {
+        let _ = (topic, time_ms);
+        Err(BackendError::NotSupported("looking up an offset by time"))
     }
 
     /// The publishing end of `topic`, for a publish stream.

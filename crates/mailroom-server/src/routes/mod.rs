@@ -1,6 +1,7 @@
 //! The HTTP handlers, one file per resource, each with the router of its routes:
 //! [`topics`] (with the [`publish_stream`]), [`groups`], [`deliveries`], [`leases`],
-//! [`dead_letters`], [`seek_pause`], [`channels`], [`tickets`] and [`operations`].
+//! [`dead_letters`], [`seek_pause`], [`reads`] (the log without a group), [`channels`],
+//! [`tickets`] and [`operations`].
 //!
 //! [`routes`] puts the resources' routers together. It is the one list of the API's
 //! routes: the server's router (`crate::app::router`) and the OpenAPI document
@@ -27,6 +28,7 @@ pub mod leases;
 pub mod metadata;
 pub mod operations;
 pub mod publish_stream;
+pub mod reads;
 pub mod seek_pause;
 pub mod tickets;
 pub mod topic_health;

@@ -20,27 +20,40 @@ use crate::routes::groups::StartName;
 use crate::routes::BodyLimits;
 use crate::state::AppState;
 
-/// Where a seek body asks to go, checked: exactly one of its fields.
-fn seek_target(body: &SeekGroup) -> Result<StartPosition, ApiError> {
-    match (body.offset, body.to, body.time_ms) {
-        (Some(offset), None, None) if offset > OFFSET_MAX => {
-            Err(ApiError::out_of_range("offset", 0..=OFFSET_MAX, offset))
-        }
-        (Some(offset), None, None) => Ok(StartPosition::Offset(offset)),
-        (None, Some(StartName::Earliest), None) => Ok(StartPosition::Earliest),
-        (None, Some(StartName::Latest), None) => Ok(StartPosition::Latest),
-        (None, None, Some(_)) => Err(ApiError::invalid_argument(
-            "time_ms: seeking by time needs the messages' publish times, which this server \
-             does not keep yet; seek by offset, or to \"earliest\" or \"latest\"",
-        )),
-        _ => Err(ApiError::invalid_argument(
-            "give exactly one of offset, to (\"earliest\" or \"latest\") and time_ms",
-        )),
-    }
+/// Where a seek body asks to go, checked: a position, or a time still to be looked up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SeekTarget {
+    /// An offset, `"earliest"` or `"latest"`.
+    Position(StartPosition),
+    /// The first retained message published at or after this time (Unix ms).
+    Time(u64),
 }
 
-/// Moves the group: to an offset within the retained log or at its end, or to
-/// `"earliest"` or `"latest"`. Deliveries in flight are no longer owned; a message
+/// Where a seek body asks to go, checked: exactly one of its fields.
+fn seek_target(body: &SeekGroup) -> Result<SeekTarget, ApiError> {
+    let position = match (body.offset, body.to, body.time_ms) {
+        (Some(offset), None, None) if offset > OFFSET_MAX => {
+            return Err(ApiError::out_of_range("offset", 0..=OFFSET_MAX, offset))
+        }
+        (Some(offset), None, None) => StartPosition::Offset(offset),
+        (None, Some(StartName::Earliest), None) => StartPosition::Earliest,
+        (None, Some(StartName::Latest), None) => StartPosition::Latest,
+        (None, None, Some(time_ms)) if time_ms > OFFSET_MAX => {
+            return Err(ApiError::out_of_range("time_ms", 0..=OFFSET_MAX, time_ms))
+        }
+        (None, None, Some(time_ms)) => return Ok(SeekTarget::Time(time_ms)),
+        _ => {
+            return Err(ApiError::invalid_argument(
+                "give exactly one of offset, to (\"earliest\" or \"latest\") and time_ms",
+            ))
+        }
+    };
+    Ok(SeekTarget::Position(position))
+}
+
+/// Moves the group: to an offset within the retained log or at its end, to
+/// `"earliest"` or `"latest"`, or to the first message published at or after `time_ms`
+/// (the end of the log if none is). Deliveries in flight are no longer owned; a message
 /// delivered again after a seek back gets an attempt number above every one the group
 /// has used; dead letters stay.
 #[utoipa::path(post, path = "/v1/topics/{topic}/groups/{group}/seek", tag = "groups",
@@ -49,7 +62,7 @@ fn seek_target(body: &SeekGroup) -> Result<StartPosition, ApiError> {
     request_body = SeekGroup,
     responses(
         (status = 200, description = "Moved", body = GroupSeeked),
-        (status = 400, description = "Invalid name, offset (outside the retained log), target or JSON; time_ms (not supported yet)", body = ErrorBody),
+        (status = 400, description = "Invalid name, offset (outside the retained log), time_ms, target or JSON", body = ErrorBody),
         (status = 401, description = "Missing or wrong token", body = ErrorBody),
         (status = 404, description = "Unknown topic or group", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
@@ -59,7 +72,14 @@ pub async fn seek(
     GroupPath { topic, group }: GroupPath,
     JsonBody(body): JsonBody<SeekGroup>,
 ) -> Result<Json<GroupSeeked>, ApiError> {
-    let to = seek_target(&body)?;
+    let to = match seek_target(&body)? {
+        SeekTarget::Position(to) => to,
+        // Looked up first, then an ordinary seek: retention moving the start in between
+        // makes the seek refuse the offset (400) rather than land elsewhere.
+        SeekTarget::Time(time_ms) => {
+            StartPosition::Offset(state.backend.offset_at_time(&topic, time_ms).await?)
+        }
+    };
     let position = state.backend.seek(&topic, &group, to).await?;
     Ok(Json(GroupSeeked {
         topic,
@@ -144,25 +164,31 @@ mod tests {
         serde_json::from_str(json).unwrap()
     }
 
-    // Proves a seek body must name exactly one target, and time_ms is refused clearly.
+    // Proves a seek body must name exactly one target, and time_ms is taken (to be
+    // looked up) within the int64 range.
     #[test]
     fn seek_target_takes_exactly_one() {
         assert_eq!(
             seek_target(&body(r#"{"offset": 3}"#)).unwrap(),
-            StartPosition::Offset(3)
+            SeekTarget::Position(StartPosition::Offset(3))
         );
         assert_eq!(
             seek_target(&body(r#"{"to": "latest"}"#)).unwrap(),
-            StartPosition::Latest
+            SeekTarget::Position(StartPosition::Latest)
+        );
+        assert_eq!(
+            seek_target(&body(r#"{"time_ms": 5}"#)).unwrap(),
+            SeekTarget::Time(5)
         );
         for bad in [
             r#"{}"#,
             r#"{"offset": 1, "to": "earliest"}"#,
-            r#"{"time_ms": 5}"#,
+            r#"{"offset": 1, "time_ms": 5}"#,
+            r#"{"time_ms": 9223372036854775808}"#,
         ] {
             assert!(seek_target(&body(bad)).is_err(), "{bad}");
         }
-        let error = seek_target(&body(r#"{"time_ms": 5}"#)).unwrap_err();
+        let error = seek_target(&body(r#"{"time_ms": 9223372036854775808}"#)).unwrap_err();
         assert!(error.message.contains("time_ms"), "{}", error.message);
     }
 }

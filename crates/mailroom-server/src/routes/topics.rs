@@ -397,6 +397,8 @@ pub fn router(limits: BodyLimits) -> OpenApiRouter<AppState> {
         .routes(routes!(list_topics))
         .routes(routes!(create_topic, topic_info, update_topic, delete_topic).layer(limits.json))
         .routes(routes!(publish).layer(limits.payload))
+        // The read shares the publish's path; it has no body.
+        .routes(routes!(super::reads::read_messages))
         .routes(routes!(publish_batch).layer(limits.message_batch))
 }
 

@@ -27,8 +27,8 @@ use prometheus_client::metrics::histogram::Histogram;
 use tokio::time::Instant;
 
 use super::{
-    Backend, BackendError, BackendHealth, DiskUsage, GroupDetail, GroupGauges, RetentionChange,
-    RetentionPass, TopicOffsets, TopicPublisher, TopicState,
+    Backend, BackendError, BackendHealth, DiskUsage, GroupDetail, GroupGauges, LogPage,
+    RetentionChange, RetentionPass, TopicOffsets, TopicPublisher, TopicState,
 };
 use crate::long_poll::LongPolls;
 use mailroom_store::TopicRepaired;
@@ -290,6 +290,24 @@ impl Backend for Embedded {
             .into_iter()
             .map(|(offset, payload)| Ok(topic.message_at(offset, payload)?))
             .collect()
+    }
+
+    async fn read_log(
+        &self,
+        topic: &str,
+        from: u64,
+        limit: usize,
+        bytes_max: usize,
+    ) -> Result<LogPage, BackendError> {
+        let topic = topic.to_owned();
+        self.blocking(move |store| reads::read_log(&store.topic(&topic)?, from, limit, bytes_max))
+            .await
+    }
+
+    async fn offset_at_time(&self, topic: &str, time_ms: u64) -> Result<u64, BackendError> {
+        let topic = topic.to_owned();
+        self.blocking(move |store| store.topic(&topic)?.offset_at_time(time_ms))
+            .await
     }
 
     fn publisher(&self, topic: &str) -> Result<Box<dyn TopicPublisher>, BackendError> {

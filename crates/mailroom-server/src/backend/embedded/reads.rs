@@ -1,5 +1,5 @@
 //! The embedded backend's reads that gather several store calls into one answer: a
-//! listing, a topic's or a group's whole state, the metrics' gauges. Each runs where
+//! listing, a topic's or a group's whole state, a page of the log, the metrics' gauges. Each runs where
 //! [`Embedded::blocking`](super::Embedded::blocking) puts it.
 
 use std::collections::HashMap;
@@ -7,9 +7,10 @@ use std::collections::HashMap;
 use mailroom_api::topic_health::FailedTopic;
 use mailroom_store::{DurableTopic, FailureKind, Store, StoreError};
 
+use crate::backend::log_reads::{check_from, fits};
 use crate::backend::{
-    GroupDetail, GroupGauges, RetentionPass, RetentionState, TopicFailureState, TopicOffsets,
-    TopicState,
+    GroupDetail, GroupGauges, LogPage, RetentionPass, RetentionState, TopicFailureState,
+    TopicOffsets, TopicState,
 };
 
 /// A topic's retention, size and what retention removed.
@@ -143,7 +144,7 @@ pub(super) fn group_detail(
         info: topic.group_info(group)?,
         config: topic.group_config(group)?,
         counters: topic.group_counters(group)?,
-        in_flight: topic.in_flight(group)?,
+        in_flight: topic.in_flight_details(group)?,
         dead_letters: topic.dead_letter_info(group)?,
     })
 }
@@ -186,4 +187,42 @@ pub(super) fn enforce_retention(store: &Store, now_ms: u64) -> RetentionPass {
         }
     }
     pass
+}
+
+/// A page of `topic`'s log from `from` (see [`LogPage`] for the rules), one record read
+/// per message. Retention removing the page's next message while it is read ends the
+/// page there (the next page then starts at the new start, and says so); removing the
+/// first one restarts the page at the new start.
+pub(super) fn read_log(
+    topic: &DurableTopic,
+    from: u64,
+    limit: usize,
+    bytes_max: usize,
+) -> Result<LogPage, StoreError> {
+    let end = topic.len();
+    check_from(from, end)?;
+    let mut page = LogPage {
+        messages: Vec::new(),
+        first: from.max(topic.start()),
+        end,
+    };
+    let mut bytes = 0;
+    let mut offset = page.first;
+    while offset < end && page.messages.len() < limit {
+        let Some(message) = topic.read_message(offset)? else {
+            let start = topic.start();
+            if page.messages.is_empty() && start > offset {
+                (page.first, offset) = (start, start);
+                continue;
+            }
+            break;
+        };
+        if !fits(page.messages.len(), bytes, message.payload.len(), bytes_max) {
+            break;
+        }
+        bytes += message.payload.len();
+        page.messages.push((offset, message));
+        offset += 1;
+    }
+    Ok(page)
 }
