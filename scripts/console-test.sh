@@ -2,29 +2,28 @@
 # The web console in a real browser: headless Chromium over WebDriver (selenium, from
 # PyPI into a private venv) runs scripts/console_test.py against fresh `mailroom serve`
 # processes filled with data (see its docstring for what it shows), and saves a
-# screenshot of each page into docs/console/ (or SCREENSHOT_DIR). Installs chromium and
-# chromium-driver from Debian if they are missing (needs root or sudo), and selenium if
-# the venv lacks it, as scripts/browser-test.sh does (the two share the venv). Everything
-# the test starts (servers, proxy, browser) is stopped when it ends, pass or fail.
+# screenshot of each page. Installs chromium, chromium-driver and selenium if missing
+# (scripts/browser-setup.sh, shared with scripts/browser-test.sh). Everything the test
+# starts (servers, proxy, browser) is stopped when it ends, pass or fail.
 #
 #   scripts/console-test.sh [SCREENSHOT_DIR]
+#   UPDATE_SCREENSHOTS=1 scripts/console-test.sh
+#
+# The screenshots go to SCREENSHOT_DIR if given, else into a scratch directory that is
+# removed afterwards, so a run (CI's included) leaves the checkout as it found it; with
+# UPDATE_SCREENSHOTS=1 they replace the committed ones in docs/console/ (the README
+# shows those), for after a change to how the pages look.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/browser-setup.sh
 
-TARGET="${CARGO_TARGET_DIR:-target}"
-VENV="${BROWSER_TEST_VENV:-$TARGET/browser-test-venv}"
-SHOTS="${1:-docs/console}"
-
-if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium chromium-driver
-fi
-
-if ! "$VENV/bin/python" -c 'import selenium' 2>/dev/null; then
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet 'selenium>=4.20,<5'
+if [ -n "${1:-}" ]; then
+  SHOTS="$1"
+elif [ "${UPDATE_SCREENSHOTS:-}" = 1 ]; then
+  SHOTS="docs/console"
+else
+  SHOTS="$(mktemp -d)"
+  trap 'rm -rf "$SHOTS"' EXIT
 fi
 
 cargo build --quiet --bin mailroom

@@ -73,7 +73,8 @@ class Api:
 
 
 def fill(api):
-    """Topics `orders` (group `billing`: four in flight; group `audit`: five dead letters,
+    """Topics `orders` (group `billing`: four in flight, two to w1, one to w2, one to the
+    anonymous consumer, with leases; group `audit`: five dead letters,
     three "schema mismatch", two "timeout") and `events` (group `ledger`, caught up), and
     channel `drivers` with a small mailbox."""
     api.call("PUT", "/v1/topics/orders")
@@ -81,8 +82,12 @@ def fill(api):
              {"messages": [json.dumps({"order": n, "total": n * 3}) for n in range(40)]})
     api.call("PUT", "/v1/topics/orders/groups/billing",
              {"max_attempts": 3, "lease_ms": 600000, "max_in_flight": 4})
+    # Two named consumers and the anonymous one, so the group page has each kind of owner.
     polled = api.call("POST", "/v1/topics/orders/groups/billing/poll/batch",
-                      {"consumer": "w1", "max": 4})["deliveries"]
+                      {"consumer": "w1", "max": 2})["deliveries"]
+    polled += api.call("POST", "/v1/topics/orders/groups/billing/poll/batch",
+                       {"consumer": "w2", "max": 1})["deliveries"]
+    polled.append(api.call("POST", "/v1/topics/orders/groups/billing/poll"))
     assert len(polled) == 4, polled
     api.call("PUT", "/v1/topics/orders/groups/audit", {"max_attempts": 1})
     for reason in ["schema mismatch"] * 3 + ["timeout"] * 2:

@@ -10,8 +10,9 @@ Shows that:
   API says, and follow it when the API's state changes;
 - a redrive clicked in the console changes the group exactly as the API then reports;
   a purge asks first (cancelled: nothing changes) and does what it said once confirmed;
-- group create and delete (confirmed), a test publish, and browsing messages (or the
-  "not available on this server" notice where the route is missing) work; so do seek,
+- group create and delete (confirmed), a test publish, and browsing messages (by offset
+  and by time, as JSON and text, paging on and back; each page equal to the API's, or
+  the "not available on this server" notice where the route is missing) work; so do seek,
   pause and resume where the server has them;
 - the live tail shows messages published while the page is open, and the drop counter
   moves with the drops;
@@ -20,7 +21,8 @@ Shows that:
   token in a URL;
 - the console works behind a reverse proxy under a path prefix.
 
-Saves a screenshot of each page into docs/console/.
+Saves a screenshot of each page into SCREENSHOT_DIR (scripts/console-test.sh picks a
+scratch directory, or docs/console/ with UPDATE_SCREENSHOTS=1).
 
 Usage: console_test.py MAILROOM_BINARY SCREENSHOT_DIR
 """
@@ -31,6 +33,7 @@ import tempfile
 import time
 
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support.select import Select
 
 from console_fixture import (Api, SlowSubscriber, browser, fill, prefix_proxy,
                              publish_burst, start_mailroom, wait_for)
@@ -106,7 +109,8 @@ Promise.all([import('./dead_letters.js'), import('./format.js')]).then(([d, f]) 
   const chosen = [0, 1, 5, 9].map(offset => ({offset}));
   done({ranges: d.ranges(all, chosen), count: f.count(1234), rate: f.rate(1234),
         big: f.count(2500000), bytes: f.bytes(1536), ago: f.ago(Date.now() - 180000),
-        later: f.ago(Date.now() + 20500), small: f.count(999)});
+        later: f.ago(Date.now() + 20500), small: f.count(999),
+        deadline: f.deadline(Date.now() + 11500), expired: f.deadline(Date.now() - 1)});
 }).catch(e => done({error: String(e)}));
 """
 
@@ -120,6 +124,8 @@ def units(page):
     check((got["count"], got["rate"], got["big"], got["bytes"], got["ago"], got["later"], got["small"])
           == ("1.2k", "1.2k/s", "2.5M", "1.5 KiB", "3 min ago", "in 20 s", "999"),
           "numbers are for people: 1.2k, 1.2k/s, 2.5M, 1.5 KiB, 3 min ago, in 20 s")
+    check((got["deadline"], got["expired"]) == ("in 12 s", "expired"),
+          f"lease deadlines are for people: in 12 s, expired: {got}")
 
 
 def row_value(page, table, keys, field):
@@ -184,15 +190,86 @@ def topic(page, api):
     wait_for(lambda: "Published at offset 40" in page.driver.page_source, "the publish's answer")
     check(api.call("GET", "/v1/topics/orders")["end"] == 41, "the test publish reached the topic")
     page.find("select[name=as]").send_keys("json")
-    page.driver.execute_script("document.querySelector('input[name=limit]').form.requestSubmit()")
+    page.driver.execute_script("document.querySelector('#browse-form').requestSubmit()")
     if ("GET", "/v1/topics/{topic}/messages") in api.routes():
-        wait_for(lambda: page.finds("#browse tr[data-offset='0']"), "the browsed messages")
-        check('"order": 0' in page.text("#browse"), "browsing shows messages as pretty JSON")
+        browse(page, api)
     else:
         wait_for(lambda: "not available on this server" in page.text("#browse"), "the browse notice")
         check(True, "browsing says it is not available on a server without the route")
     page.shot("topic.png")
     page.clean("topic page")
+
+
+def shown_in_flight(page):
+    """The deliveries in flight the group page lists, as the API would."""
+    shown = []
+    for row in page.finds("#in-flight-table tbody tr"):
+        cell = lambda field: row.find_element(By.CSS_SELECTOR, f"[data-field={field}]")  # noqa: E731, B023
+        deadline = cell("lease_deadline").get_attribute("data-value")
+        shown.append({"offset": int(row.get_attribute("data-offset")),
+                      "attempt": int(cell("attempt").get_attribute("data-value")),
+                      "consumer": cell("consumer").get_attribute("data-value") or None,
+                      "lease_deadline_ms": int(deadline) if deadline else None,
+                      "deadline_shown": cell("lease_deadline").text})
+    return shown
+
+
+def in_flight(page, api, consumers):
+    """Every delivery in flight is listed with the API's attempt, consumer and lease
+    deadline, the deadline shown for people; `consumers` own them."""
+    want = api.group("orders", "billing")["deliveries"]
+    as_api = lambda: [{k: v for k, v in d.items() if k != "deadline_shown"} for d in shown_in_flight(page)]  # noqa: E731
+    wait_for(lambda: as_api() == want, "the deliveries in flight as the API lists them")
+    check(True, f"every delivery in flight is listed as the API says: {want}")
+    check({d["consumer"] for d in want} == consumers, f"owned by {consumers}")
+    texts = [d["deadline_shown"] for d in shown_in_flight(page)]
+    check(all(t.startswith("in ") and t.endswith(" min") for t in texts),
+          f"lease deadlines are shown for people: {texts}")
+
+
+def browsed(page):
+    """The messages the topic page's browser shows, as the API would list them."""
+    return [{"offset": int(row.get_attribute("data-offset")), "key": row.get_attribute("data-key") or None,
+             "published_at_ms": int(row.get_attribute("data-published")),
+             "payload": row.find_element(By.CSS_SELECTOR, "pre").text}
+            for row in page.finds("#browse tbody tr")]
+
+
+def api_page(api, query):
+    """The API's page of `orders` for `query`, in the same form."""
+    answer = api.call("GET", f"/v1/topics/orders/messages?{query}")
+    return [{"offset": m["offset"], "key": m.get("key"), "published_at_ms": m["published_at_ms"],
+             "payload": m["payload"]} for m in answer["messages"]]
+
+
+def browse(page, api):
+    """Browsing by offset (pretty JSON, then text), paging on and back, and by time."""
+    wait_for(lambda: page.finds("#browse tr[data-offset='0']"), "the browsed messages")
+    check('"order": 0' in page.text("#browse"), "browsing shows messages as pretty JSON")
+    Select(page.find("select[name=as]")).select_by_value("text")
+    for query, move in [("from=0&limit=20", None), ("from=20&limit=20", "#browse-later"),
+                        ("from=40&limit=20", "#browse-later"), ("from=20&limit=20", "#browse-earlier")]:
+        if move:
+            page.find(move).click()
+        want = api_page(api, query)
+        wait_for(lambda: browsed(page) == want, f"the page {query} as the API lists it")
+        check(True, f"the browsed page {query} equals the API's ({len(want)} messages)")
+    page.find("#browse-later").click()
+    wait_for(lambda: page.find("#browse-later").get_attribute("disabled") is not None, "the last page")
+    check(True, "paging stops at the log's end")
+    at_ms = api_page(api, "from=40&limit=1")[0]["published_at_ms"]
+    Select(page.find("#browse-form select[name=start]")).select_by_value("time")
+    page.driver.execute_script(
+        "const [ms] = arguments; import('./messages.js').then(m => {"
+        "document.querySelector('input[name=from_time]').value = m.localInput(ms);"
+        "document.querySelector('#browse-form').requestSubmit(); });", at_ms)
+    want = api_page(api, f"from_time_ms={at_ms}&limit=20")
+    wait_for(lambda: browsed(page) == want, "the page from a time as the API lists it")
+    check(want[0]["offset"] == 40, f"browsing from the test publish's time starts at it: {want[0]['offset']}")
+    Select(page.find("#browse-form select[name=start]")).select_by_value("offset")
+    Select(page.find("select[name=as]")).select_by_value("json")
+    page.driver.execute_script("document.querySelector('#browse-form').requestSubmit()")
+    wait_for(lambda: page.finds("#browse tr[data-offset='0']"), "the first page again, for the screenshot")
 
 
 def group(page, api):
@@ -202,8 +279,8 @@ def group(page, api):
     check(page.value("#group-stats [data-field=in_flight]") == len(want["deliveries"])
           and page.value("#group-stats [data-field=dead_letters]") == want["dead_letters"],
           "the group page's in flight and dead letters equal the API's")
-    shown = [int(r.get_attribute("data-offset")) for r in page.finds("#in-flight-table tbody tr")]
-    check(shown == [d["offset"] for d in want["deliveries"]], f"every delivery in flight is listed: {shown}")
+    # The overview acked w1's two; w2's and the anonymous consumer's are still out.
+    in_flight(page, api, {"w2", None})
     routes = api.routes()
     base = "/v1/topics/{topic}/groups/{group}"
     if ("POST", base + "/pause") in routes:
@@ -233,6 +310,9 @@ def group(page, api):
         lag = api.group("orders", "billing")["lag"]
         wait_for(lambda: page.value("#group-stats [data-field=lag]") == lag, "the lag to follow the API")
     check(True, "the group page's lag follows the API")
+    api.call("POST", "/v1/topics/orders/groups/billing/poll/batch", {"consumer": "w3", "max": 2})
+    api.call("POST", "/v1/topics/orders/groups/billing/poll")
+    in_flight(page, api, {"w3", None})
     page.shot("group.png")
     page.clean("group page")
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from conftest import REPO, Server
+from scenario_streams import PUBLISH_OPS, STREAM_OPS, StreamSteps, messages
 
 import mailroom
 from mailroom import ApiError
@@ -96,6 +97,7 @@ class Runner:
         self.asynchronous = asynchronous
         self.client: Any = self.connect()
         self.subscriptions: dict[str, Any] = {}
+        self.streams = StreamSteps()
 
     def connect(self) -> Any:
         if self.asynchronous:
@@ -103,6 +105,7 @@ class Runner:
         return mailroom.Client(self.server.url)
 
     async def close(self) -> None:
+        await self.streams.close()
         for subscription in self.subscriptions.values():
             await settle(subscription.close())
         await settle(self.client.close())
@@ -138,11 +141,17 @@ class Runner:
         if op == "delete_group":
             return await settle(c.delete_group(topic, group))
         if op == "publish":
-            return await settle(c.publish(topic, payload(s["payload"])))
+            key = s.get("idempotency_key")
+            return await settle(c.publish(topic, payload(s["payload"]), idempotency_key=key))
         if op == "publish_batch":
             return await settle(c.publish_batch(topic, [payload(p) for p in s["payloads"]]))
         if op == "publish_stream":
-            return await self.publish_stream(topic, [payload(p) for p in s["payloads"]])
+            items = messages(s["messages"]) if "messages" in s else [payload(p) for p in s["payloads"]]
+            return await self.publish_stream(topic, items)
+        if op in PUBLISH_OPS:
+            return await self.streams.publish_step(c, s)
+        if op in STREAM_OPS:
+            return await self.streams.step(c, s)
         if op == "poll":
             return await settle(c.poll(topic, group, s.get("consumer")))
         if op == "poll_batch":
@@ -231,7 +240,7 @@ class Runner:
         publisher.close()
         return batch
 
-    async def publish_stream(self, topic: str, payloads: list[bytes]) -> list[int]:
+    async def publish_stream(self, topic: str, payloads: list[Any]) -> list[int]:
         stream = await settle(self.client.publish_stream(topic))
         try:
             for item in payloads:

@@ -2,9 +2,11 @@
  * The client: one method per endpoint over `fetch`, plus the publish stream, channel
  * subscriptions and the consumer loop.
  */
+import { ConsumeStream, type ConsumeStreamOptions } from "./consume_stream.js";
 import { Consumer, type ConsumeOptions } from "./consumer.js";
-import { type ChannelDelivery, type ChannelInfo, type DeadLetter, type DeadLetterPage, Delivery, type DeliveryRef, type GroupDetail, type GroupPause, type GroupSeeked, type Message, type TopicRecovered, type TopicRepairReport, type GroupSettings, type Health, type ItemResult, type NackKind, type Payload, type PolledBatch, type Retention, type Ticket, type TopicInfo, type TopicSummary } from "./models.js";
+import { type BatchPublished, type ChannelDelivery, type ChannelInfo, type DeadLetter, type DeadLetterPage, Delivery, type DeliveryRef, type GroupDetail, type GroupPause, type GroupSeeked, type Message, type TopicRecovered, type TopicRepairReport, type GroupSettings, type Health, type ItemResult, type NackKind, type Payload, type PolledBatch, type Published, type Retention, type Ticket, type TopicInfo, type TopicSummary } from "./models.js";
 import { type LogPage, type ReadOptions } from "./reads.js";
+import { StreamConsumer } from "./stream_consumer.js";
 import { PublishStream, Subscription } from "./streams.js";
 /** Milliseconds for a whole call; a long poll's wait is added on top. */
 export declare const REQUEST_TIMEOUT_MS_DEFAULT = 30000;
@@ -25,6 +27,8 @@ export interface ClientOptions {
 export interface PublishMeta {
     key?: string;
     headers?: Record<string, string>;
+    /** Makes a retry safe: a key in the topic's window is not stored again (sent as `Idempotency-Key`). */
+    idempotency_key?: string;
 }
 /** Options of a nack. */
 export interface NackOptions {
@@ -85,14 +89,21 @@ export declare class Client {
     topicInfo(topic: string): Promise<TopicInfo>;
     /** Deletes a topic with its groups. */
     deleteTopic(topic: string): Promise<void>;
-    /** Publishes one message, with an optional key and headers; its offset once durable. */
+    /**
+     * Publishes one message, with an optional key, headers and idempotency key; its offset
+     * once durable (a duplicate's is the first publish's: `publishOnce` says which it was).
+     */
     publish(topic: string, payload: Payload, meta?: PublishMeta): Promise<number>;
+    /** As `publish`, with the whole answer: the offset and whether it was a `duplicate`. */
+    publishOnce(topic: string, payload: Payload, meta?: PublishMeta): Promise<Published>;
     /** Reopens a failed (unreadable or stopped) topic now. */
     recoverTopic(topic: string): Promise<TopicRecovered>;
     /** Moves a damaged topic's bad files aside and reopens it. */
     repairTopic(topic: string): Promise<TopicRepairReport>;
     /** Publishes 1 to 10,000 messages (payloads, or `Message`s with metadata) in one write; their offsets. */
     publishBatch(topic: string, payloads: (Payload | Message)[]): Promise<number[]>;
+    /** As `publishBatch`, with the whole answer: the offsets and the indices of the `duplicates`. */
+    publishBatchOnce(topic: string, messages: (Payload | Message)[]): Promise<BatchPublished>;
     /** A pipelined publish stream: up to `window` messages awaiting confirmation. */
     publishStream(topic: string, window?: number): Promise<PublishStream>;
     /** A handle on one consumer group (no request is made). */
@@ -122,6 +133,11 @@ export declare class Client {
     pollRaw(topic: string, group: string, consumer?: string): Promise<Delivery | null>;
     /** Up to `max` (64) deliveries, waiting up to `wait_ms`; acks `ack` first. */
     pollBatch(topic: string, group: string, options?: PollBatchOptions): Promise<PolledBatch>;
+    /**
+     * A consume stream: deliveries pushed over one WebSocket, at most `window` unsettled,
+     * settled on the same socket (see `ConsumeStream`).
+     */
+    consumeStream(topic: string, group: string, options?: ConsumeStreamOptions): Promise<ConsumeStream>;
     /** Acks a delivery: `"acked"`, or throws `NotOwned`. */
     ack(topic: string, group: string, delivery: DeliveryRef): Promise<string>;
     /** Nacks a delivery: `"retry"`, `"released"` or `"dead_lettered"`. */
@@ -174,6 +190,24 @@ export declare class Group {
     nack(delivery: DeliveryRef, options?: NackOptions): Promise<string>;
     /** Extends one delivery's lease. */
     touch(delivery: DeliveryRef): Promise<string>;
-    /** The consumer loop: `for await (const delivery of group.consume({ batch: 64 })) ...`. */
-    consume(options?: ConsumeOptions): Consumer;
+    /** Moves the group to offset `to`, or `"earliest"` / `"latest"` (see `Client.seek`). */
+    seek(to: number | "earliest" | "latest"): Promise<GroupSeeked>;
+    /** Stops new deliveries until `resume` (or until `until_ms`, Unix ms). */
+    pause(until_ms?: number): Promise<GroupPause>;
+    /** Ends a pause; `changed` is whether the group was paused. */
+    resume(): Promise<GroupPause>;
+    /** A consume stream of this group (see `Client.consumeStream`). */
+    consumeStream(options?: ConsumeStreamOptions): Promise<ConsumeStream>;
+    /**
+     * The consumer loop: `for await (const delivery of group.consume({ batch: 64 })) ...`;
+     * with `stream: true` over the consume stream (`StreamConsumer`; `window` deliveries
+     * unsettled, by default the smaller of `batch` and the group's `max_in_flight`).
+     */
+    consume(options: ConsumeOptions & {
+        stream: true;
+        window?: number;
+    }): StreamConsumer;
+    consume(options?: ConsumeOptions & {
+        stream?: false;
+    }): Consumer;
 }

@@ -2,10 +2,12 @@
  * The client: one method per endpoint over `fetch`, plus the publish stream, channel
  * subscriptions and the consumer loop.
  */
+import { ConsumeStream } from "./consume_stream.js";
 import { Consumer } from "./consumer.js";
 import { ApiError, InvalidName, Timeout, TransportError, apiError } from "./errors.js";
 import { Delivery, batchMessage, bytesOf, decodePayload, } from "./models.js";
 import { decodeLogPage, readQuery } from "./reads.js";
+import { StreamConsumer } from "./stream_consumer.js";
 import { PublishStream, sseSubscription, wsSubscription } from "./streams.js";
 /** Milliseconds for a whole call; a long poll's wait is added on top. */
 export const REQUEST_TIMEOUT_MS_DEFAULT = 30_000;
@@ -178,15 +180,25 @@ export class Client {
     async deleteTopic(topic) {
         await this.send({ method: "DELETE", path: `/v1/topics/${name("topic", topic)}` });
     }
-    /** Publishes one message, with an optional key and headers; its offset once durable. */
+    /**
+     * Publishes one message, with an optional key, headers and idempotency key; its offset
+     * once durable (a duplicate's is the first publish's: `publishOnce` says which it was).
+     */
     async publish(topic, payload, meta = {}) {
+        return (await this.publishOnce(topic, payload, meta)).offset;
+    }
+    /** As `publish`, with the whole answer: the offset and whether it was a `duplicate`. */
+    async publishOnce(topic, payload, meta = {}) {
         const path = `/v1/topics/${name("topic", topic)}/messages`;
         const headers = {};
         if (meta.key !== undefined)
             headers["mailroom-key"] = meta.key;
         for (const [header, value] of Object.entries(meta.headers ?? {}))
             headers[`mailroom-header-${header}`] = value;
-        return (await this.json({ method: "POST", path, body: bytesOf(payload), headers })).offset;
+        if (meta.idempotency_key !== undefined)
+            headers["Idempotency-Key"] = meta.idempotency_key;
+        const answer = await this.json({ method: "POST", path, body: bytesOf(payload), headers });
+        return { offset: answer.offset, duplicate: answer.duplicate ?? false };
     }
     /** Reopens a failed (unreadable or stopped) topic now. */
     recoverTopic(topic) {
@@ -198,13 +210,18 @@ export class Client {
     }
     /** Publishes 1 to 10,000 messages (payloads, or `Message`s with metadata) in one write; their offsets. */
     async publishBatch(topic, payloads) {
+        return (await this.publishBatchOnce(topic, payloads)).offsets;
+    }
+    /** As `publishBatch`, with the whole answer: the offsets and the indices of the `duplicates`. */
+    async publishBatchOnce(topic, messages) {
         const path = `/v1/topics/${name("topic", topic)}/messages/batch`;
-        const json = { messages: payloads.map(batchMessage) };
-        return (await this.json({ method: "POST", path, json })).offsets;
+        const json = { messages: messages.map(batchMessage) };
+        const answer = await this.json({ method: "POST", path, json });
+        return { offsets: answer.offsets, duplicates: answer.duplicates ?? [] };
     }
     /** A pipelined publish stream: up to `window` messages awaiting confirmation. */
     publishStream(topic, window = 256) {
-        return PublishStream.open(this, `/v1/topics/${name("topic", topic)}/publish/ws`, window);
+        return PublishStream.open(this, `/v1/topics/${name("topic", topic)}/publish/ws?text=json`, window);
     }
     // Groups.
     /** A handle on one consumer group (no request is made). */
@@ -289,6 +306,13 @@ export class Client {
             waitMs: wait_ms,
         });
         return { deliveries: answer.deliveries.map(Delivery.decode), acked: answer.acked ?? null };
+    }
+    /**
+     * A consume stream: deliveries pushed over one WebSocket, at most `window` unsettled,
+     * settled on the same socket (see `ConsumeStream`).
+     */
+    consumeStream(topic, group, options = {}) {
+        return ConsumeStream.open(this, `${groupPath(topic, group)}/consume/ws`, options);
     }
     /** Acks a delivery: `"acked"`, or throws `NotOwned`. */
     async ack(topic, group, delivery) {
@@ -412,8 +436,24 @@ export class Group {
     touch(delivery) {
         return this.client.touch(this.topic, this.name, delivery);
     }
-    /** The consumer loop: `for await (const delivery of group.consume({ batch: 64 })) ...`. */
+    /** Moves the group to offset `to`, or `"earliest"` / `"latest"` (see `Client.seek`). */
+    seek(to) {
+        return this.client.seek(this.topic, this.name, to);
+    }
+    /** Stops new deliveries until `resume` (or until `until_ms`, Unix ms). */
+    pause(until_ms) {
+        return this.client.pause(this.topic, this.name, until_ms);
+    }
+    /** Ends a pause; `changed` is whether the group was paused. */
+    resume() {
+        return this.client.resume(this.topic, this.name);
+    }
+    /** A consume stream of this group (see `Client.consumeStream`). */
+    consumeStream(options = {}) {
+        return this.client.consumeStream(this.topic, this.name, options);
+    }
     consume(options = {}) {
-        return new Consumer(this, options);
+        const { stream, ...rest } = options;
+        return stream ? new StreamConsumer(this, rest) : new Consumer(this, rest);
     }
 }

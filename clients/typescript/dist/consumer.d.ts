@@ -39,6 +39,8 @@ export interface ConsumerStats {
     released: number;
     reconnects: number;
 }
+/** Whether a call that failed this way is worth trying again after a pause. */
+export declare function retryable(error: unknown): boolean;
 /** The nack reason for a handler's exception. */
 export declare function failureReason(error: unknown): string;
 /** An async iterator of deliveries that acks, nacks and keeps leases (see the module doc). */

@@ -19,7 +19,8 @@ export const RETRY_FIRST_MS = 50;
 export const LEASE_TOUCH_FRACTION = 3;
 class Stopped extends Error {
 }
-function retryable(error) {
+/** Whether a call that failed this way is worth trying again after a pause. */
+export function retryable(error) {
     return error instanceof TransportError || error instanceof ServerError || error instanceof TooManyRequests;
 }
 /** The nack reason for a handler's exception. */

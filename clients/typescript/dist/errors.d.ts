@@ -17,7 +17,11 @@ export declare class Timeout extends TransportError {
     readonly limit: "connect" | "request";
     constructor(message: string, limit: "connect" | "request");
 }
-/** A publish stream the server closed; `unconfirmed` frames were not published. */
+/**
+ * A stream the server closed (or whose connection broke). On a publish stream the
+ * `unconfirmed` frames were not published; on a consume stream `unconfirmed` settlements
+ * got no answer (they may or may not have applied).
+ */
 export declare class StreamClosed extends MailroomError {
     readonly reason: string;
     readonly unconfirmed: number;

@@ -23,12 +23,16 @@ export class Timeout extends TransportError {
         this.limit = limit;
     }
 }
-/** A publish stream the server closed; `unconfirmed` frames were not published. */
+/**
+ * A stream the server closed (or whose connection broke). On a publish stream the
+ * `unconfirmed` frames were not published; on a consume stream `unconfirmed` settlements
+ * got no answer (they may or may not have applied).
+ */
 export class StreamClosed extends MailroomError {
     reason;
     unconfirmed;
     constructor(reason, unconfirmed) {
-        super(`publish stream closed (${reason}); ${unconfirmed} unconfirmed`);
+        super(`stream closed (${reason}); ${unconfirmed} unconfirmed`);
         this.reason = reason;
         this.unconfirmed = unconfirmed;
     }

@@ -1,8 +1,8 @@
 /**
  * A client for the mailroom broker over `fetch` and `WebSocket`, for browsers and Node 20+:
- * every endpoint of the HTTP API, the pipelined publish stream, live channel
- * subscriptions (WebSocket and SSE) and a consumer loop that acks, nacks, keeps leases
- * and rides out server restarts.
+ * every endpoint of the HTTP API, the pipelined publish stream, the consume stream, live
+ * channel subscriptions (WebSocket and SSE) and a consumer loop (over long polls or the
+ * consume stream) that acks, nacks, keeps leases and rides out server restarts.
  *
  * ```ts
  * import { Client } from "mailroom";
@@ -16,8 +16,10 @@
  * ```
  */
 export * from "./client.js";
+export * from "./consume_stream.js";
 export * from "./consumer.js";
 export * from "./errors.js";
 export * from "./models.js";
 export * from "./reads.js";
+export * from "./stream_consumer.js";
 export * from "./streams.js";

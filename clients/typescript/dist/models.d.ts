@@ -63,6 +63,8 @@ export interface Message {
     payload: Payload;
     key?: string;
     headers?: Record<string, string>;
+    /** 1 to 256 bytes: a message repeating a key in the topic's window is not stored again. */
+    idempotency_key?: string;
 }
 /** The wire form of a batch message with metadata. */
 export type WireMessage = {
@@ -70,7 +72,18 @@ export type WireMessage = {
     payload_base64?: string;
     key?: string;
     headers?: Record<string, string>;
+    idempotency_key?: string;
 };
+/** The answer to a single publish: a duplicate (its idempotency key was in the topic's window) was not stored, and `offset` is the first publish's. */
+export interface Published {
+    offset: number;
+    duplicate: boolean;
+}
+/** The answer to a batch publish: offsets in request order, and the indices of the duplicates. */
+export interface BatchPublished {
+    offsets: number[];
+    duplicates: number[];
+}
 /** The payload of a delivery or dead letter, whichever way the wire carried it. */
 export declare function decodePayload(body: WirePayload): Uint8Array;
 /** One message of a batch publish: text when it is UTF-8, `{base64}` otherwise. */
@@ -145,13 +158,20 @@ export interface GroupInfo {
     /** When a timed pause ends (Unix ms), or null. */
     paused_until_ms?: number | null;
 }
+/** A delivery in flight as a group's view lists it: who polled it, until when. */
+export interface InFlightDelivery extends DeliveryRef {
+    /** The consumer that polled it, or null for the anonymous consumer. */
+    consumer: string | null;
+    /** When its lease runs out (Unix ms; may be past), or null without a lease. */
+    lease_deadline_ms: number | null;
+}
 /** A group's full view: state, settings, counters, deliveries in flight, dead letters. */
 export interface GroupDetail extends GroupInfo {
     lease_ms?: number | null;
     backoff?: Backoff | null;
     max_in_flight: number;
     counters: GroupCounters;
-    deliveries: DeliveryRef[];
+    deliveries: InFlightDelivery[];
     dead_letter_notes: DeadLetterNote[];
 }
 /** Settings of a new group (`start`: "earliest", "latest" or an offset). */
@@ -279,6 +299,8 @@ export interface Confirmation {
     count: number;
     offset?: number | null;
     error?: ItemError | null;
+    /** The one frame covered carried an idempotency key in the topic's window: not stored. */
+    duplicate?: boolean;
 }
 /** The offsets the frames of a confirmation got (empty when they were refused). */
 export declare function offsetsOf(confirmation: Confirmation): number[];

@@ -74,6 +74,8 @@ export function batchMessage(payload) {
             wire.key = payload.key;
         if (payload.headers !== undefined)
             wire.headers = payload.headers;
+        if (payload.idempotency_key !== undefined)
+            wire.idempotency_key = payload.idempotency_key;
         return wire;
     }
     return plainMessage(payload);

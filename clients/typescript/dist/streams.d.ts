@@ -3,7 +3,7 @@
  * They use only `WebSocket` and `fetch`, so they run in browsers and in Node alike.
  */
 import type { Client } from "./client.js";
-import { type Confirmation, type Payload } from "./models.js";
+import { type Confirmation, type Message, type Payload } from "./models.js";
 /** The most frames the server reads ahead of its confirmations. */
 export declare const PUBLISH_WINDOW_MAX = 4096;
 /** A queue that hands items to waiting readers, and ends (or fails) once. */
@@ -18,6 +18,8 @@ declare class Mailbox<T> {
     /** The next item; null once ended and empty (then `failure` says why, if it failed). */
     next(): Promise<T | null>;
 }
+/** Opens a WebSocket, the token as the `mailroom.bearer` subprotocol (browsers cannot send headers). */
+export declare function openSocket(client: Client, path: string): Promise<WebSocket>;
 /**
  * Many messages in flight on one WebSocket, each confirmed once durable.
  *
@@ -39,8 +41,12 @@ export declare class PublishStream {
     /** Messages sent and not yet confirmed. */
     get inFlight(): number;
     private closedError;
-    /** Sends one message (a text frame for a string); its `seq`. */
-    send(payload: Payload): Promise<number>;
+    /**
+     * Sends one message; its `seq`. A `Message` goes as a JSON text frame with its key,
+     * headers and idempotency key (its confirmation's `duplicate` says whether the key was
+     * in the topic's window); a bare payload as a binary frame.
+     */
+    send(payload: Payload | Message): Promise<number>;
     /** The next confirmation (waiting for it), or null when nothing is in flight. */
     confirmed(): Promise<Confirmation | null>;
     /** Waits until every message sent is confirmed; the confirmations not yet taken. */

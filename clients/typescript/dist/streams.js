@@ -3,7 +3,7 @@
  * They use only `WebSocket` and `fetch`, so they run in browsers and in Node alike.
  */
 import { StreamClosed, SubscriberLimit, TransportError } from "./errors.js";
-import { bytesOf, fromBase64 } from "./models.js";
+import { batchMessage, bytesOf, fromBase64 } from "./models.js";
 /** The most frames the server reads ahead of its confirmations. */
 export const PUBLISH_WINDOW_MAX = 4096;
 /** A queue that hands items to waiting readers, and ends (or fails) once. */
@@ -63,7 +63,7 @@ async function handshakeError(client, path) {
     return new TransportError(`WebSocket handshake to ${path} failed`);
 }
 /** Opens a WebSocket, the token as the `mailroom.bearer` subprotocol (browsers cannot send headers). */
-async function openSocket(client, path) {
+export async function openSocket(client, path) {
     const Socket = client.webSocket();
     const protocols = client.token === undefined ? [] : ["mailroom.bearer", `mailroom.bearer.${client.token}`];
     const socket = new Socket(wsUrl(client, path), protocols);
@@ -131,15 +131,20 @@ export class PublishStream {
     closedError() {
         return this.ready.failure;
     }
-    /** Sends one message (a text frame for a string); its `seq`. */
+    /**
+     * Sends one message; its `seq`. A `Message` goes as a JSON text frame with its key,
+     * headers and idempotency key (its confirmation's `duplicate` says whether the key was
+     * in the topic's window); a bare payload as a binary frame.
+     */
     async send(payload) {
+        const frame = typeof payload === "string" || payload instanceof Uint8Array ? bytesOf(payload) : JSON.stringify(batchMessage(payload));
         while (this.inFlight >= this.window && this.closedError() === null) {
             await new Promise((wake) => this.wakers.push(wake));
         }
         const closed = this.closedError();
         if (closed !== null || this.socket.readyState !== 1)
             throw closed ?? new StreamClosed("closed", this.inFlight);
-        this.socket.send(typeof payload === "string" ? payload : bytesOf(payload));
+        this.socket.send(frame);
         this.sent += 1;
         return this.sent - 1;
     }

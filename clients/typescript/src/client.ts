@@ -3,9 +3,11 @@
  * subscriptions and the consumer loop.
  */
 
+import { ConsumeStream, type ConsumeStreamOptions } from "./consume_stream.js";
 import { Consumer, type ConsumeOptions } from "./consumer.js";
 import { ApiError, InvalidName, Timeout, TransportError, apiError } from "./errors.js";
 import {
+  type BatchPublished,
   type ChannelDelivery,
   type ChannelInfo,
   type DeadLetter,
@@ -24,6 +26,7 @@ import {
   type NackKind,
   type Payload,
   type PolledBatch,
+  type Published,
   type Retention,
   type Ticket,
   type TopicInfo,
@@ -34,6 +37,7 @@ import {
   decodePayload,
 } from "./models.js";
 import { decodeLogPage, readQuery, type LogPage, type ReadOptions, type WireLogPage } from "./reads.js";
+import { StreamConsumer } from "./stream_consumer.js";
 import { PublishStream, Subscription, sseSubscription, wsSubscription } from "./streams.js";
 
 /** Milliseconds for a whole call; a long poll's wait is added on top. */
@@ -58,6 +62,8 @@ export interface ClientOptions {
 export interface PublishMeta {
   key?: string;
   headers?: Record<string, string>;
+  /** Makes a retry safe: a key in the topic's window is not stored again (sent as `Idempotency-Key`). */
+  idempotency_key?: string;
 }
 
 /** Options of a nack. */
@@ -274,13 +280,23 @@ export class Client {
     await this.send({ method: "DELETE", path: `/v1/topics/${name("topic", topic)}` });
   }
 
-  /** Publishes one message, with an optional key and headers; its offset once durable. */
+  /**
+   * Publishes one message, with an optional key, headers and idempotency key; its offset
+   * once durable (a duplicate's is the first publish's: `publishOnce` says which it was).
+   */
   async publish(topic: string, payload: Payload, meta: PublishMeta = {}): Promise<number> {
+    return (await this.publishOnce(topic, payload, meta)).offset;
+  }
+
+  /** As `publish`, with the whole answer: the offset and whether it was a `duplicate`. */
+  async publishOnce(topic: string, payload: Payload, meta: PublishMeta = {}): Promise<Published> {
     const path = `/v1/topics/${name("topic", topic)}/messages`;
     const headers: Record<string, string> = {};
     if (meta.key !== undefined) headers["mailroom-key"] = meta.key;
     for (const [header, value] of Object.entries(meta.headers ?? {})) headers[`mailroom-header-${header}`] = value;
-    return (await this.json<{ offset: number }>({ method: "POST", path, body: bytesOf(payload), headers })).offset;
+    if (meta.idempotency_key !== undefined) headers["Idempotency-Key"] = meta.idempotency_key;
+    const answer = await this.json<{ offset: number; duplicate?: boolean }>({ method: "POST", path, body: bytesOf(payload), headers });
+    return { offset: answer.offset, duplicate: answer.duplicate ?? false };
   }
 
   /** Reopens a failed (unreadable or stopped) topic now. */
@@ -295,14 +311,20 @@ export class Client {
 
   /** Publishes 1 to 10,000 messages (payloads, or `Message`s with metadata) in one write; their offsets. */
   async publishBatch(topic: string, payloads: (Payload | Message)[]): Promise<number[]> {
+    return (await this.publishBatchOnce(topic, payloads)).offsets;
+  }
+
+  /** As `publishBatch`, with the whole answer: the offsets and the indices of the `duplicates`. */
+  async publishBatchOnce(topic: string, messages: (Payload | Message)[]): Promise<BatchPublished> {
     const path = `/v1/topics/${name("topic", topic)}/messages/batch`;
-    const json = { messages: payloads.map(batchMessage) };
-    return (await this.json<{ offsets: number[] }>({ method: "POST", path, json })).offsets;
+    const json = { messages: messages.map(batchMessage) };
+    const answer = await this.json<{ offsets: number[]; duplicates?: number[] }>({ method: "POST", path, json });
+    return { offsets: answer.offsets, duplicates: answer.duplicates ?? [] };
   }
 
   /** A pipelined publish stream: up to `window` messages awaiting confirmation. */
   publishStream(topic: string, window = 256): Promise<PublishStream> {
-    return PublishStream.open(this, `/v1/topics/${name("topic", topic)}/publish/ws`, window);
+    return PublishStream.open(this, `/v1/topics/${name("topic", topic)}/publish/ws?text=json`, window);
   }
 
   // Groups.
@@ -397,6 +419,14 @@ export class Client {
       waitMs: wait_ms,
     });
     return { deliveries: answer.deliveries.map(Delivery.decode), acked: answer.acked ?? null };
+  }
+
+  /**
+   * A consume stream: deliveries pushed over one WebSocket, at most `window` unsettled,
+   * settled on the same socket (see `ConsumeStream`).
+   */
+  consumeStream(topic: string, group: string, options: ConsumeStreamOptions = {}): Promise<ConsumeStream> {
+    return ConsumeStream.open(this, `${groupPath(topic, group)}/consume/ws`, options);
   }
 
   /** Acks a delivery: `"acked"`, or throws `NotOwned`. */
@@ -536,8 +566,35 @@ export class Group {
     return this.client.touch(this.topic, this.name, delivery);
   }
 
-  /** The consumer loop: `for await (const delivery of group.consume({ batch: 64 })) ...`. */
-  consume(options: ConsumeOptions = {}): Consumer {
-    return new Consumer(this, options);
+  /** Moves the group to offset `to`, or `"earliest"` / `"latest"` (see `Client.seek`). */
+  seek(to: number | "earliest" | "latest"): Promise<GroupSeeked> {
+    return this.client.seek(this.topic, this.name, to);
+  }
+
+  /** Stops new deliveries until `resume` (or until `until_ms`, Unix ms). */
+  pause(until_ms?: number): Promise<GroupPause> {
+    return this.client.pause(this.topic, this.name, until_ms);
+  }
+
+  /** Ends a pause; `changed` is whether the group was paused. */
+  resume(): Promise<GroupPause> {
+    return this.client.resume(this.topic, this.name);
+  }
+
+  /** A consume stream of this group (see `Client.consumeStream`). */
+  consumeStream(options: ConsumeStreamOptions = {}): Promise<ConsumeStream> {
+    return this.client.consumeStream(this.topic, this.name, options);
+  }
+
+  /**
+   * The consumer loop: `for await (const delivery of group.consume({ batch: 64 })) ...`;
+   * with `stream: true` over the consume stream (`StreamConsumer`; `window` deliveries
+   * unsettled, by default the smaller of `batch` and the group's `max_in_flight`).
+   */
+  consume(options: ConsumeOptions & { stream: true; window?: number }): StreamConsumer;
+  consume(options?: ConsumeOptions & { stream?: false }): Consumer;
+  consume(options: ConsumeOptions & { stream?: boolean; window?: number } = {}): Consumer | StreamConsumer {
+    const { stream, ...rest } = options;
+    return stream ? new StreamConsumer(this, rest) : new Consumer(this, rest);
   }
 }

@@ -48,7 +48,8 @@ export interface ConsumerStats {
 
 class Stopped extends Error {}
 
-function retryable(error: unknown): boolean {
+/** Whether a call that failed this way is worth trying again after a pause. */
+export function retryable(error: unknown): boolean {
   return error instanceof TransportError || error instanceof ServerError || error instanceof TooManyRequests;
 }
 

@@ -24,10 +24,14 @@ export class Timeout extends TransportError {
   }
 }
 
-/** A publish stream the server closed; `unconfirmed` frames were not published. */
+/**
+ * A stream the server closed (or whose connection broke). On a publish stream the
+ * `unconfirmed` frames were not published; on a consume stream `unconfirmed` settlements
+ * got no answer (they may or may not have applied).
+ */
 export class StreamClosed extends MailroomError {
   constructor(readonly reason: string, readonly unconfirmed: number) {
-    super(`publish stream closed (${reason}); ${unconfirmed} unconfirmed`);
+    super(`stream closed (${reason}); ${unconfirmed} unconfirmed`);
   }
 }
 

@@ -90,10 +90,30 @@ export interface Message {
   payload: Payload;
   key?: string;
   headers?: Record<string, string>;
+  /** 1 to 256 bytes: a message repeating a key in the topic's window is not stored again. */
+  idempotency_key?: string;
 }
 
 /** The wire form of a batch message with metadata. */
-export type WireMessage = { payload?: string; payload_base64?: string; key?: string; headers?: Record<string, string> };
+export type WireMessage = {
+  payload?: string;
+  payload_base64?: string;
+  key?: string;
+  headers?: Record<string, string>;
+  idempotency_key?: string;
+};
+
+/** The answer to a single publish: a duplicate (its idempotency key was in the topic's window) was not stored, and `offset` is the first publish's. */
+export interface Published {
+  offset: number;
+  duplicate: boolean;
+}
+
+/** The answer to a batch publish: offsets in request order, and the indices of the duplicates. */
+export interface BatchPublished {
+  offsets: number[];
+  duplicates: number[];
+}
 
 /** The payload of a delivery or dead letter, whichever way the wire carried it. */
 export function decodePayload(body: WirePayload): Uint8Array {
@@ -109,6 +129,7 @@ export function batchMessage(payload: Payload | Message): string | { base64: str
     const wire: WireMessage = typeof body === "string" ? { payload: body } : { payload_base64: body.base64 };
     if (payload.key !== undefined) wire.key = payload.key;
     if (payload.headers !== undefined) wire.headers = payload.headers;
+    if (payload.idempotency_key !== undefined) wire.idempotency_key = payload.idempotency_key;
     return wire;
   }
   return plainMessage(payload);
@@ -195,13 +216,21 @@ export interface GroupInfo {
   paused_until_ms?: number | null;
 }
 
+/** A delivery in flight as a group's view lists it: who polled it, until when. */
+export interface InFlightDelivery extends DeliveryRef {
+  /** The consumer that polled it, or null for the anonymous consumer. */
+  consumer: string | null;
+  /** When its lease runs out (Unix ms; may be past), or null without a lease. */
+  lease_deadline_ms: number | null;
+}
+
 /** A group's full view: state, settings, counters, deliveries in flight, dead letters. */
 export interface GroupDetail extends GroupInfo {
   lease_ms?: number | null;
   backoff?: Backoff | null;
   max_in_flight: number;
   counters: GroupCounters;
-  deliveries: DeliveryRef[];
+  deliveries: InFlightDelivery[];
   dead_letter_notes: DeadLetterNote[];
 }
 
@@ -345,6 +374,8 @@ export interface Confirmation {
   count: number;
   offset?: number | null;
   error?: ItemError | null;
+  /** The one frame covered carried an idempotency key in the topic's window: not stored. */
+  duplicate?: boolean;
 }
 
 /** The offsets the frames of a confirmation got (empty when they were refused). */

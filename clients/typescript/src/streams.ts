@@ -5,7 +5,7 @@
 
 import type { Client } from "./client.js";
 import { StreamClosed, SubscriberLimit, TransportError } from "./errors.js";
-import { type Confirmation, type Payload, bytesOf, fromBase64 } from "./models.js";
+import { type Confirmation, type Message, type Payload, batchMessage, bytesOf, fromBase64 } from "./models.js";
 
 /** The most frames the server reads ahead of its confirmations. */
 export const PUBLISH_WINDOW_MAX = 4096;
@@ -66,7 +66,7 @@ async function handshakeError(client: Client, path: string): Promise<Error> {
 }
 
 /** Opens a WebSocket, the token as the `mailroom.bearer` subprotocol (browsers cannot send headers). */
-async function openSocket(client: Client, path: string): Promise<WebSocket> {
+export async function openSocket(client: Client, path: string): Promise<WebSocket> {
   const Socket = client.webSocket();
   const protocols = client.token === undefined ? [] : ["mailroom.bearer", `mailroom.bearer.${client.token}`];
   const socket = new Socket(wsUrl(client, path), protocols);
@@ -132,14 +132,19 @@ export class PublishStream {
     return this.ready.failure as StreamClosed | null;
   }
 
-  /** Sends one message (a text frame for a string); its `seq`. */
-  async send(payload: Payload): Promise<number> {
+  /**
+   * Sends one message; its `seq`. A `Message` goes as a JSON text frame with its key,
+   * headers and idempotency key (its confirmation's `duplicate` says whether the key was
+   * in the topic's window); a bare payload as a binary frame.
+   */
+  async send(payload: Payload | Message): Promise<number> {
+    const frame = typeof payload === "string" || payload instanceof Uint8Array ? bytesOf(payload) : JSON.stringify(batchMessage(payload));
     while (this.inFlight >= this.window && this.closedError() === null) {
       await new Promise<void>((wake) => this.wakers.push(wake));
     }
     const closed = this.closedError();
     if (closed !== null || this.socket.readyState !== 1) throw closed ?? new StreamClosed("closed", this.inFlight);
-    this.socket.send(typeof payload === "string" ? payload : bytesOf(payload));
+    this.socket.send(frame);
     this.sent += 1;
     return this.sent - 1;
   }

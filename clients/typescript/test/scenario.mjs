@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 
-import { ApiError, Client, fromBase64, offsetsOf } from "../dist/index.js";
+import { ApiError, Client, Timeout, fromBase64, offsetsOf } from "../dist/index.js";
 import { REPO } from "./server.mjs";
 
 const BEHAVIOUR = join(REPO, "clients", "behaviour");
@@ -47,6 +47,8 @@ function check(expected, actual, where) {
 
 const refs = (pairs) => pairs.map(([offset, attempt]) => ({ offset, attempt }));
 const results = (items) => (items ?? []).map((r) => (r.error ? { error: r.error.code } : { outcome: r.outcome }));
+const messages = (items) => items.map((item) => ({ payload: payload(item.payload), idempotency_key: item.idempotency_key }));
+const answer = (a) => (a.error ? { seq: a.seq, error: a.error.code } : { seq: a.seq, outcome: a.outcome });
 const pick = (step, keys) => Object.fromEntries(keys.filter((k) => k in step).map((k) => [k, step[k]]));
 
 export class Runner {
@@ -54,10 +56,12 @@ export class Runner {
     this.server = server;
     this.client = new Client(server.url);
     this.subscriptions = new Map();
+    this.streams = new Map();
     this.lastAcked = [];
   }
 
   close() {
+    for (const stream of this.streams.values()) stream.close();
     for (const subscription of this.subscriptions.values()) subscription.close();
   }
 
@@ -90,9 +94,11 @@ export class Runner {
       case "create_group":
         return c.createGroup(topic, group, pick(s, ["max_attempts", "start", "lease_ms", "max_in_flight"]));
       case "delete_group": return c.deleteGroup(topic, group);
-      case "publish": return c.publish(topic, payload(s.payload));
+      case "publish": return c.publish(topic, payload(s.payload), pick(s, ["idempotency_key"]));
+      case "publish_once": return c.publishOnce(topic, payload(s.payload), pick(s, ["idempotency_key"]));
       case "publish_batch": return c.publishBatch(topic, s.payloads.map(payload));
-      case "publish_stream": return this.publishStream(topic, s.payloads.map(payload));
+      case "publish_batch_once": return c.publishBatchOnce(topic, messages(s.messages));
+      case "publish_stream": return this.publishStream(topic, s.messages ? messages(s.messages) : s.payloads.map(payload));
       case "poll": return c.poll(topic, group, s.consumer);
       case "poll_batch": return this.pollBatch(s);
       case "ack": return c.ack(topic, group, s);
@@ -124,11 +130,34 @@ export class Runner {
         return null;
       case "receive": return this.subscriptions.get(s.sub).next();
       case "flood": return this.flood(channel, s.payload_bytes, s.publishes_max);
+      case "consume_stream": {
+        const stream = await c.consumeStream(topic, group, pick(s, ["window", "consumer"]));
+        this.streams.set(s.as, stream);
+        return { consumer: stream.consumer, window: stream.window };
+      }
+      case "stream_receive": return this.streamReceive(this.streams.get(s.stream), s.wait_ms);
+      case "stream_ack": return this.streams.get(s.stream).ack(s);
+      case "stream_touch": return this.streams.get(s.stream).touch(s);
+      case "stream_nack": return this.streams.get(s.stream).nack(s, nackOptions);
+      case "stream_answers": return (await this.streams.get(s.stream).flush(30_000)).map(answer);
+      case "stream_close":
+        this.streams.get(s.stream).close();
+        this.streams.delete(s.stream);
+        return null;
       case "restart":
         await this.server.restart();
         this.client = new Client(this.server.url);
         return null;
       default: throw new Error(`unknown op ${s.op}`);
+    }
+  }
+
+  async streamReceive(stream, waitMs) {
+    try {
+      return await stream.receive(waitMs);
+    } catch (error) {
+      if (error instanceof Timeout) return null;
+      throw error;
     }
   }
 

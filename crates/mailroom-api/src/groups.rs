@@ -278,6 +278,47 @@ pub struct DeadLetterNote {
     pub at_ms: u64,
 }
 
+/// One delivery in flight, as the group view shows it: which it is, who polled it and
+/// until when they own it. Both `consumer` and `lease_deadline_ms` are always sent,
+/// null where there is none.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema), schema(as = InFlightDeliveryBody))]
+pub struct InFlightDelivery {
+    /// The message's offset.
+    pub offset: u64,
+    /// The attempt, as the poll returned it.
+    pub attempt: u32,
+    /// The consumer that polled it (`?consumer=`), or null for the anonymous consumer.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
+    pub consumer: Option<String>,
+    /// When its lease runs out, in Unix milliseconds, or null in a group without leases.
+    /// It may lie in the past: the broker takes an expired lease back at the next call
+    /// on the group.
+    #[cfg_attr(feature = "openapi", schema(required = true))]
+    pub lease_deadline_ms: Option<u64>,
+}
+
+impl InFlightDelivery {
+    /// The delivery, to ack, nack or touch it.
+    ///
+    /// ```
+    /// use mailroom_api::groups::InFlightDelivery;
+    ///
+    /// let shown: InFlightDelivery = serde_json::from_str(
+    ///     r#"{"offset": 4, "attempt": 2, "consumer": "worker-1", "lease_deadline_ms": 1700000000000}"#,
+    /// )
+    /// .unwrap();
+    /// assert_eq!((shown.id().offset, shown.id().attempt), (4, 2));
+    /// assert_eq!(shown.consumer.as_deref(), Some("worker-1"));
+    /// ```
+    pub fn id(&self) -> DeliveryId {
+        DeliveryId {
+            offset: self.offset,
+            attempt: self.attempt,
+        }
+    }
+}
+
 /// A group's full state, as `GET .../groups/{group}` returns it: the short view's fields
 /// plus the settings, counters, every delivery in flight and the dead letters' reasons.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -294,8 +335,9 @@ pub struct GroupDetail {
     pub max_in_flight: u32,
     /// Event counters.
     pub counters: GroupCounters,
-    /// Every delivery in flight, lowest offset first.
-    pub deliveries: Vec<DeliveryId>,
+    /// Every delivery in flight with its consumer and lease deadline, lowest offset
+    /// first.
+    pub deliveries: Vec<InFlightDelivery>,
     /// The dead letters with their reasons and times, oldest first (no payloads; see
     /// `.../dead-letters`).
     pub dead_letter_notes: Vec<DeadLetterNote>,
@@ -303,7 +345,7 @@ pub struct GroupDetail {
 
 #[cfg(feature = "core")]
 mod core_conversions {
-    use super::{Backoff, DeadLetterNote, GroupCounters, GroupInfo};
+    use super::{Backoff, DeadLetterNote, GroupCounters, GroupInfo, InFlightDelivery};
     use mailroom::group;
 
     impl From<Backoff> for group::Backoff {
@@ -347,6 +389,17 @@ mod core_conversions {
                 attempts: letter.attempts,
                 reason: letter.reason.clone(),
                 at_ms: letter.at_ms,
+            }
+        }
+    }
+
+    impl From<group::InFlightDelivery> for InFlightDelivery {
+        fn from(delivery: group::InFlightDelivery) -> InFlightDelivery {
+            InFlightDelivery {
+                offset: delivery.id.offset,
+                attempt: delivery.id.attempt,
+                consumer: delivery.consumer,
+                lease_deadline_ms: delivery.lease_until_ms,
             }
         }
     }

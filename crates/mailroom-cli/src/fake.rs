@@ -10,8 +10,9 @@ use bytes::Bytes;
 use mailroom_client::{
     BatchItemError, BatchPoll, ChannelDelivery, ChannelInfo, ClientError, DeadLetter,
     DeadLetterNote, DeadLetterPage, Delivery, DeliveryId, GroupCounters, GroupDetail, GroupInfo,
-    GroupOptions, GroupPause, LogMessage, LogPage, NackOptions, NackOutcome, NewMessage, ReadFrom,
-    RetentionSettings, StartPosition, SubscribeOptions, TopicInfo, TopicRepairReport, TopicSummary,
+    GroupOptions, GroupPause, InFlightDelivery, LogMessage, LogPage, NackOptions, NackOutcome,
+    NewMessage, ReadFrom, RetentionSettings, StartPosition, SubscribeOptions, TopicInfo,
+    TopicRepairReport, TopicSummary,
 };
 
 use crate::api::{Api, Messages};
@@ -106,9 +107,11 @@ impl Fake {
             backoff: None,
             max_in_flight: 2,
             counters: GroupCounters::default(),
-            deliveries: vec![DeliveryId {
+            deliveries: vec![InFlightDelivery {
                 offset: 5,
                 attempt: 1,
+                consumer: Some("worker-1".into()),
+                lease_deadline_ms: Some(1_000),
             }],
             dead_letter_notes: vec![DeadLetterNote {
                 offset: 1,

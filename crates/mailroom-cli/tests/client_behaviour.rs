@@ -10,6 +10,7 @@ mod common;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use behaviour_support::streams::{messages, Streams, STREAM_OPS};
 use behaviour_support::{
     bytes_value, check, code_of, delivery_value, group_options, id_of, nack_options, payload,
     range_of, refs, results, start_of, text,
@@ -36,6 +37,7 @@ struct Runner {
     server: Option<ServerProcess>,
     client: Client,
     subscriptions: HashMap<String, Subscriber>,
+    streams: Streams,
     last_acked: Value,
 }
 
@@ -52,6 +54,7 @@ impl Runner {
             server: Some(server),
             client,
             subscriptions: HashMap::new(),
+            streams: Streams::default(),
             last_acked: json!([]),
         }
     }
@@ -94,6 +97,9 @@ impl Runner {
         let op = s["op"].as_str().expect("op");
         let topic = s.get("topic").and_then(Value::as_str).unwrap_or("");
         let group = s.get("group").and_then(Value::as_str).unwrap_or("");
+        if STREAM_OPS.contains(&op) {
+            return self.streams.step(c, op, s).await;
+        }
         let answer = match op {
             "create_topic" => json!(c.create_topic(topic).await.map_err(code_of)?),
             "delete_topic" => json!(c.delete_topic(topic).await.map_err(code_of)?),
@@ -104,10 +110,14 @@ impl Runner {
                 Value::Null
             }
             "delete_group" => json!(c.delete_group(topic, group).await.map_err(code_of)?),
-            "publish" => json!(c
-                .publish(topic, payload(&s["payload"]))
-                .await
-                .map_err(code_of)?),
+            "publish" => match s.get("idempotency_key") {
+                // The Rust client's single publish takes no idempotency key: a batch of one.
+                Some(_) => self.streams.step(c, "publish_once", s).await?["offset"].clone(),
+                None => json!(c
+                    .publish(topic, payload(&s["payload"]))
+                    .await
+                    .map_err(code_of)?),
+            },
             "publish_batch" => {
                 let payloads: Vec<Bytes> = s["payloads"]
                     .as_array()
@@ -117,7 +127,7 @@ impl Runner {
                     .collect();
                 json!(c.publish_batch(topic, &payloads).await.map_err(code_of)?)
             }
-            "publish_stream" => self.publish_stream(topic, &s["payloads"]).await?,
+            "publish_stream" => self.publish_stream(topic, s).await?,
             "poll" => {
                 let polled = match s.get("consumer").and_then(Value::as_str) {
                     Some(consumer) => c.poll_as(topic, group, consumer).await,
@@ -339,9 +349,19 @@ impl Runner {
         ))
     }
 
-    async fn publish_stream(&self, topic: &str, payloads: &Value) -> Outcome {
+    async fn publish_stream(&self, topic: &str, s: &Value) -> Outcome {
         let mut stream = self.client.publish_stream(topic).await.map_err(code_of)?;
-        for item in payloads.as_array().expect("payloads") {
+        if let Some(items) = s.get("messages") {
+            for message in messages(items) {
+                stream.send_message(&message).await.map_err(code_of)?;
+            }
+        }
+        for item in s
+            .get("payloads")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             stream.send(payload(item)).await.map_err(code_of)?;
         }
         let confirmations = stream.flush().await.map_err(code_of)?;
@@ -368,8 +388,10 @@ async fn run_file(file: &str) {
 const FILES: &[&str] = &[
     "batches",
     "channels",
+    "consume_stream",
     "deliveries",
     "group_moves",
+    "idempotent_publish",
     "nack_kinds",
     "restart",
 ];
@@ -419,4 +441,14 @@ async fn group_moves() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart() {
     run_file("restart").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consume_stream() {
+    run_file("consume_stream").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotent_publish() {
+    run_file("idempotent_publish").await;
 }

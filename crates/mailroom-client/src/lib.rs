@@ -76,7 +76,7 @@ pub use mailroom_api::batch::BatchItemError;
 pub use mailroom_api::channels::{ChannelDelivery, ChannelInfo, CreateChannel};
 pub use mailroom_api::deliveries::{DeliveryId, NackKind, NackOutcome};
 pub use mailroom_api::groups::{
-    Backoff, DeadLetterNote, GroupCounters, GroupDetail, GroupInfo, GroupPause,
+    Backoff, DeadLetterNote, GroupCounters, GroupDetail, GroupInfo, GroupPause, InFlightDelivery,
 };
 pub use mailroom_api::publish_stream::StreamError as Refusal;
 pub use mailroom_api::topic_health::TopicRepairReport;

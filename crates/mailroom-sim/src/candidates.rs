@@ -9,6 +9,7 @@ use mailroom::topic::DeliveryId;
 use crate::action::Action;
 use crate::compare::{Starts, StoreViews};
 use crate::model::{Histories, Models, Outcome};
+use crate::wire::on_the_wire;
 
 /// The most candidate states kept at once. More is a run with many unresolved failures
 /// in a row; the newest forks are then not kept, and a failure says so.
@@ -97,7 +98,8 @@ impl Candidates {
     }
 
     /// Applies `action` to every candidate; keeps those whose answer is `got` and
-    /// answers the deliveries it handed out.
+    /// answers the deliveries it handed out. `wire`: `got` came over HTTP, where a
+    /// refusal shows as its status and code (`wire::on_the_wire`).
     ///
     /// # Errors
     ///
@@ -107,11 +109,17 @@ impl Candidates {
         now: u64,
         action: &Action,
         got: &Outcome,
+        wire: bool,
     ) -> Result<Option<Vec<DeliveryId>>, String> {
         let mut answers = Vec::new();
         let mut handed = None;
         self.list.retain_mut(|models| {
             let (expected, ids) = models.apply(now, action);
+            let expected = if wire {
+                on_the_wire(action, &expected)
+            } else {
+                expected
+            };
             let kept = &expected == got;
             if kept && handed.is_none() {
                 handed = ids;

@@ -1,5 +1,5 @@
-//! A seeded, deterministic simulation of the mailroom store, in the spirit of
-//! TigerBeetle's VOPR and FoundationDB's simulator.
+//! A seeded, deterministic simulation of the mailroom store and the server's request
+//! handling, in the spirit of TigerBeetle's VOPR and FoundationDB's simulator.
 //!
 //! One `u64` seed drives everything ([`Rng`]): the store's options, a random workload of
 //! every store operation ([`Action`]: topics and groups created and deleted, single and
@@ -37,10 +37,13 @@ mod action;
 mod candidates;
 mod compare;
 mod disk;
+mod fault;
+mod http_side;
 mod model;
 mod rng;
 mod store_side;
 mod trace;
+mod wire;
 mod world;
 
 pub use action::{Action, CONSUMERS, GROUPS, TOPICS};

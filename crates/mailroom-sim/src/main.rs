@@ -69,8 +69,8 @@ fn main() -> ExitCode {
                 passed += 1;
                 if args.seeds == Some(1) {
                     println!(
-                        "seed {seed}: ok, trace {:016x}, faults {:?}",
-                        report.trace_hash, report.faults
+                        "seed {seed}: ok, trace {:016x}, faults {:?}, over HTTP {}, malformed {}",
+                        report.trace_hash, report.faults, report.requests.0, report.requests.1
                     );
                 }
             }

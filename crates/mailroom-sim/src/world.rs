@@ -7,12 +7,14 @@ use std::sync::Arc;
 use mailroom::clock::{Clock, ManualClock};
 use mailroom_store::log::{LogOptions, SyncPolicy};
 use mailroom_store::storage::SimStorage;
-use mailroom_store::{Retention, Store, StoreError, StoreOptions};
+use mailroom_store::{Retention, Store, StoreOptions};
 
 use crate::action::{draw, Action, Seen, TOPICS};
 use crate::candidates::Candidates;
 use crate::compare::{Starts, StoreViews};
 use crate::disk::{files_under, Disk};
+use crate::fault::{check_typed, draw_fault, fault_index, kind, Fault};
+use crate::http_side::{self, Server};
 use crate::model::Outcome;
 use crate::rng::Rng;
 use crate::store_side;
@@ -20,41 +22,11 @@ use crate::trace::Trace;
 
 /// Where the simulated store lives on its disk.
 const STORE_DIR: &str = "/store";
-
-/// A fault injected around one step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Fault {
-    /// Drop the store and reopen the same files (a process restart).
-    Restart,
-    /// A power cut between two steps: reopen what is durable.
-    Crash,
-    /// A power cut after this many changes inside the step's operation (torn writes).
-    CutDuring(u64),
-    /// The disk is full during the step's operation.
-    Full,
-    /// The next sync fails with `EIO`.
-    SyncFails,
-    /// The next write fails with `EIO`.
-    WriteFails,
-    /// Every sync of the step takes this many simulated milliseconds.
-    SlowSyncs(u64),
-    /// A bit flips in a durable file (checked on a copy, between steps).
-    Flip,
-}
-
-fn draw_fault(rng: &mut Rng) -> Option<Fault> {
-    Some(match rng.below(1000) {
-        0..=9 => Fault::Restart,
-        10..=29 => Fault::Crash,
-        30..=59 => Fault::CutDuring(rng.below(12)),
-        60..=74 => Fault::Full,
-        75..=84 => Fault::SyncFails,
-        85..=89 => Fault::WriteFails,
-        90..=119 => Fault::SlowSyncs(1 + rng.below(40)),
-        120..=134 => Fault::Flip,
-        _ => return None,
-    })
-}
+/// The share of steps (per mille) whose action goes through the server's HTTP handlers
+/// rather than the store's API, where it has a route.
+const HTTP_PER_MILLE: u64 = 500;
+/// The share of fault-free steps (per mille) that send a deliberately malformed request.
+const MALFORMED_PER_MILLE: u64 = 20;
 
 /// The outcome of a passing run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +39,9 @@ pub struct Report {
     pub trace_hash: u64,
     /// How many faults of each kind were injected, as `(name, count)`.
     pub faults: Vec<(&'static str, u64)>,
+    /// How many actions went through the server's HTTP handlers, and how many
+    /// deliberately malformed requests were refused.
+    pub requests: (u64, u64),
 }
 
 /// A failing run: where and why, and the last steps before it.
@@ -113,6 +88,8 @@ struct World {
     disk: Disk,
     options: StoreOptions,
     store: Option<Store>,
+    /// The server's router over `store` (dropped and rebuilt with it).
+    server: Option<Server>,
     candidates: Candidates,
     seen: Seen,
     /// Per topic, where its log started at the last comparison (retention only moves it on).
@@ -120,6 +97,8 @@ struct World {
     trace: Trace,
     /// Counts per fault kind, then flips refused at open, flips that opened.
     faults: [u64; 10],
+    /// Actions sent over HTTP, malformed requests sent.
+    requests: (u64, u64),
     step: usize,
 }
 
@@ -144,7 +123,7 @@ pub fn run(seed: u64, steps: usize) -> Result<Report, Failure> {
         world.step = step;
         world.run_step()
     });
-    world.store = None;
+    world.close();
     match result {
         Ok(()) => Ok(world.report(steps)),
         Err(message) => Err(Failure {
@@ -192,11 +171,13 @@ impl World {
             disk: Disk::new(SimStorage::new()),
             options,
             store: None,
+            server: None,
             candidates: Candidates::default(),
             seen: Seen::default(),
             starts: [0; TOPICS.len()],
             trace,
             faults: [0; 10],
+            requests: (0, 0),
             step: 0,
         }
     }
@@ -219,6 +200,7 @@ impl World {
             steps,
             trace_hash: self.trace.hash(),
             faults: names.into_iter().zip(self.faults).collect(),
+            requests: self.requests,
         }
     }
 
@@ -226,11 +208,18 @@ impl World {
         let storage = Arc::new(self.disk.clone());
         match Store::open_with(storage, Path::new(STORE_DIR), self.options.clone()) {
             Ok(store) => {
+                self.server = Some(Server::new(&store));
                 self.store = Some(store);
                 Ok(())
             }
             Err(error) => Err(format!("the store did not reopen: {error}")),
         }
+    }
+
+    /// Drops the server and the store (the server holds a handle of the store).
+    fn close(&mut self) {
+        self.server = None;
+        self.store = None;
     }
 
     fn store(&mut self) -> Result<&Store, String> {
@@ -256,23 +245,42 @@ impl World {
             _ => {}
         }
         self.store()?;
+        if fault.is_none() && self.rng.chance(MALFORMED_PER_MILLE) {
+            return self.malformed();
+        }
         let starts = self.starts;
         let action = draw(&mut self.rng, &self.seen, |t| starts[t] == 0);
         let injected = fault.is_some_and(|f| !matches!(f, Fault::SlowSyncs(_)));
         let before = injected.then(|| self.candidates.histories());
+        let over_http = self.rng.chance(HTTP_PER_MILLE);
         self.arm(fault);
         let now = self.now();
-        let got = store_side::apply(self.store()?, now, &action);
+        let sent = over_http
+            .then(|| {
+                self.server
+                    .as_ref()
+                    .and_then(|server| server.apply(&action))
+            })
+            .flatten();
+        let wire = sent.is_some();
+        self.requests.0 += u64::from(wire);
+        let got = match sent {
+            Some(got) => got,
+            None => store_side::apply(self.store()?, now, &action),
+        };
         self.disarm();
         if let Action::Advance(ms) = action {
             self.clock.advance_ms(ms);
         }
         self.clock.advance_ms(self.disk.take_elapsed_ms());
-        self.trace
-            .push(format!("#{} {fault:?} {action:?} => {got:?}", self.step));
+        let via = if wire { " (HTTP)" } else { "" };
+        self.trace.push(format!(
+            "#{} {fault:?} {action:?}{via} => {got:?}",
+            self.step
+        ));
         match (&got, before) {
             (Outcome::Answer(_), _) => {
-                let handed = self.candidates.answered(now, &action, &got)?;
+                let handed = self.candidates.answered(now, &action, &got, wire)?;
                 if let (Some(ids), Some(key)) = (handed, handed_key(&action)) {
                     self.seen.handed(key, ids);
                 }
@@ -284,7 +292,7 @@ impl World {
             (Outcome::Fault(error), None) => {
                 let expected =
                     self.candidates
-                        .answered(now, &action, &Outcome::Fault(String::new()));
+                        .answered(now, &action, &Outcome::Fault(String::new()), wire);
                 return Err(format!(
                     "{action:?} failed unprovoked: {error} ({expected:?})"
                 ));
@@ -327,7 +335,7 @@ impl World {
 
     /// Drops the store and reopens the same files; then compares.
     fn restart(&mut self) -> Check {
-        self.store = None;
+        self.close();
         self.trace.push(format!("#{} restart", self.step));
         self.open()?;
         self.compare()
@@ -335,7 +343,7 @@ impl World {
 
     /// Drops the store, keeps what a power cut now could leave, reopens, compares.
     fn crash(&mut self) -> Check {
-        self.store = None;
+        self.close();
         let image_seed = self.rng.next_u64();
         self.disk = Disk::new(self.disk.sim().crash(image_seed));
         self.trace
@@ -348,7 +356,7 @@ impl World {
     /// open, or report the damage where it reads it, or read exactly what the model says.
     fn flip(&mut self) -> Check {
         self.store()?;
-        self.store = None;
+        self.close();
         // Everything durable, nothing pending: the copy below is exact.
         let image_seed = self.rng.next_u64();
         self.disk = Disk::new(self.disk.sim().crash(image_seed));
@@ -393,6 +401,20 @@ impl World {
         self.compare()
     }
 
+    /// Sends one of the deliberately malformed requests: it must be refused with its
+    /// status and code, and change nothing (the comparison after it says so).
+    fn malformed(&mut self) -> Check {
+        let n = self.rng.index(http_side::MALFORMED.len());
+        let server = self
+            .server
+            .as_ref()
+            .ok_or("no server over the open store")?;
+        let line = server.malformed(n)?;
+        self.requests.1 += 1;
+        self.trace.push(format!("#{} malformed {line}", self.step));
+        self.compare()
+    }
+
     /// Compares the store with the candidate models, keeping those that match.
     fn compare(&mut self) -> Check {
         let views = StoreViews::read(self.store()?);
@@ -407,45 +429,6 @@ impl World {
             ));
         }
         Ok(())
-    }
-}
-
-fn fault_index(fault: Fault) -> usize {
-    match fault {
-        Fault::Restart => 0,
-        Fault::Crash => 1,
-        Fault::CutDuring(_) => 2,
-        Fault::Full => 3,
-        Fault::SyncFails => 4,
-        Fault::WriteFails => 5,
-        Fault::SlowSyncs(_) => 6,
-        Fault::Flip => 7,
-    }
-}
-
-/// A store error's variant, for the trace.
-fn kind(error: &StoreError) -> &'static str {
-    match error {
-        StoreError::Corrupt { .. } => "corrupt",
-        StoreError::Io { .. } => "io",
-        StoreError::FailStopped { .. } => "fail-stopped",
-        _ => "other",
-    }
-}
-
-/// An injected fault must surface as the error it is (or the fail-stop it caused).
-fn check_typed(fault: Option<Fault>, error: &str) -> Check {
-    let expected: &[&str] = match fault {
-        Some(Fault::Full) => &["No space left on device", "stopped accepting writes"],
-        Some(Fault::CutDuring(_) | Fault::SyncFails | Fault::WriteFails) => {
-            &["Input/output error", "stopped accepting writes"]
-        }
-        _ => &[],
-    };
-    if expected.iter().any(|text| error.contains(text)) {
-        Ok(())
-    } else {
-        Err(format!("{fault:?} surfaced as {error:?}"))
     }
 }
 

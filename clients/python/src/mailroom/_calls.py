@@ -91,6 +91,11 @@ def _group(topic: str, group: str) -> str:
     return f"/v1/topics/{name('topic', topic)}/groups/{name('group', group)}"
 
 
+def group_path(topic: str, group: str) -> str:
+    """The path of a group, its names checked and escaped."""
+    return _group(topic, group)
+
+
 def health() -> Call[models.Health]:
     """``GET /healthz`` (503 is an answer here, not an error)."""
     return Call("GET", "/healthz", _as(models.Health), answers=(503,))
@@ -142,7 +147,8 @@ def publish(
     payload: bytes | str,
     key: str | None = None,
     headers: dict[str, str] | None = None,
-) -> Call[int]:
+    idempotency_key: str | None = None,
+) -> Call[models.Published]:
     """``POST /v1/topics/{topic}/messages``: the offset (metadata as request headers)."""
     content = payload.encode("utf-8") if isinstance(payload, str) else bytes(payload)
     path = f"/v1/topics/{name('topic', topic)}/messages"
@@ -151,16 +157,18 @@ def publish(
         sent["mailroom-key"] = key
     for header, value in (headers or {}).items():
         sent[f"mailroom-header-{header}"] = value
-    return Call("POST", path, _field("offset"), content=content, headers=sent or None)
+    if idempotency_key is not None:
+        sent["Idempotency-Key"] = idempotency_key
+    return Call("POST", path, _as(models.Published), content=content, headers=sent or None)
 
 
 def publish_batch(
     topic: str, payloads: Sequence[bytes | str | models.Message]
-) -> Call[list[int]]:
-    """``POST /v1/topics/{topic}/messages/batch``: the offsets."""
+) -> Call[models.BatchPublished]:
+    """``POST /v1/topics/{topic}/messages/batch``: the offsets and the duplicates."""
     body = {"messages": [models.batch_message(p) for p in payloads]}
     path = f"/v1/topics/{name('topic', topic)}/messages/batch"
-    return Call("POST", path, _field("offsets"), json=body)
+    return Call("POST", path, _as(models.BatchPublished), json=body)
 
 
 def create_group(

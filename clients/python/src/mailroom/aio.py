@@ -9,14 +9,16 @@ True
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, overload
 
 import httpx
 
 from . import _calls, models, reads
 from ._calls import Call
 from ._options import Timeouts, headers
+from .aio_consume_stream import AsyncConsumeStream
 from .aio_consumer import AsyncConsumer
+from .aio_stream_consumer import AsyncStreamConsumer
 from .models import ItemResult, NackKind, Ref
 from .aio_streams import (
     AsyncPublishStream,
@@ -127,18 +129,44 @@ class AsyncClient:
         *,
         key: str | None = None,
         headers: dict[str, str] | None = None,
+        idempotency_key: str | None = None,
     ) -> int:
-        """Publishes one message, with an optional key and headers; its offset once durable."""
-        return await self.run(_calls.publish(topic, payload, key, headers))
+        """Publishes one message, with an optional key and headers; its offset once durable.
+
+        With ``idempotency_key`` a retry is safe: a key in the topic's window is not
+        stored again, and answers the first publish's offset (:meth:`publish_once` also
+        says whether it was a duplicate).
+        """
+        call = _calls.publish(topic, payload, key, headers, idempotency_key)
+        return (await self.run(call)).offset
+
+    async def publish_once(
+        self,
+        topic: str,
+        payload: bytes | str,
+        idempotency_key: str,
+        *,
+        key: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> models.Published:
+        """Publishes one message under ``idempotency_key``: its offset and ``duplicate``."""
+        return await self.run(_calls.publish(topic, payload, key, headers, idempotency_key))
 
     async def publish_batch(
         self, topic: str, payloads: Sequence[bytes | str | models.Message]
     ) -> list[int]:
         """Publishes 1 to 10,000 messages in one write; their consecutive offsets.
 
-        An item is a payload, or a :class:`~mailroom.models.Message` with metadata.
+        An item is a payload, or a :class:`~mailroom.models.Message` with metadata (and
+        an idempotency key: a duplicate's offset is the first publish's).
         """
-        return await self.run(_calls.publish_batch(topic, payloads))
+        return (await self.run(_calls.publish_batch(topic, payloads))).offsets
+
+    async def publish_batch_once(
+        self, topic: str, messages: Sequence[bytes | str | models.Message]
+    ) -> models.BatchPublished:
+        """As :meth:`publish_batch`, with the whole answer: offsets and ``duplicates``."""
+        return await self.run(_calls.publish_batch(topic, messages))
 
     async def publish_stream(self, topic: str, window: int = 256) -> AsyncPublishStream:
         """A pipelined publish stream: up to ``window`` messages awaiting confirmation."""
@@ -241,6 +269,13 @@ class AsyncClient:
     ) -> models.PolledBatch:
         """Up to ``max`` deliveries, waiting up to ``wait_ms``; acks ``ack`` first."""
         return await self.run(_calls.poll_batch(topic, group, max, consumer, wait_ms, ack))
+
+    async def consume_stream(
+        self, topic: str, group: str, window: int = 1, consumer: str | None = None
+    ) -> AsyncConsumeStream:
+        """A consume stream: deliveries pushed over one WebSocket, at most ``window``
+        unsettled, settled on the same socket (see :mod:`mailroom.aio_consume_stream`)."""
+        return await AsyncConsumeStream.open(self, topic, group, window, consumer)
 
     async def ack(self, topic: str, group: str, delivery: Ref) -> str:
         """Acks a delivery: ``"acked"``, or :class:`~mailroom.errors.NotOwned`."""
@@ -376,6 +411,25 @@ class AsyncGroup:
         """Extends one delivery's lease."""
         return await self.client.touch(self.topic, self.name, delivery)
 
+    async def seek(self, to: str | int) -> models.GroupSeeked:
+        """Moves the group to offset ``to``, or ``"earliest"`` / ``"latest"`` (see :meth:`Client.seek`)."""
+        return await self.client.seek(self.topic, self.name, to)
+
+    async def pause(self, until_ms: int | None = None) -> models.GroupPause:
+        """Stops new deliveries until :meth:`resume` (or until ``until_ms``, Unix ms)."""
+        return await self.client.pause(self.topic, self.name, until_ms)
+
+    async def resume(self) -> models.GroupPause:
+        """Ends a pause; ``changed`` is whether the group was paused."""
+        return await self.client.resume(self.topic, self.name)
+
+    async def consume_stream(
+        self, window: int = 1, *, consumer: str | None = None
+    ) -> AsyncConsumeStream:
+        """A consume stream of this group (see :meth:`AsyncClient.consume_stream`)."""
+        return await self.client.consume_stream(self.topic, self.name, window, consumer)
+
+    @overload
     def consume(
         self,
         batch: int = 64,
@@ -384,9 +438,40 @@ class AsyncGroup:
         wait_ms: int = 5000,
         retry_max_s: float = 2.0,
         on_result: Callable[[ItemResult], None] | None = None,
-    ) -> AsyncConsumer:
+        stream: Literal[False] = False,
+        window: None = None,
+    ) -> AsyncConsumer: ...
+
+    @overload
+    def consume(
+        self,
+        batch: int = 64,
+        *,
+        consumer: str | None = None,
+        wait_ms: int = 5000,
+        retry_max_s: float = 2.0,
+        on_result: Callable[[ItemResult], None] | None = None,
+        stream: Literal[True],
+        window: int | None = None,
+    ) -> AsyncStreamConsumer: ...
+
+    def consume(
+        self,
+        batch: int = 64,
+        *,
+        consumer: str | None = None,
+        wait_ms: int = 5000,
+        retry_max_s: float = 2.0,
+        on_result: Callable[[ItemResult], None] | None = None,
+        stream: bool = False,
+        window: int | None = None,
+    ) -> AsyncConsumer | AsyncStreamConsumer:
         """The consumer loop: ``async for delivery in group.consume(batch=64): ...``.
 
-        See :class:`~mailroom.aio_consumer.AsyncConsumer` (it works as the sync one does).
+        See :class:`~mailroom.aio_consumer.AsyncConsumer` (it works as the sync one does);
+        ``stream=True`` runs it over the consume stream
+        (:class:`~mailroom.aio_stream_consumer.AsyncStreamConsumer`).
         """
+        if stream:
+            return AsyncStreamConsumer(self, window, batch, consumer, retry_max_s, on_result)
         return AsyncConsumer(self, batch, consumer, wait_ms, retry_max_s, on_result)

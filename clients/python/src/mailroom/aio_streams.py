@@ -14,8 +14,8 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketExce
 from . import _calls
 from ._options import ws_url
 from .errors import MailroomError, StreamClosed, TransportError
-from .models import Confirmation, from_json
-from .streams import PUBLISH_WINDOW_MAX, refusal, sse_events
+from .models import Confirmation, Message, from_json
+from .streams import PUBLISH_WINDOW_MAX, publish_frame, publish_path, refusal, sse_events
 
 if TYPE_CHECKING:
     from .aio import AsyncClient
@@ -53,20 +53,20 @@ class AsyncPublishStream:
         """Opens the stream of ``topic`` (404 ``unknown_topic`` if it does not exist)."""
         if not 1 <= window <= PUBLISH_WINDOW_MAX:
             raise ValueError(f"window must be 1..={PUBLISH_WINDOW_MAX}")
-        path = f"/v1/topics/{_calls.name('topic', topic)}/publish/ws"
-        return cls(await open_ws(client, path), window)
+        return cls(await open_ws(client, publish_path(topic)), window)
 
     @property
     def in_flight(self) -> int:
         """Messages sent and not yet confirmed."""
         return self._sent - self._confirmed
 
-    async def send(self, payload: bytes | str) -> int:
-        """Sends one message (a text frame for ``str``); its ``seq``."""
+    async def send(self, payload: bytes | str | Message) -> int:
+        """Sends one message (a :class:`~mailroom.models.Message` with its metadata); its ``seq``."""
+        frame = publish_frame(payload)
         while self.in_flight >= self.window:
             await self._read()
         try:
-            await self._socket.send(payload)
+            await self._socket.send(frame)
         except ConnectionClosed as closed:
             raise self._closed(closed) from closed
         self._sent += 1

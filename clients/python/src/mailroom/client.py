@@ -9,15 +9,17 @@ True
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, overload
 
 import httpx
 
 from . import _calls, models, reads
 from ._calls import Call
 from ._options import Timeouts, headers
+from .consume_stream import ConsumeStream
 from .consumer import Consumer
 from .models import ItemResult, NackKind, Ref
+from .stream_consumer import StreamConsumer
 from .streams import PublishStream, Subscription, sse_subscription, ws_subscription
 
 T = TypeVar("T")
@@ -122,18 +124,44 @@ class Client:
         *,
         key: str | None = None,
         headers: dict[str, str] | None = None,
+        idempotency_key: str | None = None,
     ) -> int:
-        """Publishes one message, with an optional key and headers; its offset once durable."""
-        return self.run(_calls.publish(topic, payload, key, headers))
+        """Publishes one message, with an optional key and headers; its offset once durable.
+
+        With ``idempotency_key`` a retry is safe: a key in the topic's window is not
+        stored again, and answers the first publish's offset (:meth:`publish_once` also
+        says whether it was a duplicate).
+        """
+        call = _calls.publish(topic, payload, key, headers, idempotency_key)
+        return (self.run(call)).offset
+
+    def publish_once(
+        self,
+        topic: str,
+        payload: bytes | str,
+        idempotency_key: str,
+        *,
+        key: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> models.Published:
+        """Publishes one message under ``idempotency_key``: its offset and ``duplicate``."""
+        return self.run(_calls.publish(topic, payload, key, headers, idempotency_key))
 
     def publish_batch(
         self, topic: str, payloads: Sequence[bytes | str | models.Message]
     ) -> list[int]:
         """Publishes 1 to 10,000 messages in one write; their consecutive offsets.
 
-        An item is a payload, or a :class:`~mailroom.models.Message` with metadata.
+        An item is a payload, or a :class:`~mailroom.models.Message` with metadata (and
+        an idempotency key: a duplicate's offset is the first publish's).
         """
-        return self.run(_calls.publish_batch(topic, payloads))
+        return (self.run(_calls.publish_batch(topic, payloads))).offsets
+
+    def publish_batch_once(
+        self, topic: str, messages: Sequence[bytes | str | models.Message]
+    ) -> models.BatchPublished:
+        """As :meth:`publish_batch`, with the whole answer: offsets and ``duplicates``."""
+        return self.run(_calls.publish_batch(topic, messages))
 
     def publish_stream(self, topic: str, window: int = 256) -> PublishStream:
         """A pipelined publish stream: up to ``window`` messages awaiting confirmation."""
@@ -236,6 +264,13 @@ class Client:
     ) -> models.PolledBatch:
         """Up to ``max`` deliveries, waiting up to ``wait_ms``; acks ``ack`` first."""
         return self.run(_calls.poll_batch(topic, group, max, consumer, wait_ms, ack))
+
+    def consume_stream(
+        self, topic: str, group: str, window: int = 1, consumer: str | None = None
+    ) -> ConsumeStream:
+        """A consume stream: deliveries pushed over one WebSocket, at most ``window``
+        unsettled, settled on the same socket (see :mod:`mailroom.consume_stream`)."""
+        return ConsumeStream.open(self, topic, group, window, consumer)
 
     def ack(self, topic: str, group: str, delivery: Ref) -> str:
         """Acks a delivery: ``"acked"``, or :class:`~mailroom.errors.NotOwned`."""
@@ -370,6 +405,23 @@ class Group:
         """Extends one delivery's lease."""
         return self.client.touch(self.topic, self.name, delivery)
 
+    def seek(self, to: str | int) -> models.GroupSeeked:
+        """Moves the group to offset ``to``, or ``"earliest"`` / ``"latest"`` (see :meth:`Client.seek`)."""
+        return self.client.seek(self.topic, self.name, to)
+
+    def pause(self, until_ms: int | None = None) -> models.GroupPause:
+        """Stops new deliveries until :meth:`resume` (or until ``until_ms``, Unix ms)."""
+        return self.client.pause(self.topic, self.name, until_ms)
+
+    def resume(self) -> models.GroupPause:
+        """Ends a pause; ``changed`` is whether the group was paused."""
+        return self.client.resume(self.topic, self.name)
+
+    def consume_stream(self, window: int = 1, *, consumer: str | None = None) -> ConsumeStream:
+        """A consume stream of this group (see :meth:`Client.consume_stream`)."""
+        return self.client.consume_stream(self.topic, self.name, window, consumer)
+
+    @overload
     def consume(
         self,
         batch: int = 64,
@@ -378,12 +430,43 @@ class Group:
         wait_ms: int = 5000,
         retry_max_s: float = 2.0,
         on_result: Callable[[ItemResult], None] | None = None,
-    ) -> Consumer:
+        stream: Literal[False] = False,
+        window: None = None,
+    ) -> Consumer: ...
+
+    @overload
+    def consume(
+        self,
+        batch: int = 64,
+        *,
+        consumer: str | None = None,
+        wait_ms: int = 5000,
+        retry_max_s: float = 2.0,
+        on_result: Callable[[ItemResult], None] | None = None,
+        stream: Literal[True],
+        window: int | None = None,
+    ) -> StreamConsumer: ...
+
+    def consume(
+        self,
+        batch: int = 64,
+        *,
+        consumer: str | None = None,
+        wait_ms: int = 5000,
+        retry_max_s: float = 2.0,
+        on_result: Callable[[ItemResult], None] | None = None,
+        stream: bool = False,
+        window: int | None = None,
+    ) -> Consumer | StreamConsumer:
         """The consumer loop: ``for delivery in group.consume(batch=64): ...``.
 
         See :class:`~mailroom.consumer.Consumer` for how deliveries are acked, nacked and
         kept leased, and how it rides out a server restart. ``on_result`` sees every ack's
         result (``acked``, or ``not_owned`` for one whose lease ran out or that was applied
-        before a lost answer).
+        before a lost answer). With ``stream=True`` the loop runs over the consume stream
+        (:class:`~mailroom.stream_consumer.StreamConsumer`; ``window`` deliveries
+        unsettled, by default the smaller of ``batch`` and the group's ``max_in_flight``).
         """
+        if stream:
+            return StreamConsumer(self, window, batch, consumer, retry_max_s, on_result)
         return Consumer(self, batch, consumer, wait_ms, retry_max_s, on_result)

@@ -27,10 +27,14 @@ class Timeout(TransportError):
 
 
 class StreamClosed(MailroomError):
-    """A publish stream was closed by the server; ``unconfirmed`` frames were not published."""
+    """A stream was closed by the server (or the connection broke).
+
+    On a publish stream the ``unconfirmed`` frames were not published; on a consume
+    stream ``unconfirmed`` settlements got no answer (they may or may not have applied).
+    """
 
     def __init__(self, reason: str, unconfirmed: int) -> None:
-        super().__init__(f"publish stream closed ({reason}); {unconfirmed} unconfirmed")
+        super().__init__(f"stream closed ({reason}); {unconfirmed} unconfirmed")
         self.reason = reason
         self.unconfirmed = unconfirmed
 

@@ -45,6 +45,8 @@ class Message:
     payload: bytes | str
     key: str | None = None
     headers: dict[str, str] | None = None
+    idempotency_key: str | None = None
+    """1 to 256 bytes: a message repeating a key in the topic's window is not stored again."""
 
     def encode(self) -> dict[str, Any]:
         """The wire form: ``payload`` when UTF-8, ``payload_base64`` otherwise."""
@@ -58,6 +60,8 @@ class Message:
             body["key"] = self.key
         if self.headers is not None:
             body["headers"] = dict(self.headers)
+        if self.idempotency_key is not None:
+            body["idempotency_key"] = self.idempotency_key
         return body
 
 
@@ -109,11 +113,51 @@ def from_json(cls: type[_T], body: dict[str, Any]) -> _T:
 
 
 @dataclass
+class Published:
+    """The answer to a single publish: the offset, and whether it was a duplicate.
+
+    A duplicate (its idempotency key was in the topic's window) was not stored again;
+    ``offset`` is then the first publish's.
+    """
+
+    offset: int
+    duplicate: bool = False
+
+
+@dataclass
+class BatchPublished:
+    """The answer to a batch publish: offsets in request order, and the duplicates.
+
+    ``duplicates`` holds the indices of the messages whose idempotency key was in the
+    topic's window (or earlier in the batch): not stored, their offset the first's.
+    """
+
+    offsets: list[int] = field(default_factory=list)
+    duplicates: list[int] = field(default_factory=list)
+
+
+@dataclass
 class DeliveryRef:
     """Names one delivery: the message's offset and which attempt it is (both fence it)."""
 
     offset: int
     attempt: int
+
+
+@dataclass
+class InFlightDelivery:
+    """A delivery in flight as a group's view lists it: who polled it, until when."""
+
+    offset: int
+    attempt: int
+    consumer: str | None = None
+    """The consumer that polled it, or ``None`` for the anonymous consumer."""
+    lease_deadline_ms: int | None = None
+    """When its lease runs out (Unix ms; may be past), or ``None`` without a lease."""
+
+    def ref(self) -> DeliveryRef:
+        """The ``(offset, attempt)`` that acks, nacks and touches name."""
+        return DeliveryRef(self.offset, self.attempt)
 
 
 @dataclass
@@ -154,6 +198,22 @@ class ItemResult:
     attempt: int
     outcome: str | None = None
     error: ItemError | None = None
+
+
+@dataclass
+class Settled:
+    """A consume stream's answer to settlement ``seq`` (numbered from 0 on each
+    connection, answered in order): exactly one of ``outcome`` and ``error``."""
+
+    seq: int
+    offset: int | None = None
+    attempt: int | None = None
+    outcome: str | None = None
+    """``acked``, ``retry``, ``released``, ``dead_lettered`` or ``touched``."""
+    error: ItemError | None = None
+    """``not_owned`` (not in flight under that attempt), or ``invalid_argument``."""
+    op: str | None = None
+    """The settlement answered, ``ack``, ``nack`` or ``touch`` (the client's own record)."""
 
 
 @dataclass
@@ -265,7 +325,7 @@ class GroupDetail(GroupInfo):
     backoff: Backoff | None = None
     max_in_flight: int = 1
     counters: GroupCounters = field(default_factory=GroupCounters)
-    deliveries: list[DeliveryRef] = field(default_factory=list)
+    deliveries: list[InFlightDelivery] = field(default_factory=list)
     dead_letter_notes: list[DeadLetterNote] = field(default_factory=list)
 
     @classmethod
@@ -456,6 +516,8 @@ class Confirmation:
     count: int
     offset: int | None = None
     error: ItemError | None = None
+    duplicate: bool = False
+    """The one frame covered carried an idempotency key in the topic's window: not stored."""
 
     def offsets(self) -> list[int]:
         """The offsets the covered frames got (empty when they were refused)."""

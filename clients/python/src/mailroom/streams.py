@@ -15,7 +15,7 @@ from websockets.sync.client import ClientConnection, connect
 from . import _calls
 from ._options import ws_url
 from .errors import MailroomError, StreamClosed, TransportError, api_error
-from .models import Confirmation, from_json
+from .models import Confirmation, Message, from_json
 
 if TYPE_CHECKING:
     from .client import Client
@@ -42,6 +42,19 @@ def open_ws(client: Client, path: str) -> ClientConnection:
         raise refusal(refused) from refused
     except (OSError, WebSocketException, TimeoutError) as error:
         raise TransportError(f"WebSocket to {path}: {error}") from error
+
+
+def publish_path(topic: str) -> str:
+    """The publish stream's path: text frames carry JSON messages (metadata and all)."""
+    return f"/v1/topics/{_calls.name('topic', topic)}/publish/ws?text=json"
+
+
+def publish_frame(payload: bytes | str | Message) -> bytes | str:
+    """One message's frame: bare bytes (a binary frame), or a JSON text frame for a
+    :class:`~mailroom.models.Message` (its key, headers and idempotency key)."""
+    if isinstance(payload, Message):
+        return json.dumps(payload.encode())
+    return payload.encode("utf-8") if isinstance(payload, str) else bytes(payload)
 
 
 def refusal(refused: InvalidStatus) -> MailroomError:
@@ -77,20 +90,24 @@ class PublishStream:
         """Opens the stream of ``topic`` (404 ``unknown_topic`` if it does not exist)."""
         if not 1 <= window <= PUBLISH_WINDOW_MAX:
             raise ValueError(f"window must be 1..={PUBLISH_WINDOW_MAX}")
-        path = f"/v1/topics/{_calls.name('topic', topic)}/publish/ws"
-        return cls(open_ws(client, path), window)
+        return cls(open_ws(client, publish_path(topic)), window)
 
     @property
     def in_flight(self) -> int:
         """Messages sent and not yet confirmed."""
         return self._sent - self._confirmed
 
-    def send(self, payload: bytes | str) -> int:
-        """Sends one message (a text frame for ``str``); its ``seq``."""
+    def send(self, payload: bytes | str | Message) -> int:
+        """Sends one message; its ``seq``.
+
+        A :class:`~mailroom.models.Message` carries a key, headers and an idempotency key
+        (its confirmation's ``duplicate`` says whether the key was in the topic's window).
+        """
+        frame = publish_frame(payload)
         while self.in_flight >= self.window:
             self._read()
         try:
-            self._socket.send(payload)
+            self._socket.send(frame)
         except ConnectionClosed as closed:
             raise self._closed(closed) from closed
         self._sent += 1

@@ -1,6 +1,8 @@
 //! The values of the behaviour suite (`clients/behaviour`): payloads, the subset match
 //! of expected answers, and the steps' arguments as the Rust client's types.
 
+pub mod streams;
+
 use base64::Engine as _;
 use bytes::Bytes;
 use mailroom_client::{

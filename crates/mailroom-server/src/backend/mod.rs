@@ -48,7 +48,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use axum::http::StatusCode;
 use bytes::Bytes;
-use mailroom::group::{DeliveryId, GroupConfig, GroupCounters, NackOptions, NotOwned};
+use mailroom::group::{
+    DeliveryId, GroupConfig, GroupCounters, InFlightDelivery, NackOptions, NotOwned,
+};
 use mailroom::topic::{
     DeadLetterInfo, Delivery, GroupInfo, Message, Metadata, Nack, StartPosition,
 };
@@ -161,8 +163,9 @@ pub struct GroupDetail {
     pub config: GroupConfig,
     /// Its event counters.
     pub counters: GroupCounters,
-    /// Every delivery in flight, lowest offset first.
-    pub in_flight: Vec<DeliveryId>,
+    /// Every delivery in flight with its consumer and lease deadline, lowest offset
+    /// first.
+    pub in_flight: Vec<InFlightDelivery>,
     /// Its dead letters, oldest first.
     pub dead_letters: Vec<DeadLetterInfo<Bytes>>,
 }

@@ -60,6 +60,7 @@ pub const ASSETS: &[Asset] = &[
     asset!("view.js", JS),
     asset!("overview.js", JS),
     asset!("topic.js", JS),
+    asset!("messages.js", JS),
     asset!("group.js", JS),
     asset!("dead_letters.js", JS),
     asset!("channel.js", JS),

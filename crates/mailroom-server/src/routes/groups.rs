@@ -13,7 +13,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use mailroom::group::{Backoff, DeliveryId, GroupConfig};
+use mailroom::group::{Backoff, GroupConfig};
 use mailroom::topic::{GroupInfo, StartPosition};
 pub use mailroom_api::groups::{
     Backoff as BackoffBody, CreateGroup, DeadLetterNote as DeadLetterNoteBody,
@@ -183,16 +183,9 @@ pub async fn group_detail(
         backoff: config.backoff.map(BackoffBody::from),
         max_in_flight: config.max_in_flight,
         counters: counters.into(),
-        deliveries: in_flight.into_iter().map(delivery_ref).collect(),
+        deliveries: in_flight.into_iter().map(Into::into).collect(),
         dead_letter_notes: dead_letters.iter().map(DeadLetterNoteBody::from).collect(),
     })
-}
-
-fn delivery_ref(id: DeliveryId) -> DeliveryRef {
-    DeliveryRef {
-        offset: id.offset,
-        attempt: id.attempt,
-    }
 }
 
 /// The group routes: create, describe, delete.

@@ -62,6 +62,7 @@ mod recovery;
 mod reindex;
 mod repair;
 mod retention;
+mod salvage;
 mod segment;
 mod writer;
 
@@ -78,6 +79,7 @@ pub use self::lookup::Record;
 pub use self::options::{LogOptions, SyncPolicy, RECORD_BYTES_LIMIT, SEGMENT_BYTES_LIMIT};
 pub use self::repair::Repaired;
 pub use self::retention::SegmentInfo;
+pub use self::salvage::Cut;
 
 use self::commit::GroupCommit;
 use self::flusher::Flusher;

@@ -136,7 +136,7 @@ fn names_a_segment(error: &StoreError) -> bool {
 }
 
 /// The base offsets of the segment files in `dir`, oldest first.
-fn segment_bases(storage: &dyn Storage, dir: &Path) -> Result<Vec<u64>, StoreError> {
+pub(super) fn segment_bases(storage: &dyn Storage, dir: &Path) -> Result<Vec<u64>, StoreError> {
     let mut bases: Vec<u64> = storage
         .list_dir(dir)
         .map_err(io_error("list", dir))?

@@ -8,7 +8,7 @@
 //! |------------------------------|--------------------------------------------------------|
 //! | the message log (a segment)  | [`Log::repair`]: every segment to `messages/damaged/<offset>/`; the log restarts empty past every offset it confirmed |
 //! | `CHECKPOINT`                 | moved to `damaged/<n>/`; the groups are rebuilt by replaying the whole groups log, if it still starts at 0 |
-//! | the groups log               | its files and `CHECKPOINT` moved to `damaged/<n>/`: the topic's groups are gone (create them again where they should start) |
+//! | the groups log               | [`Log::cut_at_damage`]: cut just before the first damaged record (every change before it kept; the segment copied and later ones moved to `groups/damaged/<offset>/`); only if nothing before it can be kept, its files and `CHECKPOINT` moved to `damaged/<n>/` and the groups are gone |
 //! | `SETTINGS`                   | moved to `damaged/<n>/`: the topic takes the store's default retention |
 //! | `TOPIC`                      | written again (it holds only a magic number and the format version) |
 //!
@@ -22,7 +22,7 @@ use super::directory::{open_topic_dir, write_marker};
 use super::health::TopicFailure;
 use super::{Store, TOPIC_FILE, TOPIC_MAGIC};
 use crate::groups::checkpoint::CHECKPOINT_FILE;
-use crate::log::Log;
+use crate::log::{Cut, Log};
 use crate::storage::{create_dir_durable, Storage};
 use crate::topic::settings::SETTINGS_FILE;
 use crate::StoreError;
@@ -154,6 +154,9 @@ impl Store {
             };
         }
         if path.starts_with(&groups) {
+            if let Some(kept) = self.cut_groups_log(storage, &groups, error)? {
+                return Ok(kept);
+            }
             let to = move_aside(
                 storage,
                 dir,
@@ -186,6 +189,46 @@ impl Store {
             }
             _ => Err(clone_error(error)),
         }
+    }
+}
+
+impl Store {
+    /// Cuts the groups log in `groups` just before its first damaged record (or the
+    /// record replay refused, which `error` names when it names the log itself), so
+    /// the groups keep every change before it; answers what was kept and lost, or
+    /// `None` if nothing could be kept (then the whole log moves aside).
+    fn cut_groups_log(
+        &self,
+        storage: &dyn Storage,
+        groups: &Path,
+        error: &StoreError,
+    ) -> Result<Option<String>, StoreError> {
+        let at = match error {
+            StoreError::Corrupt { path, position, .. } if path == groups => Some(*position),
+            _ => None,
+        };
+        let cut = match Log::cut_at_damage(storage, groups, &self.inner.options.log, at) {
+            Ok(Some(cut)) => cut,
+            Ok(None) | Err(StoreError::Corrupt { .. }) => return Ok(None),
+            Err(other) => return Err(other),
+        };
+        let Cut {
+            kept,
+            dropped,
+            moved_to,
+        } = cut;
+        Ok(Some(format!(
+            "cut the groups log before its damaged record {}: kept records {}..{} (the \
+             groups' state up to there), dropped records {}..{} (the group changes they \
+             held, such as acks, are undone: their messages are delivered again), moved \
+             to {}",
+            dropped.start,
+            kept.start,
+            kept.end,
+            dropped.start,
+            dropped.end,
+            moved_to.display()
+        )))
     }
 }
 

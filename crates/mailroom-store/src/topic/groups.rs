@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use mailroom::group::{ArgumentError, DeliveryId, GroupConfig, GroupCounters};
+use mailroom::group::{ArgumentError, DeliveryId, GroupConfig, GroupCounters, InFlightDelivery};
 use mailroom::topic::{GroupInfo, StartPosition, TopicError, GROUP_NAME_BYTES_MAX};
 
 use crate::{DurableTopic, StoreError};
@@ -216,6 +216,21 @@ impl DurableTopic {
             .groups
             .read(&self.inner.messages, group, |entry| {
                 entry.state.deliveries_in_flight()
+            })
+    }
+
+    /// Every delivery of `group` in flight with its consumer and lease deadline, in the
+    /// order of [`in_flight`](Self::in_flight).
+    ///
+    /// # Errors
+    ///
+    /// As [`group_counters`](Self::group_counters).
+    pub fn in_flight_details(&self, group: &str) -> Result<Vec<InFlightDelivery>, StoreError> {
+        let _live = self.live()?;
+        self.inner
+            .groups
+            .read(&self.inner.messages, group, |entry| {
+                entry.state.in_flight_details()
             })
     }
 

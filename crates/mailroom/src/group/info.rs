@@ -1,5 +1,5 @@
 //! What a group tells operators about itself: [`GroupInfo`] and the deliveries in
-//! flight, built here once for every home.
+//! flight ([`InFlightDelivery`]), built here once for every home.
 
 use super::{DeliveryId, GroupState, Pause, SlotPhase};
 
@@ -23,6 +23,19 @@ pub struct GroupInfo {
     pub dead_letters: u64,
     /// The pause that holds, if the group is paused.
     pub pause: Option<Pause>,
+}
+
+/// One delivery in flight as operators see it: which it is, who polled it and until
+/// when they own it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct InFlightDelivery {
+    /// The delivery.
+    pub id: DeliveryId,
+    /// The consumer that polled it, or `None` for the anonymous consumer.
+    pub consumer: Option<String>,
+    /// When its lease runs out (ms), or `None` in a group without leases. It may lie in
+    /// the past: an expired lease is taken back at the next call that looks at the time.
+    pub lease_until_ms: Option<u64>,
 }
 
 impl GroupState {
@@ -85,11 +98,48 @@ impl GroupState {
     /// assert_eq!(offsets, [0, 1]);
     /// ```
     pub fn deliveries_in_flight(&self) -> Vec<DeliveryId> {
+        self.in_flight_details()
+            .into_iter()
+            .map(|delivery| delivery.id)
+            .collect()
+    }
+
+    /// [`deliveries_in_flight`](Self::deliveries_in_flight) with each one's consumer and
+    /// lease deadline, in the same order.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use mailroom::group::{GroupConfig, GroupState, PollStep};
+    ///
+    /// let config = GroupConfig::new(3).with_max_in_flight(2).with_lease_ms(500);
+    /// let mut group = GroupState::with_config(config, 0).unwrap();
+    /// for (consumer, now_ms) in [(Some("a"), 10), (None, 20)] {
+    ///     let PollStep::Deliver(new) = group.plan_poll(5, now_ms, consumer) else { unreachable!() };
+    ///     group.apply_delivery(new, consumer).unwrap();
+    /// }
+    /// let shown: Vec<_> = group
+    ///     .in_flight_details()
+    ///     .into_iter()
+    ///     .map(|d| (d.id.offset, d.consumer, d.lease_until_ms))
+    ///     .collect();
+    /// assert_eq!(shown, [(0, Some("a".to_owned()), Some(510)), (1, None, Some(520))]);
+    /// ```
+    pub fn in_flight_details(&self) -> Vec<InFlightDelivery> {
         self.slots()
-            .filter(|slot| matches!(slot.phase, SlotPhase::InFlight { .. }))
-            .map(|slot| DeliveryId {
-                offset: slot.offset,
-                attempt: slot.attempt,
+            .filter_map(|slot| match &slot.phase {
+                SlotPhase::InFlight {
+                    consumer,
+                    lease_until_ms,
+                } => Some(InFlightDelivery {
+                    id: DeliveryId {
+                        offset: slot.offset,
+                        attempt: slot.attempt,
+                    },
+                    consumer: consumer.clone(),
+                    lease_until_ms: *lease_until_ms,
+                }),
+                _ => None,
             })
             .collect()
     }

@@ -184,7 +184,7 @@ pub use config::{
     Backoff, GroupConfig, NackKind, NackOptions, CONSUMER_BYTES_MAX, DELAY_MS_MAX, LEASE_MS_MAX,
     MAX_IN_FLIGHT_MAX, REASON_BYTES_MAX,
 };
-pub use info::GroupInfo;
+pub use info::{GroupInfo, InFlightDelivery};
 pub use pause::{Pause, PAUSE_MS_MAX};
 pub use snapshot::GroupSnapshot;
 pub use state::GroupState;

@@ -33,7 +33,13 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("max in flight 2\tlease 500 ms"), "{text}");
-        assert!(text.contains("\nin flight: offset 5 attempt 1"), "{text}");
+        assert!(
+            text.contains(
+                "\nin flight: offset 5 attempt 1\tconsumer worker-1\t\
+                 lease until 1970-01-01T00:00:01.000Z"
+            ),
+            "{text}"
+        );
         assert!(
             text.contains(
                 "dead letter: offset 1 after 3 attempts at 1970-01-01T00:00:00.009Z: boom"

@@ -173,10 +173,15 @@ pub fn describe_detail(detail: &GroupDetail) -> String {
         counters.redrives,
         counters.purged,
     ));
-    for id in &detail.deliveries {
+    for delivery in &detail.deliveries {
         text.push_str(&format!(
-            "\nin flight: offset {} attempt {}",
-            id.offset, id.attempt
+            "\nin flight: offset {} attempt {}\tconsumer {}\tlease until {}",
+            delivery.offset,
+            delivery.attempt,
+            delivery.consumer.as_deref().unwrap_or("(anonymous)"),
+            delivery
+                .lease_deadline_ms
+                .map_or("(no lease)".into(), rfc3339_ms),
         ));
     }
     for note in &detail.dead_letter_notes {

@@ -32,6 +32,9 @@ impl Embedded {
     /// such a call finds its effect at its next re-check
     /// (`long_poll::LONG_POLL_RECHECK_MS`).
     ///
+    /// In the deterministic mode ([`Embedded::on_the_calling_thread`]) the wait blocks
+    /// this thread instead, which leads the sync round and writes a due checkpoint.
+    ///
     /// # Errors
     /// The call's own error, or the durability wait's (a failed sync, fail-stop).
     pub async fn durable<T, F>(&self, call: F) -> Result<T, BackendError>
@@ -39,6 +42,9 @@ impl Embedded {
         F: FnOnce(&Store) -> Result<Deferred<T>, StoreError>,
     {
         let written = call(&self.store)?;
+        if self.on_caller {
+            return Ok(written.wait()?);
+        }
         match self.sync_waits.as_ref().filter(|_| !self.calls_inline) {
             Some(histogram) => {
                 let started = std::time::Instant::now();

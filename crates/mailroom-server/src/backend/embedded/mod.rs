@@ -68,6 +68,9 @@ pub struct Embedded {
     data_dir: Option<PathBuf>,
     /// Where the hot calls' waits for an fsync round are timed (`--fsync always`).
     sync_waits: Option<Histogram>,
+    /// Whether every call, its durability wait and its due checkpoint run on the
+    /// calling thread ([`Embedded::on_the_calling_thread`]).
+    on_caller: bool,
 }
 
 impl Embedded {
@@ -81,6 +84,43 @@ impl Embedded {
             calls_inline: !blocking_pool,
             data_dir: None,
             sync_waits: None,
+            on_caller: false,
+        }
+    }
+
+    /// The deterministic mode, for a simulation that drives the server's handlers one
+    /// request at a time over simulated storage: every store call runs inline, a hot
+    /// call's wait for the disk blocks the calling thread ([`Deferred::wait`]: the
+    /// caller leads its own sync round, so the log's sync thread is never handed one),
+    /// a due group checkpoint is written on that thread before the answer (not on a
+    /// background thread), and [`Backend::sync`] runs inline. So the order of every
+    /// storage call is a function of the requests alone. It blocks the async worker on
+    /// every fsync: not for serving.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::sync::Arc;
+    /// use bytes::Bytes;
+    /// use mailroom_server::backend::{Backend, Embedded};
+    /// use mailroom_server::long_poll::LongPolls;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = mailroom_store::Store::open(dir.path(), Default::default())?;
+    /// let backend = Embedded::new(store, false, Arc::new(LongPolls::default()))
+    ///     .on_the_calling_thread();
+    /// backend.create_topic("orders").await?;
+    /// // Durable when it answers, synced by this thread.
+    /// assert_eq!(backend.publish("orders", Bytes::from("hello")).await?, 0);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// [`Deferred::wait`]: mailroom_store::Deferred::wait
+    pub fn on_the_calling_thread(self) -> Embedded {
+        Embedded {
+            calls_inline: true,
+            on_caller: true,
+            ..self
         }
     }
 
@@ -272,7 +312,8 @@ impl Backend for Embedded {
 
     fn publisher(&self, topic: &str) -> Result<Box<dyn TopicPublisher>, BackendError> {
         Ok(Box::new(EmbeddedPublisher {
-            handle: self.store.topic(topic)?,
+            handle: parking_lot::Mutex::new(self.store.topic(topic)?),
+            store: self.store.clone(),
             topic: topic.to_owned(),
             long_polls: Arc::clone(&self.long_polls),
         }))
@@ -517,6 +558,9 @@ impl Backend for Embedded {
     }
 
     async fn sync(&self) -> Result<(), BackendError> {
+        if self.on_caller {
+            return Ok(self.store.sync()?);
+        }
         // On the blocking pool under every policy: it waits for the disk, and at
         // shutdown nothing else needs the worker sooner.
         let store = self.store.clone();

@@ -144,7 +144,7 @@ pub(super) fn group_detail(
         info: topic.group_info(group)?,
         config: topic.group_config(group)?,
         counters: topic.group_counters(group)?,
-        in_flight: topic.in_flight(group)?,
+        in_flight: topic.in_flight_details(group)?,
         dead_letters: topic.dead_letter_info(group)?,
     })
 }

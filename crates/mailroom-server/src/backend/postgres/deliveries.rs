@@ -311,7 +311,7 @@ impl Postgres {
             info: state.info(group, log_end),
             config: *state.config(),
             counters: state.counters(),
-            in_flight: state.deliveries_in_flight(),
+            in_flight: state.in_flight_details(),
             dead_letters: page.letters,
         })
     }

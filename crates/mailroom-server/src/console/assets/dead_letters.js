@@ -83,68 +83,90 @@ function inspect(d, box) {
   box.querySelector("h2").scrollIntoView({ block: "nearest" });
 }
 
+function row(d, state, inspected, counts) {
+  const box = h("input", { type: "checkbox", checked: !state.unchecked.has(d.offset), "aria-label": `select offset ${d.offset}` });
+  box.addEventListener("change", () => { (box.checked ? state.unchecked.delete(d.offset) : state.unchecked.add(d.offset)); counts(); });
+  const open = h("button", { type: "button", class: "secondary", "aria-label": `inspect offset ${d.offset}` }, String(d.offset));
+  open.addEventListener("click", () => inspect(d, inspected));
+  return h("tr", { dataset: { offset: d.offset } }, h("td", {}, box), h("td", {}, open),
+    num(d.attempts, "attempts", String(d.attempts)), h("td", {}, d.reason ?? h("span", { class: "muted" }, "none given")),
+    h("td", { title: exact(d.at_ms) }, ago(d.at_ms)));
+}
+
+/** Draws the dead letters that pass the filter, with how many there are and are shown. */
+function drawList(els, state, counts) {
+  const shown = state.all.filter((d) => matches(d, state));
+  const rows = shown.map((d) => row(d, state, els.inspected, counts));
+  const capped = state.all.length >= DEAD_LETTERS_SHOWN_MAX ? " (the first 10,000)" : "";
+  fill(els.list, h("p", { class: "muted", id: "dead-letter-count", dataset: { value: state.all.length, shown: shown.length } },
+    `${state.all.length} dead letters${capped}, ${shown.length} shown`),
+  table(["Select", "Offset", "#Attempts", "Reason", "Dead-lettered"], rows, "No dead letters match.", { id: "dead-letters-table" }));
+  counts();
+}
+
+function question(verb, n, group) {
+  return verb === "redrive"
+    ? `Redrive ${n} dead letters back to group ${group}? Each is delivered again, with a fresh failure budget.`
+    : `Purge ${n} dead letters of group ${group}? They are deleted for good.`;
+}
+
+/** Redrives or purges `chosen`, range by range; answers how many the server did. */
+async function settle(path, verb, all, chosen) {
+  let total = 0;
+  for (const range of ranges(all, chosen)) {
+    total += (await call("POST", `${path}/dead-letters/${verb}`, range)).count;
+  }
+  return total;
+}
+
+function layout(main, params) {
+  const els = {
+    filterBox: h("div"),
+    list: h("div", { id: "dead-letters" }),
+    inspected: h("div", { id: "inspected" }),
+    said: h("div", { id: "outcome" }),
+    redrive: h("button", { type: "button", id: "redrive" }, "Redrive selected"),
+    purge: h("button", { type: "button", id: "purge", class: "danger" }, "Purge selected"),
+    reload: h("button", { type: "button", class: "secondary" }, "Reload"),
+  };
+  main.append(h("h1", {}, `Dead letters of ${params.group} (${params.topic})`), card("Filter", els.filterBox),
+    card("Dead letters", els.list, h("div", { class: "actions" }, els.reload, els.redrive, els.purge), els.said),
+    els.inspected);
+  return els;
+}
+
 /** Renders the dead letters of group `params.group` of `params.topic` into `main`. */
 export function render(main, params) {
   const path = `v1/topics/${seg(params.topic)}/groups/${seg(params.group)}`;
   const state = { reason: "", from: null, to: null, all: [], unchecked: new Set() };
-  const filterBox = h("div");
-  const list = h("div", { id: "dead-letters" });
-  const inspected = h("div", { id: "inspected" });
-  const said = h("div", { id: "outcome" });
-  const redrive = h("button", { type: "button", id: "redrive" }, "Redrive selected");
-  const purge = h("button", { type: "button", id: "purge", class: "danger" }, "Purge selected");
-  const reload = h("button", { type: "button", class: "secondary" }, "Reload");
-  main.append(h("h1", {}, `Dead letters of ${params.group} (${params.topic})`),
-    card("Filter", filterBox), card("Dead letters", list, h("div", { class: "actions" }, reload, redrive, purge), said), inspected);
-
+  const els = layout(main, params);
   const selected = () => state.all.filter((d) => matches(d, state) && !state.unchecked.has(d.offset));
-  const redraw = () => {
-    const shown = state.all.filter((d) => matches(d, state));
-    const rows = shown.map((d) => {
-      const box = h("input", { type: "checkbox", checked: !state.unchecked.has(d.offset), "aria-label": `select offset ${d.offset}` });
-      box.addEventListener("change", () => { (box.checked ? state.unchecked.delete(d.offset) : state.unchecked.add(d.offset)); counts(); });
-      const open = h("button", { type: "button", class: "secondary", "aria-label": `inspect offset ${d.offset}` }, String(d.offset));
-      open.addEventListener("click", () => inspect(d, inspected));
-      return h("tr", { dataset: { offset: d.offset } }, h("td", {}, box), h("td", {}, open),
-        num(d.attempts, "attempts", String(d.attempts)), h("td", {}, d.reason ?? h("span", { class: "muted" }, "none given")),
-        h("td", { title: exact(d.at_ms) }, ago(d.at_ms)));
-    });
-    fill(list, h("p", { class: "muted", id: "dead-letter-count", dataset: { value: state.all.length, shown: shown.length } },
-      `${state.all.length} dead letters${state.all.length >= DEAD_LETTERS_SHOWN_MAX ? " (the first 10,000)" : ""}, ${shown.length} shown`),
-    table(["Select", "Offset", "#Attempts", "Reason", "Dead-lettered"], rows, "No dead letters match.", { id: "dead-letters-table" }));
-    counts();
-  };
   const counts = () => {
     const n = selected().length;
-    redrive.textContent = `Redrive selected (${n})`;
-    purge.textContent = `Purge selected (${n})`;
-    redrive.disabled = purge.disabled = n === 0;
+    els.redrive.textContent = `Redrive selected (${n})`;
+    els.purge.textContent = `Purge selected (${n})`;
+    els.redrive.disabled = els.purge.disabled = n === 0;
   };
+  const redraw = () => drawList(els, state, counts);
   const load = async () => {
     state.all = await readAll(path);
     const reasons = [...new Set(state.all.map((d) => d.reason ?? ""))].sort();
-    fill(filterBox, filters(reasons, state, redraw));
+    fill(els.filterBox, filters(reasons, state, redraw));
     redraw();
   };
   const take = (verb, button) => async () => {
     const chosen = selected();
-    const question = verb === "redrive"
-      ? `Redrive ${chosen.length} dead letters back to group ${params.group}? Each is delivered again, with a fresh failure budget.`
-      : `Purge ${chosen.length} dead letters of group ${params.group}? They are deleted for good.`;
-    if (!(await confirm(question, verb === "redrive" ? "Redrive" : "Purge"))) return;
-    await act(button, said, async () => {
-      let total = 0;
-      for (const range of ranges(state.all, chosen)) {
-        total += (await call("POST", `${path}/dead-letters/${verb}`, range)).count;
-      }
+    if (!(await confirm(question(verb, chosen.length, params.group), verb === "redrive" ? "Redrive" : "Purge"))) return;
+    await act(button, els.said, async () => {
+      const total = await settle(path, verb, state.all, chosen);
       state.unchecked.clear();
       await load();
       return `${verb === "redrive" ? "Redrove" : "Purged"} ${total} dead letters.`;
     });
   };
-  redrive.addEventListener("click", take("redrive", redrive));
-  purge.addEventListener("click", take("purge", purge));
-  reload.addEventListener("click", () => act(reload, said, async () => { await load(); return null; }));
-  load().catch((error) => fill(list, notice(error.message, "error")));
+  els.redrive.addEventListener("click", take("redrive", els.redrive));
+  els.purge.addEventListener("click", take("purge", els.purge));
+  els.reload.addEventListener("click", () => act(els.reload, els.said, async () => { await load(); return null; }));
+  load().catch((error) => fill(els.list, notice(error.message, "error")));
   return { stop() {} };
 }

@@ -53,6 +53,15 @@ export function ago(atMs, nowMs = Date.now()) {
   return delta > 0 ? `${rounded} ago` : `in ${rounded}`;
 }
 
+/** A deadline relative to now: "in 12 s", "in 5 min", "expired" once it has passed. */
+export function deadline(atMs, nowMs = Date.now()) {
+  if (atMs === null || atMs === undefined) return "—";
+  const left = atMs - nowMs;
+  if (left <= 0) return "expired";
+  if (left < 60e3) return `in ${Math.ceil(left / 1000)} s`;
+  return `in ${duration(left).replace(/\.\d+/, "")}`;
+}
+
 /** The exact local time, for a title. */
 export const exact = (atMs) => new Date(atMs).toLocaleString();
 

@@ -3,7 +3,7 @@
 
 import { get, call, seg, hasRoute, missing } from "./api.js";
 import { sparkline, Samples } from "./chart.js";
-import { ago, duration, exact } from "./format.js";
+import { ago, deadline, duration, exact } from "./format.js";
 import { h, card, fill, num, stat, table, link, poll, act, confirm, notice } from "./view.js";
 
 const BASE = "/v1/topics/{topic}/groups/{group}";
@@ -34,14 +34,26 @@ function counters(g) {
     stat("Purged", c.purged, "purged")];
 }
 
+function leaseCell(d, g) {
+  if (d.lease_deadline_ms === null || d.lease_deadline_ms === undefined) {
+    return h("td", { dataset: { field: "lease_deadline", value: "" } }, g.lease_ms ? "—" : "no lease");
+  }
+  const shown = deadline(d.lease_deadline_ms);
+  return h("td", {
+    class: shown === "expired" ? "expired" : null,
+    title: exact(d.lease_deadline_ms),
+    dataset: { field: "lease_deadline", value: d.lease_deadline_ms },
+  }, shown);
+}
+
 function inFlight(g) {
   const rows = g.deliveries.map((d) => h("tr", { dataset: { offset: d.offset } },
     num(d.offset, "offset", String(d.offset)), num(d.attempt, "attempt", String(d.attempt)),
-    h("td", {}, d.consumer ?? "—"),
-    h("td", { title: d.lease_deadline_ms ? exact(d.lease_deadline_ms) : "" },
-      d.lease_deadline_ms ? ago(d.lease_deadline_ms) : (g.lease_ms ? "—" : "no lease"))));
+    h("td", { dataset: { field: "consumer", value: d.consumer ?? "" } },
+      d.consumer ?? h("span", { class: "muted" }, "anonymous")),
+    leaseCell(d, g)));
   const note = g.deliveries.length && g.deliveries[0].consumer === undefined
-    ? h("p", { class: "muted" }, "This server does not report each delivery's consumer and lease deadline yet.") : null;
+    ? h("p", { class: "muted" }, "This server does not report each delivery's consumer and lease deadline.") : null;
   return [table(["#Offset", "#Attempt", "Consumer", "Lease ends"], rows, "Nothing in flight.", { id: "in-flight-table" }), note];
 }
 

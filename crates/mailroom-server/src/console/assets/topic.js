@@ -1,11 +1,10 @@
 // Topic: its numbers, its groups (create, delete), a test publish, and browsing its
-// messages without a group where the server has that route.
+// messages without a group (messages.js) where the server has that route.
 
-import { get, call, seg, hasRoute, missing } from "./api.js";
-import { bytes, ago, exact, payload } from "./format.js";
-import { h, card, fill, num, stat, table, link, poll, act, confirm, notice } from "./view.js";
-
-const BROWSE_ROUTE = "/v1/topics/{topic}/messages";
+import { get, call, seg } from "./api.js";
+import { bytes } from "./format.js";
+import { browser } from "./messages.js";
+import { h, card, fill, num, stat, table, link, poll, act, confirm } from "./view.js";
 
 function groupRows(name, groups, said) {
   return groups.map((g) => {
@@ -62,48 +61,6 @@ function publishForm(name) {
       });
     },
   }, h("label", { class: "wide" }, "Payload", text), h("div", { class: "inline" }, h("label", {}, "Key", key), button), said);
-}
-
-function messageView(message, how) {
-  const meta = [];
-  if (message.key !== undefined && message.key !== null) meta.push(`key ${message.key}`);
-  if (message.published_at_ms) meta.push(h("span", { title: exact(message.published_at_ms) }, `published ${ago(message.published_at_ms)}`));
-  const headers = message.headers && Object.keys(message.headers).length
-    ? h("div", { class: "muted" }, Object.entries(message.headers).map(([k, v]) => `${k}: ${v}`).join(" · ")) : null;
-  return h("tr", { dataset: { offset: message.offset } },
-    num(message.offset, "offset", String(message.offset)),
-    h("td", {}, h("div", { class: "muted" }, meta.flatMap((m, i) => (i ? [" · ", m] : [m]))), headers,
-      h("pre", { class: "payload" }, payload(message.payload, message.payload_base64, how))));
-}
-
-function browser(name) {
-  const from = h("input", { name: "from", type: "number", min: 0, value: 0 });
-  const limit = h("input", { name: "limit", type: "number", min: 1, max: 1000, value: 20 });
-  const how = h("select", { name: "as" }, ["text", "json", "hex"].map((v) => h("option", { value: v }, v)));
-  const out = h("div", { id: "browse" });
-  const button = h("button", { type: "submit" }, "Show");
-  const form = h("form", {
-    class: "inline",
-    onsubmit: (event) => {
-      event.preventDefault();
-      act(button, out, async () => {
-        if (!(await hasRoute("GET", BROWSE_ROUTE))) {
-          fill(out, notice("Reading messages without a group is not available on this server.", "error"));
-          return null;
-        }
-        try {
-          const answer = await get(`v1/topics/${seg(name)}/messages?from=${Number(from.value)}&limit=${Number(limit.value)}`);
-          const messages = Array.isArray(answer) ? answer : answer.messages || [];
-          fill(out, table(["#Offset", "Message"], messages.map((m) => messageView(m, how.value)), "No messages from that offset."));
-        } catch (error) {
-          if (missing(error)) fill(out, notice("Reading messages without a group is not available on this server.", "error"));
-          else throw error;
-        }
-        return null;
-      });
-    },
-  }, h("label", {}, "From offset", from), h("label", {}, "Limit", limit), h("label", {}, "Show as", how), button);
-  return [form, out];
 }
 
 /** Renders topic `params.topic` into `main`. */

@@ -54,7 +54,11 @@
 //! for a text frame that is not UTF-8), after the answers owed ([`crate::websocket`]). A store that stopped accepting writes (`store_failed`), a
 //! storage fault, or the topic's deletion (`unknown_topic`) ends the stream: the server
 //! stops reading, sends the error entry (and the answers of batches written before it),
-//! then a close frame with code 1011 and the error code as its reason. A client that
+//! then a close frame with code 1011 and the error code as its reason. A reopen of the
+//! topic under a running stream (`POST .../recover`, the full-disk self-heal, a repair)
+//! does not end it: its next batch goes to the reopened topic (the embedded backend's
+//! publisher looks the topic up again), so only a batch that failed before the reopen
+//! ends a stream, and the client reconnects. A client that
 //! closes the connection gets no further confirmations: to know the fate of every
 //! message, wait for all of them before closing. Messages whose confirmation was lost
 //! that way were still published (as when an HTTP response is lost on the way).
