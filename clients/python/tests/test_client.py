@@ -166,6 +166,7 @@ METHODS = {
     "delete_topic": "delete_topic",
     "publish": "publish",
     "publish_batch": "publish_batch",
+    "read_messages": "read",
     "publish_stream": "publish_stream",
     "group_info": "group_info",
     "create_group": "create_group",
@@ -220,6 +221,14 @@ def test_the_endpoints_the_suite_does_not_use(server: Server) -> None:
     client.publish("logs", bytes([0, 255]))
     delivery = client.poll_raw("logs", "raw", consumer="r1")
     assert delivery == models.Delivery(0, 1, bytes([0, 255]))
+    page = client.read("logs", from_offset=0, limit=10)
+    assert [(m.offset, m.payload) for m in page.messages] == [(0, bytes([0, 255]))]
+    assert (page.first, page.next, page.end) == (0, 1, 1)
+    assert page.messages[0].published_at_ms > 0
+    assert client.read("logs", from_offset=1, wait_ms=50).messages == []
+    later = client.read("logs", from_time_ms=page.messages[0].published_at_ms + 1)
+    assert (later.first, later.messages) == (1, [])
+    assert client.seek_to_time("logs", "raw", 0).position == 0
     client.create_channel("drivers", max_subscribers=2)
     assert [(c.name, c.max_subscribers) for c in client.list_channels()] == [("drivers", 2)]
     ticket = client.issue_ticket("/v1/channels/drivers/events")

@@ -5,6 +5,7 @@
 import { ConsumeStream, type ConsumeStreamOptions } from "./consume_stream.js";
 import { Consumer, type ConsumeOptions } from "./consumer.js";
 import { type BatchPublished, type ChannelDelivery, type ChannelInfo, type DeadLetter, type DeadLetterPage, Delivery, type DeliveryRef, type GroupDetail, type GroupPause, type GroupSeeked, type Message, type TopicRecovered, type TopicRepairReport, type GroupSettings, type Health, type ItemResult, type NackKind, type Payload, type PolledBatch, type Published, type Retention, type Ticket, type TopicInfo, type TopicSummary } from "./models.js";
+import { type LogPage, type ReadOptions } from "./reads.js";
 import { StreamConsumer } from "./stream_consumer.js";
 import { PublishStream, Subscription } from "./streams.js";
 /** Milliseconds for a whole call; a long poll's wait is added on top. */
@@ -118,6 +119,10 @@ export declare class Client {
      * (their acks become 409 `not_owned`); a message seen before comes again with a higher attempt.
      */
     seek(topic: string, group: string, to: number | "earliest" | "latest"): Promise<GroupSeeked>;
+    /** Moves a group to the first message published at or after `time_ms` (Unix ms). */
+    seekToTime(topic: string, group: string, time_ms: number): Promise<GroupSeeked>;
+    /** One page of the topic's log without a group (nothing moves); see `reads.ts`. */
+    read(topic: string, options?: ReadOptions): Promise<LogPage>;
     /** Stops new deliveries until `resume` (or until `until_ms`, Unix ms). */
     pause(topic: string, group: string, until_ms?: number): Promise<GroupPause>;
     /** Ends a pause; `changed` is whether the group was paused. */

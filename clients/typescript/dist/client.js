@@ -6,6 +6,7 @@ import { ConsumeStream } from "./consume_stream.js";
 import { Consumer } from "./consumer.js";
 import { ApiError, InvalidName, Timeout, TransportError, apiError } from "./errors.js";
 import { Delivery, batchMessage, bytesOf, decodePayload, } from "./models.js";
+import { decodeLogPage, readQuery } from "./reads.js";
 import { StreamConsumer } from "./stream_consumer.js";
 import { PublishStream, sseSubscription, wsSubscription } from "./streams.js";
 /** Milliseconds for a whole call; a long poll's wait is added on top. */
@@ -246,6 +247,16 @@ export class Client {
     seek(topic, group, to) {
         const json = typeof to === "number" ? { offset: to } : { to };
         return this.json({ method: "POST", path: `${groupPath(topic, group)}/seek`, json });
+    }
+    /** Moves a group to the first message published at or after `time_ms` (Unix ms). */
+    seekToTime(topic, group, time_ms) {
+        return this.json({ method: "POST", path: `${groupPath(topic, group)}/seek`, json: { time_ms } });
+    }
+    /** One page of the topic's log without a group (nothing moves); see `reads.ts`. */
+    async read(topic, options = {}) {
+        const path = `/v1/topics/${name("topic", topic)}/messages`;
+        const call = { method: "GET", path, query: readQuery(options), waitMs: options.wait_ms ?? 0 };
+        return decodeLogPage(await this.json(call));
     }
     /** Stops new deliveries until `resume` (or until `until_ms`, Unix ms). */
     pause(topic, group, until_ms) {

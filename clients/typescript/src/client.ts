@@ -36,6 +36,7 @@ import {
   bytesOf,
   decodePayload,
 } from "./models.js";
+import { decodeLogPage, readQuery, type LogPage, type ReadOptions, type WireLogPage } from "./reads.js";
 import { StreamConsumer } from "./stream_consumer.js";
 import { PublishStream, Subscription, sseSubscription, wsSubscription } from "./streams.js";
 
@@ -355,6 +356,18 @@ export class Client {
   seek(topic: string, group: string, to: number | "earliest" | "latest"): Promise<GroupSeeked> {
     const json = typeof to === "number" ? { offset: to } : { to };
     return this.json({ method: "POST", path: `${groupPath(topic, group)}/seek`, json });
+  }
+
+  /** Moves a group to the first message published at or after `time_ms` (Unix ms). */
+  seekToTime(topic: string, group: string, time_ms: number): Promise<GroupSeeked> {
+    return this.json({ method: "POST", path: `${groupPath(topic, group)}/seek`, json: { time_ms } });
+  }
+
+  /** One page of the topic's log without a group (nothing moves); see `reads.ts`. */
+  async read(topic: string, options: ReadOptions = {}): Promise<LogPage> {
+    const path = `/v1/topics/${name("topic", topic)}/messages`;
+    const call = { method: "GET", path, query: readQuery(options), waitMs: options.wait_ms ?? 0 };
+    return decodeLogPage(await this.json<WireLogPage>(call));
   }
 
   /** Stops new deliveries until `resume` (or until `until_ms`, Unix ms). */

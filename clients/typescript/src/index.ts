@@ -21,5 +21,6 @@ export * from "./consume_stream.js";
 export * from "./consumer.js";
 export * from "./errors.js";
 export * from "./models.js";
+export * from "./reads.js";
 export * from "./stream_consumer.js";
 export * from "./streams.js";

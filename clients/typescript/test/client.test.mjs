@@ -127,6 +127,7 @@ const METHODS = {
   delete_topic: "deleteTopic",
   publish: "publish",
   publish_batch: "publishBatch",
+  read_messages: "read",
   publish_stream: "publishStream",
   group_info: "groupInfo",
   create_group: "createGroup",
@@ -175,6 +176,14 @@ test("every endpoint has a method, and the ones the suite does not use work", as
     await client.publish("logs", new Uint8Array([0, 255]));
     const delivery = await client.pollRaw("logs", "raw", "r1");
     assert.deepEqual([delivery.offset, delivery.attempt, [...delivery.payload]], [0, 1, [0, 255]]);
+    const page = await client.read("logs", { from: 0, limit: 10 });
+    assert.deepEqual(page.messages.map((m) => [m.offset, [...m.payload]]), [[0, [0, 255]]]);
+    assert.deepEqual([page.first, page.next, page.end], [0, 1, 1]);
+    assert.ok(page.messages[0].published_at_ms > 0);
+    assert.deepEqual((await client.read("logs", { from: 1, wait_ms: 50 })).messages, []);
+    const later = await client.read("logs", { from_time_ms: page.messages[0].published_at_ms + 1 });
+    assert.deepEqual([later.first, later.messages], [1, []]);
+    assert.equal((await client.seekToTime("logs", "raw", 0)).position, 0);
     await client.createChannel("drivers", { max_subscribers: 2 });
     assert.deepEqual((await client.listChannels()).map((c) => [c.name, c.max_subscribers]), [["drivers", 2]]);
     const ticket = await client.issueTicket("/v1/channels/drivers/events");

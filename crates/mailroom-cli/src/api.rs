@@ -8,9 +8,9 @@ use std::ops::Range;
 use bytes::Bytes;
 use mailroom_client::{
     BatchItemError, BatchPoll, ChannelDelivery, ChannelInfo, Client, ClientError, DeadLetterPage,
-    Delivery, DeliveryId, GroupDetail, GroupOptions, GroupPause, NackOptions, NackOutcome,
-    NewMessage, RetentionSettings, StartPosition, SubscribeOptions, Subscription, TopicInfo,
-    TopicRepairReport, TopicSummary,
+    Delivery, DeliveryId, GroupDetail, GroupOptions, GroupPause, LogPage, NackOptions, NackOutcome,
+    NewMessage, ReadFrom, RetentionSettings, StartPosition, SubscribeOptions, Subscription,
+    TopicInfo, TopicRepairReport, TopicSummary,
 };
 
 /// A stream of live-channel messages. It may move to another task (`demo` reads each
@@ -118,6 +118,19 @@ pub trait Api {
         offsets: Option<Range<u64>>,
     ) -> Result<u64, ClientError>;
     async fn seek(&self, topic: &str, group: &str, to: StartPosition) -> Result<u64, ClientError>;
+    async fn seek_to_time(
+        &self,
+        topic: &str,
+        group: &str,
+        time_ms: u64,
+    ) -> Result<u64, ClientError>;
+    async fn read(
+        &self,
+        topic: &str,
+        from: ReadFrom,
+        limit: usize,
+        wait_ms: u64,
+    ) -> Result<LogPage, ClientError>;
     async fn pause(
         &self,
         topic: &str,
@@ -281,6 +294,23 @@ impl Api for Client {
     }
     async fn seek(&self, topic: &str, group: &str, to: StartPosition) -> Result<u64, ClientError> {
         Client::seek(self, topic, group, to).await
+    }
+    async fn seek_to_time(
+        &self,
+        topic: &str,
+        group: &str,
+        time_ms: u64,
+    ) -> Result<u64, ClientError> {
+        Client::seek_to_time(self, topic, group, time_ms).await
+    }
+    async fn read(
+        &self,
+        topic: &str,
+        from: ReadFrom,
+        limit: usize,
+        wait_ms: u64,
+    ) -> Result<LogPage, ClientError> {
+        Client::read(self, topic, from, limit, wait_ms).await
     }
     async fn pause(
         &self,

@@ -1,7 +1,72 @@
-//! Times for people: Unix milliseconds as RFC 3339 in UTC, `2026-12-01T12:14:41.123Z`.
+//! Times for people: Unix milliseconds as RFC 3339 in UTC, `2026-12-01T12:14:41.123Z`,
+//! printed, and read back from the command line (`--from-time`, `--time`).
 //!
-//! A few lines of calendar arithmetic instead of a date crate: the CLI only ever prints
-//! a UTC instant the server sent, never parses one or needs a time zone.
+//! A few lines of calendar arithmetic instead of a date crate: the CLI only prints and
+//! reads UTC instants (the `Z` form, or Unix milliseconds), never a time zone.
+
+/// Reads an instant given on the command line: Unix milliseconds (`1764591281123`) or
+/// RFC 3339 in UTC with an optional fraction (`2025-12-01T12:14:41Z`,
+/// `2025-12-01T12:14:41.123Z`).
+///
+/// # Errors
+/// A message naming the forms accepted, for anything else (other offsets than `Z`
+/// included: say the instant in UTC).
+pub fn parse_instant_ms(text: &str) -> Result<u64, String> {
+    if let Ok(ms) = text.parse::<u64>() {
+        return Ok(ms);
+    }
+    rfc3339_utc(text).ok_or_else(|| {
+        format!(
+            "expected Unix milliseconds or a UTC time like 2025-12-01T12:14:41.123Z, got {text:?}"
+        )
+    })
+}
+
+/// `YYYY-MM-DDTHH:MM:SS[.f+]Z` (from 1970 on) as Unix milliseconds.
+fn rfc3339_utc(text: &str) -> Option<u64> {
+    let text = text.strip_suffix('Z').or_else(|| text.strip_suffix('z'))?;
+    let (date, time) = text.split_once(['T', 't', ' '])?;
+    let number = |part: &str, digits: usize| -> Option<u64> {
+        (part.len() == digits && part.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| part.parse().ok())
+            .flatten()
+    };
+    let mut date = date.split('-');
+    let (year, month, day) = (date.next()?, date.next()?, date.next()?);
+    let (year, month, day) = (number(year, 4)?, number(month, 2)?, number(day, 2)?);
+    let (clock, fraction) = time.split_once('.').unwrap_or((time, ""));
+    let mut clock = clock.split(':');
+    let (hour, minute, second) = (clock.next()?, clock.next()?, clock.next()?);
+    let (hour, minute, second) = (number(hour, 2)?, number(minute, 2)?, number(second, 2)?);
+    if date.next().is_some() || clock.next().is_some() || year < 1970 {
+        return None;
+    }
+    if !(1..=12).contains(&month) || hour > 23 || minute > 59 || second > 59 {
+        return None;
+    }
+    let days = days_from_civil(year, month, day)?;
+    let millis = match fraction {
+        "" => 0,
+        digits if digits.bytes().all(|b| b.is_ascii_digit()) => {
+            format!("{digits:0<3}")[..3].parse().ok()?
+        }
+        _ => return None,
+    };
+    Some(((days * 24 + hour) * 60 + minute) * 60_000 + second * 1_000 + millis)
+}
+
+/// The days from 1970-01-01 to a date on or after it (the inverse of
+/// [`civil_from_days`]); `None` for a day its month does not have.
+fn days_from_civil(year: u64, month: u64, day: u64) -> Option<u64> {
+    let shifted = if month <= 2 { year - 1 } else { year };
+    let era = shifted / 400;
+    let year_of_era = shifted % 400;
+    let month_index = (month + 9) % 12;
+    let day_of_year = (153 * month_index + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    let days = (era * 146_097 + day_of_era).checked_sub(719_468)?;
+    (day >= 1 && civil_from_days(days) == (year, month, day)).then_some(days)
+}
 
 /// `ms` Unix milliseconds as RFC 3339 UTC with millisecond precision.
 pub fn rfc3339_ms(ms: u64) -> String {
@@ -54,6 +119,37 @@ mod tests {
         assert_eq!(rfc3339_ms(4_107_542_400_000), "2100-03-01T00:00:00.000Z");
         assert_eq!(rfc3339_ms(1_735_689_599_999), "2024-12-31T23:59:59.999Z");
         assert_eq!(rfc3339_ms(1_764_591_281_123), "2025-12-01T12:14:41.123Z");
+    }
+
+    // Proves instants read back as they print, Unix milliseconds pass through, and
+    // malformed or impossible times (and other zones than Z) are refused.
+    #[test]
+    fn instants_parse_from_the_command_line() {
+        for ms in [0, 9, 951_782_400_000, 4_107_542_399_999, 1_764_591_281_123] {
+            assert_eq!(parse_instant_ms(&rfc3339_ms(ms)), Ok(ms));
+        }
+        assert_eq!(parse_instant_ms("1764591281123"), Ok(1_764_591_281_123));
+        assert_eq!(
+            parse_instant_ms("2025-12-01T12:14:41Z"),
+            Ok(1_764_591_281_000)
+        );
+        assert_eq!(
+            parse_instant_ms("2025-12-01T12:14:41.1Z"),
+            Ok(1_764_591_281_100)
+        );
+        for bad in [
+            "",
+            "soon",
+            "2025-12-01T12:14:41",
+            "2025-12-01T12:14:41+01:00",
+            "2025-02-30T00:00:00Z",
+            "2025-13-01T00:00:00Z",
+            "1969-12-31T23:59:59Z",
+            "2025-12-01T24:00:00Z",
+            "-5",
+        ] {
+            assert!(parse_instant_ms(bad).is_err(), "{bad}");
+        }
     }
 
     // Proves every day for 600 years steps the date by exactly one calendar day.

@@ -10,8 +10,9 @@ use bytes::Bytes;
 use mailroom_client::{
     BatchItemError, BatchPoll, ChannelDelivery, ChannelInfo, ClientError, DeadLetter,
     DeadLetterNote, DeadLetterPage, Delivery, DeliveryId, GroupCounters, GroupDetail, GroupInfo,
-    GroupOptions, GroupPause, InFlightDelivery, NackOptions, NackOutcome, NewMessage,
-    RetentionSettings, StartPosition, SubscribeOptions, TopicInfo, TopicRepairReport, TopicSummary,
+    GroupOptions, GroupPause, InFlightDelivery, LogMessage, LogPage, NackOptions, NackOutcome,
+    NewMessage, ReadFrom, RetentionSettings, StartPosition, SubscribeOptions, TopicInfo,
+    TopicRepairReport, TopicSummary,
 };
 
 use crate::api::{Api, Messages};
@@ -389,6 +390,48 @@ impl Api for Fake {
     async fn seek(&self, topic: &str, group: &str, to: StartPosition) -> Result<u64, ClientError> {
         self.record(format!("seek {topic} {group} {to:?}"));
         Ok(4)
+    }
+    async fn seek_to_time(
+        &self,
+        topic: &str,
+        group: &str,
+        time_ms: u64,
+    ) -> Result<u64, ClientError> {
+        self.record(format!("seek {topic} {group} time {time_ms}"));
+        Ok(5)
+    }
+    /// The log of [`Fake::info`] (offsets 0..6, `m0` to `m5`, published at 1000 +
+    /// offset), read by the server's rules: from the start below it, pages of `limit`.
+    async fn read(
+        &self,
+        topic: &str,
+        from: ReadFrom,
+        limit: usize,
+        wait_ms: u64,
+    ) -> Result<LogPage, ClientError> {
+        self.record(format!("read {topic} {from:?} {limit} {wait_ms}"));
+        let first = match from {
+            ReadFrom::Earliest => 0,
+            ReadFrom::Offset(offset) => offset.min(6),
+            ReadFrom::Time(time_ms) => time_ms.saturating_sub(1000).min(6),
+        };
+        let messages: Vec<LogMessage> = (first..6)
+            .take(limit)
+            .map(|offset| LogMessage {
+                offset,
+                payload: Bytes::from(format!("m{offset}")),
+                key: (offset == 1).then(|| "k".to_owned()),
+                headers: Default::default(),
+                published_at_ms: 1000 + offset,
+            })
+            .collect();
+        let next = messages.last().map_or(first, |m| m.offset + 1);
+        Ok(LogPage {
+            messages,
+            first,
+            next,
+            end: 6,
+        })
     }
     async fn pause(
         &self,

@@ -70,6 +70,11 @@ enum Command {
     Publish(commands::publish::Args),
     /// Poll a group, print each message, and ack it (or run a command and ack or nack).
     Consume(commands::consume::Args),
+    /// Print messages of a topic's log without a group (nothing moves), from an offset
+    /// or a time.
+    Read(commands::read::Args),
+    /// Print the last messages of a topic's log; --follow keeps printing new ones.
+    Tail(commands::tail::Args),
     /// List a group's dead letters (offset, attempts, reason, time, payload), a page at a
     /// time with --limit.
     DeadLetters(commands::dead_letters::Args),
@@ -176,6 +181,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .map(|_| ())
         }
         Command::Consume(args) => commands::consume::run(&client, args, output).await,
+        Command::Read(args) => commands::read::run(&client, args, output).await,
+        Command::Tail(args) => commands::tail::run(&client, args, output).await,
         Command::DeadLetters(args) => commands::dead_letters::run(&client, args, output).await,
         Command::Channel(command) => commands::channel::run(&client, command, output).await,
         Command::Stats => commands::stats::run(&client, output).await,

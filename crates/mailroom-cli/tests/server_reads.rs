@@ -73,7 +73,13 @@ fn payload_of(message: &Value) -> Vec<u8> {
     }
 }
 
-/// Topic `t` with group `g`, which has polled and holds offset 0 in flight.
+/// The page cap a read answers by (`PAGE_BYTES_MAX`).
+const CAP: usize = 16 << 20;
+
+/// The payload limit of the servers of these tests: room for one message above the cap.
+const PAYLOAD_LIMIT: &str = "16778240";
+
+/// Topic `t` with group `g`.
 async fn topic_and_group(server: &ServerProcess) {
     for (method, path, body) in [
         (Method::PUT, "/v1/topics/t", None),
@@ -88,14 +94,12 @@ async fn topic_and_group(server: &ServerProcess) {
     }
 }
 
-// Proves paging by `next` with a small limit reads every message exactly once, in
-// offset order, with its key, headers, publish time and byte-exact payload (text and
-// binary), ends with `next == end`, and leaves a group's view exactly as it was.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn paging_reads_every_message_once_and_moves_no_group() {
-    let dir = temp_dir();
-    let server = ServerProcess::start(dir.path(), &[]);
-    topic_and_group(&server).await;
+/// With `metadata`, every message carries a header and every other one a key.
+async fn check_paging_reads_every_message_once_and_moves_no_group(
+    server: &ServerProcess,
+    metadata: bool,
+) {
+    topic_and_group(server).await;
     let before_ms = now_ms();
     let mut sent: Vec<(Vec<u8>, Option<&str>)> = Vec::new();
     for i in 0..7u8 {
@@ -104,23 +108,26 @@ async fn paging_reads_every_message_once_and_moves_no_group() {
             1 => vec![0xff, i, 0x00, 0xfe],
             _ => Vec::new(),
         };
-        let key = (i % 2 == 0).then_some("customer-7");
-        let mut headers = vec![("mailroom-header-origin", "web")];
+        let key = (metadata && i % 2 == 0).then_some("customer-7");
+        let mut headers = Vec::new();
+        if metadata {
+            headers.push(("mailroom-header-origin", "web"));
+        }
         if let Some(key) = key {
             headers.push(("mailroom-key", key));
         }
-        publish_raw(&server, payload.clone(), &headers).await;
+        publish_raw(server, payload.clone(), &headers).await;
         sent.push((payload, key));
     }
     let after_ms = now_ms();
-    let (_, polled) = call(&server, Method::POST, "/v1/topics/t/groups/g/poll", None).await;
+    let (_, polled) = call(server, Method::POST, "/v1/topics/t/groups/g/poll", None).await;
     assert_eq!(polled["offset"], 0, "{polled}");
-    let (_, group_before) = call(&server, Method::GET, "/v1/topics/t/groups/g", None).await;
+    let (_, group_before) = call(server, Method::GET, "/v1/topics/t/groups/g", None).await;
 
     let mut read_back = Vec::new();
     let mut from = 0;
     loop {
-        let page = read(&server, &format!("from={from}&limit=3")).await;
+        let page = read(server, &format!("from={from}&limit=3")).await;
         assert_eq!(
             (page["first"].as_u64(), page["end"].as_u64()),
             (Some(from), Some(7))
@@ -144,37 +151,29 @@ async fn paging_reads_every_message_once_and_moves_no_group() {
             *key,
             "{message}"
         );
-        assert_eq!(message["headers"], json!({"origin": "web"}), "{message}");
+        let headers = metadata.then(|| json!({"origin": "web"}));
+        assert_eq!(message.get("headers"), headers.as_ref(), "{message}");
         let at = message["published_at_ms"].as_u64().expect("a publish time");
         assert!(
             (before_ms..=after_ms).contains(&at),
             "{at} in {before_ms}..={after_ms}"
         );
     }
-    let (_, group_after) = call(&server, Method::GET, "/v1/topics/t/groups/g", None).await;
+    let (_, group_after) = call(server, Method::GET, "/v1/topics/t/groups/g", None).await;
     assert_eq!(group_before, group_after);
     // Without `from` a read starts at the oldest retained message.
-    assert_eq!(read(&server, "limit=1").await["messages"][0]["offset"], 0);
+    assert_eq!(read(server, "limit=1").await["messages"][0]["offset"], 0);
 }
 
-// Proves the 16 MiB page cap: a message larger than the cap is read alone (so reading
-// never gets stuck), two that fill the cap exactly share a page, and the page stops
-// before a message that would pass it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pages_stop_at_the_byte_cap_but_hold_one_message() {
-    const CAP: usize = 16 << 20;
-    let dir = temp_dir();
-    let limit = (CAP + 1024).to_string();
-    let flags = ["--max-payload-bytes", limit.as_str(), "--fsync", "never"];
-    let server = ServerProcess::start(dir.path(), &flags);
-    topic_and_group(&server).await;
+async fn check_pages_stop_at_the_byte_cap_but_hold_one_message(server: &ServerProcess) {
+    topic_and_group(server).await;
     for size in [CAP + 1, CAP / 2, CAP / 2, 1] {
-        publish_raw(&server, vec![b'x'; size], &[]).await;
+        publish_raw(server, vec![b'x'; size], &[]).await;
     }
     let mut pages = Vec::new();
     let mut from = 0;
     while from < 4 {
-        let page = read(&server, &format!("from={from}&limit=100")).await;
+        let page = read(server, &format!("from={from}&limit=100")).await;
         let sizes: Vec<usize> = page["messages"]
             .as_array()
             .unwrap()
@@ -187,18 +186,12 @@ async fn pages_stop_at_the_byte_cap_but_hold_one_message() {
     assert_eq!(pages, vec![vec![CAP + 1], vec![CAP / 2, CAP / 2], vec![1]]);
 }
 
-// Proves `from_time_ms` starts at the first message published at or after the time
-// (by the publish times the read itself reports), the end of the log past the last
-// one, and the oldest message for a time before all of them.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_read_can_start_by_publish_time() {
-    let dir = temp_dir();
-    let server = ServerProcess::start(dir.path(), &[]);
-    topic_and_group(&server).await;
+async fn check_a_read_can_start_by_publish_time(server: &ServerProcess) {
+    topic_and_group(server).await;
     for i in 0..5 {
-        publish_raw(&server, format!("m{i}").into_bytes(), &[]).await;
+        publish_raw(server, format!("m{i}").into_bytes(), &[]).await;
     }
-    let page = read(&server, "").await;
+    let page = read(server, "").await;
     let times: Vec<u64> = page["messages"]
         .as_array()
         .unwrap()
@@ -208,16 +201,16 @@ async fn a_read_can_start_by_publish_time() {
     for (index, time) in times.iter().enumerate() {
         let expected = times.iter().position(|at| at >= time).unwrap() as u64;
         assert!(expected <= index as u64);
-        let page = read(&server, &format!("from_time_ms={time}")).await;
+        let page = read(server, &format!("from_time_ms={time}")).await;
         assert_eq!(page["first"], expected, "{page}");
         assert_eq!(page["messages"][0]["offset"], expected, "{page}");
     }
-    let late = read(&server, &format!("from_time_ms={}", times[4] + 1)).await;
+    let late = read(server, &format!("from_time_ms={}", times[4] + 1)).await;
     assert_eq!(
         late,
         json!({"messages": [], "first": 5, "next": 5, "end": 5})
     );
-    assert_eq!(read(&server, "from_time_ms=0").await["first"], 0);
+    assert_eq!(read(server, "from_time_ms=0").await["first"], 0);
 }
 
 // Proves a read below the retained start begins at the oldest retained message and
@@ -261,18 +254,12 @@ async fn a_read_below_the_retained_start_begins_at_the_start() {
     assert_eq!(page["next"], first + 1);
 }
 
-// Proves a read at the end of the log with `wait_ms` answers as soon as a message is
-// published (woken, long before the wait or the server's re-check), and that one with
-// nothing published answers an empty page when its wait ends.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_read_at_the_end_waits_for_a_publish() {
-    let dir = temp_dir();
-    let server = ServerProcess::start(dir.path(), &[]);
-    topic_and_group(&server).await;
-    publish_raw(&server, b"before".to_vec(), &[]).await;
+async fn check_a_read_at_the_end_waits_for_a_publish(server: &ServerProcess) {
+    topic_and_group(server).await;
+    publish_raw(server, b"before".to_vec(), &[]).await;
 
     let started = Instant::now();
-    let empty = read(&server, "from=1&wait_ms=300").await;
+    let empty = read(server, "from=1&wait_ms=300").await;
     assert!(started.elapsed() >= Duration::from_millis(300));
     assert_eq!(
         empty,
@@ -286,11 +273,11 @@ async fn a_read_at_the_end_waits_for_a_publish() {
         response.json::<Value>().await.unwrap()
     });
     let deadline = Deadline::new("the read to wait as a long poll");
-    while long_polls_waiting(&server).await == 0 {
+    while long_polls_waiting(server).await == 0 {
         deadline.check();
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    publish_raw(&server, b"after".to_vec(), &[]).await;
+    publish_raw(server, b"after".to_vec(), &[]).await;
     let page = waiting.await.unwrap();
     assert_eq!(page["messages"][0]["payload"], "after", "{page}");
     assert_eq!(page["next"], 2);
@@ -310,14 +297,9 @@ async fn long_polls_waiting(server: &ServerProcess) -> u64 {
         .map_or(0, |value| value.trim().parse().expect("a count"))
 }
 
-// Proves every bad parameter is a 400 whose JSON names it, an unknown topic a 404, and
-// a bad topic name a 400 invalid_name.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bad_read_parameters_are_refused_by_name() {
-    let dir = temp_dir();
-    let server = ServerProcess::start(dir.path(), &[]);
-    topic_and_group(&server).await;
-    publish_raw(&server, b"x".to_vec(), &[]).await;
+async fn check_bad_read_parameters_are_refused_by_name(server: &ServerProcess) {
+    topic_and_group(server).await;
+    publish_raw(server, b"x".to_vec(), &[]).await;
     for (query, named) in [
         ("from=abc", "from"),
         ("from=-1", "from"),
@@ -332,36 +314,30 @@ async fn bad_read_parameters_are_refused_by_name() {
         ("group=g", "group"),
     ] {
         let path = format!("/v1/topics/t/messages?{query}");
-        let (status, answer) = call(&server, Method::GET, &path, None).await;
+        let (status, answer) = call(server, Method::GET, &path, None).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {answer}");
         let message = answer["message"].as_str().unwrap_or_default();
         assert!(answer["error"].is_string(), "{query}: {answer}");
         assert!(message.contains(named), "{query}: {answer}");
     }
-    let (status, answer) = call(&server, Method::GET, "/v1/topics/nope/messages", None).await;
+    let (status, answer) = call(server, Method::GET, "/v1/topics/nope/messages", None).await;
     assert_eq!(
         (status, &answer["error"]),
         (StatusCode::NOT_FOUND, &json!("unknown_topic"))
     );
-    let (status, answer) = call(&server, Method::GET, "/v1/topics/a%20b/messages", None).await;
+    let (status, answer) = call(server, Method::GET, "/v1/topics/a%20b/messages", None).await;
     assert_eq!(
         (status, &answer["error"]),
         (StatusCode::BAD_REQUEST, &json!("invalid_name"))
     );
 }
 
-// Proves `{"time_ms"}` seeks a group to the first message published at or after the
-// time (then delivered next), to the end past the last one, and that a time above the
-// int64 range is a 400 naming time_ms.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_group_seeks_by_time() {
-    let dir = temp_dir();
-    let server = ServerProcess::start(dir.path(), &[]);
-    topic_and_group(&server).await;
+async fn check_a_group_seeks_by_time(server: &ServerProcess) {
+    topic_and_group(server).await;
     for i in 0..4 {
-        publish_raw(&server, format!("m{i}").into_bytes(), &[]).await;
+        publish_raw(server, format!("m{i}").into_bytes(), &[]).await;
     }
-    let page = read(&server, "").await;
+    let page = read(server, "").await;
     let time_of = |offset: usize| {
         page["messages"][offset]["published_at_ms"]
             .as_u64()
@@ -371,7 +347,7 @@ async fn a_group_seeks_by_time() {
     let expected = times.iter().position(|at| *at >= times[2]).unwrap() as u64;
     let seek = "/v1/topics/t/groups/g/seek";
     let (status, answer) = call(
-        &server,
+        server,
         Method::POST,
         seek,
         Some(json!({"time_ms": times[2]})),
@@ -379,10 +355,10 @@ async fn a_group_seeks_by_time() {
     .await;
     assert_eq!(status, StatusCode::OK, "{answer}");
     assert_eq!(answer["position"], expected);
-    let (_, delivery) = call(&server, Method::POST, "/v1/topics/t/groups/g/poll", None).await;
+    let (_, delivery) = call(server, Method::POST, "/v1/topics/t/groups/g/poll", None).await;
     assert_eq!(delivery["offset"], expected, "{delivery}");
     let (_, answer) = call(
-        &server,
+        server,
         Method::POST,
         seek,
         Some(json!({"time_ms": times[3] + 1})),
@@ -390,7 +366,7 @@ async fn a_group_seeks_by_time() {
     .await;
     assert_eq!(answer["position"], 4, "{answer}");
     let (status, answer) = call(
-        &server,
+        server,
         Method::POST,
         seek,
         Some(json!({"time_ms": 9223372036854775808u64})),
@@ -401,4 +377,90 @@ async fn a_group_seeks_by_time() {
         answer["message"].as_str().unwrap().contains("time_ms"),
         "{answer}"
     );
+}
+
+/// Starts the binary over a fresh data directory with the payload limit of these tests
+/// and `extra` flags; keep the directory for the server's life.
+fn start(extra: &[&str]) -> (tempfile::TempDir, ServerProcess) {
+    let dir = temp_dir();
+    let mut flags = vec!["--max-payload-bytes", PAYLOAD_LIMIT, "--fsync", "never"];
+    flags.extend_from_slice(extra);
+    let server = ServerProcess::start(dir.path(), &flags);
+    (dir, server)
+}
+
+// Proves paging by `next` with a small limit reads every message exactly once, in
+// offset order, with its key, headers, publish time and byte-exact payload (text and
+// binary), ends with `next == end`, and leaves a group's view exactly as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paging_reads_every_message_once_and_moves_no_group() {
+    let (_dir, server) = start(&[]);
+    check_paging_reads_every_message_once_and_moves_no_group(&server, true).await;
+}
+
+// Proves the 16 MiB page cap: a message larger than the cap is read alone (so reading
+// never gets stuck), two that fill the cap exactly share a page, and the page stops
+// before a message that would pass it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_stop_at_the_byte_cap_but_hold_one_message() {
+    let (_dir, server) = start(&[]);
+    check_pages_stop_at_the_byte_cap_but_hold_one_message(&server).await;
+}
+
+// Proves `from_time_ms` starts at the first message published at or after the time
+// (by the publish times the read itself reports), the end of the log past the last
+// one, and the oldest message for a time before all of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_can_start_by_publish_time() {
+    let (_dir, server) = start(&[]);
+    check_a_read_can_start_by_publish_time(&server).await;
+}
+
+// Proves a read at the end of the log with `wait_ms` answers as soon as a message is
+// published (woken, long before the wait or the server's re-check), and that one with
+// nothing published answers an empty page when its wait ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_at_the_end_waits_for_a_publish() {
+    let (_dir, server) = start(&[]);
+    check_a_read_at_the_end_waits_for_a_publish(&server).await;
+}
+
+// Proves every bad parameter is a 400 whose JSON names it, an unknown topic a 404, and
+// a bad topic name a 400 invalid_name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_read_parameters_are_refused_by_name() {
+    let (_dir, server) = start(&[]);
+    check_bad_read_parameters_are_refused_by_name(&server).await;
+}
+
+// Proves `{"time_ms"}` seeks a group to the first message published at or after the
+// time (then delivered next), to the end past the last one, and that a time above the
+// int64 range is a 400 naming time_ms.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_seeks_by_time() {
+    let (_dir, server) = start(&[]);
+    check_a_group_seeks_by_time(&server).await;
+}
+
+// Proves the PostgreSQL backend answers every scenario above as the embedded store does
+// (paging with metadata, the byte cap, a start by time, the long poll woken by a
+// publish, the refusals, seek by time), each over a fresh database.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_reads_as_the_embedded_store() {
+    for scenario in 0..6 {
+        let Some(url) = common::fresh_postgres_database().await else {
+            return;
+        };
+        let (_dir, server) = start(&["--store", &url]);
+        match scenario {
+            // Without metadata: this backend does not take keys and headers yet (the
+            // publish answers 501 not_supported); with them once it does.
+            0 => check_paging_reads_every_message_once_and_moves_no_group(&server, false).await,
+            1 => check_pages_stop_at_the_byte_cap_but_hold_one_message(&server).await,
+            2 => check_a_read_can_start_by_publish_time(&server).await,
+            3 => check_a_read_at_the_end_waits_for_a_publish(&server).await,
+            4 => check_bad_read_parameters_are_refused_by_name(&server).await,
+            _ => check_a_group_seeks_by_time(&server).await,
+        }
+    }
 }

@@ -119,7 +119,10 @@ impl From<StartPosition> for Start {
 
 /// A payload as the server writes it: text when it is UTF-8, base64 otherwise; exactly
 /// one of the two.
-fn payload_bytes(text: Option<String>, base64: Option<String>) -> Result<Bytes, ClientError> {
+pub(crate) fn payload_bytes(
+    text: Option<String>,
+    base64: Option<String>,
+) -> Result<Bytes, ClientError> {
     match (text, base64) {
         (Some(text), None) => Ok(Bytes::from(text)),
         (None, Some(encoded)) => base64::engine::general_purpose::STANDARD

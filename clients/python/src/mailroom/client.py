@@ -13,7 +13,7 @@ from typing import Any, Literal, TypeVar, overload
 
 import httpx
 
-from . import _calls, models
+from . import _calls, models, reads
 from ._calls import Call
 from ._options import Timeouts, headers
 from .consume_stream import ConsumeStream
@@ -214,6 +214,23 @@ class Client:
         before is delivered again with a higher attempt.
         """
         return self.run(_calls.seek(topic, group, to))
+
+    def seek_to_time(self, topic: str, group: str, time_ms: int) -> models.GroupSeeked:
+        """Moves a group to the first message published at or after ``time_ms`` (Unix ms)."""
+        return self.run(reads.seek_to_time(topic, group, time_ms))
+
+    def read(
+        self,
+        topic: str,
+        *,
+        from_offset: int | None = None,
+        from_time_ms: int | None = None,
+        limit: int | None = None,
+        wait_ms: int = 0,
+    ) -> reads.LogPage:
+        """One page of the topic's log without a group (nothing moves); see :mod:`mailroom.reads`."""
+        call = reads.read_messages(topic, from_offset, from_time_ms, limit, wait_ms)
+        return self.run(call)
 
     def pause(
         self, topic: str, group: str, until_ms: int | None = None

@@ -248,6 +248,18 @@ impl Api for Scripted {
     async fn resume(&self, _: &str, _: &str) -> Result<mailroom_client::GroupPause, ClientError> {
         unused()
     }
+    async fn seek_to_time(&self, _: &str, _: &str, _: u64) -> Result<u64, ClientError> {
+        unused()
+    }
+    async fn read(
+        &self,
+        _: &str,
+        _: mailroom_client::ReadFrom,
+        _: usize,
+        _: u64,
+    ) -> Result<mailroom_client::LogPage, ClientError> {
+        unused()
+    }
 }
 
 pub(super) fn scripted(payloads: &[&'static str]) -> Scripted {

@@ -1,11 +1,13 @@
-//! `mailroom group seek`: move a group to an offset, or to the oldest retained message
-//! or the end of the log.
+//! `mailroom group seek`: move a group to an offset, to the oldest retained message or
+//! the end of the log, or (`--time WHEN`) to the first message published at or after a
+//! time.
 
 use mailroom_client::StartPosition;
 use serde_json::json;
 
 use crate::api::Api;
 use crate::commands::group::GroupArgs;
+use crate::dates::parse_instant_ms;
 use crate::output::Output;
 
 /// A group and where to move it.
@@ -15,8 +17,12 @@ pub struct Args {
     at: GroupArgs,
     /// `earliest` (the oldest retained message), `latest` (the end of the log) or an
     /// offset within the retained log or at its end.
-    #[arg(value_parser = parse_target)]
-    to: StartPosition,
+    #[arg(value_parser = parse_target, required_unless_present = "time", conflicts_with = "time")]
+    to: Option<StartPosition>,
+    /// Move to the first message published at or after WHEN (Unix milliseconds or a UTC
+    /// time such as 2025-12-01T12:14:41Z); the end of the log if none is.
+    #[arg(long, value_name = "WHEN", value_parser = parse_instant_ms)]
+    time: Option<u64>,
 }
 
 /// Reads `earliest`, `latest` or an offset.
@@ -33,7 +39,12 @@ fn parse_target(text: &str) -> Result<StartPosition, String> {
 
 /// Moves the group and prints its new position. Deliveries in flight stop being owned.
 pub async fn run(api: &impl Api, args: Args, output: Output) -> anyhow::Result<()> {
-    let position = api.seek(&args.at.topic, &args.at.group, args.to).await?;
+    let (topic, group) = (&args.at.topic, &args.at.group);
+    let position = match (args.to, args.time) {
+        (Some(to), _) => api.seek(topic, group, to).await?,
+        (None, Some(time_ms)) => api.seek_to_time(topic, group, time_ms).await?,
+        (None, None) => unreachable!("clap requires a target or --time"),
+    };
     output.emit(json!({ "position": position }), || {
         format!("position {position}")
     });
@@ -60,9 +71,19 @@ mod tests {
                 topic: "t".into(),
                 group: "g".into(),
             },
-            to: StartPosition::Offset(7),
+            to: Some(StartPosition::Offset(7)),
+            time: None,
         };
         run(&fake, args, Output { json: true }).await.unwrap();
-        assert_eq!(fake.calls(), ["seek t g Offset(7)"]);
+        let by_time = Args {
+            at: GroupArgs {
+                topic: "t".into(),
+                group: "g".into(),
+            },
+            to: None,
+            time: Some(1_000),
+        };
+        run(&fake, by_time, Output { json: true }).await.unwrap();
+        assert_eq!(fake.calls(), ["seek t g Offset(7)", "seek t g time 1000"]);
     }
 }

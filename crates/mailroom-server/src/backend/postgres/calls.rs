@@ -15,8 +15,8 @@ use tokio::time::Instant;
 
 use super::Postgres;
 use crate::backend::{
-    Backend, BackendError, BackendHealth, GroupDetail, GroupGauges, RetentionChange, TopicOffsets,
-    TopicPublisher, TopicState,
+    Backend, BackendError, BackendHealth, GroupDetail, GroupGauges, LogPage, RetentionChange,
+    TopicOffsets, TopicPublisher, TopicState,
 };
 use crate::long_poll::LongPolls;
 
@@ -284,6 +284,20 @@ impl Backend for Postgres {
             self.wake(topic);
         }
         Ok(resumed)
+    }
+
+    async fn read_log(
+        &self,
+        topic: &str,
+        from: u64,
+        limit: usize,
+        bytes_max: usize,
+    ) -> Result<LogPage, BackendError> {
+        self.watched(self.log_page(topic, from, limit, bytes_max).await)
+    }
+
+    async fn offset_at_time(&self, topic: &str, time_ms: u64) -> Result<u64, BackendError> {
+        self.watched(self.offset_of_time(topic, time_ms).await)
     }
 
     async fn dead_letter_page(

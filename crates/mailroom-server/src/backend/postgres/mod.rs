@@ -10,8 +10,9 @@
 //!
 //! Topics (create, list, state, delete), publish (single and batch), groups (create,
 //! detail, config, delete), poll, ack, nack of every kind, touch, the batches and
-//! ack-then-poll, redrive, purge, dead-letter pages, `next_due_in`, gauges, sync and
-//! health, and the publish stream (its handle does not check the topic when opened: the
+//! ack-then-poll, redrive, purge, dead-letter pages, seek (by offset and by time),
+//! pause, reads of the log without a group, `next_due_in`, gauges, sync and health, and
+//! the publish stream (its handle does not check the topic when opened: the
 //! first publish does). Not yet: per-topic retention settings and retention itself
 //! (`create_topic_with` other than the defaults and `change_retention` answer 501
 //! `not_supported`; `enforce_retention` removes nothing), and live channels across
@@ -34,6 +35,7 @@ mod calls;
 mod deliveries;
 mod encoding;
 mod group;
+mod log_reads;
 mod notify;
 mod publisher;
 mod schema;
