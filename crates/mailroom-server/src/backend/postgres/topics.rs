@@ -10,7 +10,7 @@ use mailroom_store::{validate_name, StoreError};
 
 use super::encoding::encode;
 use super::group::{big, unknown_group, unknown_topic};
-use super::schema::{create_segment, create_topic_partition, topic_partition, SEGMENT_OFFSETS};
+use super::schema::{create_topic_partition, extend_segments, topic_partition};
 use deadpool_postgres::Pool;
 
 use super::{PgError, Postgres};
@@ -281,18 +281,19 @@ pub(super) async fn append(
     payloads: &[Bytes],
 ) -> Result<Range<u64>, BackendError> {
     let count = payloads.len() as i64;
+    let bytes: i64 = payloads.iter().map(|payload| payload.len() as i64).sum();
     let mut client = pool.get().await.map_err(PgError::from)?;
 
     let transaction = client.transaction().await.map_err(PgError::from)?;
     let take = transaction
         .prepare_cached(
-            "UPDATE mailroom_topics SET next_offset = next_offset + $2 WHERE name = $1 \
-                 RETURNING id, next_offset - $2, segments_end",
+            "UPDATE mailroom_topics SET next_offset = next_offset + $2, bytes = bytes + $3 \
+                 WHERE name = $1 RETURNING id, next_offset - $2, segments_end",
         )
         .await
         .map_err(PgError::from)?;
     let row = transaction
-        .query_opt(&take, &[&topic, &count])
+        .query_opt(&take, &[&topic, &count, &bytes])
         .await
         .map_err(PgError::from)?
         .ok_or_else(|| unknown_topic(topic))?;
@@ -304,21 +305,9 @@ pub(super) async fn append(
         return Ok(first..first);
     }
     if end > segments_end {
-        // Rare (once per SEGMENT_OFFSETS messages): made under the row lock just taken,
-        // so two brokers never both create a segment.
-        let mut statements = String::new();
-        let mut segment = segments_end / SEGMENT_OFFSETS;
-        while segment * SEGMENT_OFFSETS < end {
-            statements.push_str(&create_segment(topic_id, segment));
-            statements.push_str(";\n");
-            segment += 1;
-        }
-        statements.push_str(&format!(
-            "UPDATE mailroom_topics SET segments_end = {} WHERE id = {topic_id}",
-            segment * SEGMENT_OFFSETS
-        ));
+        // Rare (once per SEGMENT_OFFSETS messages).
         transaction
-            .batch_execute(&statements)
+            .batch_execute(&extend_segments(topic_id, segments_end, end))
             .await
             .map_err(PgError::from)?;
     }
