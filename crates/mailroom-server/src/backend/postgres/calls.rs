@@ -44,7 +44,10 @@ impl Backend for Postgres {
     }
 
     async fn create_topic(&self, topic: &str) -> Result<bool, BackendError> {
-        self.watched(self.create_topic_row(topic).await)
+        self.watched(
+            self.create_topic_row(topic, &TopicRetention::default())
+                .await,
+        )
     }
 
     async fn create_topic_with(
@@ -52,7 +55,7 @@ impl Backend for Postgres {
         topic: &str,
         retention: &TopicRetention,
     ) -> Result<bool, BackendError> {
-        self.watched(self.create_topic_row_with(topic, retention).await)
+        self.watched(self.create_topic_row(topic, retention).await)
     }
 
     async fn change_retention(

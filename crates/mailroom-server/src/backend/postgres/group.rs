@@ -274,11 +274,11 @@ async fn lock(
 }
 
 /// Which group row a write goes to, and what it held when locked.
-struct Row<'a> {
-    topic_id: i64,
-    group: &'a str,
-    version: i64,
-    dead_letter_seq: i64,
+pub(super) struct Row<'a> {
+    pub topic_id: i64,
+    pub group: &'a str,
+    pub version: i64,
+    pub dead_letter_seq: i64,
 }
 
 fn apply(state: &mut GroupState, change: &mailroom::group::Change) -> Result<(), BackendError> {
@@ -296,7 +296,7 @@ pub(super) fn apply_planned(
 }
 
 /// Restores the committed state from its bytes and the dead-letter rows.
-async fn restore(
+pub(super) async fn restore(
     client: &impl GenericClient,
     (group_id, topic_id, version): (i64, i64, i64),
     group: &str,
@@ -336,7 +336,7 @@ async fn restore(
 
 /// Writes `after` over `before`: the state, the next version and the dead letters added
 /// and removed (each added one with a copy of its message).
-async fn write_state(
+pub(super) async fn write_state(
     client: &impl GenericClient,
     at: &Row<'_>,
     before: &GroupState,

@@ -13,10 +13,10 @@
 //! ack, nack of every kind, touch, the batches and ack-then-poll, redrive, purge,
 //! dead-letter pages, `next_due_in`, gauges, sync and health, and the publish stream (its
 //! handle does not check the topic when opened: the first publish does). Every delivery
-//! and dead letter carries its message's publish time and metadata (`metadata.rs`). Not
-//! yet: per-topic retention settings and retention itself (`create_topic_with` other than
-//! the defaults and `change_retention` answer 501 `not_supported`; `enforce_retention`
-//! removes nothing), and live channels across brokers (channels stay each broker's own).
+//! and dead letter carries its message's publish time and metadata (`metadata.rs`).
+//! Retention: each topic's own limits over the brokers' defaults, enforced by a pass that
+//! drops whole segment tables (`retention.rs`). Not yet: live channels across brokers
+//! (channels stay each broker's own).
 
 use std::collections::HashMap;
 use std::str::FromStr;
