@@ -13,35 +13,9 @@ use std::process::{Command, Stdio};
 use common::{temp_dir, ServerProcess};
 use mailroom_client::StartPosition;
 
-const URL_VARIABLE: &str = "MAILROOM_TEST_POSTGRES";
-
 /// A fresh database on the test cluster, or `None` where the test may be skipped.
 async fn fresh_database() -> Option<String> {
-    let cluster = match std::env::var(URL_VARIABLE) {
-        Ok(url) => url,
-        Err(_) if std::env::var("CI").as_deref() == Ok("true") => {
-            panic!("{URL_VARIABLE} is not set under CI=true: start scripts/postgres.sh first")
-        }
-        Err(_) => {
-            eprintln!("not run: {URL_VARIABLE} is not set (scripts/postgres.sh start DIR)");
-            return None;
-        }
-    };
-    let (client, connection) = tokio_postgres::connect(&cluster, tokio_postgres::NoTls)
-        .await
-        .expect("connect to the test cluster");
-    tokio::spawn(connection);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let name = format!("mailroom_cli_{}_{nanos}", std::process::id());
-    client
-        .batch_execute(&format!("CREATE DATABASE {name}"))
-        .await
-        .expect("create a test database");
-    let (base, _) = cluster.rsplit_once('/').expect("the URL names a database");
-    Some(format!("{base}/{name}"))
+    common::fresh_postgres_database().await
 }
 
 // Proves two broker processes share one database: a delivery made by A is polled again

@@ -237,3 +237,43 @@ impl SseReader {
 pub fn temp_dir() -> tempfile::TempDir {
     tempfile::tempdir().expect("tempdir")
 }
+
+/// The variable naming the PostgreSQL test cluster's URL.
+pub const POSTGRES_URL_VARIABLE: &str = "MAILROOM_TEST_POSTGRES";
+
+/// A fresh database on the PostgreSQL test cluster (`MAILROOM_TEST_POSTGRES`, from
+/// `scripts/postgres.sh start DIR`), or `None` where the test may be skipped.
+///
+/// # Panics
+/// Under `CI=true` without the variable: CI must not skip these tests.
+pub async fn fresh_postgres_database() -> Option<String> {
+    let cluster = match std::env::var(POSTGRES_URL_VARIABLE) {
+        Ok(url) => url,
+        Err(_) if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!(
+                "{POSTGRES_URL_VARIABLE} is not set under CI=true: start scripts/postgres.sh first"
+            )
+        }
+        Err(_) => {
+            eprintln!(
+                "not run: {POSTGRES_URL_VARIABLE} is not set (scripts/postgres.sh start DIR)"
+            );
+            return None;
+        }
+    };
+    let (client, connection) = tokio_postgres::connect(&cluster, tokio_postgres::NoTls)
+        .await
+        .expect("connect to the test cluster");
+    tokio::spawn(connection);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let name = format!("mailroom_cli_{}_{nanos}", std::process::id());
+    client
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .await
+        .expect("create a test database");
+    let (base, _) = cluster.rsplit_once('/').expect("the URL names a database");
+    Some(format!("{base}/{name}"))
+}

@@ -51,8 +51,9 @@ pub const POOL_SIZE_MAX: usize = 32;
 /// How long a call waits for a connection (from the pool, or a new one) before it
 /// answers 503 `store_unavailable`.
 pub const CONNECT_TIMEOUT_MS: u64 = 5_000;
-/// The `idle_in_transaction_session_timeout` of the backend's sessions: a broker paused
-/// inside a transaction loses it (and the row locks it held) after this long.
+/// The `idle_in_transaction_session_timeout` of the backend's sessions, unless the store
+/// URL's `options` set one: a broker paused inside a transaction loses it (and the row
+/// locks it held) after this long.
 pub const IDLE_IN_TRANSACTION_MS: u64 = 10_000;
 
 /// The settings a broker applies to the database it shares: every broker on one database
@@ -286,9 +287,13 @@ fn session_config(url: &str) -> Result<tokio_postgres::Config, PgError> {
     let mut config =
         tokio_postgres::Config::from_str(url).map_err(|error| PgError::Url(error.to_string()))?;
     let mut options = config.get_options().unwrap_or("").to_owned();
-    options.push_str(&format!(
-        " -c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}"
-    ));
+    // A URL that sets its own timeout (`?options=-c idle_in_transaction_session_timeout=MS`)
+    // keeps it: the operator's choice of how fast a paused broker loses its locks.
+    if !options.contains("idle_in_transaction_session_timeout") {
+        options.push_str(&format!(
+            " -c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}"
+        ));
+    }
     config.options(options.trim());
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(Duration::from_millis(CONNECT_TIMEOUT_MS));
