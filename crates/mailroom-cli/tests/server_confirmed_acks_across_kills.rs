@@ -164,10 +164,11 @@ async fn check_group(client: &Client, ledger: &Mutex<Ledger>, round: u64) {
         "round {round}: position {} behind the confirmed acks up to {prefix}",
         detail.info.position
     );
-    let undone: Vec<&DeliveryId> = detail
+    let undone: Vec<(u64, u32)> = detail
         .deliveries
         .iter()
-        .filter(|id| ledger.confirmed.contains_key(&id.offset))
+        .filter(|delivery| ledger.confirmed.contains_key(&delivery.offset))
+        .map(|delivery| (delivery.offset, delivery.attempt))
         .collect();
     assert!(
         undone.is_empty(),

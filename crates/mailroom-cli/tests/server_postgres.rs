@@ -13,35 +13,9 @@ use std::process::{Command, Stdio};
 use common::{temp_dir, ServerProcess};
 use mailroom_client::StartPosition;
 
-const URL_VARIABLE: &str = "MAILROOM_TEST_POSTGRES";
-
 /// A fresh database on the test cluster, or `None` where the test may be skipped.
 async fn fresh_database() -> Option<String> {
-    let cluster = match std::env::var(URL_VARIABLE) {
-        Ok(url) => url,
-        Err(_) if std::env::var("CI").as_deref() == Ok("true") => {
-            panic!("{URL_VARIABLE} is not set under CI=true: start scripts/postgres.sh first")
-        }
-        Err(_) => {
-            eprintln!("not run: {URL_VARIABLE} is not set (scripts/postgres.sh start DIR)");
-            return None;
-        }
-    };
-    let (client, connection) = tokio_postgres::connect(&cluster, tokio_postgres::NoTls)
-        .await
-        .expect("connect to the test cluster");
-    tokio::spawn(connection);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    let name = format!("mailroom_cli_{}_{nanos}", std::process::id());
-    client
-        .batch_execute(&format!("CREATE DATABASE {name}"))
-        .await
-        .expect("create a test database");
-    let (base, _) = cluster.rsplit_once('/').expect("the URL names a database");
-    Some(format!("{base}/{name}"))
+    common::fresh_postgres_database().await
 }
 
 // Proves two broker processes share one database: a delivery made by A is polled again
@@ -163,4 +137,42 @@ async fn publish_stream_on_one_broker_reads_back_on_the_other() {
     for delivery in deliveries {
         assert_eq!(delivery.payload, format!("m{}", delivery.offset).as_bytes());
     }
+}
+
+// Proves idempotency keys survive a broker's kill -9: a key published on broker A, which
+// is then killed with SIGKILL, is a duplicate on broker B and on A restarted, and the
+// topic holds one copy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotency_keys_outlive_a_killed_broker() {
+    let Some(url) = fresh_database().await else {
+        return;
+    };
+    let (dir_a, dir_b) = (temp_dir(), temp_dir());
+    let a = ServerProcess::start(dir_a.path(), &["--store", &url]);
+    let b = ServerProcess::start(dir_b.path(), &["--store", &url]);
+    let http = reqwest::Client::new();
+    let publish = |server: &ServerProcess| {
+        http.post(server.at("/v1/topics/t/messages"))
+            .header("Idempotency-Key", "invoice-7")
+            .body("pay invoice 7")
+    };
+    let created = http.put(a.at("/v1/topics/t")).send().await.unwrap();
+    assert_eq!(created.status().as_u16(), 201);
+    let first: serde_json::Value = publish(&a).send().await.unwrap().json().await.unwrap();
+    assert_eq!(first, serde_json::json!({"offset": 0}));
+    a.kill();
+    let again: serde_json::Value = publish(&b).send().await.unwrap().json().await.unwrap();
+    assert_eq!(again, serde_json::json!({"offset": 0, "duplicate": true}));
+    let a = ServerProcess::start(dir_a.path(), &["--store", &url]);
+    let third: serde_json::Value = publish(&a).send().await.unwrap().json().await.unwrap();
+    assert_eq!(third, serde_json::json!({"offset": 0, "duplicate": true}));
+    let topic: serde_json::Value = http
+        .get(b.at("/v1/topics/t"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(topic["end"], 1, "{topic}");
 }

@@ -122,7 +122,12 @@ impl Server {
         config.connections_max = Some(budget.connections_max);
         if let Some(url) = config.store.clone() {
             let long_polls = std::sync::Arc::new(crate::long_poll::LongPolls::default());
-            let backend = crate::backend::Postgres::connect(&url, long_polls).await?;
+            let options = store_options(&config);
+            let options = crate::backend::postgres::PgOptions {
+                retention: options.retention,
+                idempotency: options.idempotency,
+            };
+            let backend = crate::backend::Postgres::connect_with(&url, long_polls, options).await?;
             let listener = Server::bind(&config).await?;
             return Ok(Server {
                 listener,

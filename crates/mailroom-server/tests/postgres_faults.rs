@@ -1,7 +1,6 @@
 //! The PostgreSQL backend's faults and refusals: a lost database answers 503
 //! `store_unavailable` and the broker reconnects by itself; a schema newer than the
-//! binary is refused at start; a call the backend does not support yet answers 501
-//! `not_supported` with a JSON body.
+//! binary is refused at start.
 
 mod postgres_support;
 
@@ -156,33 +155,6 @@ async fn restarted_broker_keeps_the_schema_and_data() {
     let (_, again) = broker(&url).await;
     let topic = ok(&again, Method::GET, "/v1/topics/t", "").await;
     assert_eq!(topic["end"], 1, "{topic}");
-}
-
-// Proves calls this backend does not support yet answer 501 `not_supported` with a JSON
-// body that names them, and change nothing.
-#[tokio::test]
-async fn unsupported_calls_answer_501() {
-    let Some(cluster) = cluster_url() else { return };
-    let url = fresh_database(&cluster).await;
-    let (_, app) = broker(&url).await;
-    let (status, body) = send(
-        &app,
-        Method::PUT,
-        "/v1/topics/t",
-        r#"{"retention":{"max_age_ms":1000}}"#,
-    )
-    .await;
-    assert_eq!(
-        (status, body["error"].clone()),
-        (501, json!("not_supported")),
-        "{body}"
-    );
-    assert!(
-        body["message"].as_str().unwrap().contains("retention"),
-        "{body}"
-    );
-    let (status, _) = send(&app, Method::GET, "/v1/topics/t", "").await;
-    assert_eq!(status, 404, "nothing was created");
 }
 
 // Proves the fencing the design rests on: a session that took a group's row lock (as a

@@ -238,11 +238,14 @@ pub fn temp_dir() -> tempfile::TempDir {
     tempfile::tempdir().expect("tempdir")
 }
 
-/// The variable naming the PostgreSQL test cluster (`scripts/postgres.sh start DIR`).
+/// The variable naming the PostgreSQL test cluster's URL.
 pub const POSTGRES_URL_VARIABLE: &str = "MAILROOM_TEST_POSTGRES";
 
-/// A fresh database on the PostgreSQL test cluster, as a `--store` URL; `None` (the test
-/// says it was not run) when no cluster is named, and a failure under `CI=true` then.
+/// A fresh database on the PostgreSQL test cluster (`MAILROOM_TEST_POSTGRES`, from
+/// `scripts/postgres.sh start DIR`), or `None` where the test may be skipped.
+///
+/// # Panics
+/// Under `CI=true` without the variable: CI must not skip these tests.
 pub async fn fresh_postgres_database() -> Option<String> {
     let cluster = match std::env::var(POSTGRES_URL_VARIABLE) {
         Ok(url) => url,

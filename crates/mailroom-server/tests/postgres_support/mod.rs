@@ -13,6 +13,7 @@ use axum::body::Body;
 use axum::http::{header, Method, Request};
 use axum::Router;
 use http_body_util::BodyExt as _;
+use mailroom_server::backend::postgres::PgOptions;
 use mailroom_server::backend::Postgres;
 use mailroom_server::long_poll::LongPolls;
 use mailroom_server::{app::router, state::AppState, Config};
@@ -60,8 +61,13 @@ pub async fn fresh_database(cluster: &str) -> String {
 
 /// A broker over the database at `url`: its backend and its router.
 pub async fn broker(url: &str) -> (Arc<Postgres>, Router) {
+    broker_with(url, PgOptions::default()).await
+}
+
+/// A broker over the database at `url` with `options`: its backend and its router.
+pub async fn broker_with(url: &str, options: PgOptions) -> (Arc<Postgres>, Router) {
     let backend = Arc::new(
-        Postgres::connect(url, Arc::new(LongPolls::default()))
+        Postgres::connect_with(url, Arc::new(LongPolls::default()), options)
             .await
             .expect("connect a broker"),
     );
@@ -104,4 +110,28 @@ pub async fn ok(app: &Router, method: Method, uri: &str, body: &str) -> Value {
     let (status, value) = send(app, method.clone(), uri, body).await;
     assert!(status < 300, "{method} {uri} {body}: {status} {value}");
     value
+}
+
+/// Sends a raw request with `headers` and `body`; returns the status, the response's
+/// headers and its body as bytes.
+pub async fn send_raw(
+    app: &Router,
+    method: Method,
+    uri: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, axum::http::HeaderMap, bytes::Bytes) {
+    let mut request = Request::builder().method(method).uri(uri);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = app
+        .clone()
+        .oneshot(request.body(Body::from(body.to_owned())).unwrap())
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (status, headers, bytes)
 }

@@ -9,13 +9,15 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use mailroom::group::{DeliveryId, GroupConfig, NackOptions, NotOwned};
-use mailroom::topic::{Delivery, Nack, StartPosition};
-use mailroom_store::{AckedThenPolled, DeadLetterPage, TopicRetention};
+use mailroom::topic::{Delivery, Message, Nack, StartPosition};
+use mailroom_store::{AckedThenPolled, DeadLetterPage, NewMessage, Stored, TopicRetention};
 use tokio::time::Instant;
 
+use super::idempotency::append_messages;
 use super::Postgres;
 use crate::backend::{
     Backend, BackendError, BackendHealth, GroupDetail, GroupGauges, LogPage, RetentionChange,
+    RetentionPass,
     TopicOffsets, TopicPublisher, TopicState,
 };
 use crate::long_poll::LongPolls;
@@ -43,7 +45,10 @@ impl Backend for Postgres {
     }
 
     async fn create_topic(&self, topic: &str) -> Result<bool, BackendError> {
-        self.watched(self.create_topic_row(topic).await)
+        self.watched(
+            self.create_topic_row(topic, &TopicRetention::default())
+                .await,
+        )
     }
 
     async fn create_topic_with(
@@ -51,18 +56,20 @@ impl Backend for Postgres {
         topic: &str,
         retention: &TopicRetention,
     ) -> Result<bool, BackendError> {
-        if *retention != TopicRetention::default() {
-            return Err(BackendError::NotSupported("a topic's own retention"));
-        }
-        self.create_topic(topic).await
+        self.watched(self.create_topic_row(topic, retention).await)
     }
 
     async fn change_retention(
         &self,
-        _topic: &str,
-        _change: RetentionChange,
+        topic: &str,
+        change: RetentionChange,
     ) -> Result<TopicState, BackendError> {
-        Err(BackendError::NotSupported("changing a topic's retention"))
+        self.watched(self.change_retention_row(topic, change).await)?;
+        self.topic_state(topic).await
+    }
+
+    async fn enforce_retention(&self) -> Result<RetentionPass, BackendError> {
+        self.watched(self.retention_pass().await)
     }
 
     async fn list_topics(&self) -> Result<Vec<TopicOffsets>, BackendError> {
@@ -117,6 +124,44 @@ impl Backend for Postgres {
             self.wake(topic);
         }
         Ok(offsets)
+    }
+
+    async fn publish_messages(
+        &self,
+        topic: &str,
+        messages: &[NewMessage],
+    ) -> Result<Range<u64>, BackendError> {
+        let answers = self.watched(append_messages(&self.pool, topic, messages, None).await)?;
+        let (first, last) = (answers.first(), answers.last());
+        let Some((first, last)) = first.zip(last) else {
+            return Ok(0..0);
+        };
+        self.wake(topic);
+        Ok(first.offset..last.offset + 1)
+    }
+
+    async fn publish_once(
+        &self,
+        topic: &str,
+        messages: &[NewMessage],
+    ) -> Result<Vec<Stored>, BackendError> {
+        let window = Some(self.options.idempotency);
+        let answers = self.watched(append_messages(&self.pool, topic, messages, window).await)?;
+        if answers.iter().any(|answer| !answer.duplicate) {
+            self.wake(topic);
+        }
+        Ok(answers)
+    }
+
+    fn messages(
+        &self,
+        _topic: &str,
+        items: Vec<(u64, Bytes)>,
+    ) -> Result<Vec<Message<Bytes>>, BackendError> {
+        items
+            .into_iter()
+            .map(|(offset, payload)| self.at_hand.message(offset, payload))
+            .collect()
     }
 
     fn publisher(&self, topic: &str) -> Result<Box<dyn TopicPublisher>, BackendError> {

@@ -350,7 +350,8 @@ impl Postgres {
         let rows = client
             .query(
                 &format!(
-                    "SELECT d.\"offset\", d.attempts, d.reason, d.at_ms, d.payload \
+                    "SELECT d.\"offset\", d.attempts, d.reason, d.at_ms, d.payload, \
+                     d.published_at_ms, d.key, d.headers::text, d.idempotency_key \
                      FROM mailroom_dead_letters d JOIN mailroom_topics t ON t.id = d.topic_id \
                      WHERE t.name = $1 AND d.group_name = $2 AND d.\"offset\" >= $3 \
                      ORDER BY {order} LIMIT $4"
@@ -360,15 +361,17 @@ impl Postgres {
             .await
             .map_err(PgError::from)?;
         let mut letters: Vec<DeadLetterInfo<Bytes>> = rows
-            .into_iter()
-            .map(|row| DeadLetterInfo {
-                offset: row.get::<_, i64>(0) as u64,
-                attempts: row.get::<_, i32>(1) as u32,
-                reason: row.get(2),
-                at_ms: row.get::<_, i64>(3) as u64,
-                message: Bytes::from(row.get::<_, Vec<u8>>(4)),
+            .iter()
+            .map(|row| {
+                Ok(DeadLetterInfo {
+                    offset: row.get::<_, i64>(0) as u64,
+                    attempts: row.get::<_, i32>(1) as u32,
+                    reason: row.get(2),
+                    at_ms: row.get::<_, i64>(3) as u64,
+                    message: self.at_hand.payload_of(row, 4)?,
+                })
             })
-            .collect();
+            .collect::<Result<_, BackendError>>()?;
         let next = match limit {
             Some(limit) if letters.len() > limit => letters.pop().map(|letter| letter.offset),
             _ => None,

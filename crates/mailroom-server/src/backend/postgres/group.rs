@@ -5,6 +5,7 @@
 //! the payloads handed out, commit. See `docs/scale-out.md`, "Groups".
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use deadpool_postgres::GenericClient;
@@ -14,6 +15,7 @@ use mailroom::topic::{Delivery, TopicError};
 use mailroom_store::StoreError;
 
 use super::encoding::{decode, encode};
+use super::metadata::AtHand;
 use super::{PgError, Postgres};
 use crate::backend::BackendError;
 
@@ -81,7 +83,8 @@ const ADD_DEAD_LETTERS: &str = "INSERT INTO mailroom_dead_letters (topic_id, gro
      FROM unnest($3::bigint[], $4::bigint[], $5::integer[], $6::text[], $7::bigint[]) \
      AS d(o, s, a, r, t) \
      JOIN mailroom_messages m ON m.topic_id = $1 AND m.\"offset\" = d.o";
-const PAYLOADS: &str = "SELECT \"offset\", payload FROM mailroom_messages \
+const PAYLOADS: &str = "SELECT \"offset\", payload, published_at_ms, key, headers::text, \
+     idempotency_key FROM mailroom_messages \
      WHERE topic_id = $1 AND \"offset\" = ANY($2)";
 const SIZES: &str = "SELECT \"offset\", octet_length(payload) FROM mailroom_messages \
      WHERE topic_id = $1 AND (\"offset\" = ANY($2) OR (\"offset\" >= $3 AND \"offset\" < $4))";
@@ -184,8 +187,11 @@ impl Postgres {
                 .await
                 .map(Some)
         };
-        let (written, deliveries) =
-            try_join(write, payloads(&transaction, topic_id, &planned.deliveries)).await?;
+        let (written, deliveries) = try_join(
+            write,
+            payloads(&transaction, &self.at_hand, topic_id, &planned.deliveries),
+        )
+        .await?;
         transaction.commit().await.map_err(PgError::from)?;
         let fresh = match written {
             Some(()) => Cached {
@@ -268,11 +274,11 @@ async fn lock(
 }
 
 /// Which group row a write goes to, and what it held when locked.
-struct Row<'a> {
-    topic_id: i64,
-    group: &'a str,
-    version: i64,
-    dead_letter_seq: i64,
+pub(super) struct Row<'a> {
+    pub topic_id: i64,
+    pub group: &'a str,
+    pub version: i64,
+    pub dead_letter_seq: i64,
 }
 
 fn apply(state: &mut GroupState, change: &mailroom::group::Change) -> Result<(), BackendError> {
@@ -290,7 +296,7 @@ pub(super) fn apply_planned(
 }
 
 /// Restores the committed state from its bytes and the dead-letter rows.
-async fn restore(
+pub(super) async fn restore(
     client: &impl GenericClient,
     (group_id, topic_id, version): (i64, i64, i64),
     group: &str,
@@ -330,7 +336,7 @@ async fn restore(
 
 /// Writes `after` over `before`: the state, the next version and the dead letters added
 /// and removed (each added one with a copy of its message).
-async fn write_state(
+pub(super) async fn write_state(
     client: &impl GenericClient,
     at: &Row<'_>,
     before: &GroupState,
@@ -418,6 +424,7 @@ struct AddedDeadLetters {
 /// The payloads of `ids`, as deliveries in the same order.
 async fn payloads(
     client: &impl GenericClient,
+    at_hand: &Arc<AtHand>,
     topic_id: i64,
     ids: &[DeliveryId],
 ) -> Result<Vec<Delivery<Bytes>>, BackendError> {
@@ -434,14 +441,9 @@ async fn payloads(
         .await
         .map_err(PgError::from)?;
     let found: HashMap<u64, Bytes> = rows
-        .into_iter()
-        .map(|row| {
-            (
-                row.get::<_, i64>(0) as u64,
-                Bytes::from(row.get::<_, Vec<u8>>(1)),
-            )
-        })
-        .collect();
+        .iter()
+        .map(|row| Ok((row.get::<_, i64>(0) as u64, at_hand.payload_of(row, 1)?)))
+        .collect::<Result<_, BackendError>>()?;
     ids.iter()
         .map(|id| {
             let message = found.get(&id.offset).cloned().ok_or_else(|| {

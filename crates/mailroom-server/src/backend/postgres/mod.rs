@@ -8,15 +8,16 @@
 //!
 //! # What this backend supports yet
 //!
-//! Topics (create, list, state, delete), publish (single and batch), groups (create,
-//! detail, config, delete), poll, ack, nack of every kind, touch, the batches and
-//! ack-then-poll, redrive, purge, dead-letter pages, seek (by offset and by time),
-//! pause, reads of the log without a group, `next_due_in`, gauges, sync and health, and
-//! the publish stream (its handle does not check the topic when opened: the
-//! first publish does). Not yet: per-topic retention settings and retention itself
-//! (`create_topic_with` other than the defaults and `change_retention` answer 501
-//! `not_supported`; `enforce_retention` removes nothing), and live channels across
-//! brokers (channels stay each broker's own).
+//! Topics (create, list, state, delete), publish (single and batch, with keys, headers
+//! and idempotency keys: `idempotency.rs`), groups (create, detail, config, delete), poll,
+//! ack, nack of every kind, touch, the batches and ack-then-poll, redrive, purge,
+//! dead-letter pages, seek (by offset and by time), pause, reads of the log without a
+//! group (`log_reads.rs`), `next_due_in`, gauges, sync and health, and the publish stream
+//! (its handle does not check the topic when opened: the first publish does). Every
+//! delivery, dead letter and read carries its message's publish time and metadata
+//! (`metadata.rs`). Retention: each topic's own limits over the brokers' defaults,
+//! enforced by a pass that drops whole segment tables (`retention.rs`). Not yet: live
+//! channels across brokers (channels stay each broker's own).
 
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -35,9 +36,12 @@ mod calls;
 mod deliveries;
 mod encoding;
 mod group;
+mod idempotency;
 mod log_reads;
+mod metadata;
 mod notify;
 mod publisher;
+mod retention;
 mod schema;
 mod seek_pause;
 mod topics;
@@ -49,9 +53,20 @@ pub const POOL_SIZE_MAX: usize = 32;
 /// How long a call waits for a connection (from the pool, or a new one) before it
 /// answers 503 `store_unavailable`.
 pub const CONNECT_TIMEOUT_MS: u64 = 5_000;
-/// The `idle_in_transaction_session_timeout` of the backend's sessions: a broker paused
-/// inside a transaction loses it (and the row locks it held) after this long.
+/// The `idle_in_transaction_session_timeout` of the backend's sessions, unless the store
+/// URL's `options` set one: a broker paused inside a transaction loses it (and the row
+/// locks it held) after this long.
 pub const IDLE_IN_TRANSACTION_MS: u64 = 10_000;
+
+/// The settings a broker applies to the database it shares: every broker on one database
+/// should be given the same ones (`docs/scale-out.md`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PgOptions {
+    /// The retention of every topic that has no limit of its own (`--retention-*`).
+    pub retention: mailroom_store::Retention,
+    /// The idempotency window of every topic (`--idempotency-window-*`).
+    pub idempotency: mailroom_store::IdempotencyWindow,
+}
 
 /// Why the PostgreSQL backend could not start or a call of it failed.
 #[derive(Debug, thiserror::Error)]
@@ -130,6 +145,9 @@ fn is_transient(error: &tokio_postgres::Error) -> bool {
 #[derive(Debug)]
 pub struct Postgres {
     pool: Pool,
+    options: PgOptions,
+    /// The metadata of the payloads this broker read and still holds.
+    at_hand: Arc<metadata::AtHand>,
     long_polls: Arc<LongPolls>,
     /// Each group's state as this broker last committed or read it, by (topic, group).
     cache: Mutex<HashMap<(String, String), group::Cached>>,
@@ -156,6 +174,19 @@ impl Postgres {
     /// [`PgError::Url`] for a bad URL, [`PgError::NewerSchema`] for a database of a newer
     /// binary, and the database's errors (the database must be reachable at start).
     pub async fn connect(url: &str, long_polls: Arc<LongPolls>) -> Result<Postgres, PgError> {
+        Postgres::connect_with(url, long_polls, PgOptions::default()).await
+    }
+
+    /// As [`connect`](Self::connect), with the retention defaults and idempotency window
+    /// of `options`.
+    ///
+    /// # Errors
+    /// As [`connect`](Self::connect).
+    pub async fn connect_with(
+        url: &str,
+        long_polls: Arc<LongPolls>,
+        options: PgOptions,
+    ) -> Result<Postgres, PgError> {
         let config = session_config(url)?;
         let manager = Manager::from_config(
             config.clone(),
@@ -183,6 +214,8 @@ impl Postgres {
         ];
         Ok(Postgres {
             pool,
+            options,
+            at_hand: Arc::default(),
             long_polls,
             cache: Mutex::new(HashMap::new()),
             failure,
@@ -230,6 +263,7 @@ impl Postgres {
             long_polls: Arc::clone(&self.long_polls),
             notifier: Arc::clone(&self.notifier),
             failure: Arc::clone(&self.failure),
+            window: self.options.idempotency,
         };
         publisher::PgPublisher::start(topic.to_owned(), publishing)
     }
@@ -255,9 +289,13 @@ fn session_config(url: &str) -> Result<tokio_postgres::Config, PgError> {
     let mut config =
         tokio_postgres::Config::from_str(url).map_err(|error| PgError::Url(error.to_string()))?;
     let mut options = config.get_options().unwrap_or("").to_owned();
-    options.push_str(&format!(
-        " -c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}"
-    ));
+    // A URL that sets its own timeout (`?options=-c idle_in_transaction_session_timeout=MS`)
+    // keeps it: the operator's choice of how fast a paused broker loses its locks.
+    if !options.contains("idle_in_transaction_session_timeout") {
+        options.push_str(&format!(
+            " -c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}"
+        ));
+    }
     config.options(options.trim());
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(Duration::from_millis(CONNECT_TIMEOUT_MS));

@@ -11,18 +11,29 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use deadpool_postgres::Pool;
+use mailroom_store::{IdempotencyWindow, NewMessage, Stored};
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot};
 
+use super::idempotency::append_messages;
 use super::notify::Notifier;
 use super::topics::append;
 use crate::backend::{BackendError, Durable, TopicPublisher};
 use crate::long_poll::LongPolls;
 
 /// One batch for the stream's task, and where its answer goes.
-struct Batch {
-    payloads: Vec<Bytes>,
-    answer: oneshot::Sender<Result<Range<u64>, BackendError>>,
+enum Batch {
+    /// Payloads without metadata.
+    Payloads(
+        Vec<Bytes>,
+        oneshot::Sender<Result<Range<u64>, BackendError>>,
+    ),
+    /// Messages with metadata; `true`: idempotently.
+    Messages(
+        Vec<NewMessage>,
+        bool,
+        oneshot::Sender<Result<Vec<Stored>, BackendError>>,
+    ),
 }
 
 /// What a stream's task needs of the backend.
@@ -31,6 +42,7 @@ pub(super) struct Publishing {
     pub long_polls: Arc<LongPolls>,
     pub notifier: Arc<Notifier>,
     pub failure: Arc<Mutex<Option<String>>>,
+    pub window: IdempotencyWindow,
 }
 
 /// A publish stream's handle; its task ends when the handle is dropped.
@@ -45,40 +57,83 @@ impl PgPublisher {
         let (batches, mut queue) = mpsc::unbounded_channel::<Batch>();
         tokio::spawn(async move {
             while let Some(batch) = queue.recv().await {
-                let result = append(&publishing.pool, &topic, &batch.payloads).await;
-                match &result {
-                    Ok(offsets) if !offsets.is_empty() => {
-                        publishing.long_polls.wake(&topic);
-                        publishing.notifier.mark(&topic);
-                        *publishing.failure.lock() = None;
+                // A stream that stopped waiting for an answer is gone: nothing to tell.
+                match batch {
+                    Batch::Payloads(payloads, answer) => {
+                        let result = append(&publishing.pool, &topic, &payloads).await;
+                        publishing.noted(&topic, result.as_ref().map(|r| !r.is_empty()));
+                        let _ = answer.send(result);
                     }
-                    Ok(_) => {}
-                    Err(BackendError::Unavailable(why)) => {
-                        *publishing.failure.lock() = Some(why.clone());
+                    Batch::Messages(messages, once, answer) => {
+                        let window = once.then_some(publishing.window);
+                        let result =
+                            append_messages(&publishing.pool, &topic, &messages, window).await;
+                        let stored = result
+                            .as_ref()
+                            .map(|answers| answers.iter().any(|answer| !answer.duplicate));
+                        publishing.noted(&topic, stored);
+                        let _ = answer.send(result);
                     }
-                    Err(_) => {}
                 }
-                // A stream that stopped waiting for this answer is gone: nothing to tell.
-                let _ = batch.answer.send(result);
             }
         });
         PgPublisher { batches }
     }
 }
 
+impl Publishing {
+    /// Wakes the topic's long polls after a batch that stored something, and notes what
+    /// the batch says of the database's health.
+    fn noted(&self, topic: &str, stored: Result<bool, &BackendError>) {
+        match stored {
+            Ok(true) => {
+                self.long_polls.wake(topic);
+                self.notifier.mark(topic);
+                *self.failure.lock() = None;
+            }
+            Ok(false) => {}
+            Err(BackendError::Unavailable(why)) => *self.failure.lock() = Some(why.clone()),
+            Err(_) => {}
+        }
+    }
+}
+
+impl PgPublisher {
+    /// Hands `batch` to the task and answers the wait for `wait`.
+    fn handed<T: Send + 'static>(
+        &self,
+        batch: Batch,
+        wait: oneshot::Receiver<Result<T, BackendError>>,
+    ) -> Result<Durable<T>, BackendError> {
+        let ended = || BackendError::Internal("the publish stream's task ended".into());
+        self.batches.send(batch).map_err(|_| ended())?;
+        Ok(Box::pin(async move { wait.await.map_err(|_| ended())? }))
+    }
+}
+
 impl TopicPublisher for PgPublisher {
     fn publish_batch(&self, payloads: &[Bytes]) -> Result<Durable<Range<u64>>, BackendError> {
         let (answer, wait) = oneshot::channel();
-        let batch = Batch {
-            payloads: payloads.to_vec(),
-            answer,
-        };
-        self.batches
-            .send(batch)
-            .map_err(|_| BackendError::Internal("the publish stream's task ended".into()))?;
+        self.handed(Batch::Payloads(payloads.to_vec(), answer), wait)
+    }
+
+    fn publish_messages(
+        &self,
+        messages: &[NewMessage],
+    ) -> Result<Durable<Range<u64>>, BackendError> {
+        let (answer, wait) = oneshot::channel();
+        let written = self.handed(Batch::Messages(messages.to_vec(), false, answer), wait)?;
         Ok(Box::pin(async move {
-            wait.await
-                .map_err(|_| BackendError::Internal("the publish stream's task ended".into()))?
+            let answers = written.await?;
+            Ok(match (answers.first(), answers.last()) {
+                (Some(first), Some(last)) => first.offset..last.offset + 1,
+                _ => 0..0,
+            })
         }))
+    }
+
+    fn publish_once(&self, messages: &[NewMessage]) -> Result<Durable<Vec<Stored>>, BackendError> {
+        let (answer, wait) = oneshot::channel();
+        self.handed(Batch::Messages(messages.to_vec(), true, answer), wait)
     }
 }

@@ -66,6 +66,28 @@ pub const MIGRATIONS: &[&str] = &[
             ON DELETE CASCADE
     );
     "#,
+    // 2: idempotency keys, per-topic retention settings, the log's byte count, and what
+    // retention removed (`docs/scale-out.md`, "Idempotent publish" and "Retention").
+    r#"
+    CREATE TABLE mailroom_idempotency_keys (
+        topic_id bigint NOT NULL REFERENCES mailroom_topics (id) ON DELETE CASCADE,
+        key      text   NOT NULL,
+        "offset" bigint NOT NULL,
+        at_ms    bigint NOT NULL,
+        PRIMARY KEY (topic_id, key)
+    );
+    ALTER TABLE mailroom_topics
+        ADD COLUMN bytes              bigint NOT NULL DEFAULT 0,
+        ADD COLUMN retention_age_ms   bigint,
+        ADD COLUMN retention_bytes    bigint,
+        ADD COLUMN retention_messages bigint,
+        ADD COLUMN keep_unconsumed    boolean,
+        ADD COLUMN removed_segments   bigint NOT NULL DEFAULT 0,
+        ADD COLUMN removed_bytes      bigint NOT NULL DEFAULT 0,
+        ADD COLUMN removed_messages   bigint NOT NULL DEFAULT 0;
+    UPDATE mailroom_topics t SET bytes = coalesce((SELECT sum(octet_length(m.payload))
+        FROM mailroom_messages m WHERE m.topic_id = t.id AND m."offset" >= t.start_offset), 0);
+    "#,
 ];
 
 /// The version this binary brings a database to.
@@ -114,6 +136,28 @@ pub async fn migrate(client: &mut Client) -> Result<i32, PgError> {
     }
     transaction.commit().await?;
     Ok(version_known())
+}
+
+/// The statements that create the segments of `topic_id`'s log from `segments_end` up to
+/// one holding offset `end - 1`, and raise the topic's `segments_end` to match; empty if
+/// the segments reach `end` already. Run under the topic row's lock, so two brokers never
+/// both create a segment.
+pub fn extend_segments(topic_id: i64, segments_end: u64, end: u64) -> String {
+    let mut statements = String::new();
+    if end <= segments_end {
+        return statements;
+    }
+    let mut segment = segments_end / SEGMENT_OFFSETS;
+    while segment * SEGMENT_OFFSETS < end {
+        statements.push_str(&create_segment(topic_id, segment));
+        statements.push_str(";\n");
+        segment += 1;
+    }
+    statements.push_str(&format!(
+        "UPDATE mailroom_topics SET segments_end = {} WHERE id = {topic_id}",
+        segment * SEGMENT_OFFSETS
+    ));
+    statements
 }
 
 /// The name of `topic_id`'s partition of the log.

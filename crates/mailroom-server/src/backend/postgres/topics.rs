@@ -6,31 +6,40 @@ use std::ops::Range;
 use bytes::Bytes;
 use mailroom::group::{ArgumentError, GroupConfig, GroupError, GroupState};
 use mailroom::topic::{StartPosition, TopicError, GROUP_NAME_BYTES_MAX};
-use mailroom_store::{validate_name, StoreError};
+use mailroom_store::{validate_name, StoreError, TopicRetention};
 
 use super::encoding::encode;
 use super::group::{big, unknown_group, unknown_topic};
-use super::schema::{create_segment, create_topic_partition, topic_partition, SEGMENT_OFFSETS};
+use super::retention::{limit_columns, RETENTION_COLUMNS};
+use super::schema::{create_topic_partition, extend_segments, topic_partition};
 use deadpool_postgres::Pool;
 
 use super::{PgError, Postgres};
-use crate::backend::{BackendError, GroupGauges, RetentionState, TopicOffsets};
+use crate::backend::{BackendError, GroupGauges, TopicOffsets};
 
 const NOW_MS: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
 
 impl Postgres {
-    /// Creates `topic` and its partition of the log; `false` if it existed.
-    pub(super) async fn create_topic_row(&self, topic: &str) -> Result<bool, BackendError> {
+    /// Creates `topic` with its own `retention` and its partition of the log; `false`
+    /// (and nothing changed) if it existed.
+    pub(super) async fn create_topic_row(
+        &self,
+        topic: &str,
+        retention: &TopicRetention,
+    ) -> Result<bool, BackendError> {
         validate_name(topic)?;
         let mut client = self.client().await?;
         let transaction = client.transaction().await.map_err(PgError::from)?;
+        let [age, bytes, count] = limit_columns(retention);
         let created = transaction
             .query_opt(
                 &format!(
-                    "INSERT INTO mailroom_topics (name, created_at_ms) VALUES ($1, {NOW_MS}) \
+                    "INSERT INTO mailroom_topics (name, created_at_ms, retention_age_ms, \
+                     retention_bytes, retention_messages, keep_unconsumed) \
+                     VALUES ($1, {NOW_MS}, $2, $3, $4, $5) \
                      ON CONFLICT (name) DO NOTHING RETURNING id"
                 ),
-                &[&topic],
+                &[&topic, &age, &bytes, &count, &retention.keep_unconsumed],
             )
             .await
             .map_err(PgError::from)?;
@@ -51,10 +60,13 @@ impl Postgres {
         let client = self.client().await?;
         let rows = client
             .query(
-                "SELECT t.name, t.start_offset, t.next_offset, \
-                 coalesce(array_agg(g.name ORDER BY g.name) FILTER (WHERE g.name IS NOT NULL), '{}') \
-                 FROM mailroom_topics t LEFT JOIN mailroom_groups g ON g.topic_id = t.id \
-                 GROUP BY t.id ORDER BY t.name",
+                &format!(
+                    "SELECT t.name, t.start_offset, t.next_offset, \
+                     coalesce(array_agg(g.name ORDER BY g.name) FILTER (WHERE g.name IS NOT NULL), '{{}}'), \
+                     {RETENTION_COLUMNS} \
+                     FROM mailroom_topics t LEFT JOIN mailroom_groups g ON g.topic_id = t.id \
+                     GROUP BY t.id ORDER BY t.name"
+                ),
                 &[],
             )
             .await
@@ -66,7 +78,7 @@ impl Postgres {
                 start: row.get::<_, i64>(1) as u64,
                 end: row.get::<_, i64>(2) as u64,
                 groups: row.get(3),
-                retention: RetentionState::default(),
+                retention: self.retention_state(&row, 4),
                 // A database has no per-topic files to be damaged: a topic fails only with
                 // the whole connection (BackendHealth::failure).
                 failure: None,
@@ -79,10 +91,13 @@ impl Postgres {
         let client = self.client().await?;
         let row = client
             .query_opt(
-                "SELECT t.start_offset, t.next_offset, \
-                 coalesce(array_agg(g.name ORDER BY g.name) FILTER (WHERE g.name IS NOT NULL), '{}') \
-                 FROM mailroom_topics t LEFT JOIN mailroom_groups g ON g.topic_id = t.id \
-                 WHERE t.name = $1 GROUP BY t.id",
+                &format!(
+                    "SELECT t.start_offset, t.next_offset, \
+                     coalesce(array_agg(g.name ORDER BY g.name) FILTER (WHERE g.name IS NOT NULL), '{{}}'), \
+                     {RETENTION_COLUMNS} \
+                     FROM mailroom_topics t LEFT JOIN mailroom_groups g ON g.topic_id = t.id \
+                     WHERE t.name = $1 GROUP BY t.id"
+                ),
                 &[&topic],
             )
             .await
@@ -93,7 +108,7 @@ impl Postgres {
             start: row.get::<_, i64>(0) as u64,
             end: row.get::<_, i64>(1) as u64,
             groups: row.get(2),
-            retention: RetentionState::default(),
+            retention: self.retention_state(&row, 3),
             // A database has no per-topic files to be damaged: a topic fails only with
             // the whole connection (BackendHealth::failure).
             failure: None,
@@ -281,18 +296,19 @@ pub(super) async fn append(
     payloads: &[Bytes],
 ) -> Result<Range<u64>, BackendError> {
     let count = payloads.len() as i64;
+    let bytes: i64 = payloads.iter().map(|payload| payload.len() as i64).sum();
     let mut client = pool.get().await.map_err(PgError::from)?;
 
     let transaction = client.transaction().await.map_err(PgError::from)?;
     let take = transaction
         .prepare_cached(
-            "UPDATE mailroom_topics SET next_offset = next_offset + $2 WHERE name = $1 \
-                 RETURNING id, next_offset - $2, segments_end",
+            "UPDATE mailroom_topics SET next_offset = next_offset + $2, bytes = bytes + $3 \
+                 WHERE name = $1 RETURNING id, next_offset - $2, segments_end",
         )
         .await
         .map_err(PgError::from)?;
     let row = transaction
-        .query_opt(&take, &[&topic, &count])
+        .query_opt(&take, &[&topic, &count, &bytes])
         .await
         .map_err(PgError::from)?
         .ok_or_else(|| unknown_topic(topic))?;
@@ -304,21 +320,9 @@ pub(super) async fn append(
         return Ok(first..first);
     }
     if end > segments_end {
-        // Rare (once per SEGMENT_OFFSETS messages): made under the row lock just taken,
-        // so two brokers never both create a segment.
-        let mut statements = String::new();
-        let mut segment = segments_end / SEGMENT_OFFSETS;
-        while segment * SEGMENT_OFFSETS < end {
-            statements.push_str(&create_segment(topic_id, segment));
-            statements.push_str(";\n");
-            segment += 1;
-        }
-        statements.push_str(&format!(
-            "UPDATE mailroom_topics SET segments_end = {} WHERE id = {topic_id}",
-            segment * SEGMENT_OFFSETS
-        ));
+        // Rare (once per SEGMENT_OFFSETS messages).
         transaction
-            .batch_execute(&statements)
+            .batch_execute(&extend_segments(topic_id, segments_end, end))
             .await
             .map_err(PgError::from)?;
     }
