@@ -247,7 +247,9 @@ fn check_slots(snapshot: &GroupSnapshot) -> Result<(), GroupError> {
         previous = Some(slot.offset);
     }
     for slot in snapshot.window.iter().chain(&snapshot.redriven) {
-        if slot.attempt == 0 {
+        // Attempt 0 is a message held back by its key, never delivered (see `keys.rs`).
+        let held = slot.failures == 0 && matches!(slot.phase, SlotPhase::Ready { .. });
+        if slot.attempt == 0 && !held {
             return invalid("a delivered message with no attempt");
         }
         if slot.phase != SlotPhase::Done && slot.failures >= config.max_attempts {
