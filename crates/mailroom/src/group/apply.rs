@@ -134,7 +134,9 @@ impl GroupState {
             // Offsets skipped on the way (their keys were busy) are held in the window,
             // never delivered (see `keys.rs`).
             let skipped = id.offset - fresh;
-            let room = (self.config.max_in_flight as usize).saturating_sub(self.window.len());
+            // The plan keeps unkeyed messages below `position + W`; keyed ones may reach
+            // further (see `keys.rs`), which only the plan, knowing keys, can check.
+            let room = (self.keyed_span() as usize).saturating_sub(self.window.len());
             if skipped >= room as u64 {
                 return Err("the window of max_in_flight messages is full");
             }

@@ -120,7 +120,8 @@
 //! [`plan_poll_new_keyed`](GroupState::plan_poll_new_keyed),
 //! [`next_due_ms_keyed`](GroupState::next_due_ms_keyed), and a [`BatchHome`] through
 //! [`BatchHome::plan_new`]) take a [`KeyLookup`] the home provides (offset → key hash,
-//! for the window `[position, position + W)`). With keys, at most one message per key is
+//! for the window `[position, position + KEYED_WINDOW_SPAN × W)`: a keyed message may go
+//! out that far past the position, an unkeyed one only below `position + W`). With keys, at most one message per key is
 //! in flight, a key's messages go out in offset order (a retry before any later message
 //! of its key), and a waiting keyed message holds back only its key; a message without a
 //! key keeps the rules above, and while it waits it still holds back everything above
@@ -202,7 +203,7 @@ pub use config::{
     MAX_IN_FLIGHT_MAX, REASON_BYTES_MAX,
 };
 pub use info::GroupInfo;
-pub use keys::{key_hash, KeyLookup, NoKeys};
+pub use keys::{key_hash, KeyLookup, NoKeys, KEYED_WINDOW_SPAN};
 pub use pause::{Pause, PAUSE_MS_MAX};
 pub use snapshot::GroupSnapshot;
 pub use state::GroupState;

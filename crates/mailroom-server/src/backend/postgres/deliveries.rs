@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use mailroom::group::{
     key_hash, plan_batch, BatchHome, BatchPoll, Change, DeliveryId, GroupState, NackOptions,
-    NewDelivery, NotOwned, Offer, PollStep, SlotPhase,
+    NewDelivery, NotOwned, Offer, PollStep, SlotPhase, KEYED_WINDOW_SPAN,
 };
 use mailroom::topic::{DeadLetterInfo, Delivery, Nack, TopicError};
 use mailroom_store::{DeadLetterPage, StoreError, DEAD_LETTERS_PAGE_MAX};
@@ -393,7 +393,7 @@ impl Postgres {
 
     /// The committed state of a group and the database's time, read without a lock
     /// (from the cache when its version is current).
-    /// The key hashes of the messages in the window `[position, position + W)` of
+    /// The key hashes of the messages in the window `[position, position + 4W)` of
     /// `state`, for a plan that reads no sizes (`next_due_in`); none are read when no slot
     /// is ready, since only a ready slot's key changes what the clock can do.
     pub(super) async fn window_keys(
@@ -408,7 +408,8 @@ impl Postgres {
             return Ok(HashMap::new());
         }
         let from = state.position();
-        let to = from.saturating_add(u64::from(state.config().max_in_flight));
+        let span = u64::from(state.config().max_in_flight) * u64::from(KEYED_WINDOW_SPAN);
+        let to = from.saturating_add(span);
         let client = self.client().await?;
         let rows = client
             .query(

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use deadpool_postgres::GenericClient;
 use futures_util::future::try_join;
 use mailroom::group::{
-    key_hash, DeadLetterEntry, DeadLetterNote, DeliveryId, GroupState, SlotPhase,
+    key_hash, DeadLetterEntry, DeadLetterNote, DeliveryId, GroupState, SlotPhase, KEYED_WINDOW_SPAN,
 };
 use mailroom::topic::{Delivery, TopicError};
 use mailroom_store::StoreError;
@@ -471,8 +471,9 @@ async fn payloads(
 }
 
 /// The payload sizes and key hashes of every message a batch poll of `state` may hand
-/// out: its slots and the fresh messages of two windows from its position (acks before
-/// the poll, in ack-then-poll, move the position at most past the first window).
+/// out: its slots and the fresh messages of two windows from its position (a window
+/// reaches `KEYED_WINDOW_SPAN × W` past the position for keyed messages; acks before the
+/// poll, in ack-then-poll, move the position at most past the first window).
 async fn sizes(
     client: &impl GenericClient,
     topic_id: i64,
@@ -484,10 +485,9 @@ async fn sizes(
         .filter(|slot| slot.phase != SlotPhase::Done)
         .map(|slot| big(slot.offset))
         .collect();
+    let span = u64::from(state.config().max_in_flight) * u64::from(KEYED_WINDOW_SPAN);
     let from = state.position();
-    let to = from
-        .saturating_add(2 * u64::from(state.config().max_in_flight))
-        .min(log_end);
+    let to = from.saturating_add(2 * span).min(log_end);
     let statement = client.prepare_cached(SIZES).await.map_err(PgError::from)?;
     let rows = client
         .query(&statement, &[&topic_id, &slots, &big(from), &big(to)])
