@@ -182,6 +182,9 @@ struct RunArgs {
     /// every publish goes through the batch endpoint, so compare at the same --batch.
     #[arg(long, value_enum, default_value_t = Metadata::None)]
     metadata: Metadata,
+    /// Distinct keys with `--metadata keys` (each message gets one at random).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
+    keys: u32,
     /// The JSON-lines file to append the result to.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -193,6 +196,8 @@ enum Metadata {
     None,
     KeyHeaders,
     Idempotent,
+    /// A key from `--keys` distinct ones (ordering keys, consume workload).
+    Keys,
 }
 
 impl RunArgs {
@@ -213,6 +218,7 @@ impl RunArgs {
                 self.batch,
                 match self.metadata {
                     Metadata::KeyHeaders => "key + 2 headers",
+                    Metadata::Keys => "keys",
                     _ => "idempotency key",
                 }
             ),
@@ -226,6 +232,10 @@ impl RunArgs {
                     self.prefetch
                 )
             }
+            Workload::Consume if self.metadata == Metadata::Keys => format!(
+                "{size}, 1 group, prefetch {}, {} keys",
+                self.prefetch, self.keys
+            ),
             Workload::Consume => format!("{size}, 1 group, prefetch {}", self.prefetch),
             Workload::Retry => format!(
                 "{size}, 1 in {} rejected, max {}, prefetch {}",
@@ -373,6 +383,7 @@ async fn measure(args: &RunArgs) -> Result<Measured> {
                 Metadata::None => MessageMetadata::None,
                 Metadata::KeyHeaders => MessageMetadata::KeyAndHeaders,
                 Metadata::Idempotent => MessageMetadata::IdempotencyKey,
+                Metadata::Keys => MessageMetadata::Keys(args.keys),
             };
             let mut system =
                 Mailroom::new(&format!("http://{}", args.address), shape)?.with_metadata(metadata);

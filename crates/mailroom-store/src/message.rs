@@ -150,6 +150,31 @@ pub fn decode_block(block: &[u8]) -> Result<Metadata, String> {
     Ok(metadata)
 }
 
+/// The key in a metadata block (as `encode_block` wrote it), without decoding the rest:
+/// what the planner of ordering keys asks for on every fresh message. `None` for a block
+/// without a key, or one too short to hold the key it claims (`decode_block` says why
+/// when the message is read).
+///
+/// # Example
+///
+/// ```
+/// use mailroom::topic::Metadata;
+/// use mailroom_store::message::{encode_block, key_of_block};
+///
+/// let mut block = Vec::new();
+/// encode_block(&Metadata::new().with_key("k").with_header("h", "v"), &mut block);
+/// assert_eq!(key_of_block(&block), Some(&b"k"[..]));
+/// ```
+pub fn key_of_block(block: &[u8]) -> Option<&[u8]> {
+    let flags = *block.get(METADATA_LENGTH_BYTES)?;
+    if flags & FLAG_KEY == 0 {
+        return None;
+    }
+    let at = METADATA_LENGTH_BYTES + 1;
+    let len = u16::from_le_bytes(block.get(at..at + 2)?.try_into().ok()?);
+    block.get(at + 2..at + 2 + usize::from(len))
+}
+
 /// The message a record of the message log holds.
 ///
 /// # Errors

@@ -67,6 +67,9 @@ pub enum MessageMetadata {
     KeyAndHeaders,
     /// A unique idempotency key per message, so every one is checked and stored.
     IdempotencyKey,
+    /// A key drawn at random (seeded by the message's number) from this many distinct
+    /// keys, for ordering keys in the consume workload.
+    Keys(u32),
 }
 
 /// A mailroom server.
@@ -127,7 +130,20 @@ fn message_with(metadata: MessageMetadata, payload: &Bytes) -> mailroom_client::
             let n = IDEMPOTENCY_KEYS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             message.with_idempotency_key(format!("{}-{n}", std::process::id()))
         }
+        MessageMetadata::Keys(keys) => {
+            let n = IDEMPOTENCY_KEYS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            // Random, not round-robin: round-robin keys never meet inside a window.
+            message.with_key(format!("key-{}", splitmix(n) % u64::from(keys.max(1))))
+        }
     }
+}
+
+/// SplitMix64: a well-spread number from a counter.
+fn splitmix(n: u64) -> u64 {
+    let mut z = n.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 /// Fails with the server's code and message if any item of a batch ack or nack failed, or

@@ -14,6 +14,7 @@ pub mod checkpoint;
 mod compaction;
 mod dead_letters;
 mod delivery;
+pub mod keys;
 mod pending;
 mod poll;
 mod reader;
@@ -49,6 +50,8 @@ pub struct GroupEntry {
     pub redriven_records: BTreeMap<u64, u64>,
     /// Set when the group is deleted, so a handle that raced the delete is refused.
     pub deleted: bool,
+    /// The key hashes of the window, for ordering keys (memory only, see `keys.rs`).
+    pub keys: keys::KeyCache,
 }
 
 impl GroupEntry {
@@ -59,6 +62,7 @@ impl GroupEntry {
             dead_letter_records: Vec::new(),
             redriven_records: BTreeMap::new(),
             deleted: false,
+            keys: keys::KeyCache::default(),
         }
     }
 

@@ -18,9 +18,11 @@
 use bytes::Bytes;
 use mailroom::group::{
     plan_batch, BatchEnd, BatchHome, BatchPoll, Change, DeliveryId, GroupState, NewDelivery, Offer,
+    PollStep,
 };
 use mailroom::topic::Delivery;
 
+use super::keys::KeyReader;
 use super::pending::{Pending, Staged};
 use super::set::{GroupSet, GroupSlot};
 use super::transition::GroupTransition;
@@ -196,8 +198,18 @@ impl StagedBatch<'_> {
     /// Reads the payload of `id` and adds the delivery if it fits; `take` runs first
     /// (to stage a new delivery), only if it does.
     fn offer(&mut self, id: DeliveryId, take: impl FnOnce(&mut Self)) -> Result<Offer, StoreError> {
-        let Some(message) = self.set.message(self.messages, self.entry, id.offset)? else {
-            return Ok(Offer::Vanished);
+        // A payload read with its key just before is taken from there (see `keys.rs`);
+        // a redriven message's payload comes from its dead letter, never from the log.
+        let stashed = match self.entry.redriven_records.contains_key(&id.offset) {
+            true => None,
+            false => self.entry.keys.take_payload(id.offset),
+        };
+        let message = match stashed {
+            Some(message) => message,
+            None => match self.set.message(self.messages, self.entry, id.offset)? {
+                Some(message) => message,
+                None => return Ok(Offer::Vanished),
+            },
         };
         if !self.bytes.take(&message) {
             return Ok(Offer::Declined);
@@ -219,6 +231,21 @@ impl BatchHome for StagedBatch<'_> {
         let slot = self.batch.slot;
         self.set
             .stage_change(self.messages, slot, self.entry, self.pending, change)
+    }
+
+    fn plan_new(&mut self, log_end: u64, now_ms: u64) -> Result<PollStep, StoreError> {
+        let entry = &mut *self.entry;
+        entry.keys.forget_below(entry.state.position());
+        let mut keys = KeyReader {
+            cache: &mut entry.keys,
+            messages: self.messages,
+            error: None,
+        };
+        let step = entry.state.plan_poll_new_keyed(log_end, now_ms, &mut keys);
+        match keys.error {
+            Some(error) => Err(error),
+            None => Ok(step),
+        }
     }
 
     fn owned(&mut self, id: DeliveryId) -> Result<Offer, StoreError> {

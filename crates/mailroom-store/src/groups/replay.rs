@@ -193,6 +193,7 @@ impl Replay<'_> {
                 state,
                 dead_letter_records: group.dead_letter_records.clone(),
                 deleted: false,
+                keys: Default::default(),
             };
             self.groups.insert(
                 group.id,

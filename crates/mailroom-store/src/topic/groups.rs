@@ -9,6 +9,7 @@ use std::time::Duration;
 use mailroom::group::{ArgumentError, DeliveryId, GroupConfig, GroupCounters, InFlightDelivery};
 use mailroom::topic::{GroupInfo, StartPosition, TopicError, GROUP_NAME_BYTES_MAX};
 
+use crate::groups::keys::KeyPeek;
 use crate::{DurableTopic, StoreError};
 
 /// The library's refusal of an empty group name (its rule comes before the store's own
@@ -197,10 +198,16 @@ impl DurableTopic {
     /// ```
     pub fn next_due_in(&self, group: &str) -> Result<Option<Duration>, StoreError> {
         let _live = self.live()?;
-        let due_ms = self
-            .inner
-            .groups
-            .peek(group, |entry| entry.state.next_due_ms())?;
+        let messages = &self.inner.messages;
+        let due_ms = self.inner.groups.peek(group, |entry| {
+            let mut keys = KeyPeek {
+                cache: &entry.keys,
+                messages,
+                error: None,
+            };
+            let due_ms = entry.state.next_due_ms_keyed(&mut keys);
+            keys.error.map_or(Ok(due_ms), Err)
+        })??;
         let now_ms = self.inner.clock.now_ms();
         Ok(due_ms.map(|due_ms| Duration::from_millis(due_ms.saturating_sub(now_ms))))
     }

@@ -129,14 +129,29 @@ impl GroupState {
             consumer: consumer.map(str::to_owned),
             lease_until_ms,
         };
-        if id.offset == self.next_fresh() {
-            if self.window.len() >= self.config.max_in_flight as usize {
+        let fresh = self.next_fresh();
+        if id.offset >= fresh {
+            // Offsets skipped on the way (their keys were busy) are held in the window,
+            // never delivered (see `keys.rs`).
+            let skipped = id.offset - fresh;
+            // The plan keeps unkeyed messages below `position + W`; keyed ones may reach
+            // further (see `keys.rs`), which only the plan, knowing keys, can check.
+            let room = (self.keyed_span() as usize).saturating_sub(self.window.len());
+            if skipped >= room as u64 {
                 return Err("the window of max_in_flight messages is full");
             }
             if Some(id.attempt) != self.first_attempt(id.offset) {
                 return Err(
                     "a first delivery must be attempt 1 (or the floor's next after a seek back)",
                 );
+            }
+            for offset in fresh..id.offset {
+                self.window.push_back(Slot {
+                    offset,
+                    attempt: self.held_attempt(offset),
+                    failures: 0,
+                    phase: SlotPhase::Ready { not_before_ms: 0 },
+                });
             }
             self.window.push_back(Slot {
                 offset: id.offset,
@@ -160,7 +175,10 @@ impl GroupState {
             }
             slot.attempt = id.attempt;
             slot.phase = phase;
-            self.counters.redeliveries += 1;
+            // A held slot's first delivery is attempt 1 (see `keys.rs`): not a redelivery.
+            if id.attempt > 1 {
+                self.counters.redeliveries += 1;
+            }
         }
         self.in_flight += 1;
         self.attempts_high = self.attempts_high.max(id.attempt);

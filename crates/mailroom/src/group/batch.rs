@@ -65,6 +65,18 @@ pub trait BatchHome {
     /// Whatever the home's write can fail with; the batch stops with it.
     fn expire(&mut self, change: Change) -> Result<(), Self::Error>;
 
+    /// Plans the next new delivery at `now_ms` against a log ending at `log_end`: by
+    /// default [`GroupState::plan_poll_new`] on [`state`](Self::state), for a log without
+    /// keys. A home whose messages carry keys plans with
+    /// [`GroupState::plan_poll_new_keyed`] and its own [`KeyLookup`](super::KeyLookup).
+    ///
+    /// # Errors
+    ///
+    /// Whatever reading the keys can fail with; the batch stops with it.
+    fn plan_new(&mut self, log_end: u64, now_ms: u64) -> Result<PollStep, Self::Error> {
+        Ok(self.state().plan_poll_new(log_end, now_ms))
+    }
+
     /// Adds the consumer's own delivery `id`, already in flight, to the batch.
     ///
     /// # Errors
@@ -140,7 +152,7 @@ pub fn plan_batch<H: BatchHome>(home: &mut H, poll: &BatchPoll<'_>) -> Result<Ba
         }
     }
     while taken < poll.max {
-        let new = match home.state().plan_poll_new(poll.log_end, poll.now_ms) {
+        let new = match home.plan_new(poll.log_end, poll.now_ms)? {
             PollStep::Idle | PollStep::Full | PollStep::Wait { .. } => break,
             PollStep::Expire(change) => {
                 home.expire(change)?;

@@ -7,6 +7,7 @@
 //! delivery, rather than poll on a timer, waits for a call or for this time, whichever
 //! comes first.
 
+use super::keys::{KeyLookup, NoKeys};
 use super::state::GroupState;
 use super::types::SlotPhase;
 
@@ -46,6 +47,14 @@ impl GroupState {
     /// assert!(matches!(group.plan_poll_new(2, 500), PollStep::Deliver(_)));
     /// ```
     pub fn next_due_ms(&self) -> Option<u64> {
+        self.next_due_ms_keyed(&mut NoKeys)
+    }
+
+    /// [`next_due_ms`](Self::next_due_ms) on a log whose messages may carry keys, which
+    /// `keys` tells (see the module docs of `keys.rs`): a ready slot counts only if it is
+    /// the lowest unfinished message of its key, and an unkeyed ready slot hides every
+    /// slot above it.
+    pub fn next_due_ms_keyed(&self, keys: &mut dyn KeyLookup) -> Option<u64> {
         let lease = self.next_lease_deadline_ms();
         // A paused group delivers nothing new until its pause ends, whatever the delays.
         if let Some(pause) = self.pause {
@@ -58,12 +67,9 @@ impl GroupState {
         if self.in_flight >= self.config.max_in_flight {
             return lease;
         }
-        // Only the lowest ready slot counts: a poll delivers it or waits for it, and
-        // never delivers a slot above it first (see `next_candidate`).
-        let delay = self.slots().find_map(|slot| match slot.phase {
-            SlotPhase::Ready { not_before_ms } => Some(not_before_ms),
-            _ => None,
-        });
+        // Without keys only the lowest ready slot counts: a poll delivers it or waits for
+        // it, and never delivers a slot above it first (see `next_candidate`).
+        let delay = self.first_delay_end_ms(keys);
         match (lease, delay) {
             (Some(lease), Some(delay)) => Some(lease.min(delay)),
             (lease, delay) => lease.or(delay),
@@ -97,7 +103,10 @@ mod tests {
     /// One call in a random history; time moves only by `Advance`.
     #[derive(Debug, Clone)]
     enum Op {
-        Publish,
+        /// A message with this key (`None`: without one).
+        Publish {
+            key: Option<u64>,
+        },
         Poll {
             consumer: u8,
         },
@@ -120,7 +129,7 @@ mod tests {
 
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
-            2 => Just(Op::Publish),
+            2 => proptest::option::of(0..3u64).prop_map(|key| Op::Publish { key }),
             4 => (0..3u8).prop_map(|consumer| Op::Poll { consumer }),
             2 => any::<usize>().prop_map(|pick| Op::Ack { pick }),
             3 => (any::<usize>(), 0..3u8, proptest::option::of(0..80u64))
@@ -143,8 +152,8 @@ mod tests {
 
     /// A poll's answer with the one part that moves with the poll's own time (the new
     /// lease's deadline) taken out: what "the answer changes" means.
-    fn answer(group: &GroupState, log_end: u64, at_ms: u64) -> PollStep {
-        match group.plan_poll_new(log_end, at_ms) {
+    fn answer(group: &GroupState, log: &[Option<u64>], at_ms: u64) -> PollStep {
+        match group.plan_poll_new_keyed(log.len() as u64, at_ms, &mut lookup(log)) {
             PollStep::Deliver(mut new) => {
                 new.lease_until_ms = None;
                 PollStep::Deliver(new)
@@ -165,18 +174,30 @@ mod tests {
         (!ids.is_empty()).then(|| ids[pick % ids.len()])
     }
 
+    /// The lookup of a log whose keys are `log` (one per offset).
+    fn lookup(log: &[Option<u64>]) -> impl FnMut(u64) -> Option<u64> + '_ {
+        |offset| log[offset as usize]
+    }
+
     /// Performs `op` at `now` as a home would: plans at `now`, applies what was planned.
-    fn perform(group: &mut GroupState, log_end: &mut u64, now: &mut u64, op: &Op) {
+    /// Returns the delivery a poll made.
+    fn perform(
+        group: &mut GroupState,
+        log: &mut Vec<Option<u64>>,
+        now: &mut u64,
+        op: &Op,
+    ) -> Option<DeliveryId> {
         match *op {
-            Op::Publish => *log_end += 1,
+            Op::Publish { key } => log.push(key),
             Op::Advance { ms } => *now += ms,
             Op::Poll { consumer } => loop {
-                match group.plan_poll_new(*log_end, *now) {
+                let log_end = log.len() as u64;
+                match group.plan_poll_new_keyed(log_end, *now, &mut lookup(log)) {
                     PollStep::Expire(change) => group.apply_change(&change).unwrap(),
                     PollStep::Deliver(new) => {
                         let name = consumer.to_string();
                         group.apply_delivery(new, Some(&name)).unwrap();
-                        break;
+                        return Some(new.id);
                     }
                     _ => break,
                 }
@@ -215,6 +236,7 @@ mod tests {
                 }
             }
         }
+        None
     }
 
     /// Every time at which a poll's answer could change: the poll compares the time only
@@ -240,8 +262,12 @@ mod tests {
 
     /// Checks `next_due_ms` against the answers themselves: no answer changes before it,
     /// and the answer does change at it (or it is 0 and a poll delivers at once).
-    fn check_next_due(group: &GroupState, log_end: u64, now: u64) -> Result<(), TestCaseError> {
-        let due = group.next_due_ms();
+    fn check_next_due(
+        group: &GroupState,
+        log_end: &[Option<u64>],
+        now: u64,
+    ) -> Result<(), TestCaseError> {
+        let due = group.next_due_ms_keyed(&mut lookup(log_end));
         let changes: Vec<u64> = candidate_times(group, now)
             .into_iter()
             .filter(|&at| at >= 1 && answer(group, log_end, at) != answer(group, log_end, at - 1))
@@ -271,6 +297,25 @@ mod tests {
     }
 
     proptest! {
+        // Proves the rules of ordering keys after every step of random histories (keys
+        // and messages without one, leases, delays, releases, redrives, W up to 3): at
+        // most one delivery per key in flight, and a key's messages go out in offset
+        // order, a retry before any later message of its key.
+        #[test]
+        fn keys_deliver_in_order_one_at_a_time(
+            config in config(),
+            ops in proptest::collection::vec(op(), 1..80),
+        ) {
+            let mut group = GroupState::with_config(config, 0).unwrap();
+            let (mut log, mut now) = (Vec::new(), 1);
+            for op in &ops {
+                let delivered = perform(&mut group, &mut log, &mut now, op);
+                check_keys(&group, &log, delivered)?;
+                let restored = GroupState::from_snapshot(group.snapshot());
+                prop_assert_eq!(restored.as_ref(), Ok(&group));
+            }
+        }
+
         // Proves next_due_ms is exactly the first time a poll's answer changes by the
         // clock alone, after every step of random histories (leases, delays, releases,
         // redrives, parallel deliveries): never later (a waiter would sleep through a
@@ -281,12 +326,50 @@ mod tests {
             ops in proptest::collection::vec(op(), 1..60),
         ) {
             let mut group = GroupState::with_config(config, 0).unwrap();
-            let (mut log_end, mut now) = (0, 1);
+            let (mut log, mut now) = (Vec::new(), 1);
             for op in &ops {
-                perform(&mut group, &mut log_end, &mut now, op);
-                check_next_due(&group, log_end, now)?;
+                perform(&mut group, &mut log, &mut now, op);
+                check_next_due(&group, &log, now)?;
             }
         }
+    }
+
+    /// Checks the rules of ordering keys on `group` (see `keys.rs`): at most one
+    /// delivery of a key in flight in the window, and `delivered` (just made) was the
+    /// lowest unfinished message of its key: every lower offset of its key from the
+    /// position on is finished.
+    fn check_keys(
+        group: &GroupState,
+        log: &[Option<u64>],
+        delivered: Option<DeliveryId>,
+    ) -> Result<(), TestCaseError> {
+        let position = group.position();
+        let mut in_flight = std::collections::HashSet::new();
+        for slot in group.slots().filter(|slot| slot.offset >= position) {
+            if let (SlotPhase::InFlight { .. }, Some(key)) =
+                (&slot.phase, log[slot.offset as usize])
+            {
+                prop_assert!(
+                    in_flight.insert(key),
+                    "two deliveries of key {key} in flight"
+                );
+            }
+        }
+        let Some(id) = delivered.filter(|id| id.offset >= position) else {
+            return Ok(());
+        };
+        let Some(key) = log[id.offset as usize] else {
+            return Ok(());
+        };
+        for offset in (position..id.offset).filter(|&o| log[o as usize] == Some(key)) {
+            // Finished above the position means a `Done` slot in the window.
+            let done = group.window.get((offset - position) as usize);
+            prop_assert!(
+                done.is_some_and(|slot| slot.phase == SlotPhase::Done),
+                "{id} of key {key} went out before offset {offset} of its key"
+            );
+        }
+        Ok(())
     }
 
     // Proves a full window reports only its leases, even with a slot past its delay

@@ -111,7 +111,24 @@
 //! a message is only ever delivered while its offset is below `position + W`. So first
 //! deliveries happen in offset order, and no message is delivered until every message
 //! at least W below it is finished (acked or dead-lettered). With W = 1 that is total
-//! order.
+//! order. (With keys, a message may also wait for its key; see below.)
+//!
+//! # Ordering keys
+//!
+//! Messages may carry a key. The group does not store keys: the `*_keyed` plan methods
+//! ([`plan_poll_keyed`](GroupState::plan_poll_keyed),
+//! [`plan_poll_new_keyed`](GroupState::plan_poll_new_keyed),
+//! [`next_due_ms_keyed`](GroupState::next_due_ms_keyed), and a [`BatchHome`] through
+//! [`BatchHome::plan_new`]) take a [`KeyLookup`] the home provides (offset → key hash,
+//! for the window `[position, position + KEYED_WINDOW_SPAN × W)`: a keyed message may go
+//! out that far past the position, an unkeyed one only below `position + W`). With keys, at most one message per key is
+//! in flight, a key's messages go out in offset order (a retry before any later message
+//! of its key), and a waiting keyed message holds back only its key; a message without a
+//! key keeps the rules above, and while it waits it still holds back everything above
+//! it. A fresh message whose key is busy is *held*: it takes its place in the window as
+//! a slot never delivered (attempt 0), persisted like any slot, so a delivery past it
+//! needs no extra change. The plain methods plan with [`NoKeys`]: exactly the rules
+//! without keys. The rules are in `keys.rs`.
 //!
 //! # Example
 //!
@@ -171,6 +188,7 @@ mod change;
 mod config;
 mod due;
 mod info;
+mod keys;
 mod pause;
 mod seek;
 mod snapshot;
@@ -185,6 +203,7 @@ pub use config::{
     MAX_IN_FLIGHT_MAX, REASON_BYTES_MAX,
 };
 pub use info::{GroupInfo, InFlightDelivery};
+pub use keys::{key_hash, KeyLookup, NoKeys, KEYED_WINDOW_SPAN};
 pub use pause::{Pause, PAUSE_MS_MAX};
 pub use snapshot::GroupSnapshot;
 pub use state::GroupState;

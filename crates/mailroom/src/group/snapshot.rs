@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use super::config::GroupConfig;
+use super::keys::KEYED_WINDOW_SPAN;
 use super::pause::Pause;
 use super::state::{DeadLetterNote, GroupCounters, GroupState, Slot, SlotPhase};
 use super::{DeadLetterEntry, GroupError};
@@ -194,9 +195,8 @@ impl GroupState {
             .chain(&snapshot.redriven)
             .map(|slot| slot.offset.saturating_add(1))
             .fold(snapshot.frontier, u64::max);
-        if in_flight > snapshot.config.max_in_flight as usize
-            || snapshot.window.len() > snapshot.config.max_in_flight as usize
-        {
+        let span = snapshot.config.max_in_flight as usize * KEYED_WINDOW_SPAN as usize;
+        if in_flight > snapshot.config.max_in_flight as usize || snapshot.window.len() > span {
             return invalid("more deliveries than max_in_flight");
         }
         Ok(GroupState {
@@ -247,7 +247,9 @@ fn check_slots(snapshot: &GroupSnapshot) -> Result<(), GroupError> {
         previous = Some(slot.offset);
     }
     for slot in snapshot.window.iter().chain(&snapshot.redriven) {
-        if slot.attempt == 0 {
+        // Attempt 0 is a message held back by its key, never delivered (see `keys.rs`).
+        let held = slot.failures == 0 && matches!(slot.phase, SlotPhase::Ready { .. });
+        if slot.attempt == 0 && !held {
             return invalid("a delivered message with no attempt");
         }
         if slot.phase != SlotPhase::Done && slot.failures >= config.max_attempts {

@@ -6,6 +6,7 @@ use std::ops::Range;
 
 use super::change::{Change, Failure, LEASE_EXPIRED_REASON};
 use super::config::{GroupConfig, NackKind, NackOptions};
+use super::keys::{KeyLookup, NoKeys};
 use super::pause::Pause;
 pub use super::types::{DeadLetterNote, GroupCounters, NewDelivery, PollStep, Slot, SlotPhase};
 use super::{DeadLetterEntry, DeliveryId, GroupError, GroupEvent, NotOwned, PollPlan};
@@ -208,6 +209,34 @@ impl GroupState {
     /// ```
     #[inline(always)]
     pub fn plan_poll(&self, log_end: u64, now_ms: u64, consumer: Option<&str>) -> PollStep {
+        self.plan_poll_keyed(log_end, now_ms, consumer, &mut NoKeys)
+    }
+
+    /// [`plan_poll`](Self::plan_poll) on a log whose messages may carry keys, which
+    /// `keys` tells (see the module docs of `keys.rs`). Changes nothing.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use mailroom::group::{GroupConfig, GroupState, PollStep};
+    ///
+    /// let mut group = GroupState::with_config(GroupConfig::new(1).with_max_in_flight(4), 0).unwrap();
+    /// // Offsets 0 and 1 share a key, 2 has none.
+    /// let mut keys = |offset: u64| (offset < 2).then_some(7);
+    /// let PollStep::Deliver(new) = group.plan_poll_keyed(3, 0, Some("a"), &mut keys) else { unreachable!() };
+    /// group.apply_delivery(new, Some("a")).unwrap();
+    /// // "b" skips offset 1 (its key is in flight) and gets offset 2.
+    /// let PollStep::Deliver(new) = group.plan_poll_keyed(3, 0, Some("b"), &mut keys) else { unreachable!() };
+    /// assert_eq!(new.id.offset, 2);
+    /// ```
+    #[inline(always)]
+    pub fn plan_poll_keyed(
+        &self,
+        log_end: u64,
+        now_ms: u64,
+        consumer: Option<&str>,
+        keys: &mut dyn KeyLookup,
+    ) -> PollStep {
         if let Some(change) = self.plan_expiry(now_ms) {
             return PollStep::Expire(change);
         }
@@ -216,7 +245,7 @@ impl GroupState {
                 return PollStep::InFlight(own);
             }
         }
-        self.plan_unexpired(log_end, now_ms)
+        self.plan_unexpired(log_end, now_ms, keys)
     }
 
     /// Plans a poll for a *new* delivery at `now_ms`, whoever owns what: the step a batch
@@ -240,22 +269,34 @@ impl GroupState {
     /// ```
     #[inline(always)]
     pub fn plan_poll_new(&self, log_end: u64, now_ms: u64) -> PollStep {
+        self.plan_poll_new_keyed(log_end, now_ms, &mut NoKeys)
+    }
+
+    /// [`plan_poll_new`](Self::plan_poll_new) on a log whose messages may carry keys,
+    /// which `keys` tells (see the module docs of `keys.rs`). Changes nothing.
+    #[inline(always)]
+    pub fn plan_poll_new_keyed(
+        &self,
+        log_end: u64,
+        now_ms: u64,
+        keys: &mut dyn KeyLookup,
+    ) -> PollStep {
         match self.plan_expiry(now_ms) {
             Some(change) => PollStep::Expire(change),
-            None => self.plan_unexpired(log_end, now_ms),
+            None => self.plan_unexpired(log_end, now_ms, keys),
         }
     }
 
-    /// [`plan_poll_new`](Self::plan_poll_new) once no lease is due.
+    /// [`plan_poll_new_keyed`](Self::plan_poll_new_keyed) once no lease is due.
     #[inline(always)]
-    fn plan_unexpired(&self, log_end: u64, now_ms: u64) -> PollStep {
+    fn plan_unexpired(&self, log_end: u64, now_ms: u64, keys: &mut dyn KeyLookup) -> PollStep {
         if let Some(step) = self.paused_step(now_ms) {
             return step;
         }
         if self.in_flight > 0 && self.in_flight >= self.config.max_in_flight {
             return PollStep::Full;
         }
-        let offset = match self.next_candidate(log_end, now_ms) {
+        let offset = match self.next_candidate(log_end, now_ms, keys) {
             Ok(offset) => offset,
             Err(step) => return step,
         };
@@ -284,36 +325,6 @@ impl GroupState {
                 _ => false,
             })
             .map(slot_id)
-    }
-
-    /// The offset to deliver next: the lowest ready slot, unless a lower one waits out a
-    /// delay; else the next fresh message if the window has room. This is the one place
-    /// that chooses what a group delivers next.
-    #[inline(always)]
-    fn next_candidate(&self, log_end: u64, now_ms: u64) -> Result<u64, PollStep> {
-        if self.in_flight as usize != self.redriven.len() + self.window.len() {
-            for slot in self.slots() {
-                match slot.phase {
-                    SlotPhase::Ready { not_before_ms } if not_before_ms <= now_ms => {
-                        return Ok(slot.offset)
-                    }
-                    SlotPhase::Ready { not_before_ms } => {
-                        return Err(PollStep::Wait {
-                            until_ms: not_before_ms,
-                        })
-                    }
-                    _ => {}
-                }
-            }
-        }
-        let fresh = self.next_fresh();
-        if fresh >= log_end {
-            return Err(PollStep::Idle);
-        }
-        if self.window.len() >= self.config.max_in_flight as usize {
-            return Err(PollStep::Idle);
-        }
-        Ok(fresh)
     }
 
     /// Plans an ack of `delivery`, ignoring time: the basic ack. Changes nothing.

@@ -361,8 +361,10 @@ impl Backend for Postgres {
         group: &str,
     ) -> Result<Option<Duration>, BackendError> {
         let (state, now_ms) = self.watched(self.read_state(topic, group).await)?;
+        let keys = self.watched(self.window_keys(topic, &state).await)?;
+        let mut lookup = super::group::Planning::key_lookup(&keys);
         Ok(state
-            .next_due_ms()
+            .next_due_ms_keyed(&mut lookup)
             .map(|due_ms| Duration::from_millis(due_ms.saturating_sub(now_ms))))
     }
 

@@ -5,9 +5,11 @@
 use std::ops::Range;
 
 use bytes::Bytes;
+use std::collections::HashMap;
+
 use mailroom::group::{
-    plan_batch, BatchHome, BatchPoll, Change, DeliveryId, GroupState, NackOptions, NewDelivery,
-    NotOwned, Offer, PollStep,
+    key_hash, plan_batch, BatchHome, BatchPoll, Change, DeliveryId, GroupState, NackOptions,
+    NewDelivery, NotOwned, Offer, PollStep, SlotPhase, KEYED_WINDOW_SPAN,
 };
 use mailroom::topic::{DeadLetterInfo, Delivery, Nack, TopicError};
 use mailroom_store::{DeadLetterPage, StoreError, DEAD_LETTERS_PAGE_MAX};
@@ -60,6 +62,14 @@ impl BatchHome for Collect<'_> {
 
     fn state(&self) -> &GroupState {
         &self.planning.state
+    }
+
+    fn plan_new(&mut self, log_end: u64, now_ms: u64) -> Result<PollStep, BackendError> {
+        let planning = &mut *self.planning;
+        let mut keys = Planning::key_lookup(&planning.keys);
+        Ok(planning
+            .state
+            .plan_poll_new_keyed(log_end, now_ms, &mut keys))
     }
 
     fn expire(&mut self, change: Change) -> Result<(), BackendError> {
@@ -136,10 +146,15 @@ impl Postgres {
         consumer: Option<&str>,
     ) -> Result<Option<Delivery<Bytes>>, BackendError> {
         let (_, deliveries) = self
-            .group_call(topic, group, false, |planning| loop {
-                let step = planning
-                    .state
-                    .plan_poll(planning.log_end, planning.now_ms, consumer);
+            // The keys of the window are read with the sizes (see `group::sizes`).
+            .group_call(topic, group, true, |planning| loop {
+                let mut keys = Planning::key_lookup(&planning.keys);
+                let step = planning.state.plan_poll_keyed(
+                    planning.log_end,
+                    planning.now_ms,
+                    consumer,
+                    &mut keys,
+                );
                 let id = match step {
                     PollStep::Idle | PollStep::Full | PollStep::Wait { .. } => None,
                     PollStep::Expire(change) => {
@@ -381,6 +396,42 @@ impl Postgres {
 
     /// The committed state of a group and the database's time, read without a lock
     /// (from the cache when its version is current).
+    /// The key hashes of the messages in the window `[position, position + 4W)` of
+    /// `state`, for a plan that reads no sizes (`next_due_in`); none are read when no slot
+    /// is ready, since only a ready slot's key changes what the clock can do.
+    pub(super) async fn window_keys(
+        &self,
+        topic: &str,
+        state: &GroupState,
+    ) -> Result<HashMap<u64, Option<u64>>, BackendError> {
+        let ready = state
+            .slots()
+            .any(|slot| matches!(slot.phase, SlotPhase::Ready { .. }));
+        if !ready {
+            return Ok(HashMap::new());
+        }
+        let from = state.position();
+        let span = u64::from(state.config().max_in_flight) * u64::from(KEYED_WINDOW_SPAN);
+        let to = from.saturating_add(span);
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT m.\"offset\", m.key FROM mailroom_messages m \
+                 JOIN mailroom_topics t ON m.topic_id = t.id \
+                 WHERE t.name = $1 AND m.\"offset\" >= $2 AND m.\"offset\" < $3",
+                &[&topic, &big(from), &big(to)],
+            )
+            .await
+            .map_err(PgError::from)?;
+        Ok(rows
+            .into_iter()
+            .map(|row| {
+                let key: Option<&[u8]> = row.get(1);
+                (row.get::<_, i64>(0) as u64, key.map(key_hash))
+            })
+            .collect())
+    }
+
     pub(super) async fn read_state(
         &self,
         topic: &str,

@@ -10,7 +10,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use deadpool_postgres::GenericClient;
 use futures_util::future::try_join;
-use mailroom::group::{DeadLetterEntry, DeadLetterNote, DeliveryId, GroupState, SlotPhase};
+use mailroom::group::{
+    key_hash, DeadLetterEntry, DeadLetterNote, DeliveryId, GroupState, SlotPhase, KEYED_WINDOW_SPAN,
+};
 use mailroom::topic::{Delivery, TopicError};
 use mailroom_store::StoreError;
 
@@ -41,6 +43,16 @@ pub(super) struct Planning {
     pub now_ms: u64,
     /// Payload sizes of the messages a batch poll may hand out, when asked for.
     pub sizes: HashMap<u64, usize>,
+    /// The key hashes of the same messages (`None`: no key), for ordering keys.
+    pub keys: HashMap<u64, Option<u64>>,
+}
+
+impl Planning {
+    /// The planner's view of [`keys`](Self::keys): a message not read counts as one
+    /// without a key (every offset the planner asks for was read with the sizes).
+    pub fn key_lookup(keys: &HashMap<u64, Option<u64>>) -> impl FnMut(u64) -> Option<u64> + '_ {
+        |offset| keys.get(&offset).copied().flatten()
+    }
 }
 
 /// A plan's answer and the deliveries whose payloads the call hands out, in order.
@@ -86,7 +98,7 @@ const ADD_DEAD_LETTERS: &str = "INSERT INTO mailroom_dead_letters (topic_id, gro
 const PAYLOADS: &str = "SELECT \"offset\", payload, published_at_ms, key, headers::text, \
      idempotency_key FROM mailroom_messages \
      WHERE topic_id = $1 AND \"offset\" = ANY($2)";
-const SIZES: &str = "SELECT \"offset\", octet_length(payload) FROM mailroom_messages \
+const SIZES: &str = "SELECT \"offset\", octet_length(payload), key FROM mailroom_messages \
      WHERE topic_id = $1 AND (\"offset\" = ANY($2) OR (\"offset\" >= $3 AND \"offset\" < $4))";
 
 pub(super) fn unknown_group(group: &str) -> BackendError {
@@ -162,9 +174,11 @@ impl Postgres {
             log_end,
             now_ms,
             sizes: HashMap::new(),
+            keys: HashMap::new(),
         };
         if want_sizes {
-            planning.sizes = sizes(&transaction, topic_id, &planning.state, log_end).await?;
+            (planning.sizes, planning.keys) =
+                sizes(&transaction, topic_id, &planning.state, log_end).await?;
         }
         // Every call first expires the leases that ran out, as in the embedded store, so
         // no one observes an expired delivery as owned.
@@ -458,36 +472,36 @@ async fn payloads(
         .collect()
 }
 
-/// The payload sizes of every message a batch poll of `state` may hand out: its slots
-/// and the fresh messages of two windows from its position (acks before the poll, in
-/// ack-then-poll, move the position at most past the first window).
+/// The payload sizes and key hashes of every message a batch poll of `state` may hand
+/// out: its slots and the fresh messages of two windows from its position (a window
+/// reaches `KEYED_WINDOW_SPAN × W` past the position for keyed messages; acks before the
+/// poll, in ack-then-poll, move the position at most past the first window).
 async fn sizes(
     client: &impl GenericClient,
     topic_id: i64,
     state: &GroupState,
     log_end: u64,
-) -> Result<HashMap<u64, usize>, BackendError> {
+) -> Result<(HashMap<u64, usize>, HashMap<u64, Option<u64>>), BackendError> {
     let slots: Vec<i64> = state
         .slots()
         .filter(|slot| slot.phase != SlotPhase::Done)
         .map(|slot| big(slot.offset))
         .collect();
+    let span = u64::from(state.config().max_in_flight) * u64::from(KEYED_WINDOW_SPAN);
     let from = state.position();
-    let to = from
-        .saturating_add(2 * u64::from(state.config().max_in_flight))
-        .min(log_end);
+    let to = from.saturating_add(2 * span).min(log_end);
     let statement = client.prepare_cached(SIZES).await.map_err(PgError::from)?;
     let rows = client
         .query(&statement, &[&topic_id, &slots, &big(from), &big(to)])
         .await
         .map_err(PgError::from)?;
-    Ok(rows
-        .into_iter()
-        .map(|row| {
-            (
-                row.get::<_, i64>(0) as u64,
-                row.get::<_, i32>(1).max(0) as usize,
-            )
-        })
-        .collect())
+    let mut sizes = HashMap::with_capacity(rows.len());
+    let mut keys = HashMap::with_capacity(rows.len());
+    for row in rows {
+        let offset = row.get::<_, i64>(0) as u64;
+        sizes.insert(offset, row.get::<_, i32>(1).max(0) as usize);
+        let key: Option<&[u8]> = row.get(2);
+        keys.insert(offset, key.map(key_hash));
+    }
+    Ok((sizes, keys))
 }
