@@ -453,9 +453,7 @@ async fn postgres_reads_as_the_embedded_store() {
         };
         let (_dir, server) = start(&["--store", &url]);
         match scenario {
-            // Without metadata: this backend does not take keys and headers yet (the
-            // publish answers 501 not_supported); with them once it does.
-            0 => check_paging_reads_every_message_once_and_moves_no_group(&server, false).await,
+            0 => check_paging_reads_every_message_once_and_moves_no_group(&server, true).await,
             1 => check_pages_stop_at_the_byte_cap_but_hold_one_message(&server).await,
             2 => check_a_read_can_start_by_publish_time(&server).await,
             3 => check_a_read_at_the_end_waits_for_a_publish(&server).await,
