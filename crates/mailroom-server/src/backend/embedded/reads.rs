@@ -72,6 +72,7 @@ pub(super) fn topic_state(store: &Store, name: String) -> Result<TopicState, Sto
                     kind: FailureKind::Stopped.as_str(),
                     reason,
                 })),
+                idempotency: None,
             })
         }
         Err(other) => return Err(other),
@@ -92,6 +93,7 @@ pub(super) fn topic_state(store: &Store, name: String) -> Result<TopicState, Sto
         groups,
         retention: retention_state(&handle),
         failure,
+        idempotency: Some(handle.idempotency_window()),
     })
 }
 
