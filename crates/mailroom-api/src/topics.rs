@@ -322,18 +322,28 @@ impl IdempotencySettings {
                 IDEMPOTENCY_WINDOW_MS_MAX,
             ),
         ];
-        for (field, value, max) in limits {
-            if let Some(value) = value.filter(|&value| value == 0 || value > max) {
-                return Err(WindowOutOfRange {
-                    field,
-                    value,
-                    min: 1,
-                    max,
-                });
-            }
+        match first_out_of_range(limits) {
+            Some((field, value, max)) => Err(WindowOutOfRange {
+                field,
+                value,
+                min: 1,
+                max,
+            }),
+            None => Ok(()),
         }
-        Ok(())
     }
+}
+
+/// The first of `limits` (name, value given, largest allowed) whose value is outside
+/// `1..=max`, as (name, value, max).
+fn first_out_of_range<const N: usize>(
+    limits: [(&'static str, Option<u64>, u64); N],
+) -> Option<(&'static str, u64, u64)> {
+    limits.into_iter().find_map(|(field, value, max)| {
+        value
+            .filter(|&value| value == 0 || value > max)
+            .map(|value| (field, value, max))
+    })
 }
 
 /// The idempotency window in force for a topic, in its view.
@@ -417,23 +427,27 @@ impl RetentionSettings {
     /// The first limit out of range, by name.
     pub fn check(&self) -> Result<(), RetentionOutOfRange> {
         let limits = [
-            ("max_age_ms", self.max_age_ms, RETENTION_AGE_MS_MAX),
-            ("max_bytes", self.max_bytes, RETENTION_BYTES_MAX),
-            ("max_messages", self.max_messages, RETENTION_MESSAGES_MAX),
+            (
+                "max_age_ms",
+                self.max_age_ms.flatten(),
+                RETENTION_AGE_MS_MAX,
+            ),
+            ("max_bytes", self.max_bytes.flatten(), RETENTION_BYTES_MAX),
+            (
+                "max_messages",
+                self.max_messages.flatten(),
+                RETENTION_MESSAGES_MAX,
+            ),
         ];
-        for (field, value, max) in limits {
-            if let Some(Some(value)) = value {
-                if value == 0 || value > max {
-                    return Err(RetentionOutOfRange {
-                        field,
-                        value,
-                        min: 1,
-                        max,
-                    });
-                }
-            }
+        match first_out_of_range(limits) {
+            Some((field, value, max)) => Err(RetentionOutOfRange {
+                field,
+                value,
+                min: 1,
+                max,
+            }),
+            None => Ok(()),
         }
-        Ok(())
     }
 }
 
