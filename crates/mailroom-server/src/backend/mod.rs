@@ -148,8 +148,9 @@ pub struct TopicState {
     pub retention: RetentionState,
     /// Why it is failed, or `None` while it serves.
     pub failure: Option<TopicFailureState>,
-    /// Its idempotency window in force; `None` where the backend keeps no window of the
-    /// topic's own (the server's defaults then hold).
+    /// Its idempotency window in force when it has one of its own; `None` when the
+    /// server's defaults hold (always, on a backend that keeps no window of a topic's
+    /// own).
     pub idempotency: Option<IdempotencyWindow>,
 }
 
