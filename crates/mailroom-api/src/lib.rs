@@ -38,6 +38,7 @@
 //! ```
 
 pub mod batch;
+mod batch_item;
 pub mod channels;
 pub mod consume_stream;
 pub mod dead_letters;

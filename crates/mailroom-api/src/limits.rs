@@ -113,6 +113,11 @@ const _: () = {
     assert!(HEADERS_BYTES_MAX == mailroom::topic::HEADERS_BYTES_MAX);
     assert!(IDEMPOTENCY_KEY_BYTES_MAX == mailroom::topic::IDEMPOTENCY_KEY_BYTES_MAX);
 };
+/// The largest idempotency window by count a topic accepts (`window_messages`): a
+/// restart rebuilds the window by reading up to this many records of the topic.
+pub const IDEMPOTENCY_WINDOW_MESSAGES_MAX: u64 = 1_000_000;
+/// The longest idempotency window by time a topic accepts (`window_ms`): 7 days.
+pub const IDEMPOTENCY_WINDOW_MS_MAX: u64 = 7 * 24 * 60 * 60 * 1000;
 /// The longest retention age a topic accepts (`max_age_ms`): about ten years.
 pub const RETENTION_AGE_MS_MAX: u64 = 3_650 * 24 * 60 * 60 * 1000;
 /// The largest retention size a topic accepts (`max_bytes`): 1 EiB.

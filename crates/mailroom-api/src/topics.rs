@@ -30,7 +30,10 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::groups::GroupInfo;
-use crate::limits::{RETENTION_AGE_MS_MAX, RETENTION_BYTES_MAX, RETENTION_MESSAGES_MAX};
+use crate::limits::{
+    IDEMPOTENCY_WINDOW_MESSAGES_MAX, IDEMPOTENCY_WINDOW_MS_MAX, RETENTION_AGE_MS_MAX,
+    RETENTION_BYTES_MAX, RETENTION_MESSAGES_MAX,
+};
 use crate::topic_health::TopicCondition;
 
 /// The answer to `PUT /v1/topics/{topic}`.
@@ -125,6 +128,10 @@ pub struct TopicInfo {
     /// [`crate::topic_health`]); absent while it serves.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_kind: Option<String>,
+    /// The idempotency window in force (the topic's own over the server's defaults).
+    /// Left out by servers older than the per-topic window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency: Option<IdempotencyInForce>,
 }
 
 /// The answer to a single publish.
@@ -145,21 +152,19 @@ fn is_false(value: &bool) -> bool {
 
 /// One message of a batch: a UTF-8 string, `{"base64": "..."}` for arbitrary bytes, or
 /// an object with the payload and the message's key and headers.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// It is read by a decoder of its own (`crate::batch_item`), not by serde's untagged
+/// derive: that one buffers every item and tries each form in turn, which cost a batch of
+/// object items about a third of its publish rate (`BENCHMARKS.md`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(
-    untagged,
-    expecting = "expected a string, {\"base64\": \"...\"} or {\"payload\" or \"payload_base64\", \"key\", \"headers\", \"idempotency_key\"}"
-)]
+#[serde(untagged)]
 pub enum BatchMessage {
     /// The message is this text.
     Text(String),
-    /// The message is these base64-encoded bytes (an object only: serde's derive would
-    /// also take `["..."]`).
-    #[serde(deserialize_with = "crate::object::deserialize")]
+    /// The message is these base64-encoded bytes (an object only, never `["..."]`).
     Binary(Base64Message),
     /// The message with its metadata (an object only, as `Binary`).
-    #[serde(deserialize_with = "crate::object::deserialize")]
     Message(BatchMessageObject),
 }
 
@@ -236,6 +241,120 @@ pub struct TopicCreateRequest {
         skip_serializing_if = "Option::is_none"
     )]
     pub retention: Option<RetentionSettings>,
+    /// The topic's own idempotency window; absent limits follow the server's defaults
+    /// (`--idempotency-window-messages`, `--idempotency-window-ms`). Set at creation
+    /// only: ignored when the topic exists already.
+    #[serde(
+        default,
+        deserialize_with = "crate::object::deserialize_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub idempotency: Option<IdempotencySettings>,
+}
+
+/// A topic's own idempotency window, as sent at creation: a repeated idempotency key is
+/// answered as a duplicate while its first publish is among the topic's last
+/// `window_messages` messages *and* at most `window_ms` old. Past either, it is stored
+/// again as a new message.
+///
+/// ```
+/// use mailroom_api::topics::IdempotencySettings;
+/// let window: IdempotencySettings = serde_json::from_str(r#"{"window_ms": 600000}"#).unwrap();
+/// assert_eq!((window.window_ms, window.window_messages), (Some(600_000), None));
+/// assert!(window.check().is_ok());
+/// let zero = IdempotencySettings { window_messages: Some(0), window_ms: None };
+/// assert_eq!(zero.check().unwrap_err().field, "idempotency.window_messages");
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct IdempotencySettings {
+    /// Remember a key while its publish is among the topic's last this many messages
+    /// (1 to 1,000,000). Absent: the server's default.
+    #[serde(
+        default,
+        deserialize_with = "crate::whole::deserialize_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 1_000_000))]
+    pub window_messages: Option<u64>,
+    /// Remember a key for this many milliseconds after its publish (1 to 604,800,000:
+    /// 7 days). Absent: the server's default.
+    #[serde(
+        default,
+        deserialize_with = "crate::whole::deserialize_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 604_800_000_u64))]
+    pub window_ms: Option<u64>,
+}
+
+/// An idempotency window limit outside its bounds.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field} must be in {min}..={max}, got {value}")]
+pub struct WindowOutOfRange {
+    /// The field's path, as on the wire: `idempotency.window_ms`.
+    pub field: &'static str,
+    /// The value sent.
+    pub value: u64,
+    /// The smallest allowed.
+    pub min: u64,
+    /// The largest allowed.
+    pub max: u64,
+}
+
+impl IdempotencySettings {
+    /// Checks each limit given against its bounds ([`IDEMPOTENCY_WINDOW_MESSAGES_MAX`],
+    /// [`IDEMPOTENCY_WINDOW_MS_MAX`]).
+    ///
+    /// # Errors
+    /// The first limit out of range, by its path.
+    pub fn check(&self) -> Result<(), WindowOutOfRange> {
+        let limits = [
+            (
+                "idempotency.window_messages",
+                self.window_messages,
+                IDEMPOTENCY_WINDOW_MESSAGES_MAX,
+            ),
+            (
+                "idempotency.window_ms",
+                self.window_ms,
+                IDEMPOTENCY_WINDOW_MS_MAX,
+            ),
+        ];
+        match first_out_of_range(limits) {
+            Some((field, value, max)) => Err(WindowOutOfRange {
+                field,
+                value,
+                min: 1,
+                max,
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The first of `limits` (name, value given, largest allowed) whose value is outside
+/// `1..=max`, as (name, value, max).
+fn first_out_of_range<const N: usize>(
+    limits: [(&'static str, Option<u64>, u64); N],
+) -> Option<(&'static str, u64, u64)> {
+    limits.into_iter().find_map(|(field, value, max)| {
+        value
+            .filter(|&value| value == 0 || value > max)
+            .map(|value| (field, value, max))
+    })
+}
+
+/// The idempotency window in force for a topic, in its view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct IdempotencyInForce {
+    /// A key is remembered while its publish is among the topic's last this many
+    /// messages.
+    pub window_messages: u64,
+    /// A key is remembered for this many milliseconds after its publish.
+    pub window_ms: u64,
 }
 
 /// The body of `PATCH /v1/topics/{topic}`.
@@ -308,23 +427,27 @@ impl RetentionSettings {
     /// The first limit out of range, by name.
     pub fn check(&self) -> Result<(), RetentionOutOfRange> {
         let limits = [
-            ("max_age_ms", self.max_age_ms, RETENTION_AGE_MS_MAX),
-            ("max_bytes", self.max_bytes, RETENTION_BYTES_MAX),
-            ("max_messages", self.max_messages, RETENTION_MESSAGES_MAX),
+            (
+                "max_age_ms",
+                self.max_age_ms.flatten(),
+                RETENTION_AGE_MS_MAX,
+            ),
+            ("max_bytes", self.max_bytes.flatten(), RETENTION_BYTES_MAX),
+            (
+                "max_messages",
+                self.max_messages.flatten(),
+                RETENTION_MESSAGES_MAX,
+            ),
         ];
-        for (field, value, max) in limits {
-            if let Some(Some(value)) = value {
-                if value == 0 || value > max {
-                    return Err(RetentionOutOfRange {
-                        field,
-                        value,
-                        min: 1,
-                        max,
-                    });
-                }
-            }
+        match first_out_of_range(limits) {
+            Some((field, value, max)) => Err(RetentionOutOfRange {
+                field,
+                value,
+                min: 1,
+                max,
+            }),
+            None => Ok(()),
         }
-        Ok(())
     }
 }
 

@@ -6,10 +6,12 @@ use std::future::Future;
 use std::ops::Range;
 
 use bytes::Bytes;
+use mailroom_client::api::topics::BatchPublished;
 use mailroom_client::{
     BatchItemError, BatchPoll, ChannelDelivery, ChannelInfo, Client, ClientError, DeadLetterPage,
-    Delivery, DeliveryId, GroupDetail, GroupOptions, GroupPause, LogPage, NackOptions, NackOutcome,
-    NewMessage, ReadFrom, RetentionSettings, StartPosition, SubscribeOptions, Subscription,
+    Delivery, DeliveryId, GroupDetail, GroupOptions, GroupPause, IdempotencySettings, LogPage,
+    NackOptions, NackOutcome, NewMessage, ReadFrom, RetentionSettings, StartPosition,
+    SubscribeOptions, Subscription,
     TopicInfo, TopicRepairReport, TopicSummary,
 };
 
@@ -37,6 +39,12 @@ pub trait Api {
         topic: &str,
         retention: &RetentionSettings,
     ) -> Result<bool, ClientError>;
+    async fn create_topic_with_window(
+        &self,
+        topic: &str,
+        retention: &RetentionSettings,
+        window: &IdempotencySettings,
+    ) -> Result<bool, ClientError>;
     async fn change_retention(
         &self,
         topic: &str,
@@ -55,6 +63,20 @@ pub trait Api {
         topic: &str,
         messages: &[NewMessage],
     ) -> Result<Vec<u64>, ClientError>;
+    /// As `publish_messages`, with which messages were duplicates of an idempotency key
+    /// in the topic's window. A server double that never sees a key in a window keeps
+    /// this default.
+    async fn publish_once(
+        &self,
+        topic: &str,
+        messages: &[NewMessage],
+    ) -> Result<BatchPublished, ClientError> {
+        let offsets = self.publish_messages(topic, messages).await?;
+        Ok(BatchPublished {
+            offsets,
+            duplicates: Vec::new(),
+        })
+    }
     async fn create_group_with(
         &self,
         topic: &str,
@@ -172,6 +194,14 @@ impl Api for Client {
     ) -> Result<bool, ClientError> {
         Client::create_topic_with(self, topic, retention).await
     }
+    async fn create_topic_with_window(
+        &self,
+        topic: &str,
+        retention: &RetentionSettings,
+        window: &IdempotencySettings,
+    ) -> Result<bool, ClientError> {
+        Client::create_topic_with_window(self, topic, retention, window).await
+    }
     async fn change_retention(
         &self,
         topic: &str,
@@ -201,6 +231,13 @@ impl Api for Client {
         messages: &[NewMessage],
     ) -> Result<Vec<u64>, ClientError> {
         Client::publish_messages(self, topic, messages).await
+    }
+    async fn publish_once(
+        &self,
+        topic: &str,
+        messages: &[NewMessage],
+    ) -> Result<BatchPublished, ClientError> {
+        Client::publish_once(self, topic, messages).await
     }
     async fn create_group_with(
         &self,

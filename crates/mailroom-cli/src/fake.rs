@@ -7,12 +7,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
+use mailroom_client::api::topics::BatchPublished;
 use mailroom_client::{
     BatchItemError, BatchPoll, ChannelDelivery, ChannelInfo, ClientError, DeadLetter,
     DeadLetterNote, DeadLetterPage, Delivery, DeliveryId, GroupCounters, GroupDetail, GroupInfo,
-    GroupOptions, GroupPause, InFlightDelivery, LogMessage, LogPage, NackOptions, NackOutcome,
-    NewMessage, ReadFrom, RetentionSettings, StartPosition, SubscribeOptions, TopicInfo,
-    TopicRepairReport, TopicSummary,
+    GroupOptions, GroupPause, IdempotencySettings, InFlightDelivery, LogMessage, LogPage,
+    NackOptions, NackOutcome, NewMessage, ReadFrom, RetentionSettings, StartPosition,
+    SubscribeOptions, TopicInfo, TopicRepairReport, TopicSummary,
 };
 
 use crate::api::{Api, Messages};
@@ -42,6 +43,7 @@ impl Fake {
             state: Default::default(),
             failure: None,
             failure_kind: None,
+            idempotency: None,
         }
     }
 
@@ -184,6 +186,17 @@ impl Api for Fake {
         self.record(format!("create_topic_with {topic} {retention:?}"));
         Ok(true)
     }
+    async fn create_topic_with_window(
+        &self,
+        topic: &str,
+        retention: &RetentionSettings,
+        window: &IdempotencySettings,
+    ) -> Result<bool, ClientError> {
+        self.record(format!(
+            "create_topic_with_window {topic} {retention:?} {window:?}"
+        ));
+        Ok(true)
+    }
     async fn change_retention(
         &self,
         topic: &str,
@@ -239,6 +252,30 @@ impl Api for Fake {
             ));
         }
         Ok((0..messages.len() as u64).collect())
+    }
+    async fn publish_once(
+        &self,
+        topic: &str,
+        messages: &[NewMessage],
+    ) -> Result<BatchPublished, ClientError> {
+        // A key seen in an earlier call is a duplicate of that call's offset 0.
+        let mut duplicates = Vec::new();
+        for (index, message) in messages.iter().enumerate() {
+            let key = message.idempotency_key.as_deref().unwrap_or("-");
+            let line = format!("publish_once {topic} {} key={key}", text(&message.payload));
+            if self
+                .calls()
+                .iter()
+                .any(|call| call.ends_with(&format!("key={key}")))
+            {
+                duplicates.push(index);
+            }
+            self.record(line);
+        }
+        Ok(BatchPublished {
+            offsets: vec![0; messages.len()],
+            duplicates,
+        })
     }
     async fn create_group_with(
         &self,

@@ -81,3 +81,45 @@ fn publish_flags_reach_poll_and_consume_output() {
     );
     assert!(!bad.status.success(), "a header without = is refused");
 }
+
+// Proves `publish --idempotency-key` stores the first publish and answers a repeat with
+// the first offset and `"duplicate": true` (in words too), storing nothing, and that the
+// flag is refused without a message argument and with a key past its limit.
+#[test]
+fn publish_idempotency_key_says_when_the_answer_is_a_duplicate() {
+    let dir = temp_dir();
+    let server = ServerProcess::start(dir.path(), &["--fsync", "never"]);
+    ok(&server, &["topic", "create", "t"], b"");
+    ok(&server, &["publish", "t", "before"], b"");
+    let once = ["publish", "t", "pay 7", "--idempotency-key", "invoice-7"];
+    let first = json!({"topic": "t", "offset": 1, "duplicate": false});
+    assert_eq!(ok(&server, &once, b""), [first]);
+    let again = json!({"topic": "t", "offset": 1, "duplicate": true});
+    assert_eq!(ok(&server, &once, b""), [again]);
+    let words = mailroom(&server.url, None, &once, b"");
+    let words = String::from_utf8_lossy(&words.stdout).into_owned();
+    assert!(
+        words.contains("duplicate") && words.contains("offset 1"),
+        "{words}"
+    );
+    let info = ok(&server, &["topic", "info", "t"], b"");
+    assert_eq!(info[0]["end"], json!(2), "the repeats stored nothing");
+
+    let lines = mailroom(
+        &server.url,
+        None,
+        &["publish", "t", "--idempotency-key", "k"],
+        b"a\nb\n",
+    );
+    assert!(!lines.status.success(), "lines cannot share one key");
+    let long = "k".repeat(257);
+    let refused = mailroom(
+        &server.url,
+        None,
+        &["--json", "publish", "t", "x", "--idempotency-key", &long],
+        b"",
+    );
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr).into_owned();
+    assert!(stderr.contains("idempotency_key"), "{stderr}");
+}

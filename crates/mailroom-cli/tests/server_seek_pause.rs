@@ -162,7 +162,7 @@ async fn pause_holds_polls_until_resume_or_its_time() {
 }
 
 // Proves a seek and a pause are durable: after a kill -9 and a restart the group is
-// still paused at the position it was moved to.
+// still paused at the position it was moved to, and a pause until a time keeps its time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seek_and_pause_survive_a_restart() {
     let dir = temp_dir();
@@ -185,6 +185,20 @@ async fn seek_and_pause_survive_a_restart() {
     client.resume("t", "g").await.unwrap();
     let next = client.poll("t", "g").await.unwrap().unwrap();
     assert_eq!((next.offset, next.attempt), (2, 1));
+
+    // A pause until a time keeps its time across a kill -9 (with nothing in flight, so
+    // a poll's answer is only what the pause allows).
+    client.ack("t", "g", next.id()).await.unwrap();
+    let until_ms = now_ms() + 3_600_000;
+    client.pause("t", "g", Some(until_ms)).await.unwrap();
+    tokio::task::spawn_blocking(move || server.kill())
+        .await
+        .unwrap();
+    let server = ServerProcess::start(dir.path(), &["--fsync", "always"]);
+    let client = server.client();
+    let info = client.group_detail("t", "g").await.unwrap().info;
+    assert_eq!((info.paused, info.paused_until_ms), (true, Some(until_ms)));
+    assert_eq!(client.poll("t", "g").await.unwrap(), None);
 }
 
 // Proves every bad seek, pause and resume input is a 4xx with the JSON error shape

@@ -81,6 +81,7 @@ pub use mailroom_api::groups::{
 pub use mailroom_api::publish_stream::StreamError as Refusal;
 pub use mailroom_api::topic_health::TopicRepairReport;
 pub use mailroom_api::topics::{
-    RetentionInForce, RetentionRemoved, RetentionSettings, TopicInfo, TopicSummary,
+    IdempotencyInForce, IdempotencySettings, RetentionInForce, RetentionRemoved, RetentionSettings,
+    TopicInfo, TopicSummary,
 };
 pub use mailroom_api::{ErrorCode, InvalidName, NameError, NameKind};

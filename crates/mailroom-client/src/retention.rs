@@ -1,9 +1,10 @@
-//! A topic's retention: creating a topic with its own limits, and changing them.
+//! A topic's retention: creating a topic with its own limits (and its own idempotency
+//! window), and changing them.
 //!
 //! Limits are [`RetentionSettings`]: each absent (at creation the server's default; in
 //! a change, unchanged), `Some(None)` (unlimited) or `Some(Some(n))`.
 
-use mailroom_api::topics::{TopicCreateRequest, TopicUpdateRequest};
+use mailroom_api::topics::{IdempotencySettings, TopicCreateRequest, TopicUpdateRequest};
 use reqwest::{Method, StatusCode};
 
 use crate::{Client, ClientError, RetentionSettings, TopicInfo};
@@ -32,10 +33,48 @@ impl Client {
     ) -> Result<bool, ClientError> {
         let body = TopicCreateRequest {
             retention: Some(*retention),
+            idempotency: None,
         };
+        self.put_topic(topic, &body).await
+    }
+
+    /// Creates a topic with its own retention and idempotency window (absent limits
+    /// follow the server's defaults); `false` if it already existed (nothing is then
+    /// changed). The window in force shows in [`TopicInfo::idempotency`].
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), mailroom_client::ClientError> {
+    /// use mailroom_client::{IdempotencySettings, RetentionSettings};
+    /// let client = mailroom_client::Client::new("http://127.0.0.1:7070")?;
+    /// let hour = IdempotencySettings { window_ms: Some(3_600_000), window_messages: None };
+    /// client.create_topic_with_window("payments", &RetentionSettings::default(), &hour).await?;
+    /// let window = client.topic_info("payments").await?.idempotency.unwrap();
+    /// assert_eq!(window.window_ms, 3_600_000);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// `invalid_name` or `invalid_argument` (400: a limit out of range, named),
+    /// `not_supported` (501: a backend that keeps no window of a topic's own),
+    /// `unauthorized` (401), or a transport error.
+    pub async fn create_topic_with_window(
+        &self,
+        topic: &str,
+        retention: &RetentionSettings,
+        window: &IdempotencySettings,
+    ) -> Result<bool, ClientError> {
+        let body = TopicCreateRequest {
+            retention: Some(*retention),
+            idempotency: Some(*window),
+        };
+        self.put_topic(topic, &body).await
+    }
+
+    /// `PUT /v1/topics/{topic}` with `body`: `true` if it created the topic.
+    async fn put_topic(&self, topic: &str, body: &TopicCreateRequest) -> Result<bool, ClientError> {
         let call = self
             .request(Method::PUT, &Self::topic_path(topic, &[])?)?
-            .json(&body);
+            .json(body);
         let answer = self.send(call).await?;
         Ok(answer.status == StatusCode::CREATED)
     }

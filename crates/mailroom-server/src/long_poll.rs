@@ -207,6 +207,14 @@ impl LongPolls {
         }
     }
 
+    /// [`leased`](Self::leased) when the poll `made_any` lease, else nothing: what every
+    /// backend's poll calls after its store call, so the rule lives in one place.
+    pub fn leased_if(&self, topic: &str, group: &str, polled_at: Instant, made_any: bool) {
+        if made_any {
+            self.leased(topic, group, polled_at);
+        }
+    }
+
     /// Called by a handler whose poll of `group` handed out deliveries, with the time
     /// taken *before* its store call: each new delivery's lease runs out no sooner than
     /// `polled_at` plus the group's lease length. Wakes `topic` if that is before the

@@ -86,6 +86,7 @@ impl Backend for Fake {
             groups: Vec::new(),
             retention: RetentionState::default(),
             failure: None,
+            idempotency: None,
         })
     }
     async fn delete_topic(&self, topic: &str) -> Result<Vec<String>, BackendError> {
@@ -258,8 +259,11 @@ async fn topic_routes_run_over_any_backend() {
         send(&app, "GET", "/v1/topics", "").await,
         (StatusCode::OK, listed)
     );
+    // ... and the server's idempotency window defaults.
+    let window = json!({"window_messages": 10_000, "window_ms": 120_000});
     let described = json!({"name": "a", "start": 0, "end": 3, "groups": [],
-        "retention": retention, "bytes": 0, "removed": removed, "state": "ok"});
+        "retention": retention, "bytes": 0, "removed": removed, "state": "ok",
+        "idempotency": window});
     assert_eq!(
         send(&app, "GET", "/v1/topics/a", "").await,
         (StatusCode::OK, described)
@@ -281,4 +285,26 @@ async fn topic_routes_run_over_any_backend() {
     );
     let (status, _) = send(&app, "GET", "/v1/topics/a", "").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+// Proves a topic's own idempotency window on a backend that keeps none is 501
+// `not_supported` naming it (nothing created), while a create without one works.
+#[tokio::test]
+async fn a_topic_window_needs_a_backend_that_keeps_one() {
+    let backend: Arc<dyn Backend> = Arc::new(Fake::default());
+    let app = router(AppState::with_backend(backend, Config::default()));
+    let body = r#"{"idempotency": {"window_ms": 5000}}"#;
+    let (status, error) = send(&app, "PUT", "/v1/topics/a", body).await;
+    assert_eq!(
+        (status, &error["error"]),
+        (StatusCode::NOT_IMPLEMENTED, &json!("not_supported"))
+    );
+    assert!(error["message"]
+        .as_str()
+        .unwrap()
+        .contains("idempotency window"));
+    let (status, _) = send(&app, "GET", "/v1/topics/a", "").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = send(&app, "PUT", "/v1/topics/a", r#"{"idempotency": {}}"#).await;
+    assert_eq!(status, StatusCode::CREATED);
 }

@@ -78,6 +78,45 @@ impl IdempotencyWindow {
     }
 }
 
+/// A topic's own idempotency window, kept in its `SETTINGS` file: each limit set, or
+/// `None` to follow the store-wide default ([`StoreOptions::idempotency`](crate::StoreOptions)),
+/// including when the default changes.
+///
+/// ```
+/// use mailroom_store::{IdempotencyWindow, TopicIdempotency};
+///
+/// let defaults = IdempotencyWindow { messages_max: 1000, age_ms_max: 60_000 };
+/// let own = TopicIdempotency { messages_max: Some(50), age_ms_max: None };
+/// assert_eq!(own.resolve(defaults), IdempotencyWindow { messages_max: 50, age_ms_max: 60_000 });
+/// assert!(TopicIdempotency { messages_max: Some(0), age_ms_max: None }.check().is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TopicIdempotency {
+    /// As [`IdempotencyWindow::messages_max`]; `None` follows the default.
+    pub messages_max: Option<u64>,
+    /// As [`IdempotencyWindow::age_ms_max`]; `None` follows the default.
+    pub age_ms_max: Option<u64>,
+}
+
+impl TopicIdempotency {
+    /// The window in force for the topic, given the store-wide `defaults`.
+    pub fn resolve(&self, defaults: IdempotencyWindow) -> IdempotencyWindow {
+        IdempotencyWindow {
+            messages_max: self.messages_max.unwrap_or(defaults.messages_max),
+            age_ms_max: self.age_ms_max.unwrap_or(defaults.age_ms_max),
+        }
+    }
+
+    /// Checks each limit given against the bounds of [`IdempotencyWindow::check`].
+    ///
+    /// # Errors
+    /// [`StoreError::InvalidArgument`] naming the field out of range.
+    pub fn check(&self) -> Result<(), StoreError> {
+        // Resolved against limits that always pass, only the topic's own are checked.
+        self.resolve(IdempotencyWindow::default()).check()
+    }
+}
+
 /// One key seen: where and when it was published.
 #[derive(Debug)]
 struct Seen {
@@ -177,6 +216,11 @@ impl KeysSeen {
         // inside its count): the newer publish is the one a repeat answers.
         self.offsets.insert(key.clone(), offset);
         self.order.push_back(Seen { key, offset, at_ms });
+    }
+
+    /// The window's limits.
+    pub(crate) fn window(&self) -> IdempotencyWindow {
+        self.window
     }
 
     /// How many keys the window holds.

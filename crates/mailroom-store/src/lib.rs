@@ -103,7 +103,8 @@ mod topic;
 pub use deferred::Deferred;
 pub use error::StoreError;
 pub use idempotency::{
-    IdempotencyWindow, IDEMPOTENCY_WINDOW_AGE_MS_MAX, IDEMPOTENCY_WINDOW_MESSAGES_MAX,
+    IdempotencyWindow, TopicIdempotency, IDEMPOTENCY_WINDOW_AGE_MS_MAX,
+    IDEMPOTENCY_WINDOW_MESSAGES_MAX,
 };
 pub use message::NewMessage;
 pub use retention::{Limit, Retention, RetentionRemoved, TopicRetention};

@@ -33,7 +33,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock};
 
 use crate::clock::{Clock, SystemClock};
-use crate::idempotency::IdempotencyWindow;
+use crate::idempotency::{IdempotencyWindow, TopicIdempotency};
 use crate::log::LogOptions;
 use crate::retention::{Retention, TopicRetention};
 use crate::storage::{create_dir_durable, FsStorage, Storage};
@@ -286,7 +286,41 @@ impl Store {
         name: &str,
         retention: &TopicRetention,
     ) -> Result<bool, StoreError> {
+        self.create_topic_with_window(name, retention, &TopicIdempotency::default())
+    }
+
+    /// As [`create_topic_with`](Self::create_topic_with), with the topic's own
+    /// idempotency window too (kept in the same `SETTINGS` file, set only here).
+    ///
+    /// # Errors
+    ///
+    /// As [`create_topic_with`](Self::create_topic_with);
+    /// [`StoreError::InvalidArgument`] for a window limit out of range
+    /// ([`TopicIdempotency::check`]).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use mailroom_store::{Store, StoreOptions, TopicIdempotency, TopicRetention};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = Store::open(dir.path(), StoreOptions::default())?;
+    /// let window = TopicIdempotency { messages_max: Some(100), age_ms_max: None };
+    /// store.create_topic_with_window("t", &TopicRetention::default(), &window)?;
+    /// drop(store);
+    /// let store = Store::open(dir.path(), StoreOptions::default())?;
+    /// let in_force = store.topic("t")?.idempotency_window();
+    /// assert_eq!((in_force.messages_max, in_force.age_ms_max), (100, 120_000));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn create_topic_with_window(
+        &self,
+        name: &str,
+        retention: &TopicRetention,
+        idempotency: &TopicIdempotency,
+    ) -> Result<bool, StoreError> {
         validate_name(name)?;
+        idempotency.check()?;
         let _changes = self.inner.changes.lock();
         {
             let topics = self.inner.topics.read();
@@ -310,8 +344,12 @@ impl Store {
                 .map_err(io_error("remove", &dir))?;
         }
         create_dir_durable(storage.as_ref(), &dir).map_err(io_error("create directory", &dir))?;
-        if *retention != TopicRetention::default() {
-            settings::write(storage.as_ref(), &dir, retention)?;
+        let settings = settings::TopicSettings {
+            retention: *retention,
+            idempotency: *idempotency,
+        };
+        if settings != settings::TopicSettings::default() {
+            settings::write(storage.as_ref(), &dir, &settings)?;
         }
         let topic = DurableTopic::open(storage.clone(), name, &dir, &self.inner.options)?;
         write_marker(storage.as_ref(), &dir, TOPIC_FILE, TOPIC_MAGIC)?;

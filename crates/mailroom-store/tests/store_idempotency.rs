@@ -10,6 +10,7 @@ use mailroom::topic::Metadata;
 use mailroom_store::clock::ManualClock;
 use mailroom_store::{
     DurableTopic, IdempotencyWindow, NewMessage, Store, StoreError, StoreOptions, Stored,
+    TopicIdempotency, TopicRetention,
 };
 
 fn once(payload: &'static str, key: &str) -> NewMessage {
@@ -177,4 +178,70 @@ fn a_window_out_of_range_is_refused() {
             other => panic!("expected a refusal, got {other:?}"),
         }
     }
+}
+
+// Proves a topic's own window (by count here, by time in the store's default) holds
+// for that topic only, is kept across a restart (in force and as the topic's own, with
+// the rebuilt keys following it), a topic without one follows the store's default even
+// when that changes, and a window out of range is refused before anything is created.
+#[test]
+fn a_topic_window_of_its_own_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_000));
+    let own = TopicIdempotency {
+        messages_max: Some(2),
+        age_ms_max: None,
+    };
+    let store = Store::open(dir.path(), options(&clock, 100, 60_000)).unwrap();
+    store
+        .create_topic_with_window("small", &TopicRetention::default(), &own)
+        .unwrap();
+    store.create_topic("plain").unwrap();
+    for name in ["small", "plain"] {
+        let topic = store.topic(name).unwrap();
+        assert_eq!(topic.publish_once(&[once("a", "k")]).unwrap(), [stored(0)]);
+        topic.publish_batch(&[Bytes::from_static(b"x")]).unwrap();
+    }
+    let small = store.topic("small").unwrap();
+    assert_eq!(
+        small.idempotency_window(),
+        IdempotencyWindow {
+            messages_max: 2,
+            age_ms_max: 60_000
+        }
+    );
+    assert_eq!(small.publish_once(&[once("a", "k")]).unwrap(), [repeat(0)]);
+    drop((small, store));
+
+    // The store's default changes; the topic's own count stays, its time follows.
+    let store = Store::open(dir.path(), options(&clock, 50, 30_000)).unwrap();
+    let small = store.topic("small").unwrap();
+    assert_eq!(small.own_idempotency(), own);
+    assert_eq!(
+        small.idempotency_window(),
+        IdempotencyWindow {
+            messages_max: 2,
+            age_ms_max: 30_000
+        }
+    );
+    assert_eq!(small.publish_once(&[once("a", "k")]).unwrap(), [repeat(0)]);
+    small.publish_batch(&[Bytes::from_static(b"y")]).unwrap();
+    // Offset 0 is no longer among the last 2 of 3: the key is stored again.
+    assert_eq!(small.publish_once(&[once("a", "k")]).unwrap(), [stored(3)]);
+    let plain = store.topic("plain").unwrap();
+    assert_eq!(plain.own_idempotency(), TopicIdempotency::default());
+    assert_eq!(plain.idempotency_window().messages_max, 50);
+    plain.publish_batch(&[Bytes::from_static(b"y")]).unwrap();
+    assert_eq!(plain.publish_once(&[once("a", "k")]).unwrap(), [repeat(0)]);
+
+    let zero = TopicIdempotency {
+        messages_max: None,
+        age_ms_max: Some(0),
+    };
+    let refused = store.create_topic_with_window("bad", &TopicRetention::default(), &zero);
+    assert!(
+        matches!(&refused, Err(StoreError::InvalidArgument { reason }) if reason.contains("age_ms_max")),
+        "{refused:?}"
+    );
+    assert!(store.topic("bad").is_err(), "nothing was created");
 }

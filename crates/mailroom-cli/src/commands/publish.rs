@@ -1,6 +1,10 @@
 //! `mailroom publish TOPIC [MESSAGE]`: one message, or one per line of stdin or a file,
 //! sent in batches with a progress bar on stderr (shown only on a terminal). `--key` and
 //! `--header NAME=VALUE` (repeatable) give every message published a key and headers.
+//! `--idempotency-key K` (with a message argument only: the lines of a file would all
+//! share it) makes the publish safe to retry: a repeat inside the topic's window stores
+//! nothing and answers the first publish's offset, and the output says it was a
+//! duplicate (`"duplicate": true`).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -37,6 +41,10 @@ pub struct Args {
     /// A header of every message published, as NAME=VALUE; repeat for more.
     #[arg(long = "header", value_name = "NAME=VALUE", value_parser = header)]
     headers: Vec<(String, String)>,
+    /// The message's idempotency key: a retry with the same key inside the topic's
+    /// window is answered as a duplicate and not stored again.
+    #[arg(long, value_name = "KEY", requires = "message")]
+    idempotency_key: Option<String>,
 }
 
 /// Reads `NAME=VALUE` (the value may hold `=`; the name may not be empty).
@@ -92,6 +100,9 @@ impl Labels {
 /// Runs `publish`.
 pub async fn run(api: &impl Api, args: Args, output: Output) -> anyhow::Result<()> {
     let labels = Labels::of(&args);
+    if let (Some(message), Some(key)) = (&args.message, &args.idempotency_key) {
+        return publish_once(api, &args.topic, &labels, message, key, output).await;
+    }
     if let Some(message) = args.message {
         let offset = match labels.is_empty() {
             true => api.publish(&args.topic, Bytes::from(message)).await?,
@@ -135,6 +146,41 @@ pub async fn run(api: &impl Api, args: Args, output: Output) -> anyhow::Result<(
                 )
             }
             _ => "no lines to publish".to_owned(),
+        },
+    );
+    Ok(())
+}
+
+/// Publishes `message` with idempotency key `key` (and the labels), saying whether the
+/// server took it as a duplicate of an earlier publish.
+async fn publish_once(
+    api: &impl Api,
+    topic: &str,
+    labels: &Labels,
+    message: &str,
+    key: &str,
+    output: Output,
+) -> anyhow::Result<()> {
+    let message = NewMessage {
+        payload: Bytes::from(message.to_owned()),
+        key: labels.key.clone(),
+        headers: labels.headers.clone(),
+        idempotency_key: Some(key.to_owned()),
+    };
+    let published = api.publish_once(topic, &[message]).await?;
+    let offset = *published
+        .offsets
+        .first()
+        .context("the server answered no offset for the message")?;
+    let duplicate = published.duplicates.contains(&0);
+    output.emit(
+        json!({ "topic": topic, "offset": offset, "duplicate": duplicate }),
+        || match duplicate {
+            false => format!("published to {topic} at offset {offset}"),
+            true => format!(
+                "duplicate: idempotency key {key:?} was published to {topic} at offset \
+                 {offset} already; nothing was stored"
+            ),
         },
     );
     Ok(())
@@ -202,6 +248,7 @@ mod tests {
             file: None,
             key: None,
             headers: Vec::new(),
+            idempotency_key: None,
         };
         run(&fake, one, Output { json: true }).await.unwrap();
         let dir = tempfile::tempdir().unwrap();
@@ -214,6 +261,7 @@ mod tests {
             file: Some(path),
             key: None,
             headers: Vec::new(),
+            idempotency_key: None,
         };
         run(&fake, file, Output { json: true }).await.unwrap();
         assert_eq!(
@@ -237,6 +285,7 @@ mod tests {
             file: None,
             key: Some("k".into()),
             headers: vec![header("a=1").unwrap(), header("b=x=y").unwrap()],
+            idempotency_key: None,
         };
         run(&fake, one, Output { json: true }).await.unwrap();
         let dir = tempfile::tempdir().unwrap();
@@ -248,6 +297,7 @@ mod tests {
             file: Some(path),
             key: Some("k2".into()),
             headers: Vec::new(),
+            idempotency_key: None,
         };
         run(&fake, file, Output { json: true }).await.unwrap();
         assert_eq!(
@@ -259,5 +309,26 @@ mod tests {
             ]
         );
         assert!(header("novalue").is_err() && header("=v").is_err());
+    }
+
+    // Proves --idempotency-key sends the key with the one message, and a repeat's
+    // answer is reported as a duplicate at the first offset.
+    #[tokio::test]
+    async fn an_idempotency_key_goes_with_the_message() {
+        let fake = Fake::default();
+        let once = || Args {
+            topic: "t".into(),
+            message: Some("pay".into()),
+            file: None,
+            key: None,
+            headers: Vec::new(),
+            idempotency_key: Some("i-1".into()),
+        };
+        run(&fake, once(), Output { json: true }).await.unwrap();
+        run(&fake, once(), Output { json: false }).await.unwrap();
+        assert_eq!(
+            fake.calls(),
+            ["publish_once t pay key=i-1", "publish_once t pay key=i-1"]
+        );
     }
 }

@@ -57,7 +57,8 @@ use mailroom::topic::{
 use mailroom_api::topic_health::FailedTopic;
 use mailroom_api::ErrorCode;
 use mailroom_store::{
-    AckedThenPolled, DeadLetterPage, NewMessage, StoreError, Stored, TopicRepaired, TopicRetention,
+    AckedThenPolled, DeadLetterPage, IdempotencyWindow, NewMessage, StoreError, Stored,
+    TopicIdempotency, TopicRepaired, TopicRetention,
 };
 
 use crate::error::ApiError;
@@ -151,6 +152,10 @@ pub struct TopicState {
     pub retention: RetentionState,
     /// Why it is failed, or `None` while it serves.
     pub failure: Option<TopicFailureState>,
+    /// Its idempotency window in force when it has one of its own; `None` when the
+    /// server's defaults hold (always, on a backend that keeps no window of a topic's
+    /// own).
+    pub idempotency: Option<IdempotencyWindow>,
 }
 
 /// Everything known of one group: its state, settings, counters, deliveries in flight
@@ -293,6 +298,24 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
             ));
         }
         self.create_topic(topic).await
+    }
+
+    /// Creates `topic` with its own `retention` and idempotency window; as
+    /// [`create_topic_with`](Self::create_topic_with) otherwise. The default refuses a
+    /// window other than the defaults with 501 `not_supported`: a backend that keeps
+    /// one overrides it.
+    async fn create_topic_with_window(
+        &self,
+        topic: &str,
+        retention: &TopicRetention,
+        idempotency: &TopicIdempotency,
+    ) -> Result<bool, BackendError> {
+        if *idempotency != TopicIdempotency::default() {
+            return Err(BackendError::NotSupported(
+                "a topic's own idempotency window",
+            ));
+        }
+        self.create_topic_with(topic, retention).await
     }
 
     /// Changes some of `topic`'s own retention limits, durably; answers the topic's

@@ -35,12 +35,20 @@ pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
 /// The raw poll response header carrying the publish time, Unix milliseconds.
 pub const PUBLISHED_AT_HEADER: &str = "mailroom-published-at-ms";
 
-/// Checks `metadata`, wording a refusal with each field's name behind `prefix`
-/// (`"messages[3]."` makes `messages[3].key`).
-pub(crate) fn checked(metadata: Metadata, prefix: &str) -> Result<Metadata, ApiError> {
+/// Checks `metadata`, wording a refusal with each field's name behind the prefix that
+/// `prefix` makes (`"messages[3]."` makes `messages[3].key`). The prefix is made only
+/// for a refusal: formatting it for every message of a batch cost about a twentieth of the
+/// batch's instructions.
+pub(crate) fn checked(
+    metadata: Metadata,
+    prefix: impl FnOnce() -> String,
+) -> Result<Metadata, ApiError> {
     match metadata.check() {
         Ok(()) => Ok(metadata),
-        Err(error) => Err(renamed(error, |field| format!("{prefix}{field}"))),
+        Err(error) => {
+            let prefix = prefix();
+            Err(renamed(error, |field| format!("{prefix}{field}")))
+        }
     }
 }
 
@@ -81,7 +89,7 @@ pub(crate) fn of_object(
         headers: headers.unwrap_or_default(),
         idempotency_key,
     };
-    checked(metadata, &format!("messages[{index}]."))
+    checked(metadata, || format!("messages[{index}]."))
 }
 
 /// The message a JSON text frame of a publish stream holds (the batch item object),
@@ -110,7 +118,7 @@ pub(crate) fn message_of_object(
         headers: object.headers.unwrap_or_default(),
         idempotency_key: object.idempotency_key,
     };
-    let metadata = checked(metadata, &format!("{what}."))?;
+    let metadata = checked(metadata, || format!("{what}."))?;
     Ok(NewMessage { payload, metadata })
 }
 

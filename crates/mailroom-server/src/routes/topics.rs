@@ -5,7 +5,9 @@
 //! server's default, in a change unchanged), `null` (unlimited) or a number within the
 //! bounds of `mailroom_api::limits` (else 400 `invalid_argument` naming the field). A
 //! `PUT` of a topic that exists changes nothing, its retention included. The background
-//! task (`crate::retention`) applies the limits.
+//! task (`crate::retention`) applies the limits. `PUT` also takes the topic's own
+//! idempotency window (`{"idempotency": {"window_messages", "window_ms"}}`, each absent
+//! for the server's default), kept durably with its retention and shown in its view.
 //!
 //! Deleting a topic is the store's `delete_topic`: durable, and from then on every call
 //! on it (in flight or new) answers 404 `unknown_topic`. Its long polls are woken and so
@@ -21,11 +23,14 @@ use mailroom::topic::Metadata;
 pub use mailroom_api::limits::{BATCH_BODY_PAYLOADS_MAX, BATCH_MESSAGES_MAX};
 use mailroom_api::topic_health::TopicCondition;
 pub use mailroom_api::topics::{
-    Base64Message, BatchMessage, BatchPublished, BatchRequest, Published, RetentionInForce,
-    RetentionRemoved, RetentionSettings, TopicCreateRequest, TopicCreated, TopicDeleted, TopicInfo,
-    TopicList, TopicSummary, TopicUpdateRequest,
+    Base64Message, BatchMessage, BatchPublished, BatchRequest, IdempotencyInForce,
+    IdempotencySettings, Published, RetentionInForce, RetentionRemoved, RetentionSettings,
+    TopicCreateRequest, TopicCreated, TopicDeleted, TopicInfo, TopicList, TopicSummary,
+    TopicUpdateRequest,
 };
-use mailroom_store::{Limit, NewMessage, Stored, TopicRetention};
+use mailroom_store::{
+    IdempotencyWindow, Limit, NewMessage, Stored, TopicIdempotency, TopicRetention,
+};
 use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt as _};
 use utoipa_axum::routes;
 
@@ -39,7 +44,8 @@ use crate::routes::metadata;
 use crate::routes::BodyLimits;
 use crate::state::AppState;
 
-/// Creates a topic (idempotent), optionally with its own retention.
+/// Creates a topic (idempotent), optionally with its own retention and idempotency
+/// window.
 #[utoipa::path(put, path = "/v1/topics/{topic}", tag = "topics",
     params(("topic" = crate::names::Name, Path, description = "1-128 characters of [A-Za-z0-9._-]")),
     request_body(content = TopicCreateRequest,
@@ -47,9 +53,10 @@ use crate::state::AppState;
     responses(
         (status = 201, description = "Created", body = TopicCreated),
         (status = 200, description = "Already existed (nothing changed, retention included)", body = TopicCreated),
-        (status = 400, description = "Invalid name, bad JSON or a retention limit out of range", body = ErrorBody),
+        (status = 400, description = "Invalid name, bad JSON, or a retention or idempotency window limit out of range", body = ErrorBody),
         (status = 401, description = "Missing or wrong token", body = ErrorBody),
         (status = 409, description = "The server holds `--max-topics` topics: `topic_limit`", body = ErrorBody),
+        (status = 501, description = "A window of the topic's own on a backend that keeps none: `not_supported`", body = ErrorBody),
     ))]
 pub async fn create_topic(
     State(state): State<AppState>,
@@ -67,9 +74,17 @@ pub async fn create_topic(
     settings
         .check()
         .map_err(|error| ApiError::invalid_argument(error.to_string()))?;
+    let window = request.idempotency.unwrap_or_default();
+    window
+        .check()
+        .map_err(|error| ApiError::invalid_argument(error.to_string()))?;
+    let own_window = TopicIdempotency {
+        messages_max: window.window_messages,
+        age_ms_max: window.window_ms,
+    };
     let created = state
         .backend
-        .create_topic_with(&topic, &own_retention(&settings))
+        .create_topic_with_window(&topic, &own_retention(&settings), &own_window)
         .await?;
     let status = if created {
         StatusCode::CREATED
@@ -105,7 +120,7 @@ pub async fn update_topic(
         keep_unconsumed: settings.keep_unconsumed,
     };
     let topic = state.backend.change_retention(&topic, change).await?;
-    Ok(Json(topic_info_body(topic)))
+    Ok(Json(topic_info_body(topic, window_defaults(&state))))
 }
 
 /// One wire limit as the store's: absent `None`, `null` unlimited, a number the limit.
@@ -139,8 +154,10 @@ fn retention_view(state: &RetentionState) -> (RetentionInForce, u64, RetentionRe
     (in_force, state.bytes, removed)
 }
 
-/// A topic's view, as `GET /v1/topics/{topic}` and `PATCH` answer it.
-fn topic_info_body(topic: TopicState) -> TopicInfo {
+/// A topic's view, as `GET /v1/topics/{topic}` and `PATCH` answer it; a topic whose
+/// backend keeps no window of its own shows the server's defaults.
+fn topic_info_body(topic: TopicState, defaults: IdempotencyWindow) -> TopicInfo {
+    let window = topic.idempotency.unwrap_or(defaults);
     let (retention, bytes, removed) = retention_view(&topic.retention);
     TopicInfo {
         name: topic.name,
@@ -153,8 +170,30 @@ fn topic_info_body(topic: TopicState) -> TopicInfo {
         state: condition(topic.failure.as_ref()),
         failure_kind: topic.failure.as_ref().map(|f| f.kind.to_owned()),
         failure: topic.failure.map(|f| f.reason),
+        idempotency: Some(IdempotencyInForce {
+            window_messages: window.messages_max,
+            window_ms: window.age_ms_max,
+        }),
     }
 }
+
+/// The server's idempotency window defaults (`--idempotency-window-*`).
+fn window_defaults(state: &AppState) -> IdempotencyWindow {
+    IdempotencyWindow {
+        messages_max: state.config.idempotency_window_messages,
+        age_ms_max: state.config.idempotency_window_ms,
+    }
+}
+
+// The wire's window bounds are the store's.
+const _: () = assert!(
+    mailroom_api::limits::IDEMPOTENCY_WINDOW_MESSAGES_MAX
+        == mailroom_store::IDEMPOTENCY_WINDOW_MESSAGES_MAX
+);
+const _: () = assert!(
+    mailroom_api::limits::IDEMPOTENCY_WINDOW_MS_MAX
+        == mailroom_store::IDEMPOTENCY_WINDOW_AGE_MS_MAX
+);
 
 /// A topic's `state`: failed while it has a failure.
 fn condition(failure: Option<&TopicFailureState>) -> TopicCondition {
@@ -229,7 +268,7 @@ pub async fn topic_info(
     TopicPath { topic }: TopicPath,
 ) -> Result<Json<TopicInfo>, ApiError> {
     let topic = state.backend.topic_state(&topic).await?;
-    Ok(Json(topic_info_body(topic)))
+    Ok(Json(topic_info_body(topic, window_defaults(&state))))
 }
 
 /// Publishes the raw request body as one message, with the key in `Mailroom-Key` and

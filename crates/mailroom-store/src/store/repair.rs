@@ -9,7 +9,7 @@
 //! | the message log (a segment)  | [`Log::repair`]: every segment to `messages/damaged/<offset>/`; the log restarts empty past every offset it confirmed |
 //! | `CHECKPOINT`                 | moved to `damaged/<n>/`; the groups are rebuilt by replaying the whole groups log, if it still starts at 0 |
 //! | the groups log               | [`Log::cut_at_damage`]: cut just before the first damaged record (every change before it kept; the segment copied and later ones moved to `groups/damaged/<offset>/`); only if nothing before it can be kept, its files and `CHECKPOINT` moved to `damaged/<n>/` and the groups are gone |
-//! | `SETTINGS`                   | moved to `damaged/<n>/`: the topic takes the store's default retention |
+//! | `SETTINGS`                   | moved to `damaged/<n>/`: the topic takes the store's default retention and idempotency window |
 //! | `TOPIC`                      | written again (it holds only a magic number and the format version) |
 //!
 //! `<n>` is 1, 2, ... per repair. No offset that was confirmed is ever handed out again:
@@ -179,7 +179,7 @@ impl Store {
             Some(SETTINGS_FILE) => {
                 let to = move_aside(storage, dir, &[path])?;
                 Ok(format!(
-                    "moved SETTINGS to {}: the topic takes the store's default retention",
+                    "moved SETTINGS to {}: the topic takes the store's default retention and idempotency window",
                     to.display()
                 ))
             }

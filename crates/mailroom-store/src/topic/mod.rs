@@ -41,7 +41,7 @@ use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 
 use crate::clock::Clock;
 use crate::groups::{GroupSet, Staged};
-use crate::idempotency::KeysSeen;
+use crate::idempotency::{IdempotencyWindow, KeysSeen, TopicIdempotency};
 use crate::log::Log;
 use crate::retention::{Retention, RetentionRemoved, TopicRetention};
 use crate::storage::Storage;
@@ -111,6 +111,9 @@ pub(crate) struct TopicInner {
     retention: Mutex<TopicRetention>,
     /// What retention removed since the store was opened.
     removed: Mutex<RetentionRemoved>,
+    /// The topic's own idempotency window, as its `SETTINGS` file holds it (set at
+    /// creation only).
+    idempotency: TopicIdempotency,
     /// The idempotency keys published recently. Held from the check of a publish's keys
     /// through its log write, so of two publishes of one key exactly one stores.
     pub(crate) keys_seen: Mutex<KeysSeen>,
@@ -197,12 +200,12 @@ impl DurableTopic {
         dir: &Path,
         options: &StoreOptions,
     ) -> Result<DurableTopic, StoreError> {
-        let retention = settings::read(storage.as_ref(), dir)?;
+        let settings = settings::read(storage.as_ref(), dir)?;
         let messages = Log::open(storage.clone(), &dir.join("messages"), options.log.clone())?;
         let groups = GroupSet::open(storage.clone(), dir, &messages, options)?;
         let clock = options.clock.clone();
         let keys_seen = KeysSeen::rebuild(
-            options.idempotency,
+            settings.idempotency.resolve(options.idempotency),
             &messages,
             &dir.join("messages"),
             clock.now_ms(),
@@ -216,7 +219,8 @@ impl DurableTopic {
                 clock,
                 storage,
                 retention_defaults: options.retention,
-                retention: Mutex::new(retention),
+                retention: Mutex::new(settings.retention),
+                idempotency: settings.idempotency,
                 removed: Mutex::new(RetentionRemoved::default()),
                 keys_seen: Mutex::new(keys_seen),
                 deleted: RwLock::new(Life::Live),
@@ -334,6 +338,17 @@ impl DurableTopic {
             messages.durable(offsets.end),
             Ok(offsets),
         ))
+    }
+
+    /// The idempotency window in force for this topic: its own limits over the
+    /// store-wide default ([`StoreOptions::idempotency`]).
+    pub fn idempotency_window(&self) -> IdempotencyWindow {
+        self.inner.keys_seen.lock().window()
+    }
+
+    /// The topic's own idempotency window, as created (`None` limits follow the default).
+    pub fn own_idempotency(&self) -> TopicIdempotency {
+        self.inner.idempotency
     }
 
     /// The offset the next message will get: how many were ever published.

@@ -69,7 +69,11 @@ impl DurableTopic {
         let mut changed = *current;
         change(&mut changed);
         if changed != *current {
-            settings::write(self.inner.storage.as_ref(), &self.inner.dir, &changed)?;
+            let settings = settings::TopicSettings {
+                retention: changed,
+                idempotency: self.inner.idempotency,
+            };
+            settings::write(self.inner.storage.as_ref(), &self.inner.dir, &settings)?;
             *current = changed;
         }
         Ok(changed)

@@ -131,6 +131,14 @@ impl Api for Scripted {
     ) -> Result<bool, ClientError> {
         unused()
     }
+    async fn create_topic_with_window(
+        &self,
+        _: &str,
+        _: &mailroom_client::RetentionSettings,
+        _: &mailroom_client::IdempotencySettings,
+    ) -> Result<bool, ClientError> {
+        unused()
+    }
     async fn change_retention(
         &self,
         _: &str,

@@ -1,5 +1,6 @@
 //! `mailroom topic create`.
 
+use mailroom_client::IdempotencySettings;
 use serde_json::json;
 
 use crate::api::Api;
@@ -15,12 +16,28 @@ pub struct Args {
     /// The topic's own retention; limits left out follow the server's defaults.
     #[command(flatten)]
     retention: RetentionFlags,
+    /// The topic's own idempotency window by count: a repeated idempotency key is a
+    /// duplicate while its first publish is among the topic's last this many messages
+    /// (1 to 1000000; default: the server's).
+    #[arg(long, value_name = "N")]
+    idempotency_window_messages: Option<u64>,
+    /// The topic's own idempotency window by time, in milliseconds (1 to 604800000;
+    /// default: the server's).
+    #[arg(long, value_name = "MS")]
+    idempotency_window_ms: Option<u64>,
 }
 
 /// Creates the topic, or says it exists already.
 pub async fn run(api: &impl Api, args: Args, output: Output) -> anyhow::Result<()> {
     let topic = args.topic;
-    let created = if args.retention.any() {
+    let window = IdempotencySettings {
+        window_messages: args.idempotency_window_messages,
+        window_ms: args.idempotency_window_ms,
+    };
+    let created = if window != IdempotencySettings::default() {
+        api.create_topic_with_window(&topic, &args.retention.settings(), &window)
+            .await?
+    } else if args.retention.any() {
         api.create_topic_with(&topic, &args.retention.settings())
             .await?
     } else {
@@ -48,8 +65,29 @@ mod tests {
         let args = Args {
             topic: "t".into(),
             retention: RetentionFlags::default(),
+            idempotency_window_messages: None,
+            idempotency_window_ms: None,
         };
         run(&fake, args, Output { json: true }).await.unwrap();
         assert_eq!(fake.calls(), ["create_topic t"]);
+    }
+
+    // Proves a window flag sends the topic's own window (the other limit absent).
+    #[tokio::test]
+    async fn a_window_flag_sends_the_window() {
+        let fake = Fake::default();
+        let args = Args {
+            topic: "t".into(),
+            retention: RetentionFlags::default(),
+            idempotency_window_messages: None,
+            idempotency_window_ms: Some(5000),
+        };
+        run(&fake, args, Output { json: true }).await.unwrap();
+        let calls = fake.calls();
+        assert!(
+            calls[0].starts_with("create_topic_with_window t")
+                && calls[0].ends_with("window_messages: None, window_ms: Some(5000) }"),
+            "{calls:?}"
+        );
     }
 }

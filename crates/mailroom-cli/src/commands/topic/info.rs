@@ -9,6 +9,12 @@ pub async fn run(api: &impl Api, args: TopicArgs, output: Output) -> anyhow::Res
     let info = api.topic_info(&args.topic).await?;
     output.emit(serde_json::to_value(&info)?, || {
         let mut text = format!("{}\toffsets {}..{}", info.name, info.start, info.end);
+        if let Some(window) = &info.idempotency {
+            text.push_str(&format!(
+                "\tidempotency window {} messages, {} ms",
+                window.window_messages, window.window_ms
+            ));
+        }
         for group in &info.groups {
             text.push_str(&format!("\n  {}", crate::commands::group::describe(group)));
         }

@@ -1,7 +1,6 @@
 //! Where the embedded backend runs a store call, and whom it wakes afterwards.
 
 use mailroom_store::{Deferred, DurableTopic, Store, StoreError};
-use tokio::time::Instant;
 
 use super::Embedded;
 use crate::backend::BackendError;
@@ -83,13 +82,6 @@ impl Embedded {
         match tokio::task::spawn_blocking(move || call(&store)).await {
             Ok(result) => result.map_err(BackendError::from),
             Err(join) => Err(BackendError::Internal(format!("store task failed: {join}"))),
-        }
-    }
-
-    /// Tells the long polls of the leases a poll of `group` made, if it made any.
-    pub(super) fn leased(&self, topic: &str, group: &str, polled_at: Instant, made_any: bool) {
-        if made_any {
-            self.long_polls.leased(topic, group, polled_at);
         }
     }
 

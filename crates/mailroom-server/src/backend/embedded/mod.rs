@@ -21,7 +21,7 @@ use mailroom::group::{DeliveryId, GroupConfig, NackOptions, NotOwned};
 use mailroom::topic::{Delivery, Message, Nack, StartPosition};
 use mailroom_store::{
     AckedThenPolled, DeadLetterPage, DurableTopic, NewMessage, Store, StoreError, Stored,
-    TopicRetention,
+    TopicIdempotency, TopicRetention,
 };
 use prometheus_client::metrics::histogram::Histogram;
 use tokio::time::Instant;
@@ -184,6 +184,17 @@ impl Backend for Embedded {
     ) -> Result<bool, BackendError> {
         let (topic, retention) = (topic.to_owned(), *retention);
         self.blocking(move |store| store.create_topic_with(&topic, &retention))
+            .await
+    }
+
+    async fn create_topic_with_window(
+        &self,
+        topic: &str,
+        retention: &TopicRetention,
+        idempotency: &TopicIdempotency,
+    ) -> Result<bool, BackendError> {
+        let (topic, retention, idempotency) = (topic.to_owned(), *retention, *idempotency);
+        self.blocking(move |store| store.create_topic_with_window(&topic, &retention, &idempotency))
             .await
     }
 
@@ -372,7 +383,8 @@ impl Backend for Embedded {
                 }
             })
             .await?;
-        self.leased(topic, group, polled_at, delivery.is_some());
+        self.long_polls
+            .leased_if(topic, group, polled_at, delivery.is_some());
         Ok(delivery)
     }
 
@@ -391,7 +403,8 @@ impl Backend for Embedded {
                     .poll_batch_deferred(group, consumer, max)
             })
             .await?;
-        self.leased(topic, group, polled_at, !deliveries.is_empty());
+        self.long_polls
+            .leased_if(topic, group, polled_at, !deliveries.is_empty());
         Ok(deliveries)
     }
 
@@ -412,7 +425,8 @@ impl Backend for Embedded {
             })
             .await?;
         self.woken_by(topic, &acked);
-        self.leased(topic, group, polled_at, !polled.is_empty());
+        self.long_polls
+            .leased_if(topic, group, polled_at, !polled.is_empty());
         Ok((acked, polled))
     }
 

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use mailroom_api::topic_health::FailedTopic;
-use mailroom_store::{DurableTopic, FailureKind, Store, StoreError};
+use mailroom_store::{DurableTopic, FailureKind, Store, StoreError, TopicIdempotency};
 
 use crate::backend::log_reads::{check_from, fits};
 use crate::backend::{
@@ -73,6 +73,7 @@ pub(super) fn topic_state(store: &Store, name: String) -> Result<TopicState, Sto
                     kind: FailureKind::Stopped.as_str(),
                     reason,
                 })),
+                idempotency: None,
             })
         }
         Err(other) => return Err(other),
@@ -93,6 +94,10 @@ pub(super) fn topic_state(store: &Store, name: String) -> Result<TopicState, Sto
         groups,
         retention: retention_state(&handle),
         failure,
+        // A topic without a window of its own reads as one over any backend: the
+        // server's defaults (the PostgreSQL backend keeps no window of a topic's own).
+        idempotency: (handle.own_idempotency() != TopicIdempotency::default())
+            .then(|| handle.idempotency_window()),
     })
 }
 

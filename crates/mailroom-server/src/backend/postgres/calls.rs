@@ -23,13 +23,6 @@ use crate::backend::{
 use crate::long_poll::LongPolls;
 
 impl Postgres {
-    /// Tells the long polls of a lease a poll made, as the embedded backend does.
-    fn leased(&self, topic: &str, group: &str, polled_at: Instant, delivered: bool) {
-        if delivered {
-            self.long_polls.leased(topic, group, polled_at);
-        }
-    }
-
     /// Wakes `topic` if any of `outcomes` changed the group.
     fn woken_by<T, E>(&self, topic: &str, outcomes: &[Result<T, E>]) {
         if outcomes.iter().any(Result::is_ok) {
@@ -97,6 +90,7 @@ impl Backend for Postgres {
                 groups,
                 retention: offsets.retention,
                 failure: offsets.failure,
+                idempotency: None,
             })
         };
         self.watched(result.await)
@@ -202,7 +196,8 @@ impl Backend for Postgres {
     ) -> Result<Option<Delivery<Bytes>>, BackendError> {
         let polled_at = Instant::now();
         let delivery = self.watched(self.poll_one(topic, group, consumer).await)?;
-        self.leased(topic, group, polled_at, delivery.is_some());
+        self.long_polls
+            .leased_if(topic, group, polled_at, delivery.is_some());
         Ok(delivery)
     }
 
@@ -215,7 +210,8 @@ impl Backend for Postgres {
     ) -> Result<Vec<Delivery<Bytes>>, BackendError> {
         let polled_at = Instant::now();
         let deliveries = self.watched(self.poll_many(topic, group, consumer, max).await)?;
-        self.leased(topic, group, polled_at, !deliveries.is_empty());
+        self.long_polls
+            .leased_if(topic, group, polled_at, !deliveries.is_empty());
         Ok(deliveries)
     }
 
@@ -231,7 +227,8 @@ impl Backend for Postgres {
         let (acked, polled) =
             self.watched(self.ack_then_poll(topic, group, acks, consumer, max).await)?;
         self.woken_by(topic, &acked);
-        self.leased(topic, group, polled_at, !polled.is_empty());
+        self.long_polls
+            .leased_if(topic, group, polled_at, !polled.is_empty());
         Ok((acked, polled))
     }
 

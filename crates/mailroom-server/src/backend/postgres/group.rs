@@ -39,6 +39,8 @@ pub(super) struct Planning {
     pub state: GroupState,
     /// The next offset of the topic's log.
     pub log_end: u64,
+    /// The oldest retained offset of the topic's log, read with `log_end`.
+    pub log_start: u64,
     /// The time of the call (ms), on the group's clock.
     pub now_ms: u64,
     /// Payload sizes of the messages a batch poll may hand out, when asked for.
@@ -79,7 +81,7 @@ const LOCK_GROUP: &str = "SELECT t.id, g.version, \
 // Sent right behind the lock in the same pipeline, so it runs once the lock is held and
 // reads the log's end as of then, not as of before the wait.
 const LOG_AND_CLOCK: &str = "SELECT next_offset, \
-     (extract(epoch FROM clock_timestamp()) * 1000)::bigint \
+     (extract(epoch FROM clock_timestamp()) * 1000)::bigint, start_offset \
      FROM mailroom_topics WHERE name = $1";
 const DEAD_LETTERS: &str = "SELECT \"offset\", attempts, reason, at_ms \
      FROM mailroom_dead_letters WHERE topic_id = $1 AND group_name = $2 ORDER BY seq";
@@ -166,12 +168,14 @@ impl Postgres {
             version,
             dead_letter_seq,
             log_end,
+            log_start,
             db_now_ms,
         } = locked;
         let now_ms = db_now_ms.max(base.clock_ms);
         let mut planning = Planning {
             state: base.state.clone(),
             log_end,
+            log_start,
             now_ms,
             sizes: HashMap::new(),
             keys: HashMap::new(),
@@ -227,6 +231,7 @@ struct Locked {
     version: i64,
     dead_letter_seq: i64,
     log_end: u64,
+    log_start: u64,
     db_now_ms: u64,
 }
 
@@ -270,6 +275,7 @@ async fn lock(
         group_id: locked.get(4),
         log_end: log.get::<_, i64>(0) as u64,
         db_now_ms: log.get::<_, i64>(1).max(0) as u64,
+        log_start: log.get::<_, i64>(2) as u64,
     };
     let stored: Option<Vec<u8>> = locked.get(2);
     let base = match (stored, cached) {

@@ -15,19 +15,17 @@ fn invalid(error: ArgumentError) -> BackendError {
 }
 
 impl Postgres {
-    /// Moves `group` to `to` and answers its new position. The log's start is read
-    /// before the transaction: it moves only with retention, which this backend does
-    /// not run yet (see `docs/scale-out.md`), so it cannot move under the seek.
+    /// Moves `group` to `to` and answers its new position, checked against the log's
+    /// start and end as read under the group's lock.
     pub(super) async fn seek_group(
         &self,
         topic: &str,
         group: &str,
         to: StartPosition,
     ) -> Result<u64, BackendError> {
-        let start = self.topic_row(topic).await?.start;
         let (position, _) = self
             .group_call(topic, group, false, |planning| {
-                let end = planning.log_end;
+                let (start, end) = (planning.log_start, planning.log_end);
                 let position = match to {
                     StartPosition::Earliest => start,
                     StartPosition::Latest => end,
