@@ -216,6 +216,13 @@ def test_the_endpoints_the_suite_does_not_use(server: Server) -> None:
     info = client.change_retention("logs", models.Retention(max_messages=None, max_bytes=1 << 30))
     assert info.retention == models.RetentionInForce(True, None, 1 << 30, None)
     assert [topic.name for topic in client.list_topics()] == ["logs"]
+    window = models.IdempotencyWindow(window_messages=50, window_ms=60_000)
+    assert client.create_topic("payments", idempotency=window) is True
+    assert client.topic_info("payments").idempotency == window
+    assert client.topic_info("logs").idempotency == models.IdempotencyWindow(10_000, 120_000)
+    with pytest.raises(errors.InvalidArgument):
+        client.create_topic("refused", idempotency=models.IdempotencyWindow(window_messages=0))
+    client.delete_topic("payments")
     client.create_group("logs", "raw", 1)
     assert client.poll_raw("logs", "raw") is None
     client.publish("logs", bytes([0, 255]))

@@ -4,7 +4,7 @@
  */
 import { ConsumeStream, type ConsumeStreamOptions } from "./consume_stream.js";
 import { Consumer, type ConsumeOptions } from "./consumer.js";
-import { type BatchPublished, type ChannelDelivery, type ChannelInfo, type DeadLetter, type DeadLetterPage, Delivery, type DeliveryRef, type GroupDetail, type GroupPause, type GroupSeeked, type Message, type TopicRecovered, type TopicRepairReport, type GroupSettings, type Health, type ItemResult, type NackKind, type Payload, type PolledBatch, type Published, type Retention, type Ticket, type TopicInfo, type TopicSummary } from "./models.js";
+import { type BatchPublished, type ChannelDelivery, type ChannelInfo, type DeadLetter, type DeadLetterPage, Delivery, type DeliveryRef, type GroupDetail, type GroupPause, type GroupSeeked, type Message, type TopicRecovered, type TopicRepairReport, type GroupSettings, type Health, type ItemResult, type NackKind, type Payload, type PolledBatch, type Published, type IdempotencyWindow, type Retention, type Ticket, type TopicInfo, type TopicSummary } from "./models.js";
 import { type LogPage, type ReadOptions } from "./reads.js";
 import { StreamConsumer } from "./stream_consumer.js";
 import { PublishStream, Subscription } from "./streams.js";
@@ -79,8 +79,11 @@ export declare class Client {
     openapi(): Promise<Record<string, unknown>>;
     /** A one-use ticket for a stream under `path` (for browsers' `EventSource`). */
     issueTicket(path: string): Promise<Ticket>;
-    /** Creates a topic (idempotent): true if this call created it. */
-    createTopic(topic: string, retention?: Retention): Promise<boolean>;
+    /**
+     * Creates a topic (idempotent): true if this call created it. `idempotency` gives it an
+     * idempotency window of its own (set at creation only).
+     */
+    createTopic(topic: string, retention?: Retention, idempotency?: IdempotencyWindow): Promise<boolean>;
     /** Changes the limits `retention` sets; the others stay. */
     changeRetention(topic: string, retention: Retention): Promise<TopicInfo>;
     /** Every topic, by name. */

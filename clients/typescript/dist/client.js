@@ -158,9 +158,16 @@ export class Client {
         return this.json({ method: "POST", path: "/v1/tickets", json: { path } });
     }
     // Topics.
-    /** Creates a topic (idempotent): true if this call created it. */
-    async createTopic(topic, retention) {
-        const json = retention === undefined ? {} : { retention };
+    /**
+     * Creates a topic (idempotent): true if this call created it. `idempotency` gives it an
+     * idempotency window of its own (set at creation only).
+     */
+    async createTopic(topic, retention, idempotency) {
+        const json = {};
+        if (retention !== undefined)
+            json.retention = retention;
+        if (idempotency !== undefined)
+            json.idempotency = idempotency;
         const answer = await this.json({ method: "PUT", path: `/v1/topics/${name("topic", topic)}`, json });
         return answer.created;
     }

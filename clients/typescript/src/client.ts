@@ -27,6 +27,7 @@ import {
   type Payload,
   type PolledBatch,
   type Published,
+  type IdempotencyWindow,
   type Retention,
   type Ticket,
   type TopicInfo,
@@ -253,9 +254,14 @@ export class Client {
 
   // Topics.
 
-  /** Creates a topic (idempotent): true if this call created it. */
-  async createTopic(topic: string, retention?: Retention): Promise<boolean> {
-    const json = retention === undefined ? {} : { retention };
+  /**
+   * Creates a topic (idempotent): true if this call created it. `idempotency` gives it an
+   * idempotency window of its own (set at creation only).
+   */
+  async createTopic(topic: string, retention?: Retention, idempotency?: IdempotencyWindow): Promise<boolean> {
+    const json: { retention?: Retention; idempotency?: IdempotencyWindow } = {};
+    if (retention !== undefined) json.retention = retention;
+    if (idempotency !== undefined) json.idempotency = idempotency;
     const answer = await this.json<{ created: boolean }>({ method: "PUT", path: `/v1/topics/${name("topic", topic)}`, json });
     return answer.created;
   }

@@ -282,6 +282,16 @@ export interface TopicSummary {
   failure_kind?: string | null;
 }
 
+/**
+ * A topic's idempotency window: a repeated key among the last `window_messages` messages
+ * published within `window_ms` answers the first offset. Sent at creation, an absent limit
+ * follows the server's default; in a topic's view both are in force.
+ */
+export interface IdempotencyWindow {
+  window_messages?: number;
+  window_ms?: number;
+}
+
 /** A topic's view: its offsets, groups, retention and disk use. */
 export interface TopicInfo {
   name: string;
@@ -291,6 +301,8 @@ export interface TopicInfo {
   bytes?: number;
   retention?: RetentionInForce;
   removed?: RetentionRemoved;
+  /** The idempotency window in force (the topic's own over the server's defaults). */
+  idempotency?: IdempotencyWindow;
   /** `ok` while the topic serves, `failed` while it cannot (see `failure`). */
   state?: "ok" | "failed";
   failure?: string | null;

@@ -171,6 +171,12 @@ test("every endpoint has a method, and the ones the suite does not use work", as
     const info = await client.changeRetention("logs", { max_messages: null, max_bytes: 2 ** 30 });
     assert.deepEqual(info.retention, { keep_unconsumed: true, max_age_ms: null, max_bytes: 2 ** 30, max_messages: null });
     assert.deepEqual((await client.listTopics()).map((t) => t.name), ["logs"]);
+    const window = { window_messages: 50, window_ms: 60_000 };
+    assert.equal(await client.createTopic("payments", undefined, window), true);
+    assert.deepEqual((await client.topicInfo("payments")).idempotency, window);
+    assert.deepEqual((await client.topicInfo("logs")).idempotency, { window_messages: 10_000, window_ms: 120_000 });
+    await assert.rejects(client.createTopic("refused", undefined, { window_messages: 0 }), mailroom.InvalidArgument);
+    await client.deleteTopic("payments");
     await client.createGroup("logs", "raw", { max_attempts: 1 });
     assert.equal(await client.pollRaw("logs", "raw"), null);
     await client.publish("logs", new Uint8Array([0, 255]));

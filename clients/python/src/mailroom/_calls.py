@@ -111,9 +111,15 @@ def openapi() -> Call[dict[str, Any]]:
     return Call("GET", "/openapi.json", lambda response: response.json())
 
 
-def create_topic(topic: str, retention: models.Retention | None) -> Call[bool]:
+def create_topic(
+    topic: str,
+    retention: models.Retention | None,
+    idempotency: models.IdempotencyWindow | None = None,
+) -> Call[bool]:
     """``PUT /v1/topics/{topic}``: True if created."""
-    body = {} if retention is None else {"retention": retention.encode()}
+    body: dict[str, Any] = {} if retention is None else {"retention": retention.encode()}
+    if idempotency is not None:
+        body["idempotency"] = idempotency.encode()
     return Call("PUT", f"/v1/topics/{name('topic', topic)}", _field("created"), json=body)
 
 

@@ -102,9 +102,15 @@ class AsyncClient:
 
     # Topics.
 
-    async def create_topic(self, topic: str, retention: models.Retention | None = None) -> bool:
-        """Creates a topic (idempotent): True if this call created it."""
-        return await self.run(_calls.create_topic(topic, retention))
+    async def create_topic(
+        self,
+        topic: str,
+        retention: models.Retention | None = None,
+        idempotency: models.IdempotencyWindow | None = None,
+    ) -> bool:
+        """Creates a topic (idempotent): True if this call created it. ``idempotency``
+        gives it an idempotency window of its own (set at creation only)."""
+        return await self.run(_calls.create_topic(topic, retention, idempotency))
 
     async def change_retention(self, topic: str, retention: models.Retention) -> models.TopicInfo:
         """Changes the limits ``retention`` sets; the others stay."""

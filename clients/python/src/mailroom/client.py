@@ -97,9 +97,15 @@ class Client:
 
     # Topics.
 
-    def create_topic(self, topic: str, retention: models.Retention | None = None) -> bool:
-        """Creates a topic (idempotent): True if this call created it."""
-        return self.run(_calls.create_topic(topic, retention))
+    def create_topic(
+        self,
+        topic: str,
+        retention: models.Retention | None = None,
+        idempotency: models.IdempotencyWindow | None = None,
+    ) -> bool:
+        """Creates a topic (idempotent): True if this call created it. ``idempotency``
+        gives it an idempotency window of its own (set at creation only)."""
+        return self.run(_calls.create_topic(topic, retention, idempotency))
 
     def change_retention(self, topic: str, retention: models.Retention) -> models.TopicInfo:
         """Changes the limits ``retention`` sets; the others stay."""

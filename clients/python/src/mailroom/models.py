@@ -383,6 +383,24 @@ class Retention:
 
 
 @dataclass
+class IdempotencyWindow:
+    """A topic's idempotency window: a repeated key among the last ``window_messages``
+    messages published within ``window_ms`` answers the first offset. Sent at creation,
+    ``None`` follows the server's default; in a topic's view both are in force."""
+
+    window_messages: int | None = None
+    window_ms: int | None = None
+
+    def encode(self) -> dict[str, Any]:
+        """The wire form: only the limits that were set."""
+        return {
+            item.name: getattr(self, item.name)
+            for item in dataclasses.fields(self)
+            if getattr(self, item.name) is not None
+        }
+
+
+@dataclass
 class TopicSummary:
     """One topic in the topic list."""
 
@@ -411,6 +429,8 @@ class TopicInfo:
     bytes: int | None = None
     retention: RetentionInForce | None = None
     removed: RetentionRemoved | None = None
+    idempotency: IdempotencyWindow | None = None
+    """The idempotency window in force (the topic's own over the server's defaults)."""
     state: str = "ok"
     """``ok`` while the topic serves, ``failed`` while it cannot (see ``failure``)."""
     failure: str | None = None
