@@ -204,6 +204,7 @@ def test_the_stream_loop_rides_out_a_kill_and_restart(server: Server) -> None:
     worker.join(CONDITION_WAIT_S)
     assert not worker.is_alive()
     assert consumer.stats.reconnects > 0
+    assert max(handled.values()) == 1, "a delivery was handed to the body twice"
     check_after_restart(client, handled, results)
 
 
@@ -232,6 +233,7 @@ def test_the_async_stream_loop_rides_out_a_kill_and_restart(server: Server) -> N
         return consumer.stats.reconnects
 
     assert asyncio.run(main()) > 0
+    assert max(handled.values()) == 1, "a delivery was handed to the body twice"
     check_after_restart(client, handled, results)
 
 

@@ -19,7 +19,9 @@
  *
  * When the server closes the stream (shutdown, a deleted group) or the connection
  * breaks, iteration ends and `closed` holds the reason; settling then throws
- * `StreamClosed`. Deliveries not settled stay in flight as an HTTP consumer's would:
+ * `StreamClosed`. A delivery received but not handed out yet is dropped once an ack or
+ * nack of it (sent again after a reconnect) is answered: it is never handed out settled.
+ * Deliveries not settled stay in flight as an HTTP consumer's would:
  * their leases run out, or a stream opened again with the same `consumer` gets them back
  * first, with the same attempts (the `stream: true` consumer loop does exactly that).
  */
@@ -110,6 +112,13 @@ export declare class ConsumeStream implements AsyncIterable<Delivery> {
     /** Closes the connection; deliveries not settled stay in flight. */
     close(): void;
     private take;
+    /**
+     * Drops the buffered copy of a delivery an ack or nack was just answered for. After a
+     * reconnect the server sends a delivery still in flight before it answers the ack sent
+     * again for it; when both arrive in one read, the copy must not be handed out: it is
+     * settled (answered `acked`), or no longer ours (answered `not_owned`).
+     */
+    private dropSettled;
     private end;
     private wake;
     /** Waits until `ready()` holds; false on timeout. */

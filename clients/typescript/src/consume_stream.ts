@@ -19,7 +19,9 @@
  *
  * When the server closes the stream (shutdown, a deleted group) or the connection
  * breaks, iteration ends and `closed` holds the reason; settling then throws
- * `StreamClosed`. Deliveries not settled stay in flight as an HTTP consumer's would:
+ * `StreamClosed`. A delivery received but not handed out yet is dropped once an ack or
+ * nack of it (sent again after a reconnect) is answered: it is never handed out settled.
+ * Deliveries not settled stay in flight as an HTTP consumer's would:
  * their leases run out, or a stream opened again with the same `consumer` gets them back
  * first, with the same attempts (the `stream: true` consumer loop does exactly that).
  */
@@ -246,11 +248,27 @@ export class ConsumeStream implements AsyncIterable<Delivery> {
         throw new TransportError(`answer to settlement ${body.seq}, expected ${settlement?.seq}`);
       }
       this.pendingQueue.shift();
-      if (settlement.op === "touch" && body.error) this.unsettledMap.delete(key(settlement));
+      if (settlement.op === "touch") {
+        if (body.error) this.unsettledMap.delete(key(settlement));
+      } else {
+        this.dropSettled(key(settlement));
+      }
       const { offset, attempt, op } = settlement;
       this.answerQueue.push({ seq: body.seq as number, offset, attempt, op, outcome: body.outcome ?? null, error: body.error ?? null });
     } else {
       throw new TransportError(`unexpected consume stream frame: ${text.slice(0, 200)}`);
+    }
+  }
+
+  /**
+   * Drops the buffered copy of a delivery an ack or nack was just answered for. After a
+   * reconnect the server sends a delivery still in flight before it answers the ack sent
+   * again for it; when both arrive in one read, the copy must not be handed out: it is
+   * settled (answered `acked`), or no longer ours (answered `not_owned`).
+   */
+  private dropSettled(settled: string): void {
+    for (let i = this.deliveries.length - 1; i >= 0; i--) {
+      if (key(this.deliveries[i]) === settled) this.deliveries.splice(i, 1);
     }
   }
 

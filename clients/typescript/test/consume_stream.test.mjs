@@ -7,7 +7,9 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
 
+import { ConsumeStream } from "../dist/consume_stream.js";
 import * as mailroom from "../dist/index.js";
+import { StreamConsumer } from "../dist/stream_consumer.js";
 import { Server } from "./server.mjs";
 
 const { Client } = mailroom;
@@ -131,6 +133,58 @@ test("the stream loop keeps slow leases and releases what it left", () =>
     assert.deepEqual([info.position, info.counters.expired_leases, info.counters.releases], [1, 0, 1]);
   }));
 
+/** A WebSocket stand-in whose frames the test hands over, as many as it likes in one go. */
+class FrameSocket {
+  readyState = 1;
+  sent = [];
+  listeners = { message: new Set(), close: new Set() };
+  addEventListener(type, listener) {
+    this.listeners[type].add(listener);
+  }
+  removeEventListener(type, listener) {
+    this.listeners[type].delete(listener);
+  }
+  send(text) {
+    this.sent.push(JSON.parse(text));
+  }
+  close() {
+    this.readyState = 3;
+  }
+  /** Takes `frames` one after the other, as from a single read: no await in between. */
+  arrive(frames) {
+    for (const frame of frames) for (const listener of [...this.listeners.message]) listener({ data: JSON.stringify(frame) });
+  }
+}
+
+// The frames a server restarted under a kill -9 sends a loop that carried acks 96..111
+// over: their deliveries (still in flight) first, then the acks' answers.
+test("the stream loop never hands out a delivery its carried ack settled in the same read", async () => {
+  const offsets = Array.from({ length: 16 }, (_, i) => 96 + i);
+  const socket = new FrameSocket();
+  const stream = new ConsumeStream(socket, "w1", 16, [], () => {});
+  const consumer = new StreamConsumer(null, { window: 16 });
+  Object.assign(consumer, { stream, open: true });
+  // What `reconnect` does: the unanswered acks marked as sent again, and sent.
+  for (const offset of offsets) consumer.redo.add(`${offset}:1`);
+  for (const offset of offsets) consumer.send({ op: "ack", offset, attempt: 1 });
+  assert.deepEqual(socket.sent.map((s) => s.offset), offsets);
+  // Once the frames taken are used up, the loop ends instead of waiting for more.
+  const receive = stream.receive.bind(stream);
+  stream.receive = async () => (await receive()) ?? ((consumer.stopped = true), null);
+  // The loop waits for a delivery while all 32 frames are taken.
+  const first = consumer.next(16);
+  socket.arrive([
+    ...offsets.map((offset) => ({ type: "delivery", offset, attempt: 1, payload: `m${offset}` })),
+    ...offsets.map((_, seq) => ({ type: "settled", seq, outcome: "acked" })),
+  ]);
+  stream.interrupt();
+  const handed = [];
+  for (let delivery = await first; delivery !== null; delivery = await consumer.next(16)) handed.push(delivery.offset);
+  assert.deepEqual(handed, [], "a delivery settled by its carried ack was handed to the body");
+  assert.deepEqual(stream.answers().map((a) => [a.offset, a.outcome]), offsets.map((o) => [o, "acked"]));
+  assert.deepEqual([stream.buffered(), stream.unsettled(), stream.unanswered], [[], [], 0]);
+});
+
 const MESSAGES = 300;
 
 test("the stream loop rides out a kill -9 and a restart", () =>
@@ -151,6 +205,7 @@ test("the stream loop rides out a kill -9 and a restart", () =>
     await restarted;
     assert.ok(consumer.stats.reconnects > 0, "the kill was not noticed");
     assert.equal(handled.size, MESSAGES);
+    assert.ok([...handled.values()].every((n) => n === 1), "a delivery was handed to the body twice");
     const acked = new Map();
     for (const r of results.filter((r) => r.outcome === "acked")) acked.set(r.offset, (acked.get(r.offset) ?? 0) + 1);
     assert.ok([...acked.values()].every((n) => n === 1), "an offset was acked twice");

@@ -20,7 +20,9 @@ A reader thread takes every frame as it arrives, so deliveries and answers are k
 
 Closing: when the server closes the stream (shutdown, a deleted group) or the connection
 breaks, iteration ends and :attr:`~ConsumeStream.closed` holds the reason; settling then
-raises :class:`~mailroom.errors.StreamClosed`. The deliveries not settled stay in flight
+raises :class:`~mailroom.errors.StreamClosed`. A delivery received but not handed out yet
+is dropped once an ack or nack of it (sent again after a reconnect) is answered: it is
+never handed out settled. The deliveries not settled stay in flight
 as an HTTP consumer's would: their leases run out, or a stream opened again with the same
 ``consumer`` gets them back first, with the same attempts. The consumer loop
 (``group.consume(stream=True)``) does exactly that after a server restart.
@@ -130,11 +132,24 @@ class Ledger:
                 raise TransportError(f"answer to settlement {answer.seq}, expected {expected}")
             settlement = self.pending.popleft()
             answer.op, answer.offset, answer.attempt = settlement.op, *settlement.key
-            if settlement.op == "touch" and answer.error is not None:
+            if settlement.op != "touch":
+                self.drop_settled(settlement.key)
+            elif answer.error is not None:
                 self.unsettled.pop(settlement.key, None)  # no longer ours: stop touching
             self.answers.append(answer)
         else:
             raise TransportError(f"unexpected consume stream frame: {str(text)[:200]}")
+
+    def drop_settled(self, key: Key) -> None:
+        """Drops the buffered copy of a delivery an ack or nack was just answered for.
+
+        After a reconnect the server sends a delivery still in flight before it answers
+        the ack sent again for it; when both arrive in one read, the copy must not be
+        handed out: it is settled (answered ``acked``) or no longer ours (``not_owned``).
+        """
+        if any((d.offset, d.attempt) == key for d in self.deliveries):
+            kept = [d for d in self.deliveries if (d.offset, d.attempt) != key]
+            self.deliveries = deque(kept)
 
     def settle(self, settlement: Settlement) -> int:
         """Numbers ``settlement`` and records it as unanswered (before it is sent, so a
