@@ -6,7 +6,7 @@
 # Rust client.
 #
 # - Python: `pip install ./clients/python` into a fresh venv (httpx and websockets from
-#   PyPI), then pytest (sync and asyncio clients).
+#   PyPI), `mypy --strict` over its sources, then pytest (sync and asyncio clients).
 # - TypeScript: `npm ci` (the dev dependency typescript), a rebuild that must match the
 #   committed dist/, `node --test`; then `npm install ./clients/typescript` into an empty
 #   project, which must import, type-check and talk to a server.
@@ -28,7 +28,9 @@ export MAILROOM_BIN="$mailroom_bin"
 
 echo "clients: Python (pip install ./clients/python, pytest)"
 python3 -m venv "$work/venv"
-"$work/venv/bin/pip" install --quiet ./clients/python 'pytest>=7'
+"$work/venv/bin/pip" install --quiet ./clients/python 'pytest>=7' 'mypy>=1.8'
+# The package ships py.typed: its sources must type-check under --strict.
+"$work/venv/bin/mypy" --strict --no-incremental clients/python/src/mailroom
 # From the temporary directory, so the installed package is tested, not the source tree.
 (cd "$work" && "$work/venv/bin/python" -m pytest -q -p no:cacheprovider "$repo/clients/python/tests")
 
