@@ -46,7 +46,8 @@
 //!
 //! # What the home provides
 //!
-//! The lookup is asked once per unfinished slot and per fresh candidate on every plan, so
+//! The lookup is asked once per unfinished slot and per fresh candidate on every plan
+//! (a batch poll walks the window once for all its deliveries, see `window_scan.rs`), so
 //! a home keeps the hashes of its window in memory (the durable store reads each record's
 //! key once, with the payload it is about to deliver). Held slots are persisted like
 //! any slot; on replay a delivery above the window's end holds the offsets it skipped,
