@@ -1,5 +1,5 @@
 //! Model test of the PostgreSQL backend through the `Backend` seam: random operations
-//! (publishes, groups with W > 1, polls and batches by several consumers, acks and nacks
+//! (publishes, with ordering keys or without, groups with W > 1, polls and batches by several consumers, acks and nacks
 //! of every kind, stale ids, ack-then-poll, redrive, purge, reads) go to the embedded
 //! backend, the reference (itself checked against the in-memory model by the store's
 //! model tests), and to brokers over one PostgreSQL database, alternating between two
@@ -17,10 +17,11 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use mailroom::group::{DeliveryId, GroupConfig, NackKind, NackOptions};
-use mailroom::topic::StartPosition;
+use mailroom::topic::{Metadata, StartPosition};
 use mailroom_server::backend::{Backend, BackendError, Embedded, Postgres};
 use mailroom_server::error::ApiError;
 use mailroom_server::long_poll::LongPolls;
+use mailroom_store::NewMessage;
 use mailroom_testkit::strategy::{nack_kind, nack_reason, offset_range, CONSUMERS};
 use postgres_support::{cluster_url, fresh_database};
 use proptest::prelude::*;
@@ -31,6 +32,9 @@ const GROUPS: [&str; 2] = ["a", "b"];
 #[derive(Debug, Clone)]
 enum Op {
     Publish(Vec<Vec<u8>>),
+    /// Messages with their key (`None`: without one) from a few keys, so that keys meet
+    /// inside a window and ordering keys decide what goes out.
+    PublishKeyed(Vec<(Vec<u8>, Option<u8>)>),
     Create(usize, u32, u32),
     Poll(usize, usize),
     PollBatch(usize, usize, usize),
@@ -59,7 +63,12 @@ fn any_op() -> impl Strategy<Value = Op> {
     let consumer = 0..CONSUMERS.len();
     let payloads = proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..12), 1..4);
     prop_oneof![
-        4 => payloads.prop_map(Op::Publish),
+        2 => payloads.prop_map(Op::Publish),
+        3 => proptest::collection::vec(
+            (proptest::collection::vec(any::<u8>(), 0..12), proptest::option::of(0..3u8)),
+            1..5,
+        )
+        .prop_map(Op::PublishKeyed),
         1 => (group.clone(), 1..4u32, 1..4u32).prop_map(|(g, m, w)| Op::Create(g, m, w)),
         5 => (group.clone(), consumer.clone()).prop_map(|(g, c)| Op::Poll(g, c)),
         3 => (group.clone(), consumer.clone(), 1..4usize).prop_map(|(g, c, m)| Op::PollBatch(g, c, m)),
@@ -134,6 +143,19 @@ async fn run(backend: &dyn Backend, op: &Op, handed: &Handed) -> (String, Option
         Op::Publish(payloads) => {
             let payloads: Vec<Bytes> = payloads.iter().cloned().map(Bytes::from).collect();
             (seen(backend.publish_batch(TOPIC, &payloads).await), None)
+        }
+        Op::PublishKeyed(messages) => {
+            let messages: Vec<NewMessage> = messages
+                .iter()
+                .map(|(payload, key)| NewMessage {
+                    payload: Bytes::from(payload.clone()),
+                    metadata: match key {
+                        Some(key) => Metadata::new().with_key(format!("k{key}")),
+                        None => Metadata::new(),
+                    },
+                })
+                .collect();
+            (seen(backend.publish_messages(TOPIC, &messages).await), None)
         }
         Op::Create(g, max_attempts, w) => {
             let config = GroupConfig::new(*max_attempts).with_max_in_flight(*w);

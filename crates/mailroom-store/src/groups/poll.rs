@@ -18,7 +18,7 @@
 use bytes::Bytes;
 use mailroom::group::{
     plan_batch, BatchEnd, BatchHome, BatchPoll, Change, DeliveryId, GroupState, NewDelivery, Offer,
-    PollStep,
+    PollStep, WindowScan,
 };
 use mailroom::topic::Delivery;
 
@@ -234,6 +234,15 @@ impl BatchHome for StagedBatch<'_> {
     }
 
     fn plan_new(&mut self, log_end: u64, now_ms: u64) -> Result<PollStep, StoreError> {
+        self.plan_new_scanned(log_end, now_ms, &mut WindowScan::default())
+    }
+
+    fn plan_new_scanned(
+        &mut self,
+        log_end: u64,
+        now_ms: u64,
+        scan: &mut WindowScan,
+    ) -> Result<PollStep, StoreError> {
         let entry = &mut *self.entry;
         entry.keys.forget_below(entry.state.position());
         let mut keys = KeyReader {
@@ -241,7 +250,9 @@ impl BatchHome for StagedBatch<'_> {
             messages: self.messages,
             error: None,
         };
-        let step = entry.state.plan_poll_new_keyed(log_end, now_ms, &mut keys);
+        let step = entry
+            .state
+            .plan_poll_new_scanned(log_end, now_ms, &mut keys, scan);
         match keys.error {
             Some(error) => Err(error),
             None => Ok(step),

@@ -13,7 +13,7 @@
 //! changes the state itself, so a home that must persist a change before applying it
 //! can.
 
-use super::{Change, DeliveryId, GroupState, NewDelivery, PollStep};
+use super::{Change, DeliveryId, GroupState, NewDelivery, PollStep, WindowScan};
 
 /// What a batch poll asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +75,24 @@ pub trait BatchHome {
     /// Whatever reading the keys can fail with; the batch stops with it.
     fn plan_new(&mut self, log_end: u64, now_ms: u64) -> Result<PollStep, Self::Error> {
         Ok(self.state().plan_poll_new(log_end, now_ms))
+    }
+
+    /// [`plan_new`](Self::plan_new) for the next delivery of a batch, with the batch's
+    /// [`WindowScan`]: by default `plan_new`, which plans from scratch. A home whose
+    /// messages carry keys plans with [`GroupState::plan_poll_new_scanned`] here, which
+    /// answers the same and keeps a batch linear in the window.
+    ///
+    /// # Errors
+    ///
+    /// As [`plan_new`](Self::plan_new).
+    fn plan_new_scanned(
+        &mut self,
+        log_end: u64,
+        now_ms: u64,
+        scan: &mut WindowScan,
+    ) -> Result<PollStep, Self::Error> {
+        let _ = scan;
+        self.plan_new(log_end, now_ms)
     }
 
     /// Adds the consumer's own delivery `id`, already in flight, to the batch.
@@ -151,10 +169,13 @@ pub fn plan_batch<H: BatchHome>(home: &mut H, poll: &BatchPoll<'_>) -> Result<Ba
             Offer::Vanished => return Ok(BatchEnd::Vanished),
         }
     }
+    // The walk of the window goes on from one delivery to the next (see `window_scan.rs`).
+    let mut scan = WindowScan::default();
     while taken < poll.max {
-        let new = match home.plan_new(poll.log_end, poll.now_ms)? {
+        let new = match home.plan_new_scanned(poll.log_end, poll.now_ms, &mut scan)? {
             PollStep::Idle | PollStep::Full | PollStep::Wait { .. } => break,
             PollStep::Expire(change) => {
+                scan = WindowScan::default();
                 home.expire(change)?;
                 continue;
             }

@@ -46,7 +46,8 @@
 //!
 //! # What the home provides
 //!
-//! The lookup is asked once per unfinished slot and per fresh candidate on every plan, so
+//! The lookup is asked once per unfinished slot and per fresh candidate on every plan
+//! (a batch poll walks the window once for all its deliveries, see `window_scan.rs`), so
 //! a home keeps the hashes of its window in memory (the durable store reads each record's
 //! key once, with the payload it is about to deliver). Held slots are persisted like
 //! any slot; on replay a delivery above the window's end holds the offsets it skipped,
@@ -57,6 +58,7 @@ use std::hash::{BuildHasherDefault, Hash, Hasher};
 
 use super::state::GroupState;
 use super::types::{PollStep, SlotPhase};
+use super::window_scan::WindowScan;
 
 /// How many times W past its position a group may deliver a keyed message (see the
 /// module docs, "The window"); deliveries in flight stay at most W.
@@ -117,8 +119,8 @@ pub fn key_hash(key: &[u8]) -> u64 {
 }
 
 /// Key hashes are hashed already: a set of them needs no second hash.
-#[derive(Default)]
-struct Identity(u64);
+#[derive(Debug, Default)]
+pub(super) struct Identity(u64);
 
 impl Hasher for Identity {
     fn finish(&self) -> u64 {
@@ -137,7 +139,7 @@ impl Hasher for Identity {
 }
 
 /// The keys met so far in one scan of the window: each is busy for every slot above.
-type Busy = HashSet<u64, BuildHasherDefault<Identity>>;
+pub(super) type Busy = HashSet<u64, BuildHasherDefault<Identity>>;
 
 impl GroupState {
     /// The offset to deliver next (see the module docs of `keys.rs`): the lowest ready
@@ -150,45 +152,12 @@ impl GroupState {
         log_end: u64,
         now_ms: u64,
         keys: &mut dyn KeyLookup,
+        scan: &mut WindowScan,
     ) -> Result<u64, PollStep> {
         if !keys.has_keys() {
             return self.next_candidate_unkeyed(log_end, now_ms);
         }
-        let mut busy = self.in_flight_keys(keys);
-        let mut wait: Option<u64> = None;
-        if self.in_flight as usize != self.redriven.len() + self.window.len() {
-            for slot in self.slots() {
-                let SlotPhase::Ready { not_before_ms } = slot.phase else {
-                    continue;
-                };
-                match self.key_of(slot.offset, keys) {
-                    None if not_before_ms <= now_ms => return Ok(slot.offset),
-                    None => {
-                        let until_ms = wait.map_or(not_before_ms, |w| w.min(not_before_ms));
-                        return Err(PollStep::Wait { until_ms });
-                    }
-                    // Its key is in flight, or a lower message of it is unfinished: this
-                    // one waits its turn.
-                    Some(key) if !busy.insert(key) => {}
-                    Some(_) if not_before_ms <= now_ms => return Ok(slot.offset),
-                    Some(_) => wait = Some(wait.map_or(not_before_ms, |w| w.min(not_before_ms))),
-                }
-            }
-        }
-        let window_end = self
-            .position
-            .saturating_add(u64::from(self.config.max_in_flight));
-        let keyed_end = self.position.saturating_add(self.keyed_span());
-        let mut fresh = self.next_fresh();
-        while fresh < log_end.min(keyed_end) {
-            match keys.key_hash(fresh) {
-                Some(key) if busy.contains(&key) => fresh += 1,
-                // Past `position + W` only keyed messages go (see "The window" above).
-                None if fresh >= window_end => break,
-                _ => return Ok(fresh),
-            }
-        }
-        Err(wait.map_or(PollStep::Idle, |until_ms| PollStep::Wait { until_ms }))
+        self.next_candidate_scanned(log_end, now_ms, keys, scan)
     }
 
     /// [`next_candidate`](Self::next_candidate) for a log without keys.
@@ -248,7 +217,7 @@ impl GroupState {
 
     /// The key hashes of the deliveries in flight in the window: busy for every slot.
     #[inline(always)]
-    fn in_flight_keys(&self, keys: &mut dyn KeyLookup) -> Busy {
+    pub(super) fn in_flight_keys(&self, keys: &mut dyn KeyLookup) -> Busy {
         let mut busy = Busy::default();
         if self.in_flight == 0 {
             return busy;
@@ -267,7 +236,7 @@ impl GroupState {
     /// The key hash of the slot at `offset`; redriven messages below the position count
     /// as messages without a key (see the module docs).
     #[inline(always)]
-    fn key_of(&self, offset: u64, keys: &mut dyn KeyLookup) -> Option<u64> {
+    pub(super) fn key_of(&self, offset: u64, keys: &mut dyn KeyLookup) -> Option<u64> {
         if offset < self.position {
             return None;
         }

@@ -194,6 +194,7 @@ mod seek;
 mod snapshot;
 mod state;
 mod types;
+mod window_scan;
 
 pub use argument::{check_consumer, ArgumentError};
 pub use batch::{plan_batch, BatchEnd, BatchHome, BatchPoll, Offer};
@@ -208,6 +209,7 @@ pub use pause::{Pause, PAUSE_MS_MAX};
 pub use snapshot::GroupSnapshot;
 pub use state::GroupState;
 pub use types::{DeadLetterNote, GroupCounters, NewDelivery, PollStep, Slot, SlotPhase};
+pub use window_scan::WindowScan;
 
 use std::fmt;
 

@@ -9,6 +9,7 @@ use super::config::{GroupConfig, NackKind, NackOptions};
 use super::keys::{KeyLookup, NoKeys};
 use super::pause::Pause;
 pub use super::types::{DeadLetterNote, GroupCounters, NewDelivery, PollStep, Slot, SlotPhase};
+use super::window_scan::WindowScan;
 use super::{DeadLetterEntry, DeliveryId, GroupError, GroupEvent, NotOwned, PollPlan};
 
 /// One consumer group's delivery state. See the [module docs](super) for the rules.
@@ -245,7 +246,7 @@ impl GroupState {
                 return PollStep::InFlight(own);
             }
         }
-        self.plan_unexpired(log_end, now_ms, keys)
+        self.plan_unexpired(log_end, now_ms, keys, &mut WindowScan::default())
     }
 
     /// Plans a poll for a *new* delivery at `now_ms`, whoever owns what: the step a batch
@@ -281,22 +282,53 @@ impl GroupState {
         now_ms: u64,
         keys: &mut dyn KeyLookup,
     ) -> PollStep {
+        self.plan_poll_new_scanned(log_end, now_ms, keys, &mut WindowScan::default())
+    }
+
+    /// [`plan_poll_new_keyed`](Self::plan_poll_new_keyed) for one of a batch's deliveries:
+    /// `scan` carries the walk of the window from the batch's previous plan, so a batch
+    /// is linear in the window (see [`WindowScan`]). It answers exactly what
+    /// `plan_poll_new_keyed` answers. Changes nothing but `scan`.
+    #[inline(always)]
+    pub fn plan_poll_new_scanned(
+        &self,
+        log_end: u64,
+        now_ms: u64,
+        keys: &mut dyn KeyLookup,
+        scan: &mut WindowScan,
+    ) -> PollStep {
+        // Resumed, the state is the one planned at this same time plus one delivery,
+        // whose lease (at least 1 ms) ends later: no lease has come due since.
+        if scan.resumes(self, log_end, now_ms) {
+            debug_assert_eq!(
+                self.plan_expiry(now_ms),
+                None,
+                "a resumed scan skips expiry"
+            );
+            return self.plan_unexpired(log_end, now_ms, keys, scan);
+        }
         match self.plan_expiry(now_ms) {
             Some(change) => PollStep::Expire(change),
-            None => self.plan_unexpired(log_end, now_ms, keys),
+            None => self.plan_unexpired(log_end, now_ms, keys, scan),
         }
     }
 
     /// [`plan_poll_new_keyed`](Self::plan_poll_new_keyed) once no lease is due.
     #[inline(always)]
-    fn plan_unexpired(&self, log_end: u64, now_ms: u64, keys: &mut dyn KeyLookup) -> PollStep {
+    fn plan_unexpired(
+        &self,
+        log_end: u64,
+        now_ms: u64,
+        keys: &mut dyn KeyLookup,
+        scan: &mut WindowScan,
+    ) -> PollStep {
         if let Some(step) = self.paused_step(now_ms) {
             return step;
         }
         if self.in_flight > 0 && self.in_flight >= self.config.max_in_flight {
             return PollStep::Full;
         }
-        let offset = match self.next_candidate(log_end, now_ms, keys) {
+        let offset = match self.next_candidate(log_end, now_ms, keys, scan) {
             Ok(offset) => offset,
             Err(step) => return step,
         };

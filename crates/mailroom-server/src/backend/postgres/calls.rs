@@ -17,8 +17,7 @@ use super::idempotency::append_messages;
 use super::Postgres;
 use crate::backend::{
     Backend, BackendError, BackendHealth, GroupDetail, GroupGauges, LogPage, RetentionChange,
-    RetentionPass,
-    TopicOffsets, TopicPublisher, TopicState,
+    RetentionPass, TopicOffsets, TopicPublisher, TopicState,
 };
 use crate::long_poll::LongPolls;
 

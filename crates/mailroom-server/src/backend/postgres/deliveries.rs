@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use mailroom::group::{
     key_hash, plan_batch, BatchHome, BatchPoll, Change, DeliveryId, GroupState, NackOptions,
-    NewDelivery, NotOwned, Offer, PollStep, SlotPhase, KEYED_WINDOW_SPAN,
+    NewDelivery, NotOwned, Offer, PollStep, SlotPhase, WindowScan, KEYED_WINDOW_SPAN,
 };
 use mailroom::topic::{DeadLetterInfo, Delivery, Nack, TopicError};
 use mailroom_store::{DeadLetterPage, StoreError, DEAD_LETTERS_PAGE_MAX};
@@ -65,11 +65,20 @@ impl BatchHome for Collect<'_> {
     }
 
     fn plan_new(&mut self, log_end: u64, now_ms: u64) -> Result<PollStep, BackendError> {
+        self.plan_new_scanned(log_end, now_ms, &mut WindowScan::default())
+    }
+
+    fn plan_new_scanned(
+        &mut self,
+        log_end: u64,
+        now_ms: u64,
+        scan: &mut WindowScan,
+    ) -> Result<PollStep, BackendError> {
         let planning = &mut *self.planning;
         let mut keys = Planning::key_lookup(&planning.keys);
         Ok(planning
             .state
-            .plan_poll_new_keyed(log_end, now_ms, &mut keys))
+            .plan_poll_new_scanned(log_end, now_ms, &mut keys, scan))
     }
 
     fn expire(&mut self, change: Change) -> Result<(), BackendError> {
