@@ -11,8 +11,7 @@ use mailroom_client::{
     BatchItemError, BatchPoll, ChannelDelivery, ChannelInfo, Client, ClientError, DeadLetterPage,
     Delivery, DeliveryId, GroupDetail, GroupOptions, GroupPause, IdempotencySettings, LogPage,
     NackOptions, NackOutcome, NewMessage, ReadFrom, RetentionSettings, StartPosition,
-    SubscribeOptions, Subscription,
-    TopicInfo, TopicRepairReport, TopicSummary,
+    SubscribeOptions, Subscription, TopicInfo, TopicRepairReport, TopicSummary,
 };
 
 /// A stream of live-channel messages. It may move to another task (`demo` reads each
