@@ -6,14 +6,12 @@
 //! appends the rows and moves `next_offset`), so the page is read below that end and
 //! agrees with it.
 
-use std::collections::BTreeMap;
-
 use bytes::Bytes;
-use mailroom::topic::{Message, Metadata};
+use mailroom::topic::Message;
 use tokio_postgres::Row;
 
 use super::group::{big, unknown_topic};
-use super::{PgError, Postgres};
+use super::{metadata, PgError, Postgres};
 use crate::backend::log_reads::check_from;
 use crate::backend::{BackendError, LogPage};
 
@@ -125,24 +123,8 @@ impl Postgres {
 /// A message row (`offset, published_at_ms, key, headers::text, payload`) as a message.
 fn message_of(row: &Row) -> Result<(u64, Message<Bytes>), BackendError> {
     let offset = row.get::<_, i64>(0) as u64;
-    let damaged = |what: &str, why: String| {
-        BackendError::Internal(format!(
-            "message {offset}: its stored {what} does not read: {why}"
-        ))
-    };
-    let key = match row.get::<_, Option<Vec<u8>>>(2) {
-        Some(bytes) => Some(String::from_utf8(bytes).map_err(|e| damaged("key", e.to_string()))?),
-        None => None,
-    };
-    let headers: BTreeMap<String, String> = match row.get::<_, Option<String>>(3) {
-        Some(text) => serde_json::from_str(&text).map_err(|e| damaged("headers", e.to_string()))?,
-        None => BTreeMap::new(),
-    };
-    let metadata = Metadata {
-        key,
-        headers,
-        idempotency_key: None,
-    };
+    let metadata = metadata::decode(row.get(2), row.get(3), None)
+        .map_err(|error| BackendError::Internal(format!("message {offset}: {error}")))?;
     let payload = Bytes::from(row.get::<_, Vec<u8>>(4));
     let published_at_ms = row.get::<_, i64>(1) as u64;
     Ok((

@@ -143,7 +143,7 @@ pub(super) fn encode(metadata: &Metadata) -> (Option<Vec<u8>>, Option<String>, O
 }
 
 /// The metadata of the stored column values (as [`encode`] wrote them).
-fn decode(
+pub(super) fn decode(
     key: Option<Vec<u8>>,
     headers: Option<String>,
     idempotency_key: Option<String>,
