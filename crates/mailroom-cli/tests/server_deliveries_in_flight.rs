@@ -15,7 +15,6 @@ use common::{temp_dir, ServerProcess};
 use mailroom_client::{Client, GroupOptions};
 use serde_json::{json, Value};
 
-const URL_VARIABLE: &str = "MAILROOM_TEST_POSTGRES";
 const LEASE_MS: u64 = 60_000;
 
 fn now_ms() -> u64 {
@@ -137,35 +136,10 @@ async fn embedded_store_shows_consumer_and_lease_deadline() {
 // Proves the PostgreSQL store's group view shows the same as the embedded one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_store_shows_consumer_and_lease_deadline() {
-    let Some(url) = fresh_database().await else {
+    let Some(url) = common::fresh_postgres_database().await else {
         return;
     };
     let dir = temp_dir();
     let server = ServerProcess::start(dir.path(), &["--store", &url]);
     shows_consumer_and_lease_deadline(&server).await;
-}
-
-/// A fresh database on the test cluster, or `None` where the test may be skipped.
-async fn fresh_database() -> Option<String> {
-    let cluster = match std::env::var(URL_VARIABLE) {
-        Ok(url) => url,
-        Err(_) if std::env::var("CI").as_deref() == Ok("true") => {
-            panic!("{URL_VARIABLE} is not set under CI=true: start scripts/postgres.sh first")
-        }
-        Err(_) => {
-            eprintln!("not run: {URL_VARIABLE} is not set (scripts/postgres.sh start DIR)");
-            return None;
-        }
-    };
-    let (client, connection) = tokio_postgres::connect(&cluster, tokio_postgres::NoTls)
-        .await
-        .expect("connect to the test cluster");
-    tokio::spawn(connection);
-    let name = format!("mailroom_in_flight_{}_{}", std::process::id(), now_ms());
-    client
-        .batch_execute(&format!("CREATE DATABASE {name}"))
-        .await
-        .expect("create a test database");
-    let (base, _) = cluster.rsplit_once('/').expect("the URL names a database");
-    Some(format!("{base}/{name}"))
 }
