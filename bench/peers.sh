@@ -106,6 +106,7 @@ RABBIT_DIST_PORT=${RABBIT_DIST_PORT:-35673}
 EPMD_PORT=${EPMD_PORT:-34369}
 
 log() { printf '[peers %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+source bench/servers.sh
 wants() { case " $SYSTEMS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 runs() { case " $WORKLOADS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
@@ -116,17 +117,7 @@ install_peers() {
   wants nats && ! command -v nats-server >/dev/null && missing+=(nats-server)
   wants rabbitmq && [ ! -x /usr/lib/rabbitmq/bin/rabbitmq-server ] && missing+=(rabbitmq-server)
   [ ${#missing[@]} -eq 0 ] && return 0
-  log "installing ${missing[*]}"
-  # Debian starts a package's service on install unless policy-rc.d says no; we start our
-  # own instances, so keep the system ones down.
-  local policy=/usr/sbin/policy-rc.d made_policy=0
-  if [ ! -e "$policy" ]; then
-    printf '#!/bin/sh\nexit 101\n' >"$policy"; chmod +x "$policy"; made_policy=1
-  fi
-  apt-get update -q >/dev/null
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
-  [ "$made_policy" = 1 ] && rm -f "$policy"
-  return 0
+  apt_install "${missing[@]}"
 }
 
 # ---------------------------------------------------------------- processes
@@ -137,24 +128,9 @@ PIDS=()
 FAILED=0
 EPMD_BEFORE="$(pgrep -x epmd || true)"
 
-is_gone() { # gone, or a zombie nobody reaps (a daemon's orphan in a container without init)
-  local state
-  state="$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)"
-  [ -z "$state" ] || [ "$state" = Z ]
-}
-
-stop_pid() {
-  local pid="$1"
-  is_gone "$pid" && return 0
-  kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 1 100); do is_gone "$pid" && return 0; sleep 0.1; done
-  kill -KILL "$pid" 2>/dev/null || true
-}
-
 stop_all() {
   local pid
-  for pid in "${PIDS[@]:-}"; do [ -n "$pid" ] && stop_pid "$pid"; done
-  PIDS=()
+  stop_pids
   # epmd daemonises itself when RabbitMQ starts; stop only an epmd that was not there before.
   for pid in $(pgrep -x epmd || true); do
     case " $EPMD_BEFORE " in *" $pid "*) ;; *) stop_pid "$pid" ;; esac
@@ -163,8 +139,6 @@ stop_all() {
 
 cleanup() { stop_all; rm -rf "$WORK"; }
 trap cleanup EXIT
-
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 # Refuses a port something else already listens on (another run of this script, say):
 # the broker we start would fail to bind while wait_port saw the other one answer, and
@@ -228,15 +202,8 @@ start_rabbitmq() {
 }
 
 start_mailroom() { # $1 = fsync policy
-  local dir="$WORK/mailroom-${1//[:]/-}"; mkdir -p "$dir"
-  "$MAILROOM_BIN" serve --listen 127.0.0.1:0 --data "$dir/data" --fsync "$1" >"$dir/stdout" 2>"$dir/log" &
-  MAILROOM_PID=$!; PIDS+=("$MAILROOM_PID")
-  for _ in $(seq 1 600); do
-    MAILROOM_ADDR="$(sed -n 's|^mailroom listening on http://||p' "$dir/stdout" | head -1)"
-    [ -n "$MAILROOM_ADDR" ] && return 0
-    kill -0 "$MAILROOM_PID" 2>/dev/null || break
-    sleep 0.1
-  done
+  local dir="$WORK/mailroom-${1//[:]/-}"
+  start_mailroom_in "$dir" "$MAILROOM_BIN" --fsync "$1" && return 0
   log "mailroom did not start: $(tail -5 "$dir/log")"; FAILED=1; return 1
 }
 

@@ -3,46 +3,14 @@
  * subscriptions and the consumer loop.
  */
 import { ConsumeStream, type ConsumeStreamOptions } from "./consume_stream.js";
-import { Consumer, type ConsumeOptions } from "./consumer.js";
-import { type BatchPublished, type ChannelDelivery, type ChannelInfo, type DeadLetter, type DeadLetterPage, Delivery, type DeliveryRef, type GroupDetail, type GroupPause, type GroupSeeked, type Message, type TopicRecovered, type TopicRepairReport, type GroupSettings, type Health, type ItemResult, type NackKind, type Payload, type PolledBatch, type Published, type IdempotencyWindow, type Retention, type Ticket, type TopicInfo, type TopicSummary } from "./models.js";
+import { Group } from "./group.js";
+import { Transport } from "./http.js";
+import { type BatchPublished, type ChannelDelivery, type ChannelInfo, type DeadLetter, type DeadLetterPage, Delivery, type DeliveryRef, type GroupDetail, type GroupPause, type GroupSeeked, type Message, type TopicRecovered, type TopicRepairReport, type GroupSettings, type Health, type ItemResult, type Payload, type PolledBatch, type Published, type IdempotencyWindow, type Retention, type Ticket, type TopicInfo, type TopicSummary } from "./models.js";
+import type { NackOptions, PollBatchOptions, PublishMeta } from "./options.js";
 import { type LogPage, type ReadOptions } from "./reads.js";
-import { StreamConsumer } from "./stream_consumer.js";
 import { PublishStream, Subscription } from "./streams.js";
-/** Milliseconds for a whole call; a long poll's wait is added on top. */
-export declare const REQUEST_TIMEOUT_MS_DEFAULT = 30000;
-/** A WebSocket constructor, as browsers and Node 21+ have globally. */
-export type WebSocketConstructor = new (url: string, protocols?: string | string[]) => WebSocket;
-/** How to reach the server. */
-export interface ClientOptions {
-    /** A bearer token, sent on every call (on WebSockets as the `mailroom.bearer` subprotocol). */
-    token?: string;
-    /** The time limit of every call, in milliseconds (30 s); a long poll's wait is added. */
-    requestTimeoutMs?: number;
-    /** The WebSocket to use where there is no global one (Node 20 without `--experimental-websocket`). */
-    WebSocket?: WebSocketConstructor;
-    /** The fetch to use (the global one by default). */
-    fetch?: typeof fetch;
-}
-/** A single publish's metadata. */
-export interface PublishMeta {
-    key?: string;
-    headers?: Record<string, string>;
-    /** Makes a retry safe: a key in the topic's window is not stored again (sent as `Idempotency-Key`). */
-    idempotency_key?: string;
-}
-/** Options of a nack. */
-export interface NackOptions {
-    kind?: NackKind;
-    reason?: string;
-    delay_ms?: number;
-}
-/** Options of a batch poll. */
-export interface PollBatchOptions {
-    max?: number;
-    consumer?: string;
-    wait_ms?: number;
-    ack?: DeliveryRef[];
-}
+export { REQUEST_TIMEOUT_MS_DEFAULT, type ClientOptions, type NackOptions, type PollBatchOptions, type PublishMeta, type WebSocketConstructor, } from "./options.js";
+export { Group } from "./group.js";
 /**
  * A mailroom server at `baseUrl` (`http://HOST:PORT`). Every call is bounded in time;
  * failures throw typed errors (`ApiError` subclasses by code, `TransportError`).
@@ -53,24 +21,7 @@ export interface PollBatchOptions {
  * const offset = await client.publish("orders", "hello");
  * ```
  */
-export declare class Client {
-    readonly baseUrl: string;
-    readonly token?: string;
-    readonly requestTimeoutMs: number;
-    private readonly fetcher;
-    private readonly socketClass?;
-    constructor(baseUrl: string, options?: ClientOptions);
-    /** The headers every call carries. */
-    headers(): Record<string, string>;
-    /** The WebSocket constructor: the option, or the global one. */
-    webSocket(): WebSocketConstructor;
-    /** A streaming GET (for SSE): no time limit once the answer's head arrived. */
-    stream(path: string, signal: AbortSignal): Promise<Response>;
-    /** Sends one call and returns its answer (or throws its typed error). */
-    private send;
-    private json;
-    private transportError;
-    private refusal;
+export declare class Client extends Transport {
     /** `/healthz`: `ok`, or `unhealthy` with the reason. */
     health(): Promise<Health>;
     /** `/metrics` as Prometheus text. */
@@ -174,43 +125,4 @@ export declare class Client {
     publishChannel(channel: string, payload: Payload): Promise<ChannelDelivery>;
     /** Subscribes to a channel over `"ws"` or `"sse"`: an async iterator of payloads. */
     subscribe(channel: string, transport?: "ws" | "sse"): Promise<Subscription>;
-}
-/** One consumer group of a topic: its calls without the names, and the consumer loop. */
-export declare class Group {
-    readonly client: Client;
-    readonly topic: string;
-    readonly name: string;
-    constructor(client: Client, topic: string, name: string);
-    /** The group's full view. */
-    info(): Promise<GroupDetail>;
-    /** One delivery, or null. */
-    poll(consumer?: string): Promise<Delivery | null>;
-    /** Up to `max` deliveries (see `Client.pollBatch`). */
-    pollBatch(options?: PollBatchOptions): Promise<PolledBatch>;
-    /** Acks one delivery. */
-    ack(delivery: DeliveryRef): Promise<string>;
-    /** Nacks one delivery. */
-    nack(delivery: DeliveryRef, options?: NackOptions): Promise<string>;
-    /** Extends one delivery's lease. */
-    touch(delivery: DeliveryRef): Promise<string>;
-    /** Moves the group to offset `to`, or `"earliest"` / `"latest"` (see `Client.seek`). */
-    seek(to: number | "earliest" | "latest"): Promise<GroupSeeked>;
-    /** Stops new deliveries until `resume` (or until `until_ms`, Unix ms). */
-    pause(until_ms?: number): Promise<GroupPause>;
-    /** Ends a pause; `changed` is whether the group was paused. */
-    resume(): Promise<GroupPause>;
-    /** A consume stream of this group (see `Client.consumeStream`). */
-    consumeStream(options?: ConsumeStreamOptions): Promise<ConsumeStream>;
-    /**
-     * The consumer loop: `for await (const delivery of group.consume({ batch: 64 })) ...`;
-     * with `stream: true` over the consume stream (`StreamConsumer`; `window` deliveries
-     * unsettled, by default the smaller of `batch` and the group's `max_in_flight`).
-     */
-    consume(options: ConsumeOptions & {
-        stream: true;
-        window?: number;
-    }): StreamConsumer;
-    consume(options?: ConsumeOptions & {
-        stream?: false;
-    }): Consumer;
 }

@@ -3,30 +3,13 @@
  * subscriptions and the consumer loop.
  */
 import { ConsumeStream } from "./consume_stream.js";
-import { Consumer } from "./consumer.js";
-import { ApiError, InvalidName, Timeout, TransportError, apiError } from "./errors.js";
+import { Group } from "./group.js";
+import { defined, groupPath, name, refs, Transport } from "./http.js";
 import { Delivery, batchMessage, bytesOf, decodePayload, } from "./models.js";
 import { decodeLogPage, readQuery } from "./reads.js";
-import { StreamConsumer } from "./stream_consumer.js";
 import { PublishStream, sseSubscription, wsSubscription } from "./streams.js";
-/** Milliseconds for a whole call; a long poll's wait is added on top. */
-export const REQUEST_TIMEOUT_MS_DEFAULT = 30_000;
-const NAME = /^[A-Za-z0-9._-]{1,128}$/;
-function name(kind, value) {
-    if (!NAME.test(value) || value === "." || value === "..") {
-        throw new InvalidName(400, "invalid_name", `${kind} name ${JSON.stringify(value)} breaks the name rule`);
-    }
-    return encodeURIComponent(value);
-}
-function groupPath(topic, group) {
-    return `/v1/topics/${name("topic", topic)}/groups/${name("group", group)}`;
-}
-function refs(deliveries) {
-    return deliveries.map(({ offset, attempt }) => ({ offset, attempt }));
-}
-function defined(value) {
-    return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined));
-}
+export { REQUEST_TIMEOUT_MS_DEFAULT, } from "./options.js";
+export { Group } from "./group.js";
 /**
  * A mailroom server at `baseUrl` (`http://HOST:PORT`). Every call is bounded in time;
  * failures throw typed errors (`ApiError` subclasses by code, `TransportError`).
@@ -37,109 +20,7 @@ function defined(value) {
  * const offset = await client.publish("orders", "hello");
  * ```
  */
-export class Client {
-    baseUrl;
-    token;
-    requestTimeoutMs;
-    fetcher;
-    socketClass;
-    constructor(baseUrl, options = {}) {
-        this.baseUrl = baseUrl.replace(/\/+$/, "");
-        this.token = options.token;
-        this.requestTimeoutMs = options.requestTimeoutMs ?? REQUEST_TIMEOUT_MS_DEFAULT;
-        this.fetcher = options.fetch ?? globalThis.fetch.bind(globalThis);
-        this.socketClass = options.WebSocket;
-    }
-    /** The headers every call carries. */
-    headers() {
-        return this.token === undefined ? {} : { Authorization: `Bearer ${this.token}` };
-    }
-    /** The WebSocket constructor: the option, or the global one. */
-    webSocket() {
-        const found = this.socketClass ?? globalThis.WebSocket;
-        if (found === undefined) {
-            throw new TransportError("no WebSocket: pass { WebSocket } to the Client (Node 20: or run with --experimental-websocket)");
-        }
-        return found;
-    }
-    /** A streaming GET (for SSE): no time limit once the answer's head arrived. */
-    async stream(path, signal) {
-        // The limit covers the answer's head only: a stream may then stay idle for long.
-        const limit = new AbortController();
-        const timer = setTimeout(() => limit.abort(), this.requestTimeoutMs);
-        signal.addEventListener("abort", () => limit.abort(), { once: true });
-        let response;
-        try {
-            response = await this.fetcher(this.baseUrl + path, { headers: this.headers(), signal: limit.signal });
-        }
-        catch (error) {
-            throw this.transportError(error, limit.signal);
-        }
-        finally {
-            clearTimeout(timer);
-        }
-        if (response.status >= 400)
-            throw await this.refusal(response);
-        return response;
-    }
-    /** Sends one call and returns its answer (or throws its typed error). */
-    async send(call) {
-        const headers = { ...this.headers(), ...call.headers };
-        let body;
-        if (call.json !== undefined) {
-            headers["Content-Type"] = "application/json";
-            body = JSON.stringify(call.json);
-        }
-        else if (call.body !== undefined) {
-            headers["Content-Type"] = "application/octet-stream";
-            body = call.body;
-        }
-        let url = this.baseUrl + call.path;
-        const query = Object.entries(call.query ?? {}).filter(([, v]) => v !== undefined);
-        if (query.length > 0)
-            url += "?" + new URLSearchParams(query.map(([k, v]) => [k, String(v)]));
-        const timer = AbortSignal.timeout(this.requestTimeoutMs + (call.waitMs ?? 0));
-        let response;
-        try {
-            response = await this.fetcher(url, { method: call.method, headers, body, signal: timer });
-        }
-        catch (error) {
-            throw this.transportError(error, timer);
-        }
-        if (response.status >= 400 && !(call.answers ?? []).includes(response.status)) {
-            throw await this.refusal(response);
-        }
-        return response;
-    }
-    async json(call) {
-        const response = await this.send(call);
-        try {
-            return (await response.json());
-        }
-        catch (error) {
-            throw new TransportError(`reading the answer of ${call.path}: ${String(error)}`);
-        }
-    }
-    transportError(error, timer) {
-        if (error instanceof ApiError)
-            return error;
-        if (timer.aborted)
-            return new Timeout(`timed out after ${this.requestTimeoutMs} ms (and any wait)`, "request");
-        return new TransportError(String(error?.message ?? error));
-    }
-    async refusal(response) {
-        const text = await response.text().catch(() => "");
-        try {
-            const body = JSON.parse(text);
-            if (typeof body.error === "string") {
-                return apiError(response.status, body.error, String(body.message ?? ""));
-            }
-        }
-        catch {
-            // not JSON: fall through
-        }
-        return apiError(response.status, "error", text);
-    }
+export class Client extends Transport {
     // Operations.
     /** `/healthz`: `ok`, or `unhealthy` with the reason. */
     health() {
@@ -407,60 +288,5 @@ export class Client {
     subscribe(channel, transport = "ws") {
         const base = `/v1/channels/${name("channel", channel)}`;
         return transport === "sse" ? sseSubscription(this, `${base}/events`) : wsSubscription(this, `${base}/ws`);
-    }
-}
-/** One consumer group of a topic: its calls without the names, and the consumer loop. */
-export class Group {
-    client;
-    topic;
-    name;
-    constructor(client, topic, name) {
-        this.client = client;
-        this.topic = topic;
-        this.name = name;
-    }
-    /** The group's full view. */
-    info() {
-        return this.client.groupInfo(this.topic, this.name);
-    }
-    /** One delivery, or null. */
-    poll(consumer) {
-        return this.client.poll(this.topic, this.name, consumer);
-    }
-    /** Up to `max` deliveries (see `Client.pollBatch`). */
-    pollBatch(options = {}) {
-        return this.client.pollBatch(this.topic, this.name, options);
-    }
-    /** Acks one delivery. */
-    ack(delivery) {
-        return this.client.ack(this.topic, this.name, delivery);
-    }
-    /** Nacks one delivery. */
-    nack(delivery, options = {}) {
-        return this.client.nack(this.topic, this.name, delivery, options);
-    }
-    /** Extends one delivery's lease. */
-    touch(delivery) {
-        return this.client.touch(this.topic, this.name, delivery);
-    }
-    /** Moves the group to offset `to`, or `"earliest"` / `"latest"` (see `Client.seek`). */
-    seek(to) {
-        return this.client.seek(this.topic, this.name, to);
-    }
-    /** Stops new deliveries until `resume` (or until `until_ms`, Unix ms). */
-    pause(until_ms) {
-        return this.client.pause(this.topic, this.name, until_ms);
-    }
-    /** Ends a pause; `changed` is whether the group was paused. */
-    resume() {
-        return this.client.resume(this.topic, this.name);
-    }
-    /** A consume stream of this group (see `Client.consumeStream`). */
-    consumeStream(options = {}) {
-        return this.client.consumeStream(this.topic, this.name, options);
-    }
-    consume(options = {}) {
-        const { stream, ...rest } = options;
-        return stream ? new StreamConsumer(this, rest) : new Consumer(this, rest);
     }
 }

@@ -12,66 +12,22 @@
  * deliveries in flight come back to the same consumer with the same attempt, and an ack
  * whose answer was lost is answered `not_owned` when repeated (`stats.ack_refused`).
  */
-import { NotOwned, ServerError, TooManyRequests, TransportError } from "./errors.js";
-/** The first pause before a call is tried again after the server was unreachable. */
-export const RETRY_FIRST_MS = 50;
-/** Leases are touched every `lease_ms / LEASE_TOUCH_FRACTION` while a batch is handled. */
-export const LEASE_TOUCH_FRACTION = 3;
-class Stopped extends Error {
-}
-/** Whether a call that failed this way is worth trying again after a pause. */
-export function retryable(error) {
-    return error instanceof TransportError || error instanceof ServerError || error instanceof TooManyRequests;
-}
-/** The nack reason for a handler's exception. */
-export function failureReason(error) {
-    const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
-    return text.slice(0, 1024);
-}
-const key = (d) => `${d.offset}:${d.attempt}`;
+import { NotOwned } from "./errors.js";
+import { Loop, LEASE_TOUCH_FRACTION, Stopped, key } from "./loop.js";
+export { LEASE_TOUCH_FRACTION, RETRY_FIRST_MS, failureReason, retryable, } from "./loop.js";
 /** An async iterator of deliveries that acks, nacks and keeps leases (see the module doc). */
-export class Consumer {
-    group;
-    options;
-    stats = { acked: 0, ack_refused: 0, failed: 0, released: 0, reconnects: 0 };
-    stopped = false;
-    wake = null;
+export class Consumer extends Loop {
     settled = new Set();
     open = new Map();
-    constructor(group, options = {}) {
-        this.group = group;
-        this.options = options;
-    }
     /** Ends the loop after the current batch; its acks are still sent. */
     stop() {
-        this.stopped = true;
-        this.wake?.();
-    }
-    /** Awaits `handler` on every delivery until `stop()`: ack on return, nack on throw. */
-    async run(handler) {
-        for await (const delivery of this) {
-            try {
-                await handler(delivery);
-            }
-            catch (error) {
-                await this.fail(delivery, error);
-            }
-        }
+        super.stop();
     }
     /** Nacks `delivery` now with `error` as the reason (it is not acked later). */
     async fail(delivery, error) {
-        const reason = typeof error === "string" ? error : failureReason(error);
         this.settled.add(key(delivery));
         this.open.delete(key(delivery));
-        try {
-            await this.retrying(() => this.group.nack(delivery, { reason }));
-            this.stats.failed += 1;
-        }
-        catch (refused) {
-            if (!(refused instanceof NotOwned))
-                throw refused;
-            this.stats.ack_refused += 1;
-        }
+        await this.nackOver(delivery, error, false);
     }
     async *[Symbol.asyncIterator]() {
         const { batch = 64, consumer, wait_ms = 5000 } = this.options;
@@ -82,7 +38,7 @@ export class Consumer {
             while (!this.stopped) {
                 const sent = acks;
                 const polled = await this.retrying(() => this.group.pollBatch({ max: batch, consumer, wait_ms, ack: sent.length > 0 ? sent : undefined }));
-                this.count(polled.acked);
+                this.countAcks(polled.acked);
                 acks = [];
                 this.open = new Map(polled.deliveries.map((d) => [key(d), d]));
                 const toucher = leaseMs ? setInterval(() => void this.touch(), leaseMs / LEASE_TOUCH_FRACTION) : null;
@@ -124,55 +80,17 @@ export class Consumer {
             }
         }
     }
-    count(results) {
-        for (const result of results ?? []) {
-            if (result.outcome === "acked")
-                this.stats.acked += 1;
-            else
-                this.stats.ack_refused += 1;
-            this.options.on_result?.(result);
-        }
-    }
     async leave(acks, unhandled) {
         this.stopped = true;
         const { client, topic, name } = this.group;
         if (acks.length > 0) {
             try {
-                this.count(await this.retrying(() => client.ackBatch(topic, name, acks), true));
+                this.countAcks(await this.retrying(() => client.ackBatch(topic, name, acks), true));
             }
             catch {
                 // given up: their leases hand them out again
             }
         }
-        if (unhandled.length > 0) {
-            try {
-                await this.retrying(() => client.nackBatch(topic, name, unhandled, { kind: "release" }), true);
-                this.stats.released += unhandled.length;
-            }
-            catch {
-                // given up: their leases (or a later poll by this consumer) hand them out again
-            }
-        }
-    }
-    async retrying(call, leaving = false) {
-        let pause = RETRY_FIRST_MS;
-        for (let tries = 1;; tries++) {
-            try {
-                return await call();
-            }
-            catch (error) {
-                if (!retryable(error) || (leaving && tries > 8))
-                    throw error;
-                this.stats.reconnects += 1;
-                await new Promise((resolve) => {
-                    const timer = setTimeout(resolve, pause);
-                    this.wake = () => (clearTimeout(timer), resolve());
-                });
-                this.wake = null;
-                if (this.stopped && !leaving)
-                    throw new Stopped();
-                pause = Math.min(pause * 2, this.options.retry_max_ms ?? 2000);
-            }
-        }
+        await this.release(unhandled);
     }
 }

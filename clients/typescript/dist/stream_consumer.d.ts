@@ -16,20 +16,16 @@
  * delivery: the answers owed are awaited, the stream closed, and the deliveries received
  * but not handled released (so is the current one when an exception leaves the loop).
  */
-import type { Group } from "./client.js";
-import { type ConsumeOptions, type ConsumerStats } from "./consumer.js";
+import type { Group } from "./group.js";
+import { type ConsumeOptions, Loop } from "./loop.js";
 import type { Delivery } from "./models.js";
 /** An async iterator of deliveries over the consume stream (see the module doc). */
-export declare class StreamConsumer implements AsyncIterable<Delivery> {
-    readonly group: Group;
+export declare class StreamConsumer extends Loop implements AsyncIterable<Delivery> {
     readonly options: ConsumeOptions & {
         window?: number;
     };
-    readonly stats: ConsumerStats;
     /** The consumer identity (the server's, once the first stream opened, if none was given). */
     consumer: string | undefined;
-    private stopped;
-    private wakeRetry;
     private stream;
     private open;
     private readonly failed;
@@ -40,8 +36,6 @@ export declare class StreamConsumer implements AsyncIterable<Delivery> {
     });
     /** Ends the loop after the current delivery. */
     stop(): void;
-    /** Awaits `handler` on every delivery until `stop()`: ack on return, nack on throw. */
-    run(handler: (delivery: Delivery) => unknown): Promise<void>;
     /** Nacks `delivery` with `error` as the reason (it is not acked later). */
     fail(delivery: Delivery, error: unknown): Promise<void>;
     [Symbol.asyncIterator](): AsyncGenerator<Delivery>;
@@ -55,5 +49,4 @@ export declare class StreamConsumer implements AsyncIterable<Delivery> {
     private count;
     /** Awaits the answers owed, closes, and releases what was not handled. */
     private leave;
-    private retrying;
 }

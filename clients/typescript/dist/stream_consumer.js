@@ -17,66 +17,36 @@
  * but not handled released (so is the current one when an exception leaves the loop).
  */
 import { CONSUME_STREAM_WINDOW_MAX } from "./consume_stream.js";
-import { LEASE_TOUCH_FRACTION, RETRY_FIRST_MS, failureReason, retryable } from "./consumer.js";
-import { NotOwned, StreamClosed, Timeout } from "./errors.js";
-/** How often settling the last answers or releasing is tried on the way out. */
-const LEAVING_TRIES_MAX = 8;
-class Stopped extends Error {
-}
-const key = (d) => `${d.offset}:${d.attempt}`;
+import { StreamClosed, Timeout } from "./errors.js";
+import { LEASE_TOUCH_FRACTION, LEAVING_TRIES_MAX, Loop, Stopped, key, reasonOf } from "./loop.js";
 /** An async iterator of deliveries over the consume stream (see the module doc). */
-export class StreamConsumer {
-    group;
+export class StreamConsumer extends Loop {
     options;
-    stats = { acked: 0, ack_refused: 0, failed: 0, released: 0, reconnects: 0 };
     /** The consumer identity (the server's, once the first stream opened, if none was given). */
     consumer;
-    stopped = false;
-    wakeRetry = null;
     stream = null;
     open = false;
     failed = new Set();
     /** Deliveries whose settlement is being sent again after a reconnect. */
     redo = new Set();
     constructor(group, options = {}) {
-        this.group = group;
+        super(group, options);
         this.options = options;
         this.consumer = options.consumer;
     }
     /** Ends the loop after the current delivery. */
     stop() {
-        this.stopped = true;
-        this.wakeRetry?.();
+        super.stop();
         this.stream?.interrupt();
-    }
-    /** Awaits `handler` on every delivery until `stop()`: ack on return, nack on throw. */
-    async run(handler) {
-        for await (const delivery of this) {
-            try {
-                await handler(delivery);
-            }
-            catch (error) {
-                await this.fail(delivery, error);
-            }
-        }
     }
     /** Nacks `delivery` with `error` as the reason (it is not acked later). */
     async fail(delivery, error) {
-        const reason = typeof error === "string" ? error : failureReason(error);
         this.failed.add(key(delivery));
         if (this.open) {
-            this.send({ op: "nack", offset: delivery.offset, attempt: delivery.attempt, reason });
+            this.send({ op: "nack", offset: delivery.offset, attempt: delivery.attempt, reason: reasonOf(error) });
             return;
         }
-        try {
-            await this.retrying(() => this.group.nack(delivery, { reason }), true);
-            this.stats.failed += 1;
-        }
-        catch (refused) {
-            if (!(refused instanceof NotOwned))
-                throw refused;
-            this.stats.ack_refused += 1;
-        }
+        await this.nackOver(delivery, error, true);
     }
     async *[Symbol.asyncIterator]() {
         let current = null;
@@ -187,12 +157,8 @@ export class StreamConsumer {
                 continue;
             this.redo.delete(key(answer));
             if (answer.op === "ack") {
-                if (answer.outcome === "acked")
-                    this.stats.acked += 1;
-                else
-                    this.stats.ack_refused += 1;
                 const result = { offset: answer.offset, attempt: answer.attempt, outcome: answer.outcome, error: answer.error };
-                this.options.on_result?.(result);
+                this.countAcks([result]);
             }
             else if (answer.error)
                 this.stats.ack_refused += 1;
@@ -228,36 +194,6 @@ export class StreamConsumer {
         this.open = false;
         const left = [...(current === null ? [] : [current]), ...stream.buffered().filter((d) => !this.redo.has(key(d)))];
         stream.close();
-        if (left.length === 0)
-            return;
-        const { client, topic, name } = this.group;
-        try {
-            await this.retrying(() => client.nackBatch(topic, name, left, { kind: "release" }), true);
-            this.stats.released += left.length;
-        }
-        catch {
-            // given up: their leases (or this consumer's next stream) hand them out again
-        }
-    }
-    async retrying(call, leaving = false) {
-        let pause = RETRY_FIRST_MS;
-        for (let tries = 1;; tries++) {
-            try {
-                return await call();
-            }
-            catch (error) {
-                if (!retryable(error) || (leaving && tries > LEAVING_TRIES_MAX))
-                    throw error;
-                this.stats.reconnects += 1;
-                await new Promise((resolve) => {
-                    const timer = setTimeout(resolve, pause);
-                    this.wakeRetry = () => (clearTimeout(timer), resolve());
-                });
-                this.wakeRetry = null;
-                if (this.stopped && !leaving)
-                    throw new Stopped();
-                pause = Math.min(pause * 2, this.options.retry_max_ms ?? 2000);
-            }
-        }
+        await this.release(left);
     }
 }

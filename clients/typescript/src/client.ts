@@ -4,8 +4,8 @@
  */
 
 import { ConsumeStream, type ConsumeStreamOptions } from "./consume_stream.js";
-import { Consumer, type ConsumeOptions } from "./consumer.js";
-import { ApiError, InvalidName, Timeout, TransportError, apiError } from "./errors.js";
+import { Group } from "./group.js";
+import { defined, groupPath, name, refs, Transport } from "./http.js";
 import {
   type BatchPublished,
   type ChannelDelivery,
@@ -23,7 +23,6 @@ import {
   type GroupSettings,
   type Health,
   type ItemResult,
-  type NackKind,
   type Payload,
   type PolledBatch,
   type Published,
@@ -37,84 +36,19 @@ import {
   bytesOf,
   decodePayload,
 } from "./models.js";
+import type { NackOptions, PollBatchOptions, PublishMeta } from "./options.js";
 import { decodeLogPage, readQuery, type LogPage, type ReadOptions, type WireLogPage } from "./reads.js";
-import { StreamConsumer } from "./stream_consumer.js";
 import { PublishStream, Subscription, sseSubscription, wsSubscription } from "./streams.js";
 
-/** Milliseconds for a whole call; a long poll's wait is added on top. */
-export const REQUEST_TIMEOUT_MS_DEFAULT = 30_000;
-
-/** A WebSocket constructor, as browsers and Node 21+ have globally. */
-export type WebSocketConstructor = new (url: string, protocols?: string | string[]) => WebSocket;
-
-/** How to reach the server. */
-export interface ClientOptions {
-  /** A bearer token, sent on every call (on WebSockets as the `mailroom.bearer` subprotocol). */
-  token?: string;
-  /** The time limit of every call, in milliseconds (30 s); a long poll's wait is added. */
-  requestTimeoutMs?: number;
-  /** The WebSocket to use where there is no global one (Node 20 without `--experimental-websocket`). */
-  WebSocket?: WebSocketConstructor;
-  /** The fetch to use (the global one by default). */
-  fetch?: typeof fetch;
-}
-
-/** A single publish's metadata. */
-export interface PublishMeta {
-  key?: string;
-  headers?: Record<string, string>;
-  /** Makes a retry safe: a key in the topic's window is not stored again (sent as `Idempotency-Key`). */
-  idempotency_key?: string;
-}
-
-/** Options of a nack. */
-export interface NackOptions {
-  kind?: NackKind;
-  reason?: string;
-  delay_ms?: number;
-}
-
-/** Options of a batch poll. */
-export interface PollBatchOptions {
-  max?: number;
-  consumer?: string;
-  wait_ms?: number;
-  ack?: DeliveryRef[];
-}
-
-const NAME = /^[A-Za-z0-9._-]{1,128}$/;
-
-function name(kind: string, value: string): string {
-  if (!NAME.test(value) || value === "." || value === "..") {
-    throw new InvalidName(400, "invalid_name", `${kind} name ${JSON.stringify(value)} breaks the name rule`);
-  }
-  return encodeURIComponent(value);
-}
-
-function groupPath(topic: string, group: string): string {
-  return `/v1/topics/${name("topic", topic)}/groups/${name("group", group)}`;
-}
-
-function refs(deliveries: DeliveryRef[]): DeliveryRef[] {
-  return deliveries.map(({ offset, attempt }) => ({ offset, attempt }));
-}
-
-function defined<T extends object>(value: T): Partial<T> {
-  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
-}
-
-interface Call {
-  method: string;
-  path: string;
-  json?: unknown;
-  body?: Uint8Array;
-  /** Request headers beyond the token and content type (the raw publish's metadata). */
-  headers?: Record<string, string>;
-  query?: Record<string, string | number | undefined>;
-  waitMs?: number;
-  /** Error statuses that are answers here (`/healthz`'s 503). */
-  answers?: number[];
-}
+export {
+  REQUEST_TIMEOUT_MS_DEFAULT,
+  type ClientOptions,
+  type NackOptions,
+  type PollBatchOptions,
+  type PublishMeta,
+  type WebSocketConstructor,
+} from "./options.js";
+export { Group } from "./group.js";
 
 /**
  * A mailroom server at `baseUrl` (`http://HOST:PORT`). Every call is bounded in time;
@@ -126,110 +60,7 @@ interface Call {
  * const offset = await client.publish("orders", "hello");
  * ```
  */
-export class Client {
-  readonly baseUrl: string;
-  readonly token?: string;
-  readonly requestTimeoutMs: number;
-  private readonly fetcher: typeof fetch;
-  private readonly socketClass?: WebSocketConstructor;
-
-  constructor(baseUrl: string, options: ClientOptions = {}) {
-    this.baseUrl = baseUrl.replace(/\/+$/, "");
-    this.token = options.token;
-    this.requestTimeoutMs = options.requestTimeoutMs ?? REQUEST_TIMEOUT_MS_DEFAULT;
-    this.fetcher = options.fetch ?? globalThis.fetch.bind(globalThis);
-    this.socketClass = options.WebSocket;
-  }
-
-  /** The headers every call carries. */
-  headers(): Record<string, string> {
-    return this.token === undefined ? {} : { Authorization: `Bearer ${this.token}` };
-  }
-
-  /** The WebSocket constructor: the option, or the global one. */
-  webSocket(): WebSocketConstructor {
-    const found = this.socketClass ?? (globalThis as { WebSocket?: WebSocketConstructor }).WebSocket;
-    if (found === undefined) {
-      throw new TransportError(
-        "no WebSocket: pass { WebSocket } to the Client (Node 20: or run with --experimental-websocket)",
-      );
-    }
-    return found;
-  }
-
-  /** A streaming GET (for SSE): no time limit once the answer's head arrived. */
-  async stream(path: string, signal: AbortSignal): Promise<Response> {
-    // The limit covers the answer's head only: a stream may then stay idle for long.
-    const limit = new AbortController();
-    const timer = setTimeout(() => limit.abort(), this.requestTimeoutMs);
-    signal.addEventListener("abort", () => limit.abort(), { once: true });
-    let response: Response;
-    try {
-      response = await this.fetcher(this.baseUrl + path, { headers: this.headers(), signal: limit.signal });
-    } catch (error) {
-      throw this.transportError(error, limit.signal);
-    } finally {
-      clearTimeout(timer);
-    }
-    if (response.status >= 400) throw await this.refusal(response);
-    return response;
-  }
-
-  /** Sends one call and returns its answer (or throws its typed error). */
-  private async send(call: Call): Promise<Response> {
-    const headers: Record<string, string> = { ...this.headers(), ...call.headers };
-    let body: BodyInit | undefined;
-    if (call.json !== undefined) {
-      headers["Content-Type"] = "application/json";
-      body = JSON.stringify(call.json);
-    } else if (call.body !== undefined) {
-      headers["Content-Type"] = "application/octet-stream";
-      body = call.body as unknown as BodyInit;
-    }
-    let url = this.baseUrl + call.path;
-    const query = Object.entries(call.query ?? {}).filter(([, v]) => v !== undefined);
-    if (query.length > 0) url += "?" + new URLSearchParams(query.map(([k, v]) => [k, String(v)]));
-    const timer = AbortSignal.timeout(this.requestTimeoutMs + (call.waitMs ?? 0));
-    let response: Response;
-    try {
-      response = await this.fetcher(url, { method: call.method, headers, body, signal: timer });
-    } catch (error) {
-      throw this.transportError(error, timer);
-    }
-    if (response.status >= 400 && !(call.answers ?? []).includes(response.status)) {
-      throw await this.refusal(response);
-    }
-    return response;
-  }
-
-  private async json<T>(call: Call): Promise<T> {
-    const response = await this.send(call);
-    try {
-      return (await response.json()) as T;
-    } catch (error) {
-      throw new TransportError(`reading the answer of ${call.path}: ${String(error)}`);
-    }
-  }
-
-  private transportError(error: unknown, timer: AbortSignal): Error {
-    if (error instanceof ApiError) return error;
-    if (timer.aborted) return new Timeout(`timed out after ${this.requestTimeoutMs} ms (and any wait)`, "request");
-    return new TransportError(String((error as Error)?.message ?? error));
-  }
-
-  private async refusal(response: Response): Promise<ApiError> {
-    const text = await response.text().catch(() => "");
-    try {
-      const body = JSON.parse(text) as { error?: unknown; message?: unknown };
-      if (typeof body.error === "string") {
-        return apiError(response.status, body.error, String(body.message ?? ""));
-      }
-    } catch {
-      // not JSON: fall through
-    }
-    return apiError(response.status, "error", text);
-  }
-
+export class Client extends Transport {
   // Operations.
 
   /** `/healthz`: `ok`, or `unhealthy` with the reason. */
@@ -535,72 +366,5 @@ export class Client {
   subscribe(channel: string, transport: "ws" | "sse" = "ws"): Promise<Subscription> {
     const base = `/v1/channels/${name("channel", channel)}`;
     return transport === "sse" ? sseSubscription(this, `${base}/events`) : wsSubscription(this, `${base}/ws`);
-  }
-}
-
-/** One consumer group of a topic: its calls without the names, and the consumer loop. */
-export class Group {
-  constructor(readonly client: Client, readonly topic: string, readonly name: string) {}
-
-  /** The group's full view. */
-  info(): Promise<GroupDetail> {
-    return this.client.groupInfo(this.topic, this.name);
-  }
-
-  /** One delivery, or null. */
-  poll(consumer?: string): Promise<Delivery | null> {
-    return this.client.poll(this.topic, this.name, consumer);
-  }
-
-  /** Up to `max` deliveries (see `Client.pollBatch`). */
-  pollBatch(options: PollBatchOptions = {}): Promise<PolledBatch> {
-    return this.client.pollBatch(this.topic, this.name, options);
-  }
-
-  /** Acks one delivery. */
-  ack(delivery: DeliveryRef): Promise<string> {
-    return this.client.ack(this.topic, this.name, delivery);
-  }
-
-  /** Nacks one delivery. */
-  nack(delivery: DeliveryRef, options: NackOptions = {}): Promise<string> {
-    return this.client.nack(this.topic, this.name, delivery, options);
-  }
-
-  /** Extends one delivery's lease. */
-  touch(delivery: DeliveryRef): Promise<string> {
-    return this.client.touch(this.topic, this.name, delivery);
-  }
-
-  /** Moves the group to offset `to`, or `"earliest"` / `"latest"` (see `Client.seek`). */
-  seek(to: number | "earliest" | "latest"): Promise<GroupSeeked> {
-    return this.client.seek(this.topic, this.name, to);
-  }
-
-  /** Stops new deliveries until `resume` (or until `until_ms`, Unix ms). */
-  pause(until_ms?: number): Promise<GroupPause> {
-    return this.client.pause(this.topic, this.name, until_ms);
-  }
-
-  /** Ends a pause; `changed` is whether the group was paused. */
-  resume(): Promise<GroupPause> {
-    return this.client.resume(this.topic, this.name);
-  }
-
-  /** A consume stream of this group (see `Client.consumeStream`). */
-  consumeStream(options: ConsumeStreamOptions = {}): Promise<ConsumeStream> {
-    return this.client.consumeStream(this.topic, this.name, options);
-  }
-
-  /**
-   * The consumer loop: `for await (const delivery of group.consume({ batch: 64 })) ...`;
-   * with `stream: true` over the consume stream (`StreamConsumer`; `window` deliveries
-   * unsettled, by default the smaller of `batch` and the group's `max_in_flight`).
-   */
-  consume(options: ConsumeOptions & { stream: true; window?: number }): StreamConsumer;
-  consume(options?: ConsumeOptions & { stream?: false }): Consumer;
-  consume(options: ConsumeOptions & { stream?: boolean; window?: number } = {}): Consumer | StreamConsumer {
-    const { stream, ...rest } = options;
-    return stream ? new StreamConsumer(this, rest) : new Consumer(this, rest);
   }
 }

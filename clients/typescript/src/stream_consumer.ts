@@ -17,70 +17,42 @@
  * but not handled released (so is the current one when an exception leaves the loop).
  */
 
-import type { Group } from "./client.js";
+import type { Group } from "./group.js";
 import { type ConsumeStream, type Settled, type Settlement } from "./consume_stream.js";
 import { CONSUME_STREAM_WINDOW_MAX } from "./consume_stream.js";
-import { type ConsumeOptions, type ConsumerStats, LEASE_TOUCH_FRACTION, RETRY_FIRST_MS, failureReason, retryable } from "./consumer.js";
-import { NotOwned, StreamClosed, Timeout } from "./errors.js";
-import type { Delivery, DeliveryRef, ItemResult } from "./models.js";
-
-/** How often settling the last answers or releasing is tried on the way out. */
-const LEAVING_TRIES_MAX = 8;
-
-class Stopped extends Error {}
-
-const key = (d: DeliveryRef): string => `${d.offset}:${d.attempt}`;
+import { StreamClosed, Timeout } from "./errors.js";
+import { type ConsumeOptions, LEASE_TOUCH_FRACTION, LEAVING_TRIES_MAX, Loop, Stopped, key, reasonOf } from "./loop.js";
+import type { Delivery, ItemResult } from "./models.js";
 
 /** An async iterator of deliveries over the consume stream (see the module doc). */
-export class StreamConsumer implements AsyncIterable<Delivery> {
-  readonly stats: ConsumerStats = { acked: 0, ack_refused: 0, failed: 0, released: 0, reconnects: 0 };
+export class StreamConsumer extends Loop implements AsyncIterable<Delivery> {
   /** The consumer identity (the server's, once the first stream opened, if none was given). */
   consumer: string | undefined;
-  private stopped = false;
-  private wakeRetry: (() => void) | null = null;
   private stream: ConsumeStream | null = null;
   private open = false;
   private readonly failed = new Set<string>();
   /** Deliveries whose settlement is being sent again after a reconnect. */
   private readonly redo = new Set<string>();
 
-  constructor(readonly group: Group, readonly options: ConsumeOptions & { window?: number } = {}) {
+  constructor(group: Group, override readonly options: ConsumeOptions & { window?: number } = {}) {
+    super(group, options);
     this.consumer = options.consumer;
   }
 
   /** Ends the loop after the current delivery. */
-  stop(): void {
-    this.stopped = true;
-    this.wakeRetry?.();
+  override stop(): void {
+    super.stop();
     this.stream?.interrupt();
-  }
-
-  /** Awaits `handler` on every delivery until `stop()`: ack on return, nack on throw. */
-  async run(handler: (delivery: Delivery) => unknown): Promise<void> {
-    for await (const delivery of this) {
-      try {
-        await handler(delivery);
-      } catch (error) {
-        await this.fail(delivery, error);
-      }
-    }
   }
 
   /** Nacks `delivery` with `error` as the reason (it is not acked later). */
   async fail(delivery: Delivery, error: unknown): Promise<void> {
-    const reason = typeof error === "string" ? error : failureReason(error);
     this.failed.add(key(delivery));
     if (this.open) {
-      this.send({ op: "nack", offset: delivery.offset, attempt: delivery.attempt, reason });
+      this.send({ op: "nack", offset: delivery.offset, attempt: delivery.attempt, reason: reasonOf(error) });
       return;
     }
-    try {
-      await this.retrying(() => this.group.nack(delivery, { reason }), true);
-      this.stats.failed += 1;
-    } catch (refused) {
-      if (!(refused instanceof NotOwned)) throw refused;
-      this.stats.ack_refused += 1;
-    }
+    await this.nackOver(delivery, error, true);
   }
 
   async *[Symbol.asyncIterator](): AsyncGenerator<Delivery> {
@@ -180,10 +152,8 @@ export class StreamConsumer implements AsyncIterable<Delivery> {
       if (answer.op === "touch") continue;
       this.redo.delete(key(answer));
       if (answer.op === "ack") {
-        if (answer.outcome === "acked") this.stats.acked += 1;
-        else this.stats.ack_refused += 1;
         const result: ItemResult = { offset: answer.offset, attempt: answer.attempt, outcome: answer.outcome, error: answer.error };
-        this.options.on_result?.(result);
+        this.countAcks([result]);
       } else if (answer.error) this.stats.ack_refused += 1;
       else if (answer.outcome === "released") this.stats.released += 1;
       else this.stats.failed += 1;
@@ -212,32 +182,6 @@ export class StreamConsumer implements AsyncIterable<Delivery> {
     this.open = false;
     const left = [...(current === null ? [] : [current]), ...stream.buffered().filter((d) => !this.redo.has(key(d)))];
     stream.close();
-    if (left.length === 0) return;
-    const { client, topic, name } = this.group;
-    try {
-      await this.retrying(() => client.nackBatch(topic, name, left, { kind: "release" }), true);
-      this.stats.released += left.length;
-    } catch {
-      // given up: their leases (or this consumer's next stream) hand them out again
-    }
-  }
-
-  private async retrying<T>(call: () => Promise<T>, leaving = false): Promise<T> {
-    let pause = RETRY_FIRST_MS;
-    for (let tries = 1; ; tries++) {
-      try {
-        return await call();
-      } catch (error) {
-        if (!retryable(error) || (leaving && tries > LEAVING_TRIES_MAX)) throw error;
-        this.stats.reconnects += 1;
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, pause);
-          this.wakeRetry = () => (clearTimeout(timer), resolve());
-        });
-        this.wakeRetry = null;
-        if (this.stopped && !leaving) throw new Stopped();
-        pause = Math.min(pause * 2, this.options.retry_max_ms ?? 2000);
-      }
-    }
+    await this.release(left);
   }
 }

@@ -1,4 +1,5 @@
-//! The decoder of a batch publish's items ([`BatchMessage`]), written by hand.
+//! The decoder of a batch publish's items ([`BatchMessage`]), written by hand, and their
+//! borrowed encoder ([`BatchRequestRef`]).
 //!
 //! An item is a string, `{"base64": ...}`, or an object of `payload` or
 //! `payload_base64`, `key`, `headers` and `idempotency_key`. serde's untagged derive
@@ -22,7 +23,7 @@
 use std::fmt;
 
 use serde::de::{Error, MapAccess, Visitor};
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::topics::{Base64Message, BatchMessage, BatchMessageObject};
 
@@ -144,6 +145,59 @@ impl<'de> Deserialize<'de> for BatchMessage {
     }
 }
 
+/// A batch publish body borrowed, for a client to encode: the same JSON as
+/// [`BatchRequest`](crate::topics::BatchRequest) of the same items, without copying
+/// every payload, key and header into a `String` of its own first.
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use mailroom_api::batch_item::{BatchItemRef, BatchObjectRef, BatchRequestRef};
+/// let headers = BTreeMap::from([("trace".to_owned(), "t1".to_owned())]);
+/// let object = BatchObjectRef { payload: Some("b"), key: Some("k"), headers: Some(&headers), ..BatchObjectRef::default() };
+/// let body = BatchRequestRef { messages: vec![BatchItemRef::Text("a"), BatchItemRef::Message(object)] };
+/// assert_eq!(
+///     serde_json::to_string(&body).unwrap(),
+///     r#"{"messages":["a",{"payload":"b","key":"k","headers":{"trace":"t1"}}]}"#
+/// );
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BatchRequestRef<'a> {
+    /// The items, as [`BatchRequest::messages`](crate::topics::BatchRequest::messages).
+    pub messages: Vec<BatchItemRef<'a>>,
+}
+
+/// A [`BatchMessage`] borrowed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum BatchItemRef<'a> {
+    /// As [`BatchMessage::Text`].
+    Text(&'a str),
+    /// As [`BatchMessage::Binary`] (the base64 is made for the request, so owned).
+    Binary(Base64Message),
+    /// As [`BatchMessage::Message`].
+    Message(BatchObjectRef<'a>),
+}
+
+/// A [`BatchMessageObject`] borrowed (field for field, in the same order).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct BatchObjectRef<'a> {
+    /// As [`BatchMessageObject::payload`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payload: Option<&'a str>,
+    /// As [`BatchMessageObject::payload_base64`] (made for the request, so owned).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payload_base64: Option<String>,
+    /// As [`BatchMessageObject::key`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<&'a str>,
+    /// As [`BatchMessageObject::headers`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub headers: Option<&'a std::collections::BTreeMap<String, String>>,
+    /// As [`BatchMessageObject::idempotency_key`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<&'a str>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -201,6 +255,54 @@ mod tests {
         assert!(parse(r#"{"payload":"a","extra":1}"#)
             .unwrap_err()
             .contains("unknown field `extra`"));
+    }
+
+    // Proves the borrowed encoder writes the owned items' JSON.
+    #[test]
+    fn borrowed_items_encode_as_owned_ones() {
+        let headers = std::collections::BTreeMap::from([("h".to_owned(), "v".to_owned())]);
+        let owned = crate::topics::BatchRequest {
+            messages: vec![
+                BatchMessage::Text("t".into()),
+                BatchMessage::Binary(Base64Message {
+                    base64: "AA==".into(),
+                }),
+                BatchMessage::Message(BatchMessageObject {
+                    payload: Some("p".into()),
+                    key: Some("k".into()),
+                    headers: Some(headers.clone()),
+                    idempotency_key: Some("i".into()),
+                    ..BatchMessageObject::default()
+                }),
+                BatchMessage::Message(BatchMessageObject {
+                    payload_base64: Some("/w==".into()),
+                    ..BatchMessageObject::default()
+                }),
+            ],
+        };
+        let borrowed = BatchRequestRef {
+            messages: vec![
+                BatchItemRef::Text("t"),
+                BatchItemRef::Binary(Base64Message {
+                    base64: "AA==".into(),
+                }),
+                BatchItemRef::Message(BatchObjectRef {
+                    payload: Some("p"),
+                    key: Some("k"),
+                    headers: Some(&headers),
+                    idempotency_key: Some("i"),
+                    ..BatchObjectRef::default()
+                }),
+                BatchItemRef::Message(BatchObjectRef {
+                    payload_base64: Some("/w==".into()),
+                    ..BatchObjectRef::default()
+                }),
+            ],
+        };
+        assert_eq!(
+            serde_json::to_string(&borrowed).unwrap(),
+            serde_json::to_string(&owned).unwrap()
+        );
     }
 
     // Proves a serialized item reads back as itself.

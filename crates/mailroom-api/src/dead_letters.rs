@@ -1,37 +1,28 @@
 //! A group's dead letters: read them a page at a time, redrive them, purge them.
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 
-/// One dead letter. Exactly one of `payload` and `payload_base64`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct DeadLetterBody {
-    /// The message's offset.
-    pub offset: u64,
-    /// Deliveries made before it was dead-lettered.
-    pub attempts: u32,
-    /// The reason given with the final failure (`"lease expired"` for a lease), or null.
-    pub reason: Option<String>,
-    /// When it was dead-lettered, in Unix milliseconds.
-    pub at_ms: u64,
-    /// The message, when it is valid UTF-8.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub payload: Option<String>,
-    /// The message in standard base64, when it is not valid UTF-8.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub payload_base64: Option<String>,
-    /// The message's key, if it has one (and retention has not removed the message).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub key: Option<String>,
-    /// The message's headers by name; left out when it has none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub headers: Option<BTreeMap<String, String>>,
-    /// When the broker published the message, by its clock, in Unix milliseconds; left
-    /// out where that is no longer known (retention removed the message: the dead letter keeps its payload, not its metadata).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub published_at_ms: Option<u64>,
+crate::message_body::message_body! {
+    /// One dead letter. Exactly one of `payload` and `payload_base64`.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+    pub struct DeadLetterBody {
+        /// The message's offset.
+        pub offset: u64,
+        /// Deliveries made before it was dead-lettered.
+        pub attempts: u32,
+        /// The reason given with the final failure (`"lease expired"` for a lease), or null.
+        pub reason: Option<String>,
+        /// When it was dead-lettered, in Unix milliseconds.
+        pub at_ms: u64,
+    }
+    key: " The message's key, if it has one (and retention has not removed the message).",
+    then {
+        /// When the broker published the message, by its clock, in Unix milliseconds; left
+        /// out where that is no longer known (retention removed the message: the dead letter keeps its payload, not its metadata).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub published_at_ms: Option<u64>,
+    }
 }
 
 /// Which page of dead letters `GET .../dead-letters` answers (its query string).

@@ -1,7 +1,5 @@
 //! A group's deliveries one at a time: poll, ack, nack (release, reject) and touch.
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 
 /// Names one delivery, to ack, nack or touch it: the message's offset and which attempt
@@ -20,30 +18,23 @@ pub struct DeliveryId {
     pub attempt: u32,
 }
 
-/// A delivery as JSON. Exactly one of `payload` (valid UTF-8) and `payload_base64`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct DeliveryBody {
-    /// The message's offset.
-    pub offset: u64,
-    /// Which delivery of the message to this group it is, from 1.
-    pub attempt: u32,
-    /// The message, when it is valid UTF-8.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub payload: Option<String>,
-    /// The message in standard base64, when it is not valid UTF-8.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub payload_base64: Option<String>,
-    /// The message's key, if it has one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub key: Option<String>,
-    /// The message's headers by name; left out when it has none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub headers: Option<BTreeMap<String, String>>,
-    /// When the broker published the message, by its clock, in Unix milliseconds; left
-    /// out where that is no longer known (a redriven dead letter whose message retention removed).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub published_at_ms: Option<u64>,
+crate::message_body::message_body! {
+    /// A delivery as JSON. Exactly one of `payload` (valid UTF-8) and `payload_base64`.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+    pub struct DeliveryBody {
+        /// The message's offset.
+        pub offset: u64,
+        /// Which delivery of the message to this group it is, from 1.
+        pub attempt: u32,
+    }
+    key: " The message's key, if it has one.",
+    then {
+        /// When the broker published the message, by its clock, in Unix milliseconds; left
+        /// out where that is no longer known (a redriven dead letter whose message retention removed).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub published_at_ms: Option<u64>,
+    }
 }
 
 impl DeliveryBody {

@@ -38,7 +38,8 @@
 //! ```
 
 pub mod batch;
-mod batch_item;
+pub mod batch_item;
+pub mod batch_scan;
 pub mod channels;
 pub mod consume_stream;
 pub mod dead_letters;
@@ -46,6 +47,7 @@ pub mod deliveries;
 pub mod error;
 pub mod groups;
 pub mod limits;
+mod message_body;
 pub mod names;
 pub mod object;
 pub mod ops;

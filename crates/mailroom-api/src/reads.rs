@@ -34,8 +34,6 @@
 //! assert_eq!((page.next, page.end), (4, 9));
 //! ```
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 
 /// The query string of `GET /v1/topics/{topic}/messages`. At most one of `from` and
@@ -76,26 +74,19 @@ pub struct ReadQuery {
     pub wait_ms: Option<u64>,
 }
 
-/// One message of a read. Exactly one of `payload` (valid UTF-8) and `payload_base64`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct ReadMessage {
-    /// The message's offset.
-    pub offset: u64,
-    /// The message, when it is valid UTF-8.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub payload: Option<String>,
-    /// The message in standard base64, when it is not valid UTF-8.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub payload_base64: Option<String>,
-    /// The message's key, if it has one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub key: Option<String>,
-    /// The message's headers by name; left out when it has none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub headers: Option<BTreeMap<String, String>>,
-    /// When the broker published the message, by its clock, in Unix milliseconds.
-    pub published_at_ms: u64,
+crate::message_body::message_body! {
+    /// One message of a read. Exactly one of `payload` (valid UTF-8) and `payload_base64`.
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+    pub struct ReadMessage {
+        /// The message's offset.
+        pub offset: u64,
+    }
+    key: " The message's key, if it has one.",
+    then {
+        /// When the broker published the message, by its clock, in Unix milliseconds.
+        pub published_at_ms: u64,
+    }
 }
 
 /// The answer to `GET /v1/topics/{topic}/messages`.

@@ -5,9 +5,15 @@
 //! `/proc/<pid>/clear_refs`, which resets that high-water mark (Linux ≥ 4.0, needs the right
 //! to write there, which root has), so each run reports its own peak. When the reset is
 //! refused, the figure is the peak since the broker started and the report says so.
+//!
+//! A probe may watch several broker processes (two brokers on one database: CPU and
+//! peak RSS are summed) and the database they share ([`crate::database_probe`]).
 
 use std::fs;
+use std::sync::Arc;
 use std::time::Duration;
+
+use crate::database_probe::{DatabaseProbe, DatabaseSnapshot, DatabaseUsage};
 
 /// Clock ticks per second of the `/proc/<pid>/stat` times. Linux reports them in `USER_HZ`,
 /// which is 100 on every architecture Linux builds for x86 and arm.
@@ -27,84 +33,148 @@ pub enum ProbeError {
     /// The file did not have the documented layout.
     #[error("unexpected layout of {0}")]
     Layout(String),
+    /// The database's statistics could not be read.
+    #[error("reading the database's statistics: {0}")]
+    Database(#[from] tokio_postgres::Error),
 }
 
-/// A handle on one broker process.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A handle on the broker processes (and, optionally, the database they use).
+#[derive(Debug, Clone)]
 pub struct Probe {
-    pid: u32,
+    pids: Vec<u32>,
+    database: Option<Arc<DatabaseProbe>>,
 }
 
 /// CPU time and peak memory of a span of work.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Usage {
-    /// CPU seconds the broker spent (user + system).
+    /// CPU seconds the brokers spent (user + system).
     pub cpu_seconds: f64,
-    /// The broker's peak resident set, in bytes.
+    /// The brokers' peak resident sets, summed, in bytes.
     pub peak_rss_bytes: u64,
     /// Whether the peak was reset at the start of the span (else: peak since start).
     pub peak_is_per_run: bool,
+    /// What the database did over the span, when it was probed.
+    pub database: Option<DatabaseUsage>,
 }
 
 /// A started span: [`Probe::start`] to [`Span::finish`].
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Span {
     probe: Probe,
     cpu_ticks: u64,
     peak_reset: bool,
+    database: Option<DatabaseSnapshot>,
 }
 
 impl Probe {
     /// A probe of process `pid`.
     pub fn new(pid: u32) -> Probe {
-        Probe { pid }
+        Probe::brokers(vec![pid])
     }
 
-    /// Resets the peak-RSS mark (best effort) and notes the CPU time so far.
+    /// A probe of several broker processes, whose figures are summed (none: only the
+    /// database, if one is added).
+    pub fn brokers(pids: Vec<u32>) -> Probe {
+        Probe {
+            pids,
+            database: None,
+        }
+    }
+
+    /// This probe, also watching `database`.
+    #[must_use]
+    pub fn with_database(mut self, database: DatabaseProbe) -> Probe {
+        self.database = Some(Arc::new(database));
+        self
+    }
+
+    /// Resets the peak-RSS marks (best effort) and notes the CPU time (and the database's
+    /// counters) so far.
     ///
     /// # Errors
-    /// [`ProbeError`] when `/proc/<pid>/stat` cannot be read.
-    pub fn start(self) -> Result<Span, ProbeError> {
-        let peak_reset = fs::write(format!("/proc/{}/clear_refs", self.pid), "5").is_ok();
+    /// [`ProbeError`] when `/proc/<pid>/stat` or the database's statistics cannot be read.
+    pub async fn start(self) -> Result<Span, ProbeError> {
+        let mut peak_reset = true;
+        for pid in &self.pids {
+            peak_reset &= fs::write(format!("/proc/{pid}/clear_refs"), "5").is_ok();
+        }
+        let database = match &self.database {
+            // The set-up's connections (the fill's publisher) may still be closing.
+            Some(database) => {
+                tokio::time::sleep(crate::database_probe::EXIT_SETTLE).await;
+                Some(database.snapshot().await?)
+            }
+            None => None,
+        };
         Ok(Span {
-            probe: self,
             cpu_ticks: self.cpu_ticks()?,
+            probe: self,
             peak_reset,
+            database,
         })
     }
 
-    /// User + system clock ticks the process has used.
+    /// User + system clock ticks the broker processes have used.
     ///
     /// # Errors
-    /// [`ProbeError`] when the file is missing or malformed.
-    pub fn cpu_ticks(self) -> Result<u64, ProbeError> {
-        let path = format!("/proc/{}/stat", self.pid);
-        let text = read(&path)?;
-        parse_cpu_ticks(&text).ok_or(ProbeError::Layout(path))
+    /// [`ProbeError`] when a file is missing or malformed.
+    pub fn cpu_ticks(&self) -> Result<u64, ProbeError> {
+        let mut ticks = 0;
+        for pid in &self.pids {
+            ticks += process_cpu_ticks(*pid)?;
+        }
+        Ok(ticks)
     }
 
-    /// The process's peak resident set (`VmHWM`), in bytes.
+    /// The broker processes' peak resident sets (`VmHWM`), summed, in bytes.
     ///
     /// # Errors
-    /// [`ProbeError`] when the file is missing or malformed.
-    pub fn peak_rss_bytes(self) -> Result<u64, ProbeError> {
-        let path = format!("/proc/{}/status", self.pid);
-        let text = read(&path)?;
-        parse_vm_hwm_bytes(&text).ok_or(ProbeError::Layout(path))
+    /// [`ProbeError`] when a file is missing or malformed.
+    pub fn peak_rss_bytes(&self) -> Result<u64, ProbeError> {
+        let mut bytes = 0;
+        for pid in &self.pids {
+            let path = format!("/proc/{pid}/status");
+            let text = read(&path)?;
+            bytes += parse_vm_hwm_bytes(&text).ok_or(ProbeError::Layout(path))?;
+        }
+        Ok(bytes)
     }
 }
 
+/// User + system clock ticks process `pid` has used.
+///
+/// # Errors
+/// [`ProbeError`] when the file is missing or malformed.
+pub fn process_cpu_ticks(pid: u32) -> Result<u64, ProbeError> {
+    let path = format!("/proc/{pid}/stat");
+    let text = read(&path)?;
+    parse_cpu_ticks(&text).ok_or(ProbeError::Layout(path))
+}
+
+/// Clock ticks as seconds.
+pub fn ticks_to_seconds(ticks: u64) -> f64 {
+    Duration::from_millis(ticks * 1000 / USER_HZ).as_secs_f64()
+}
+
 impl Span {
-    /// The broker's usage since [`Probe::start`].
+    /// The brokers' usage since [`Probe::start`] (and the database's, which waits for
+    /// its statistics to settle: see [`DatabaseProbe::snapshot_settled`]).
     ///
     /// # Errors
-    /// [`ProbeError`] when the process files cannot be read.
-    pub fn finish(self) -> Result<Usage, ProbeError> {
+    /// [`ProbeError`] when the process files or the database's statistics cannot be read.
+    pub async fn finish(self) -> Result<Usage, ProbeError> {
         let ticks = self.probe.cpu_ticks()?.saturating_sub(self.cpu_ticks);
+        let peak_rss_bytes = self.probe.peak_rss_bytes()?;
+        let database = match (&self.probe.database, &self.database) {
+            (Some(probe), Some(before)) => Some(probe.snapshot_settled().await?.since(before)),
+            _ => None,
+        };
         Ok(Usage {
-            cpu_seconds: Duration::from_millis(ticks * 1000 / USER_HZ).as_secs_f64(),
-            peak_rss_bytes: self.probe.peak_rss_bytes()?,
+            cpu_seconds: ticks_to_seconds(ticks),
+            peak_rss_bytes,
             peak_is_per_run: self.peak_reset,
+            database,
         })
     }
 }
@@ -119,12 +189,17 @@ fn read(path: &str) -> Result<String, ProbeError> {
 /// `utime + stime` from a `/proc/<pid>/stat` line. The command name (field 2) may hold
 /// spaces and parentheses, so fields are counted from the last `)`.
 fn parse_cpu_ticks(stat: &str) -> Option<u64> {
-    let after_name = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let fields = stat_fields(stat)?;
     // After the name come field 3 (state) onwards; utime and stime are fields 14 and 15.
     let utime: u64 = fields.get(11)?.parse().ok()?;
     let stime: u64 = fields.get(12)?.parse().ok()?;
     Some(utime + stime)
+}
+
+/// The fields of a `/proc/<pid>/stat` line after the command name (field 3 onwards).
+pub(crate) fn stat_fields(stat: &str) -> Option<Vec<&str>> {
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    Some(after_name.split_whitespace().collect())
 }
 
 fn parse_vm_hwm_bytes(status: &str) -> Option<u64> {
@@ -155,11 +230,11 @@ mod tests {
     }
 
     // Proves the probe reads this very process: CPU time is monotonic and RSS non-zero.
-    #[test]
-    fn probes_own_process() {
+    #[tokio::test]
+    async fn probes_own_process() {
         let probe = Probe::new(std::process::id());
-        let span = probe.start().unwrap();
-        let usage = span.finish().unwrap();
+        let span = probe.start().await.unwrap();
+        let usage = span.finish().await.unwrap();
         assert!(usage.cpu_seconds >= 0.0);
         assert!(usage.peak_rss_bytes > 0);
     }

@@ -4,6 +4,7 @@
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use crate::database_probe::DatabaseUsage;
 use crate::ledger::Verdict;
 
 /// The slowest latency the histograms record, in microseconds (60 s); slower samples are
@@ -99,6 +100,9 @@ pub struct RunReport {
     pub subscribers: Vec<SubscriberCount>,
     /// Anything a reader of the table must know about this run.
     pub notes: Vec<String>,
+    /// What the database did during the timed phase, when it was probed.
+    #[serde(default)]
+    pub database: Option<DatabaseUsage>,
 }
 
 impl RunReport {

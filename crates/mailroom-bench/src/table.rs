@@ -11,7 +11,15 @@ use std::fmt::Write as _;
 
 use crate::report::RunReport;
 
-const SYSTEM_ORDER: [&str; 5] = ["mailroom", "redis", "nats", "rabbitmq", "disk"];
+const SYSTEM_ORDER: [&str; 7] = [
+    "mailroom",
+    "redis",
+    "nats",
+    "rabbitmq",
+    "disk",
+    "pgq",
+    "skiplocked",
+];
 
 fn system_rank(system: &str) -> usize {
     SYSTEM_ORDER
@@ -39,6 +47,7 @@ fn workload_rank(workload: &str) -> usize {
 /// assert!(table.contains("| 2.00 |"));
 /// ```
 pub fn render(runs: &[RunReport]) -> String {
+    let runs = &medians(runs);
     let mut groups: BTreeMap<(usize, String, String), Vec<&RunReport>> = BTreeMap::new();
     for run in runs {
         groups
@@ -63,8 +72,107 @@ pub fn render(runs: &[RunReport]) -> String {
         }
     }
     live_detail(&mut out, runs);
+    database_detail(&mut out, runs);
     notes(&mut out, runs);
     out
+}
+
+/// One run per (workload, variant, durability, system) where rounds repeated it: the
+/// passing run with the median rate (the lower middle of an even count), with a note of
+/// every round's rate; failed runs are all kept, so each shows as FAIL.
+fn medians(runs: &[RunReport]) -> Vec<RunReport> {
+    let mut keyed: BTreeMap<(String, String, String, String), Vec<&RunReport>> = BTreeMap::new();
+    let mut order = Vec::new();
+    for run in runs {
+        let key = (
+            run.workload.clone(),
+            run.variant.clone(),
+            run.durability.clone(),
+            run.system.clone(),
+        );
+        if !keyed.contains_key(&key) {
+            order.push(key.clone());
+        }
+        keyed.entry(key).or_default().push(run);
+    }
+    let mut out = Vec::new();
+    for key in order {
+        let rounds = &keyed[&key];
+        out.extend(
+            rounds
+                .iter()
+                .filter(|run| !run.passed())
+                .map(|run| (*run).clone()),
+        );
+        let mut passed: Vec<&RunReport> =
+            rounds.iter().copied().filter(|run| run.passed()).collect();
+        if passed.is_empty() {
+            continue;
+        }
+        let rates: Vec<String> = passed
+            .iter()
+            .map(|run| format!("{:.0}", run.msgs_per_s))
+            .collect();
+        passed.sort_by(|a, b| a.msgs_per_s.total_cmp(&b.msgs_per_s));
+        let mut median = passed[(passed.len() - 1) / 2].clone();
+        if passed.len() > 1 {
+            median.notes.push(format!(
+                "median of {} rounds, msgs/s in round order: {}",
+                passed.len(),
+                rates.join(", ")
+            ));
+        }
+        out.push(median);
+    }
+    out
+}
+
+/// Where a PostgreSQL-backed run's time went, per finished message: the database's CPU,
+/// its WAL flushes and writes, commits and statements, beside the broker's CPU.
+fn database_detail(out: &mut String, runs: &[RunReport]) {
+    let probed: Vec<_> = runs
+        .iter()
+        .filter_map(|run| run.database.map(|db| (run, db)))
+        .filter(|(run, _)| run.passed() && run.messages > 0)
+        .collect();
+    if probed.is_empty() {
+        return;
+    }
+    out.push_str("\n### Where the time goes: the database, per message\n\n");
+    out.push_str("| workload | variant | durability | system | msgs/s | database CPU µs/msg | broker CPU µs/msg | WAL flushes/msg | WAL writes/msg | WAL bytes/msg | commits/msg | statements/msg |\n");
+    out.push_str("|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    let mut probed = probed;
+    probed.sort_by_key(|(run, _)| {
+        (
+            workload_rank(&run.workload),
+            run.variant.clone(),
+            run.durability.clone(),
+            system_rank(&run.system),
+        )
+    });
+    for (run, db) in probed {
+        let per = |value: f64| value / run.messages as f64;
+        let broker = run
+            .broker_cpu_s
+            .map_or("–".to_owned(), |s| format!("{:.0}", per(s * 1e6)));
+        let statements = db
+            .statements
+            .map_or("–".to_owned(), |n| format!("{:.2}", per(n as f64)));
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {:.0} | {:.0} | {broker} | {:.3} | {:.3} | {:.0} | {:.3} | {statements} |",
+            run.workload,
+            run.variant,
+            run.durability,
+            run.system,
+            run.msgs_per_s,
+            per(db.cpu_seconds * 1e6),
+            per(db.wal_syncs as f64),
+            per(db.wal_writes as f64),
+            per(db.wal_bytes as f64),
+            per(db.commits as f64),
+        );
+    }
 }
 
 fn row(
@@ -211,6 +319,26 @@ mod tests {
             "{table}"
         );
         assert!(!table.contains("0.50"), "{table}");
+    }
+
+    // Proves repeated rounds collapse to the median run with every round's rate noted,
+    // and that a failed round still shows as FAIL beside the median of the others.
+    #[test]
+    fn rounds_collapse_to_the_median() {
+        let table = render(&[
+            run("redis", 300.0, true),
+            run("redis", 100.0, true),
+            run("redis", 200.0, true),
+            run("redis", 999.0, false),
+        ]);
+        let rows: Vec<_> = table.lines().filter(|l| l.contains("| redis |")).collect();
+        assert_eq!(rows.len(), 2, "{table}");
+        assert!(rows.iter().any(|r| r.contains("| 200 |")), "{table}");
+        assert!(rows.iter().any(|r| r.contains("FAIL")), "{table}");
+        assert!(
+            table.contains("median of 3 rounds, msgs/s in round order: 300, 100, 200"),
+            "{table}"
+        );
     }
 
     // Proves the throughput ratio is mailroom over peer, on the peer's row.

@@ -1,75 +1,23 @@
-//! Batch poll, ack and nack and the long poll, against the real `mailroom` binary: item
-//! results, the window, wake-ups and time-outs, bad input, restarts, and the CLI flags
-//! built on them.
+//! Batch poll, ack and nack against the real `mailroom` binary: item results, the
+//! window, acks carried by the next poll, bad input, restarts, and the CLI flags built on
+//! them.
 
+mod batch_support;
 mod cli_support;
 mod common;
 
 use std::process::Output;
-use std::time::{Duration, Instant};
 
+use batch_support::{batch, id, publish, topic_with_group, until_waiting, WAIT_MS_LONG};
 use cli_support::documents;
-use common::{temp_dir, ServerProcess, PROCESS_WAIT_MS_MAX};
-use mailroom_client::{
-    BatchPoll, Client, DeliveryId, GroupOptions, NackKind, NackOptions, NackOutcome,
-};
+use common::{temp_dir, ServerProcess};
+use mailroom_client::{BatchPoll, DeliveryId, NackKind, NackOptions, NackOutcome};
 use serde_json::{json, Value};
 
 /// Runs `mailroom --server URL --json ARGS`.
 fn mailroom(server: &ServerProcess, args: &[&str]) -> Output {
     let args = [&["--json"], args].concat();
     cli_support::mailroom(&server.url, None, &args, b"")
-}
-
-/// A long poll long enough never to end by itself during a test.
-const WAIT_MS_LONG: u64 = 30_000;
-/// A long poll short enough to time out in a test.
-const WAIT_MS_SHORT: u64 = 300;
-
-fn id(offset: u64, attempt: u32) -> DeliveryId {
-    DeliveryId { offset, attempt }
-}
-
-fn batch(consumer: Option<&str>, max: u32) -> BatchPoll<'_> {
-    BatchPoll {
-        consumer,
-        max,
-        wait_ms: 0,
-        ack: &[],
-    }
-}
-
-/// A topic `t` with group `g` allowing `window` deliveries in flight and 2 attempts.
-async fn topic_with_group(client: &Client, window: u32) {
-    client.create_topic("t").await.unwrap();
-    let mut options = GroupOptions::new(2);
-    options.max_in_flight = Some(window);
-    client.create_group_with("t", "g", &options).await.unwrap();
-}
-
-async fn publish(client: &Client, count: u64) {
-    for n in 0..count {
-        assert_eq!(client.publish("t", format!("m{n}")).await.unwrap(), n);
-    }
-}
-
-/// The value of an unlabelled series in the server's metrics.
-async fn metric(client: &Client, name: &str) -> Option<f64> {
-    let text = client.metrics().await.unwrap();
-    text.lines()
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-}
-
-/// Waits until the server reports `count` long polls waiting.
-async fn until_waiting(client: &Client, count: f64) {
-    let deadline = Instant::now() + Duration::from_millis(PROCESS_WAIT_MS_MAX);
-    while metric(client, "mailroom_long_polls_waiting").await != Some(count) {
-        assert!(
-            Instant::now() < deadline,
-            "never {count} long polls waiting"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
 }
 
 // Proves a batch poll hands out up to `max` deliveries in offset order, gives a consumer
@@ -177,137 +125,6 @@ async fn window_of_one_hands_out_one() {
         .await
         .unwrap();
     assert_eq!(next.iter().map(|d| d.id()).collect::<Vec<_>>(), [id(1, 1)]);
-}
-
-// Proves a long poll on a caught-up group waits, and answers with the message a later
-// publish brings (well before its own wait ends); and that an ack waking a long poll on
-// a full window hands the freed slot to the waiter.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn long_poll_is_answered_by_a_publish_and_an_ack() {
-    let dir = temp_dir();
-    let server = ServerProcess::start(dir.path(), &["--fsync", "never"]);
-    let client = server.client();
-    topic_with_group(&client, 1).await;
-
-    let waiter = {
-        let client = client.clone();
-        tokio::spawn(async move {
-            let request = BatchPoll {
-                consumer: Some("w1"),
-                max: 4,
-                wait_ms: WAIT_MS_LONG,
-                ack: &[],
-            };
-            client.poll_batch("t", "g", &request).await.unwrap()
-        })
-    };
-    until_waiting(&client, 1.0).await;
-    client.publish("t", "wake").await.unwrap();
-    client.publish("t", "later").await.unwrap();
-    let woken = waiter.await.unwrap();
-    assert_eq!(woken.len(), 1, "W = 1");
-    assert_eq!((woken[0].offset, &woken[0].payload[..]), (0, &b"wake"[..]));
-    until_waiting(&client, 0.0).await;
-
-    // The window is full (w1 holds offset 0): w2 waits until w1's ack frees it.
-    let waiter = {
-        let client = client.clone();
-        tokio::spawn(async move {
-            let request = BatchPoll {
-                consumer: Some("w2"),
-                max: 4,
-                wait_ms: WAIT_MS_LONG,
-                ack: &[],
-            };
-            client.poll_batch("t", "g", &request).await.unwrap()
-        })
-    };
-    until_waiting(&client, 1.0).await;
-    client.ack_batch("t", "g", &[woken[0].id()]).await.unwrap();
-    let freed = waiter.await.unwrap();
-    assert_eq!(freed.iter().map(|d| d.id()).collect::<Vec<_>>(), [id(1, 1)]);
-}
-
-/// The backoff of `backoff_delay_reaches_a_waiting_long_poll`: short, but longer than a
-/// round trip, so the message is surely not ready when the long poll starts.
-const BACKOFF_DELAY_MS: u64 = 200;
-
-// Proves a message held back by a backoff delay (which no request signals) still reaches
-// a waiting long poll once the delay is over, long before the wait ends.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn backoff_delay_reaches_a_waiting_long_poll() {
-    let dir = temp_dir();
-    let server = ServerProcess::start(dir.path(), &["--fsync", "never"]);
-    let client = server.client();
-    client.create_topic("t").await.unwrap();
-    let mut options = GroupOptions::new(3);
-    options.backoff = Some(mailroom_client::Backoff::Fixed {
-        delay_ms: BACKOFF_DELAY_MS,
-    });
-    client.create_group_with("t", "g", &options).await.unwrap();
-    publish(&client, 1).await;
-    let first = client.poll_batch("t", "g", &batch(None, 1)).await.unwrap();
-    let nacked = client
-        .nack_batch("t", "g", &[first[0].id()], &NackOptions::default())
-        .await
-        .unwrap();
-    assert_eq!(nacked, vec![Ok(NackOutcome::Retry)]);
-
-    let started = Instant::now();
-    let request = BatchPoll {
-        consumer: None,
-        max: 1,
-        wait_ms: WAIT_MS_LONG,
-        ack: &[],
-    };
-    let retried = client.poll_batch("t", "g", &request).await.unwrap();
-    assert_eq!(
-        retried.iter().map(|d| d.id()).collect::<Vec<_>>(),
-        [id(0, 2)]
-    );
-    assert!(
-        started.elapsed() < Duration::from_millis(WAIT_MS_LONG / 2),
-        "answered only at the end of the wait: {:?}",
-        started.elapsed()
-    );
-}
-
-// Proves a long poll that finds nothing answers an empty list once its wait is over
-// (not before), and that a long poll whose client goes away stops waiting.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn long_poll_times_out_empty_and_ends_with_its_client() {
-    let dir = temp_dir();
-    let server = ServerProcess::start(dir.path(), &["--fsync", "never"]);
-    let client = server.client();
-    topic_with_group(&client, 4).await;
-
-    let started = Instant::now();
-    let request = BatchPoll {
-        consumer: None,
-        max: 4,
-        wait_ms: WAIT_MS_SHORT,
-        ack: &[],
-    };
-    let polled = client.poll_batch("t", "g", &request).await.unwrap();
-    assert!(polled.is_empty());
-    assert!(started.elapsed() >= Duration::from_millis(WAIT_MS_SHORT));
-
-    let abandoned = {
-        let client = client.clone();
-        tokio::spawn(async move {
-            let request = BatchPoll {
-                consumer: None,
-                max: 4,
-                wait_ms: WAIT_MS_LONG,
-                ack: &[],
-            };
-            client.poll_batch("t", "g", &request).await
-        })
-    };
-    until_waiting(&client, 1.0).await;
-    abandoned.abort();
-    // Dropping the request closes its connection; the server drops the waiter.
-    until_waiting(&client, 0.0).await;
 }
 
 // Proves a poll/batch carrying `ack` acks first and refills the freed window slots in

@@ -146,6 +146,82 @@ async fn quiet_if_full(socket: &mut Socket, held: usize) {
     }
 }
 
+// Proves, over a long mixed run (acks, nacks, releases and touches, several at once,
+// chosen by a fixed pseudo-random sequence), that a stream with window W never has more
+// than W unsettled, never sends a delivery (offset, attempt) twice, and finishes the log:
+// its refills poll new deliveries only, with those it holds counted against the window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn window_holds_and_no_delivery_comes_twice() {
+    const WINDOW: usize = 4;
+    const MESSAGES: u32 = 60;
+    let (_dir, server, client) = setup(None, MESSAGES).await;
+    let (mut socket, _) = open(&server, &format!("window={WINDOW}&consumer=c1")).await;
+    let mut seen = std::collections::HashSet::new();
+    let mut held: Vec<Value> = Vec::new();
+    let mut asked = 0usize;
+    let mut random: u64 = 0x9e37_79b9_7f4a_7c15;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while client.group_info("t", "g").await.unwrap().position < u64::from(MESSAGES) {
+        assert!(
+            Instant::now() < deadline,
+            "the log was not finished in time"
+        );
+        // Settle some of what is held (touches keep theirs), or wait for more.
+        if !held.is_empty() && asked == 0 {
+            random = random
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
+            let count = 1 + (random >> 33) as usize % held.len();
+            for (index, delivery) in held.iter().take(count).enumerate() {
+                let (offset, attempt) = (&delivery["offset"], &delivery["attempt"]);
+                let frame = match (random >> (40 + index * 2)) % 8 {
+                    0 => json!({"op": "nack", "offset": offset, "attempt": attempt}),
+                    1 => json!({"op": "nack", "offset": offset, "attempt": attempt,
+                        "kind": "release"}),
+                    2 => json!({"op": "touch", "offset": offset, "attempt": attempt}),
+                    _ => json!({"op": "ack", "offset": offset, "attempt": attempt}),
+                };
+                send(&mut socket, frame).await;
+            }
+            asked = count;
+        }
+        let frame = match tokio::time::timeout(Duration::from_millis(500), socket.next()).await {
+            Ok(read) => match read.unwrap().unwrap() {
+                Message::Text(text) => serde_json::from_str::<Value>(text.as_str()).unwrap(),
+                other => panic!("expected a text frame, got {other:?}"),
+            },
+            // Everything left is dead-lettered or acked: the position catches up.
+            Err(_) => continue,
+        };
+        match frame["type"].as_str() {
+            Some("delivery") => {
+                let id = (
+                    frame["offset"].as_u64().unwrap(),
+                    frame["attempt"].as_u64().unwrap(),
+                );
+                assert!(seen.insert(id), "delivery {id:?} sent twice");
+                held.push(frame);
+                assert!(
+                    held.len() <= WINDOW,
+                    "{} unsettled, window {WINDOW}",
+                    held.len()
+                );
+            }
+            Some("settled") => {
+                asked -= 1;
+                if frame["outcome"] != "touched" {
+                    let position = held.iter().position(|d| {
+                        d["offset"] == frame["offset"] && d["attempt"] == frame["attempt"]
+                    });
+                    held.remove(position.expect("a settled delivery was held"));
+                }
+            }
+            _ => panic!("unexpected frame {frame}"),
+        }
+    }
+    assert!(seen.len() >= MESSAGES as usize, "{} deliveries", seen.len());
+}
+
 // Proves every settlement kind takes effect and is answered in seq order in one round:
 // ack, nack (retry), release with delay, reject with reason (dead-lettered), touch, a
 // settlement of a delivery not in flight (not_owned), and a stale attempt (not_owned).

@@ -1,6 +1,7 @@
 //! `mailroom serve --store postgres://...` as a user runs it: two broker processes over
 //! one database serve the same topics and groups, one killed with SIGKILL mid-delivery
-//! changes nothing confirmed, `MAILROOM_STORE` selects the store as the flag does, and a
+//! changes nothing confirmed, `MAILROOM_STORE` selects the store as the flag does, a
+//! topic's own idempotency window holds on every broker and across a restart, and a
 //! database that cannot be reached stops the start with a message naming the store.
 //!
 //! The database comes from `MAILROOM_TEST_POSTGRES` (`scripts/postgres.sh start DIR`);
@@ -175,4 +176,122 @@ async fn idempotency_keys_outlive_a_killed_broker() {
         .await
         .unwrap();
     assert_eq!(topic["end"], 1, "{topic}");
+}
+
+/// Sends `request`; answers the status and the JSON body (`Null` if none).
+async fn send(request: reqwest::RequestBuilder) -> (u16, serde_json::Value) {
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or_default())
+}
+
+/// Publishes to `topic` on `server`, with idempotency key `key` if given; answers the body.
+async fn publish_to(
+    http: &reqwest::Client,
+    server: &ServerProcess,
+    topic: &str,
+    key: Option<&str>,
+) -> serde_json::Value {
+    let mut request = http.post(server.at(&format!("/v1/topics/{topic}/messages")));
+    if let Some(key) = key {
+        request = request.header("Idempotency-Key", key);
+    }
+    let (status, body) = send(request.body("pay")).await;
+    assert_eq!(status, 201, "{body}");
+    body
+}
+
+/// The `idempotency` of `topic`'s view on `server`.
+async fn window_of(
+    http: &reqwest::Client,
+    server: &ServerProcess,
+    topic: &str,
+) -> serde_json::Value {
+    let (status, view) = send(http.get(server.at(&format!("/v1/topics/{topic}")))).await;
+    assert_eq!(status, 200, "{view}");
+    view["idempotency"].clone()
+}
+
+// Proves a topic's own idempotency window on PostgreSQL: created on broker A, shown by
+// both brokers over their defaults, obeyed by both (a repeated key inside the count
+// window is a duplicate, past it is stored again, while a default-window topic still
+// answers a duplicate; a key past the time window is stored again), and kept across a
+// kill -9 and a restart whose defaults differ.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_topic_window_is_obeyed_by_every_broker_and_kept_across_a_restart() {
+    use serde_json::json;
+    let Some(url) = fresh_database().await else {
+        return;
+    };
+    let (dir_a, dir_b) = (temp_dir(), temp_dir());
+    let a = ServerProcess::start(dir_a.path(), &["--store", &url]);
+    let b = ServerProcess::start(dir_b.path(), &["--store", &url]);
+    let http = reqwest::Client::new();
+    let small = json!({"idempotency": {"window_messages": 2}});
+    let created = send(http.put(a.at("/v1/topics/small")).json(&small)).await;
+    assert_eq!(created, (201, json!({"topic": "small", "created": true})));
+    let brief = json!({"idempotency": {"window_ms": 1500}});
+    assert_eq!(
+        send(http.put(b.at("/v1/topics/brief")).json(&brief))
+            .await
+            .0,
+        201
+    );
+    assert_eq!(send(http.put(b.at("/v1/topics/plain"))).await.0, 201);
+    for server in [&a, &b] {
+        assert_eq!(
+            window_of(&http, server, "small").await,
+            json!({"window_messages": 2, "window_ms": 120_000})
+        );
+        assert_eq!(
+            window_of(&http, server, "brief").await,
+            json!({"window_messages": 10_000, "window_ms": 1500})
+        );
+        assert_eq!(
+            window_of(&http, server, "plain").await,
+            json!({"window_messages": 10_000, "window_ms": 120_000})
+        );
+    }
+    for topic in ["small", "plain"] {
+        assert_eq!(
+            publish_to(&http, &a, topic, Some("k")).await,
+            json!({"offset": 0})
+        );
+        publish_to(&http, &a, topic, None).await;
+    }
+    let repeat = json!({"offset": 0, "duplicate": true});
+    assert_eq!(publish_to(&http, &b, "small", Some("k")).await, repeat);
+    publish_to(&http, &b, "small", None).await;
+    // Offset 0 is no longer among small's last 2 messages: stored again, on either broker.
+    assert_eq!(
+        publish_to(&http, &a, "small", Some("k")).await,
+        json!({"offset": 3})
+    );
+    publish_to(&http, &b, "plain", None).await;
+    assert_eq!(publish_to(&http, &b, "plain", Some("k")).await, repeat);
+
+    assert_eq!(
+        publish_to(&http, &a, "brief", Some("t")).await,
+        json!({"offset": 0})
+    );
+    let started = std::time::Instant::now();
+    assert_eq!(publish_to(&http, &b, "brief", Some("t")).await, repeat);
+    // The condition is time itself: the key's publish must be older than the window.
+    tokio::time::sleep(std::time::Duration::from_millis(1600).saturating_sub(started.elapsed()))
+        .await;
+    assert_eq!(
+        publish_to(&http, &b, "brief", Some("t")).await,
+        json!({"offset": 1})
+    );
+
+    a.kill();
+    let defaults = ["--store", &url, "--idempotency-window-ms", "60000"];
+    let a = ServerProcess::start(dir_a.path(), &defaults);
+    assert_eq!(
+        window_of(&http, &a, "small").await,
+        json!({"window_messages": 2, "window_ms": 60_000})
+    );
+    let third = json!({"offset": 3, "duplicate": true});
+    assert_eq!(publish_to(&http, &a, "small", Some("k")).await, third);
+    assert_eq!(publish_to(&http, &b, "small", Some("k")).await, third);
 }

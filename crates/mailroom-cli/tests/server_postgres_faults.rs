@@ -9,71 +9,15 @@
 
 mod common;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::group_load::{consume, fixed, Rules, Seen, ACK_ALL};
 use common::{fresh_postgres_database, temp_dir, ServerProcess};
-use mailroom_client::{BatchPoll, Client, DeliveryId, GroupOptions, StartPosition};
+use mailroom_client::{GroupOptions, StartPosition};
 use serde_json::Value;
-
-/// What the consumers of the load test saw.
-#[derive(Default)]
-struct Seen {
-    /// Which consumer each (offset, attempt) was handed to.
-    handed: HashMap<(u64, u32), String>,
-    /// Deliveries handed to a second consumer: must stay empty.
-    twice: Vec<(u64, u32, String, String)>,
-    /// Offsets whose ack succeeded.
-    acked: BTreeSet<u64>,
-}
-
-/// Polls (acking the last batch in the same call) as `consumer` until `stop`, or until
-/// its broker is gone when `gives_up`.
-async fn consume(
-    client: Client,
-    consumer: String,
-    seen: Arc<Mutex<Seen>>,
-    stop: Arc<AtomicBool>,
-    gives_up: bool,
-) {
-    let mut owned: Vec<DeliveryId> = Vec::new();
-    while !stop.load(Ordering::SeqCst) {
-        let request = BatchPoll {
-            consumer: Some(&consumer),
-            max: 8,
-            wait_ms: 100,
-            ack: &owned,
-        };
-        match client.ack_then_poll_batch("t", "g", &request).await {
-            Ok((acks, deliveries)) => {
-                let mut seen = seen.lock().unwrap();
-                for (id, ack) in owned.iter().zip(acks) {
-                    if ack.is_ok() {
-                        seen.acked.insert(id.offset);
-                    }
-                }
-                for delivery in &deliveries {
-                    let key = (delivery.offset, delivery.attempt);
-                    let first = seen
-                        .handed
-                        .entry(key)
-                        .or_insert_with(|| consumer.clone())
-                        .clone();
-                    if first != consumer {
-                        seen.twice.push((key.0, key.1, first, consumer.clone()));
-                    }
-                }
-                owned = deliveries.iter().map(|delivery| delivery.id()).collect();
-            }
-            Err(_) if gives_up => return,
-            // The survivor answers every call; an error here is retried and then seen
-            // in the final check.
-            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-        }
-    }
-}
 
 // Proves a broker killed with SIGKILL mid-load changes nothing confirmed: publishers and
 // consumers run on both brokers, broker A is killed while they do, and through broker B
@@ -122,12 +66,16 @@ async fn a_broker_killed_mid_load_loses_nothing_confirmed() {
         ("b1", &client_b, false),
         ("b2", &client_b, false),
     ] {
+        let rules = Rules {
+            gives_up,
+            ..ACK_ALL
+        };
         let task = consume(
-            client.clone(),
+            fixed(client),
             consumer.to_owned(),
             Arc::clone(&seen),
             Arc::clone(&stop),
-            gives_up,
+            rules,
         );
         consumers.push(tokio::spawn(task));
     }
@@ -166,12 +114,8 @@ async fn a_broker_killed_mid_load_loses_nothing_confirmed() {
         consumer.await.unwrap();
     }
     let seen = seen.lock().unwrap();
-    assert!(
-        seen.twice.is_empty(),
-        "handed to two consumers: {:?}",
-        seen.twice
-    );
-    let delivered: BTreeSet<u64> = seen.handed.keys().map(|&(offset, _)| offset).collect();
+    seen.assert_exact("one kill");
+    let delivered = seen.delivered();
     let confirmed = confirmed.lock().unwrap();
     assert!(
         confirmed.is_subset(&delivered),

@@ -8,52 +8,12 @@
 
 mod common;
 
-use std::os::unix::fs::MetadataExt as _;
-use std::os::unix::process::CommandExt as _;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
+use common::postgres_cluster::{cluster_files, pg_ctl};
 use common::{fresh_postgres_database, temp_dir, ServerProcess};
 use serde_json::Value;
-
-/// The cluster's data directory and `pg_ctl`, as the cluster itself tells them.
-async fn cluster_files(url: &str) -> (PathBuf, PathBuf) {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
-    let data: String = client
-        .query_one("SHOW data_directory", &[])
-        .await
-        .unwrap()
-        .get(0);
-    let bin: String = client
-        .query_one("SELECT setting FROM pg_config WHERE name = 'BINDIR'", &[])
-        .await
-        .unwrap()
-        .get(0);
-    (PathBuf::from(data), Path::new(&bin).join("pg_ctl"))
-}
-
-/// Runs `pg_ctl` on `data` with `args`, as the data directory's owner (the cluster
-/// refuses root, and under CI it belongs to another user).
-fn pg_ctl(pg_ctl: &Path, data: &Path, args: &[&str]) {
-    let owner = std::fs::metadata(data).expect("the data directory").uid();
-    let group = std::fs::metadata(data).unwrap().gid();
-    let mut command = Command::new(pg_ctl);
-    command.arg("-D").arg(data).args(args);
-    if owner != own_uid() {
-        command.uid(owner).gid(group);
-    }
-    let status = command.status().expect("run pg_ctl");
-    assert!(status.success(), "pg_ctl {args:?}: {status}");
-}
-
-/// This process's user id, read from `/proc` (no libc call needed).
-fn own_uid() -> u32 {
-    std::fs::metadata("/proc/self").expect("/proc/self").uid()
-}
 
 /// The options the cluster was started with (`postmaster.opts`, less the program and
 /// its data directory), for starting it again the same way.

@@ -4,9 +4,10 @@
 
 use base64::Engine as _;
 use bytes::Bytes;
+use mailroom_api::batch_item::{BatchItemRef, BatchRequestRef};
 use mailroom_api::channels::{ChannelList, CreateChannel};
 use mailroom_api::topics::TopicList;
-use mailroom_api::topics::{Base64Message, BatchMessage, BatchPublished, BatchRequest, Published};
+use mailroom_api::topics::{Base64Message, BatchPublished, Published};
 use mailroom_api::NameKind;
 use reqwest::{Method, RequestBuilder, StatusCode};
 use url::Url;
@@ -228,11 +229,13 @@ impl Client {
         topic: &str,
         payloads: &[Bytes],
     ) -> Result<Vec<u64>, ClientError> {
+        // Borrowed, as `publish_once` encodes its items: the payloads are not copied
+        // into `String`s before they are written as JSON.
         let messages = payloads
             .iter()
             .map(|payload| match std::str::from_utf8(payload) {
-                Ok(text) => BatchMessage::Text(text.to_owned()),
-                Err(_) => BatchMessage::Binary(Base64Message {
+                Ok(text) => BatchItemRef::Text(text),
+                Err(_) => BatchItemRef::Binary(Base64Message {
                     base64: base64::engine::general_purpose::STANDARD.encode(payload),
                 }),
             })
@@ -242,7 +245,7 @@ impl Client {
                 Method::POST,
                 &Self::topic_path(topic, &["messages", "batch"])?,
             )?
-            .json(&BatchRequest { messages });
+            .json(&BatchRequestRef { messages });
         let published: BatchPublished = self.json(request).await?;
         Ok(published.offsets)
     }

@@ -41,6 +41,14 @@ pub enum StreamEvent {
 /// [`StreamEvent::Settled`] in the order sent. The server sends the next delivery once
 /// a settlement frees a slot of the window.
 ///
+/// # Batching settlements
+///
+/// `ack`, `nack` and `touch` each send their frame at once (one write to the socket).
+/// A consumer settling several deliveries together (a round of them, say) queues them
+/// with [`feed_ack`](Self::feed_ack), [`feed_nack`](Self::feed_nack) and
+/// [`feed_touch`](Self::feed_touch) and sends them all with one [`flush`](Self::flush):
+/// one write, which the server reads as one round and settles with one durable write.
+///
 /// Dropping the stream leaves its deliveries in flight, as an HTTP consumer's: their
 /// leases run out, or a stream reopened with the same consumer identity gets them back.
 ///
@@ -144,11 +152,66 @@ impl ConsumeStream {
     /// # Errors
     /// [`ClientError::StreamClosed`] once the server closed; a transport failure.
     pub async fn ack(&mut self, delivery: DeliveryId) -> Result<u64, ClientError> {
-        self.settle(Settlement::Ack {
+        let seq = self.feed_ack(delivery).await?;
+        self.flush().await?;
+        Ok(seq)
+    }
+
+    /// Queues an ack of `delivery` without sending it (see "Batching settlements" in the
+    /// [type docs](Self)); answers its `seq`. [`flush`](Self::flush) sends it.
+    ///
+    /// ```no_run
+    /// # async fn demo(mut stream: mailroom_client::ConsumeStream,
+    /// #     round: Vec<mailroom_client::DeliveryId>) -> Result<(), mailroom_client::ClientError> {
+    /// for id in round {
+    ///     stream.feed_ack(id).await?;
+    /// }
+    /// stream.flush().await?; // one write for the whole round
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`ack`](Self::ack) (a queue past the socket's write buffer writes some out).
+    pub async fn feed_ack(&mut self, delivery: DeliveryId) -> Result<u64, ClientError> {
+        self.feed(Settlement::Ack {
             offset: delivery.offset,
             attempt: delivery.attempt,
         })
         .await
+    }
+
+    /// Queues a nack of `delivery` per `options` without sending it; as
+    /// [`feed_ack`](Self::feed_ack).
+    ///
+    /// # Errors
+    /// As [`feed_ack`](Self::feed_ack).
+    pub async fn feed_nack(
+        &mut self,
+        delivery: DeliveryId,
+        options: &NackOptions,
+    ) -> Result<u64, ClientError> {
+        self.feed(nack_of(delivery, options)).await
+    }
+
+    /// Queues a touch of `delivery` without sending it; as [`feed_ack`](Self::feed_ack).
+    ///
+    /// # Errors
+    /// As [`feed_ack`](Self::feed_ack).
+    pub async fn feed_touch(&mut self, delivery: DeliveryId) -> Result<u64, ClientError> {
+        self.feed(Settlement::Touch {
+            offset: delivery.offset,
+            attempt: delivery.attempt,
+        })
+        .await
+    }
+
+    /// Sends every settlement queued by the `feed_` calls, in one write.
+    ///
+    /// # Errors
+    /// A transport failure.
+    pub async fn flush(&mut self) -> Result<(), ClientError> {
+        self.socket.flush().await?;
+        Ok(())
     }
 
     /// Nacks, releases or rejects `delivery` per `options`; answers the `seq`.
@@ -160,14 +223,9 @@ impl ConsumeStream {
         delivery: DeliveryId,
         options: &NackOptions,
     ) -> Result<u64, ClientError> {
-        self.settle(Settlement::Nack {
-            offset: delivery.offset,
-            attempt: delivery.attempt,
-            kind: options.kind,
-            delay_ms: options.delay_ms,
-            reason: options.reason.clone(),
-        })
-        .await
+        let seq = self.feed(nack_of(delivery, options)).await?;
+        self.flush().await?;
+        Ok(seq)
     }
 
     /// Extends the lease of `delivery`; answers the `seq`.
@@ -175,11 +233,9 @@ impl ConsumeStream {
     /// # Errors
     /// As [`ack`](Self::ack).
     pub async fn touch(&mut self, delivery: DeliveryId) -> Result<u64, ClientError> {
-        self.settle(Settlement::Touch {
-            offset: delivery.offset,
-            attempt: delivery.attempt,
-        })
-        .await
+        let seq = self.feed_touch(delivery).await?;
+        self.flush().await?;
+        Ok(seq)
     }
 
     /// The consumer identity the deliveries are owned by.
@@ -208,7 +264,9 @@ impl ConsumeStream {
         Ok(())
     }
 
-    async fn settle(&mut self, settlement: Settlement) -> Result<u64, ClientError> {
+    /// Queues `settlement`'s frame on the socket (sent by the next flush, or once the
+    /// socket's write buffer fills); answers its `seq`.
+    async fn feed(&mut self, settlement: Settlement) -> Result<u64, ClientError> {
         if let Some(reason) = &self.closed {
             return Err(ClientError::StreamClosed {
                 reason: reason.clone(),
@@ -216,7 +274,7 @@ impl ConsumeStream {
             });
         }
         let text = serde_json::to_string(&settlement).expect("a settlement serializes");
-        self.socket.send(Message::Text(text.into())).await?;
+        self.socket.feed(Message::Text(text.into())).await?;
         let seq = self.next_seq;
         self.next_seq += 1;
         Ok(seq)
@@ -225,6 +283,16 @@ impl ConsumeStream {
 
 /// The upgrade's query string. Built apart from the async call: the serializer is not
 /// `Send`, and must not live across an await.
+fn nack_of(delivery: DeliveryId, options: &NackOptions) -> Settlement {
+    Settlement::Nack {
+        offset: delivery.offset,
+        attempt: delivery.attempt,
+        kind: options.kind,
+        delay_ms: options.delay_ms,
+        reason: options.reason.clone(),
+    }
+}
+
 fn stream_query(window: u32, consumer: Option<&str>) -> String {
     let mut query = url::form_urlencoded::Serializer::new(String::new());
     query.append_pair("window", &window.to_string());

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 
 use base64::Engine as _;
 use bytes::Bytes;
-use mailroom_api::topics::{BatchMessage, BatchMessageObject, BatchPublished, BatchRequest};
+use mailroom_api::batch_item::{BatchItemRef, BatchObjectRef, BatchRequestRef};
+use mailroom_api::topics::{BatchMessageObject, BatchPublished};
 use reqwest::Method;
 
 use crate::{Client, ClientError};
@@ -61,9 +62,22 @@ impl NewMessage {
         self
     }
 
-    /// The batch item this message travels as.
-    fn item(&self) -> BatchMessage {
-        BatchMessage::Message(self.object())
+    /// The batch item this message travels as, borrowed from it.
+    fn item(&self) -> BatchItemRef<'_> {
+        let (payload, payload_base64) = match std::str::from_utf8(&self.payload) {
+            Ok(text) => (Some(text), None),
+            Err(_) => (
+                None,
+                Some(base64::engine::general_purpose::STANDARD.encode(&self.payload)),
+            ),
+        };
+        BatchItemRef::Message(BatchObjectRef {
+            payload,
+            payload_base64,
+            key: self.key.as_deref(),
+            headers: (!self.headers.is_empty()).then_some(&self.headers),
+            idempotency_key: self.idempotency_key.as_deref(),
+        })
     }
 
     /// The object form of this message (a batch item's, a publish stream's JSON text
@@ -121,7 +135,7 @@ impl Client {
                 Method::POST,
                 &Self::topic_path(topic, &["messages", "batch"])?,
             )?
-            .json(&BatchRequest { messages });
+            .json(&BatchRequestRef { messages });
         self.json(request).await
     }
 }

@@ -3,13 +3,22 @@
 //! Channels are not persisted: they exist from `PUT` until `DELETE` or shutdown. Closing
 //! a channel closes its broker, so every subscriber's stream ends once it has delivered
 //! what was already in that subscriber's mailbox.
+//!
+//! # Across brokers
+//!
+//! On a store that several brokers share, the registry has a [`ChannelRelay`]: each
+//! message published here is fanned out to this broker's subscribers at once and handed
+//! to the relay, which carries it to the other brokers (never waiting); a message the
+//! relay brings from another broker is fanned out here by
+//! [`Channels::deliver_relayed`] to this broker's channel of that name, if it has one.
+//! The publish answer counts this broker's subscribers only.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::http::StatusCode;
 use bytes::Bytes;
-use mailroom::broadcast::{Broker, BrokerStats};
+use mailroom::broadcast::{Broker, BrokerStats, Delivery};
 use parking_lot::RwLock;
 
 use crate::error::{ApiError, ErrorCode};
@@ -55,10 +64,42 @@ impl Channel {
     }
 }
 
+/// What a [`ChannelRelay`] did since the broker started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RelayCounts {
+    /// Messages published here and sent to the other brokers.
+    pub sent: u64,
+    /// Messages published here that the other brokers were never sent (the relay could
+    /// not keep up, or the database could not be reached).
+    pub unsent: u64,
+    /// Messages of other brokers received here.
+    pub received: u64,
+    /// Messages of other brokers that never arrived here (found by gaps in their
+    /// numbering: this broker was not listening, or they were never sent).
+    pub missed: u64,
+}
+
+/// Carries channel messages between the brokers that share a store
+/// (`docs/scale-out.md`, "Live channels across brokers").
+pub trait ChannelRelay: Send + Sync + std::fmt::Debug {
+    /// The largest payload it carries: a larger publish is refused with 413 before
+    /// anyone gets it.
+    fn payload_bytes_max(&self) -> usize;
+
+    /// Hands `payload`, just published to `channel` here, to the other brokers. Never
+    /// waits: a relay that cannot keep up drops it (and counts that).
+    fn send(&self, channel: &str, payload: &Bytes);
+
+    /// What it did so far.
+    fn counts(&self) -> RelayCounts;
+}
+
 /// Every live channel, by name.
 #[derive(Debug, Default)]
 pub struct Channels {
     channels: RwLock<BTreeMap<String, Arc<Channel>>>,
+    /// The other brokers' way to this broker's publishes, on a shared store.
+    relay: Option<Arc<dyn ChannelRelay>>,
 }
 
 /// Whether [`Channels::create`] made a new channel.
@@ -71,6 +112,51 @@ pub enum Created {
 }
 
 impl Channels {
+    /// An empty registry whose publishes also go to the other brokers through `relay`.
+    pub fn relayed(relay: Arc<dyn ChannelRelay>) -> Channels {
+        Channels {
+            channels: RwLock::default(),
+            relay: Some(relay),
+        }
+    }
+
+    /// Publishes `payload` to `channel`: to every subscriber here at once and, through
+    /// the relay if there is one, to the other brokers' subscribers. Never waits.
+    /// Answers this broker's delivered and dropped counts.
+    ///
+    /// # Errors
+    /// 404 `unknown_channel` (also for a channel closed meanwhile); 413
+    /// `payload_too_large` past the relay's limit.
+    pub fn publish(&self, channel: &str, payload: Bytes) -> Result<Delivery, ApiError> {
+        let handle = self.get(channel)?;
+        let Some(relay) = &self.relay else {
+            return Ok(handle.broker.publish(payload)?);
+        };
+        let max = relay.payload_bytes_max();
+        if payload.len() > max {
+            return Err(ApiError::payload_too_large(format!(
+                "a channel message is at most {max} bytes on a store shared by brokers \
+                 (it travels in a PostgreSQL notification), got {}",
+                payload.len()
+            )));
+        }
+        let delivery = handle.broker.publish(payload.clone())?;
+        relay.send(channel, &payload);
+        Ok(delivery)
+    }
+
+    /// What the relay did so far; `None` without one.
+    pub fn relay_counts(&self) -> Option<RelayCounts> {
+        self.relay.as_ref().map(|relay| relay.counts())
+    }
+
+    /// Fans out `payload`, published to `channel` on another broker, to this broker's
+    /// subscribers; `None` if this broker has no such channel (or it just closed).
+    pub fn deliver_relayed(&self, channel: &str, payload: Bytes) -> Option<Delivery> {
+        let handle = self.channels.read().get(channel).cloned()?;
+        handle.broker.publish(payload).ok()
+    }
+
     /// Creates a channel, or confirms an identical one exists.
     ///
     /// # Errors

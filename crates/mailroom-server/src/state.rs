@@ -63,8 +63,10 @@ impl AppState {
     ) -> AppState {
         AppState {
             long_polls: Arc::clone(backend.long_polls()),
+            channels: backend
+                .channels()
+                .unwrap_or_else(|| Arc::new(Channels::default())),
             backend,
-            channels: Arc::new(Channels::default()),
             metrics,
             config: Arc::new(config),
             publish_streams: Arc::new(PublishStreams::default()),

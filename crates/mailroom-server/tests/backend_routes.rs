@@ -14,14 +14,14 @@ use axum::Router;
 use bytes::Bytes;
 use http_body_util::BodyExt as _;
 use mailroom::group::{DeliveryId, GroupConfig, NackOptions, NotOwned};
-use mailroom::topic::{Delivery, Nack, StartPosition};
+use mailroom::topic::{Delivery, Message, Nack, StartPosition};
 use mailroom_server::backend::{
     Backend, BackendError, GroupDetail, GroupGauges, RetentionState, TopicOffsets, TopicPublisher,
     TopicState,
 };
 use mailroom_server::long_poll::LongPolls;
 use mailroom_server::{app::router, state::AppState, Config};
-use mailroom_store::{AckedThenPolled, DeadLetterPage, StoreError};
+use mailroom_store::{AckedThenPolled, DeadLetterPage, PollScope, StoreError};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 use tower::ServiceExt as _;
@@ -129,7 +129,7 @@ impl Backend for Fake {
         _: &str,
         _: &str,
         _: Option<&str>,
-    ) -> Result<Option<Delivery<Bytes>>, BackendError> {
+    ) -> Result<Option<Delivery<Message<Bytes>>>, BackendError> {
         no_groups()
     }
     async fn poll_batch(
@@ -138,7 +138,8 @@ impl Backend for Fake {
         _: &str,
         _: Option<&str>,
         _: usize,
-    ) -> Result<Vec<Delivery<Bytes>>, BackendError> {
+        _: PollScope,
+    ) -> Result<Vec<Delivery<Message<Bytes>>>, BackendError> {
         no_groups()
     }
     async fn ack_then_poll_batch(
@@ -148,7 +149,8 @@ impl Backend for Fake {
         _: &[DeliveryId],
         _: Option<&str>,
         _: usize,
-    ) -> Result<AckedThenPolled, BackendError> {
+        _: PollScope,
+    ) -> Result<AckedThenPolled<Message<Bytes>>, BackendError> {
         no_groups()
     }
     async fn ack(&self, _: &str, _: &str, _: DeliveryId) -> Result<(), BackendError> {
@@ -204,7 +206,7 @@ impl Backend for Fake {
         _: &str,
         _: u64,
         _: usize,
-    ) -> Result<DeadLetterPage, BackendError> {
+    ) -> Result<DeadLetterPage<Message<Bytes>>, BackendError> {
         no_groups()
     }
     async fn next_due_in(&self, _: &str, _: &str) -> Result<Option<Duration>, BackendError> {

@@ -17,11 +17,11 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use mailroom::group::{DeliveryId, GroupConfig, NackKind, NackOptions};
-use mailroom::topic::{Metadata, StartPosition};
+use mailroom::topic::{DeadLetterInfo, Delivery, Metadata, StartPosition};
 use mailroom_server::backend::{Backend, BackendError, Embedded, Postgres};
 use mailroom_server::error::ApiError;
 use mailroom_server::long_poll::LongPolls;
-use mailroom_store::NewMessage;
+use mailroom_store::{MessageDelivery, NewMessage, PollScope};
 use mailroom_testkit::strategy::{nack_kind, nack_reason, offset_range, CONSUMERS};
 use postgres_support::{cluster_url, fresh_database};
 use proptest::prelude::*;
@@ -136,7 +136,7 @@ async fn run(backend: &dyn Backend, op: &Op, handed: &Handed) -> (String, Option
             .map(|&(i, s)| handed.pick(g, c, i, s))
             .collect()
     };
-    let handed_out = |deliveries: &[mailroom::topic::Delivery<Bytes>]| {
+    let handed_out = |deliveries: &[mailroom::topic::Delivery<(Bytes, Metadata)>]| {
         Some(deliveries.iter().map(|d| d.id()).collect::<Vec<_>>())
     };
     match op {
@@ -165,7 +165,10 @@ async fn run(backend: &dyn Backend, op: &Op, handed: &Handed) -> (String, Option
             (seen(result), None)
         }
         Op::Poll(g, c) => {
-            let result = backend.poll(TOPIC, name(g), CONSUMERS[*c]).await;
+            let result = backend
+                .poll(TOPIC, name(g), CONSUMERS[*c])
+                .await
+                .map(|delivery| delivery.map(comparable));
             let out = result
                 .as_ref()
                 .ok()
@@ -174,8 +177,9 @@ async fn run(backend: &dyn Backend, op: &Op, handed: &Handed) -> (String, Option
         }
         Op::PollBatch(g, c, max) => {
             let result = backend
-                .poll_batch(TOPIC, name(g), CONSUMERS[*c], *max)
-                .await;
+                .poll_batch(TOPIC, name(g), CONSUMERS[*c], *max, PollScope::All)
+                .await
+                .map(|deliveries| deliveries.into_iter().map(comparable).collect::<Vec<_>>());
             let out = result.as_ref().ok().and_then(|d| handed_out(d));
             (seen(result), out)
         }
@@ -208,8 +212,21 @@ async fn run(backend: &dyn Backend, op: &Op, handed: &Handed) -> (String, Option
         }
         Op::AckThenPoll(g, c, picks, max) => {
             let result = backend
-                .ack_then_poll_batch(TOPIC, name(g), &ids(*g, *c, picks), CONSUMERS[*c], *max)
-                .await;
+                .ack_then_poll_batch(
+                    TOPIC,
+                    name(g),
+                    &ids(*g, *c, picks),
+                    CONSUMERS[*c],
+                    *max,
+                    PollScope::All,
+                )
+                .await
+                .map(|(acked, polled)| {
+                    (
+                        acked,
+                        polled.into_iter().map(comparable).collect::<Vec<_>>(),
+                    )
+                });
             let out = result.as_ref().ok().and_then(|(_, d)| handed_out(d));
             (seen(result), out)
         }
@@ -227,6 +244,16 @@ async fn run(backend: &dyn Backend, op: &Op, handed: &Handed) -> (String, Option
     }
 }
 
+/// A delivery as both backends can be compared by: its message's payload and metadata,
+/// without the publish time (each backend's own clock stamps it).
+fn comparable(delivery: MessageDelivery) -> Delivery<(Bytes, Metadata)> {
+    Delivery {
+        offset: delivery.offset,
+        attempt: delivery.attempt,
+        message: (delivery.message.payload, delivery.message.metadata),
+    }
+}
+
 /// A group's detail and first dead-letter page, with the dead letters' times left out.
 async fn read(backend: &dyn Backend, group: &str) -> String {
     let detail = backend.group_detail(TOPIC, group).await.map(|mut detail| {
@@ -238,11 +265,19 @@ async fn read(backend: &dyn Backend, group: &str) -> String {
     let page = backend
         .dead_letter_page(TOPIC, group, 1, 2)
         .await
-        .map(|mut page| {
-            for letter in &mut page.letters {
-                letter.at_ms = 0;
-            }
-            page
+        .map(|page| {
+            let letters: Vec<_> = page
+                .letters
+                .into_iter()
+                .map(|letter| DeadLetterInfo {
+                    offset: letter.offset,
+                    attempts: letter.attempts,
+                    reason: letter.reason,
+                    at_ms: 0,
+                    message: letter.message.payload,
+                })
+                .collect();
+            (letters, page.next)
         });
     // Retention is the embedded store's alone (bytes on disk): left out.
     let topic = backend.topic_state(TOPIC).await.map(|mut topic| {

@@ -89,6 +89,7 @@
 
 pub mod clock;
 mod deferred;
+pub mod encoded_batch;
 pub mod error;
 mod groups;
 pub mod idempotency;
@@ -101,6 +102,7 @@ mod store;
 mod topic;
 
 pub use deferred::Deferred;
+pub use encoded_batch::EncodedBatch;
 pub use error::StoreError;
 pub use idempotency::{
     IdempotencyWindow, TopicIdempotency, IDEMPOTENCY_WINDOW_AGE_MS_MAX,
@@ -113,4 +115,7 @@ pub use store::{
     FailureKind, Store, StoreOptions, TopicFailure, TopicRepaired, POLL_BATCH_BYTES_MAX_DEFAULT,
     TOPICS_MAX_DEFAULT, TOPIC_FILES_OPEN,
 };
-pub use topic::{AckedThenPolled, DeadLetterPage, DurableTopic, Stored, DEAD_LETTERS_PAGE_MAX};
+pub use topic::{
+    AckedThenPolled, DeadLetterPage, DurableTopic, MessageDelivery, PollScope, Stored,
+    DEAD_LETTERS_PAGE_MAX,
+};

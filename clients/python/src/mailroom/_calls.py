@@ -6,19 +6,21 @@ they send or how they decode it.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 from urllib.parse import quote
 
 import httpx
 
 from . import models
 from .errors import InvalidName, TransportError, Timeout, api_error
-from .models import Ref
+from .models import NackKind, Ref
 
 T = TypeVar("T")
+U = TypeVar("U")
 
 _NAME = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 
@@ -44,6 +46,13 @@ class Call(Generic[T]):
     headers: dict[str, str] | None = None
     answers: tuple[int, ...] = ()
     """Error statuses that are answers here (``/healthz``'s 503), decoded, not raised."""
+
+    def then(self, pick: Callable[[T], U]) -> Call[U]:
+        """The same request, its decoded answer passed through ``pick``."""
+        decode = self.decode
+        return dataclasses.replace(
+            cast(Any, self), decode=lambda response: pick(decode(response))
+        )
 
 
 def _ignore(_: httpx.Response) -> None:
@@ -97,26 +106,27 @@ def group_path(topic: str, group: str) -> str:
 
 
 def health() -> Call[models.Health]:
-    """``GET /healthz`` (503 is an answer here, not an error)."""
+    """``/healthz``: ``ok``, or ``unhealthy`` with the reason (a 503 is an answer here)."""
     return Call("GET", "/healthz", _as(models.Health), answers=(503,))
 
 
 def metrics() -> Call[str]:
-    """``GET /metrics``: Prometheus text."""
+    """``/metrics`` as Prometheus text."""
     return Call("GET", "/metrics", lambda response: response.text)
 
 
 def openapi() -> Call[dict[str, Any]]:
-    """``GET /openapi.json``."""
+    """The server's OpenAPI document."""
     return Call("GET", "/openapi.json", lambda response: response.json())
 
 
 def create_topic(
     topic: str,
-    retention: models.Retention | None,
+    retention: models.Retention | None = None,
     idempotency: models.IdempotencyWindow | None = None,
 ) -> Call[bool]:
-    """``PUT /v1/topics/{topic}``: True if created."""
+    """Creates a topic (idempotent): True if this call created it. ``idempotency``
+    gives it an idempotency window of its own (set at creation only)."""
     body: dict[str, Any] = {} if retention is None else {"retention": retention.encode()}
     if idempotency is not None:
         body["idempotency"] = idempotency.encode()
@@ -124,13 +134,13 @@ def create_topic(
 
 
 def change_retention(topic: str, retention: models.Retention) -> Call[models.TopicInfo]:
-    """``PATCH /v1/topics/{topic}``."""
+    """Changes the limits ``retention`` sets; the others stay."""
     body = {"retention": retention.encode()}
     return Call("PATCH", f"/v1/topics/{name('topic', topic)}", _as(models.TopicInfo), json=body)
 
 
 def list_topics() -> Call[list[models.TopicSummary]]:
-    """``GET /v1/topics``."""
+    """Every topic, by name."""
     return Call(
         "GET",
         "/v1/topics",
@@ -139,23 +149,52 @@ def list_topics() -> Call[list[models.TopicSummary]]:
 
 
 def topic_info(topic: str) -> Call[models.TopicInfo]:
-    """``GET /v1/topics/{topic}``."""
+    """A topic's view."""
     return Call("GET", f"/v1/topics/{name('topic', topic)}", _as(models.TopicInfo))
 
 
 def delete_topic(topic: str) -> Call[None]:
-    """``DELETE /v1/topics/{topic}``."""
+    """Deletes a topic with its groups (404 ``unknown_topic`` if there is none)."""
     return Call("DELETE", f"/v1/topics/{name('topic', topic)}", _ignore)
 
 
 def publish(
     topic: str,
     payload: bytes | str,
+    *,
     key: str | None = None,
     headers: dict[str, str] | None = None,
     idempotency_key: str | None = None,
+) -> Call[int]:
+    """Publishes one message, with an optional key and headers; its offset once durable.
+
+    With ``idempotency_key`` a retry is safe: a key in the topic's window is not
+    stored again, and answers the first publish's offset (:meth:`publish_once` also
+    says whether it was a duplicate).
+    """
+    return _publish(topic, payload, key, headers, idempotency_key).then(lambda p: p.offset)
+
+
+def publish_once(
+    topic: str,
+    payload: bytes | str,
+    idempotency_key: str,
+    *,
+    key: str | None = None,
+    headers: dict[str, str] | None = None,
 ) -> Call[models.Published]:
-    """``POST /v1/topics/{topic}/messages``: the offset (metadata as request headers)."""
+    """Publishes one message under ``idempotency_key``: its offset and ``duplicate``."""
+    return _publish(topic, payload, key, headers, idempotency_key)
+
+
+def _publish(
+    topic: str,
+    payload: bytes | str,
+    key: str | None,
+    headers: dict[str, str] | None,
+    idempotency_key: str | None,
+) -> Call[models.Published]:
+    """``POST /v1/topics/{topic}/messages`` (the metadata as request headers)."""
     content = payload.encode("utf-8") if isinstance(payload, str) else bytes(payload)
     path = f"/v1/topics/{name('topic', topic)}/messages"
     sent: dict[str, str] = {}
@@ -168,11 +207,20 @@ def publish(
     return Call("POST", path, _as(models.Published), content=content, headers=sent or None)
 
 
-def publish_batch(
-    topic: str, payloads: Sequence[bytes | str | models.Message]
+def publish_batch(topic: str, payloads: Sequence[bytes | str | models.Message]) -> Call[list[int]]:
+    """Publishes 1 to 10,000 messages in one write; their consecutive offsets.
+
+    An item is a payload, or a :class:`~mailroom.models.Message` with metadata (and
+    an idempotency key: a duplicate's offset is the first publish's).
+    """
+    return publish_batch_once(topic, payloads).then(lambda batch: batch.offsets)
+
+
+def publish_batch_once(
+    topic: str, messages: Sequence[bytes | str | models.Message]
 ) -> Call[models.BatchPublished]:
-    """``POST /v1/topics/{topic}/messages/batch``: the offsets and the duplicates."""
-    body = {"messages": [models.batch_message(p) for p in payloads]}
+    """As :meth:`publish_batch`, with the whole answer: offsets and ``duplicates``."""
+    body = {"messages": [models.batch_message(m) for m in messages]}
     path = f"/v1/topics/{name('topic', topic)}/messages/batch"
     return Call("POST", path, _as(models.BatchPublished), json=body)
 
@@ -181,12 +229,14 @@ def create_group(
     topic: str,
     group: str,
     max_attempts: int,
-    start: str | int | None,
-    lease_ms: int | None,
-    backoff: models.Backoff | None,
-    max_in_flight: int | None,
+    *,
+    start: str | int | None = None,
+    lease_ms: int | None = None,
+    backoff: models.Backoff | None = None,
+    max_in_flight: int | None = None,
 ) -> Call[None]:
-    """``PUT .../groups/{group}`` (409 ``group_exists`` if it exists)."""
+    """Creates a group (``start``: ``"earliest"``, ``"latest"`` or an offset; 409
+    ``group_exists`` if it exists)."""
     body: dict[str, Any] = {"max_attempts": max_attempts}
     optional = {"start": start, "lease_ms": lease_ms, "max_in_flight": max_in_flight}
     body.update({key: value for key, value in optional.items() if value is not None})
@@ -196,40 +246,44 @@ def create_group(
 
 
 def group_info(topic: str, group: str) -> Call[models.GroupDetail]:
-    """``GET .../groups/{group}``."""
+    """A group's full view."""
     return Call("GET", _group(topic, group), _as(models.GroupDetail))
 
 
 def delete_group(topic: str, group: str) -> Call[None]:
-    """``DELETE .../groups/{group}``."""
+    """Deletes a group."""
     return Call("DELETE", _group(topic, group), _ignore)
 
 
 def seek(topic: str, group: str, to: str | int) -> Call[models.GroupSeeked]:
-    """``POST .../seek`` to an offset or ``"earliest"`` / ``"latest"``."""
+    """Moves a group to offset ``to``, or ``"earliest"`` / ``"latest"``.
+
+    Deliveries in flight end (their acks become 409 ``not_owned``); a message seen
+    before is delivered again with a higher attempt.
+    """
     body: dict[str, Any] = {"offset": to} if isinstance(to, int) else {"to": to}
     return Call("POST", f"{_group(topic, group)}/seek", _as(models.GroupSeeked), json=body)
 
 
-def pause(topic: str, group: str, until_ms: int | None) -> Call[models.GroupPause]:
-    """``POST .../pause``, until a resume or until ``until_ms`` (Unix ms)."""
+def pause(topic: str, group: str, until_ms: int | None = None) -> Call[models.GroupPause]:
+    """Stops new deliveries until :meth:`resume` (or until ``until_ms``, Unix ms)."""
     body = {} if until_ms is None else {"until_ms": until_ms}
     return Call("POST", f"{_group(topic, group)}/pause", _as(models.GroupPause), json=body)
 
 
 def resume(topic: str, group: str) -> Call[models.GroupPause]:
-    """``POST .../resume``: ``changed`` is whether it was paused."""
+    """Ends a pause; ``changed`` is whether the group was paused."""
     return Call("POST", f"{_group(topic, group)}/resume", _as(models.GroupPause))
 
 
 def recover_topic(topic: str) -> Call[models.TopicRecovered]:
-    """``POST /v1/topics/{topic}/recover``: reopens a failed topic now."""
+    """Reopens a failed (unreadable or stopped) topic now."""
     path = f"/v1/topics/{name('topic', topic)}/recover"
     return Call("POST", path, _as(models.TopicRecovered))
 
 
 def repair_topic(topic: str) -> Call[models.TopicRepairReport]:
-    """``POST /v1/topics/{topic}/repair``: moves damaged files aside and reopens."""
+    """Moves a damaged topic's bad files aside and reopens it."""
     path = f"/v1/topics/{name('topic', topic)}/repair"
     return Call("POST", path, _as(models.TopicRepairReport))
 
@@ -240,8 +294,8 @@ def _delivery_or_none(response: httpx.Response) -> models.Delivery | None:
     return models.from_json(models.Delivery, response.json())
 
 
-def poll(topic: str, group: str, consumer: str | None) -> Call[models.Delivery | None]:
-    """``POST .../poll``: a delivery, or None when nothing waits."""
+def poll(topic: str, group: str, consumer: str | None = None) -> Call[models.Delivery | None]:
+    """One delivery, or None; a consumer's repeated poll returns the same attempt."""
     body = {} if consumer is None else {"consumer": consumer}
     return Call("POST", f"{_group(topic, group)}/poll", _delivery_or_none, json=body)
 
@@ -265,8 +319,11 @@ def _raw_delivery(response: httpx.Response) -> models.Delivery | None:
     )
 
 
-def poll_raw(topic: str, group: str, consumer: str | None) -> Call[models.Delivery | None]:
-    """``POST .../poll/raw``: the payload as the body, offset and attempt as headers."""
+def poll_raw(
+    topic: str, group: str, consumer: str | None = None
+) -> Call[models.Delivery | None]:
+    """As :meth:`poll`, with the payload sent raw (no base64 on the wire: offset and
+    attempt as headers)."""
     body = {} if consumer is None else {"consumer": consumer}
     return Call("POST", f"{_group(topic, group)}/poll/raw", _raw_delivery, json=body)
 
@@ -274,12 +331,13 @@ def poll_raw(topic: str, group: str, consumer: str | None) -> Call[models.Delive
 def poll_batch(
     topic: str,
     group: str,
-    max: int,
-    consumer: str | None,
-    wait_ms: int,
-    ack: Sequence[Ref] | None,
+    max: int = 64,
+    *,
+    consumer: str | None = None,
+    wait_ms: int = 0,
+    ack: Sequence[Ref] | None = None,
 ) -> Call[models.PolledBatch]:
-    """``POST .../poll/batch``, a long poll when ``wait_ms`` > 0, acking ``ack`` first."""
+    """Up to ``max`` deliveries, waiting up to ``wait_ms``; acks ``ack`` first."""
     body: dict[str, Any] = {"max": max, "wait_ms": wait_ms}
     if consumer is not None:
         body["consumer"] = consumer
@@ -290,18 +348,18 @@ def poll_batch(
 
 
 def ack(topic: str, group: str, delivery: Ref) -> Call[str]:
-    """``POST .../ack``: ``"acked"`` (409 ``not_owned`` if not in flight)."""
+    """Acks a delivery: ``"acked"``, or :class:`~mailroom.errors.NotOwned`."""
     body = {"offset": delivery.offset, "attempt": delivery.attempt}
     return Call("POST", f"{_group(topic, group)}/ack", _field("outcome"), json=body)
 
 
 def touch(topic: str, group: str, delivery: Ref) -> Call[str]:
-    """``POST .../touch``: extends the lease; ``"touched"``."""
+    """Extends a delivery's lease: ``"touched"``."""
     body = {"offset": delivery.offset, "attempt": delivery.attempt}
     return Call("POST", f"{_group(topic, group)}/touch", _field("outcome"), json=body)
 
 
-def _nack_options(kind: str | None, reason: str | None, delay_ms: int | None) -> dict[str, Any]:
+def _nack_options(kind: NackKind | None, reason: str | None, delay_ms: int | None) -> dict[str, Any]:
     options = {"kind": kind, "reason": reason, "delay_ms": delay_ms}
     return {key: value for key, value in options.items() if value is not None}
 
@@ -310,11 +368,12 @@ def nack(
     topic: str,
     group: str,
     delivery: Ref,
-    kind: str | None,
-    reason: str | None,
-    delay_ms: int | None,
+    *,
+    kind: NackKind | None = None,
+    reason: str | None = None,
+    delay_ms: int | None = None,
 ) -> Call[str]:
-    """``POST .../nack``: ``retry``, ``released`` or ``dead_lettered``."""
+    """Nacks a delivery: ``"retry"``, ``"released"`` or ``"dead_lettered"``."""
     body = {"offset": delivery.offset, "attempt": delivery.attempt}
     body.update(_nack_options(kind, reason, delay_ms))
     return Call("POST", f"{_group(topic, group)}/nack", _field("outcome"), json=body)
@@ -325,7 +384,7 @@ def _results(response: httpx.Response) -> list[models.ItemResult]:
 
 
 def ack_batch(topic: str, group: str, deliveries: Sequence[Ref]) -> Call[list[models.ItemResult]]:
-    """``POST .../ack/batch``: one result per delivery."""
+    """Acks many in order; each item succeeds or fails alone."""
     body = {"deliveries": _refs(deliveries)}
     return Call("POST", f"{_group(topic, group)}/ack/batch", _results, json=body)
 
@@ -334,20 +393,21 @@ def nack_batch(
     topic: str,
     group: str,
     deliveries: Sequence[Ref],
-    kind: str | None,
-    reason: str | None,
-    delay_ms: int | None,
+    *,
+    kind: NackKind | None = None,
+    reason: str | None = None,
+    delay_ms: int | None = None,
 ) -> Call[list[models.ItemResult]]:
-    """``POST .../nack/batch``: one result per delivery."""
+    """Nacks many in order with the same options; each item succeeds or fails alone."""
     body: dict[str, Any] = {"deliveries": _refs(deliveries)}
     body.update(_nack_options(kind, reason, delay_ms))
     return Call("POST", f"{_group(topic, group)}/nack/batch", _results, json=body)
 
 
-def dead_letters(
-    topic: str, group: str, start: int, limit: int | None
+def dead_letters_page(
+    topic: str, group: str, start: int = 0, limit: int | None = None
 ) -> Call[models.DeadLetterPage]:
-    """``GET .../dead-letters``: one page from offset ``start``."""
+    """One page of dead letters from offset ``start``."""
     params: dict[str, Any] = {"from": start}
     if limit is not None:
         params["limit"] = limit
@@ -360,22 +420,27 @@ def _range(start: int | None, end: int | None) -> dict[str, int]:
     return {key: value for key, value in body.items() if value is not None}
 
 
-def redrive(topic: str, group: str, start: int | None, end: int | None) -> Call[int]:
-    """``POST .../dead-letters/redrive``: how many were put back."""
+def redrive(
+    topic: str, group: str, start: int | None = None, end: int | None = None
+) -> Call[int]:
+    """Puts dead letters in ``[start, end)`` back to this group; how many."""
     path = f"{_group(topic, group)}/dead-letters/redrive"
     return Call("POST", path, _field("count"), json=_range(start, end))
 
 
-def purge(topic: str, group: str, start: int | None, end: int | None) -> Call[int]:
-    """``POST .../dead-letters/purge``: how many were deleted."""
+def purge(
+    topic: str, group: str, start: int | None = None, end: int | None = None
+) -> Call[int]:
+    """Deletes dead letters in ``[start, end)``; how many."""
     path = f"{_group(topic, group)}/dead-letters/purge"
     return Call("POST", path, _field("count"), json=_range(start, end))
 
 
 def create_channel(
-    channel: str, max_subscribers: int | None, mailbox_capacity: int | None
+    channel: str, *, max_subscribers: int | None = None, mailbox_capacity: int | None = None
 ) -> Call[bool]:
-    """``PUT /v1/channels/{channel}``: True if created (409 if it exists otherwise)."""
+    """Creates a channel (idempotent with the same settings): True if created (409 if
+    it exists with other settings)."""
     body = {"max_subscribers": max_subscribers, "mailbox_capacity": mailbox_capacity}
     body = {key: value for key, value in body.items() if value is not None}
     return Call(
@@ -387,7 +452,7 @@ def create_channel(
 
 
 def list_channels() -> Call[list[models.ChannelInfo]]:
-    """``GET /v1/channels``."""
+    """Every live channel."""
     return Call(
         "GET",
         "/v1/channels",
@@ -396,22 +461,22 @@ def list_channels() -> Call[list[models.ChannelInfo]]:
 
 
 def channel_info(channel: str) -> Call[models.ChannelInfo]:
-    """``GET /v1/channels/{channel}``."""
+    """A channel's settings and counters."""
     return Call("GET", f"/v1/channels/{name('channel', channel)}", _as(models.ChannelInfo))
 
 
 def close_channel(channel: str) -> Call[None]:
-    """``DELETE /v1/channels/{channel}``: subscribers' streams end once drained."""
+    """Closes a channel; its subscribers' streams end once drained."""
     return Call("DELETE", f"/v1/channels/{name('channel', channel)}", _ignore)
 
 
 def publish_channel(channel: str, payload: bytes | str) -> Call[models.ChannelDelivery]:
-    """``POST /v1/channels/{channel}/messages``."""
+    """Publishes to every subscriber's mailbox."""
     content = payload.encode("utf-8") if isinstance(payload, str) else bytes(payload)
     path = f"/v1/channels/{name('channel', channel)}/messages"
     return Call("POST", path, _as(models.ChannelDelivery), content=content)
 
 
 def issue_ticket(path: str) -> Call[models.Ticket]:
-    """``POST /v1/tickets``: a one-use ticket for a stream under ``path``."""
+    """A one-use ticket for a stream under ``path`` (for browsers)."""
     return Call("POST", "/v1/tickets", _as(models.Ticket), json={"path": path})

@@ -8,18 +8,19 @@ True
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, Literal, TypeVar, overload
+from collections.abc import AsyncIterator, Callable
+from typing import Literal, TypeVar, overload
 
 import httpx
 
-from . import _calls, models, reads
+from . import _calls, models
 from ._calls import Call
+from ._endpoints import Endpoints, GroupEndpoints
 from ._options import Timeouts, headers
 from .aio_consume_stream import AsyncConsumeStream
 from .aio_consumer import AsyncConsumer
 from .aio_stream_consumer import AsyncStreamConsumer
-from .models import ItemResult, NackKind, Ref
+from .models import ItemResult
 from .aio_streams import (
     AsyncPublishStream,
     AsyncSubscription,
@@ -30,14 +31,17 @@ from .aio_streams import (
 T = TypeVar("T")
 
 
-class AsyncClient:
+class AsyncClient(Endpoints):
     """A mailroom server at ``base_url`` (``http://HOST:PORT``), with an optional token.
 
     Every call is bounded by ``timeouts`` (5 s to connect, 30 s per call; a long poll's
     wait is added). Failures raise :mod:`mailroom.errors` types: the server's refusals as
     :class:`~mailroom.errors.ApiError` subclasses by code, a broken or silent connection as
-    :class:`~mailroom.errors.TransportError`. The client is thread-safe.
+    :class:`~mailroom.errors.TransportError`. The methods that are one call each are
+    :class:`~mailroom._endpoints.Endpoints`', awaitable here.
     """
+
+    _is_async: Literal[True] = True
 
     def __init__(
         self,
@@ -82,199 +86,13 @@ class AsyncClient:
         _calls.raise_for(response, call.answers)
         return call.decode(response)
 
-    # Operations.
-
-    async def health(self) -> models.Health:
-        """``/healthz``: ``ok``, or ``unhealthy`` with the reason."""
-        return await self.run(_calls.health())
-
-    async def metrics(self) -> str:
-        """``/metrics`` as Prometheus text."""
-        return await self.run(_calls.metrics())
-
-    async def openapi(self) -> dict[str, Any]:
-        """The server's OpenAPI document."""
-        return await self.run(_calls.openapi())
-
-    async def issue_ticket(self, path: str) -> models.Ticket:
-        """A one-use ticket for a stream under ``path`` (for browsers)."""
-        return await self.run(_calls.issue_ticket(path))
-
-    # Topics.
-
-    async def create_topic(
-        self,
-        topic: str,
-        retention: models.Retention | None = None,
-        idempotency: models.IdempotencyWindow | None = None,
-    ) -> bool:
-        """Creates a topic (idempotent): True if this call created it. ``idempotency``
-        gives it an idempotency window of its own (set at creation only)."""
-        return await self.run(_calls.create_topic(topic, retention, idempotency))
-
-    async def change_retention(self, topic: str, retention: models.Retention) -> models.TopicInfo:
-        """Changes the limits ``retention`` sets; the others stay."""
-        return await self.run(_calls.change_retention(topic, retention))
-
-    async def list_topics(self) -> list[models.TopicSummary]:
-        """Every topic, by name."""
-        return await self.run(_calls.list_topics())
-
-    async def topic_info(self, topic: str) -> models.TopicInfo:
-        """A topic's view."""
-        return await self.run(_calls.topic_info(topic))
-
-    async def delete_topic(self, topic: str) -> None:
-        """Deletes a topic with its groups (404 ``unknown_topic`` if there is none)."""
-        await self.run(_calls.delete_topic(topic))
-
-    async def publish(
-        self,
-        topic: str,
-        payload: bytes | str,
-        *,
-        key: str | None = None,
-        headers: dict[str, str] | None = None,
-        idempotency_key: str | None = None,
-    ) -> int:
-        """Publishes one message, with an optional key and headers; its offset once durable.
-
-        With ``idempotency_key`` a retry is safe: a key in the topic's window is not
-        stored again, and answers the first publish's offset (:meth:`publish_once` also
-        says whether it was a duplicate).
-        """
-        call = _calls.publish(topic, payload, key, headers, idempotency_key)
-        return (await self.run(call)).offset
-
-    async def publish_once(
-        self,
-        topic: str,
-        payload: bytes | str,
-        idempotency_key: str,
-        *,
-        key: str | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> models.Published:
-        """Publishes one message under ``idempotency_key``: its offset and ``duplicate``."""
-        return await self.run(_calls.publish(topic, payload, key, headers, idempotency_key))
-
-    async def publish_batch(
-        self, topic: str, payloads: Sequence[bytes | str | models.Message]
-    ) -> list[int]:
-        """Publishes 1 to 10,000 messages in one write; their consecutive offsets.
-
-        An item is a payload, or a :class:`~mailroom.models.Message` with metadata (and
-        an idempotency key: a duplicate's offset is the first publish's).
-        """
-        return (await self.run(_calls.publish_batch(topic, payloads))).offsets
-
-    async def publish_batch_once(
-        self, topic: str, messages: Sequence[bytes | str | models.Message]
-    ) -> models.BatchPublished:
-        """As :meth:`publish_batch`, with the whole answer: offsets and ``duplicates``."""
-        return await self.run(_calls.publish_batch(topic, messages))
-
     async def publish_stream(self, topic: str, window: int = 256) -> AsyncPublishStream:
         """A pipelined publish stream: up to ``window`` messages awaiting confirmation."""
         return await AsyncPublishStream.open(self, topic, window)
 
-    async def recover_topic(self, topic: str) -> models.TopicRecovered:
-        """Reopens a failed (unreadable or stopped) topic now."""
-        return await self.run(_calls.recover_topic(topic))
-
-    async def repair_topic(self, topic: str) -> models.TopicRepairReport:
-        """Moves a damaged topic's bad files aside and reopens it."""
-        return await self.run(_calls.repair_topic(topic))
-
-    # Groups.
-
     def group(self, topic: str, group: str) -> AsyncGroup:
         """A handle on one consumer group (no request is made)."""
         return AsyncGroup(self, topic, group)
-
-    async def create_group(
-        self,
-        topic: str,
-        group: str,
-        max_attempts: int,
-        *,
-        start: str | int | None = None,
-        lease_ms: int | None = None,
-        backoff: models.Backoff | None = None,
-        max_in_flight: int | None = None,
-    ) -> None:
-        """Creates a group (``start``: ``"earliest"``, ``"latest"`` or an offset)."""
-        await self.run(
-            _calls.create_group(
-                topic, group, max_attempts, start, lease_ms, backoff, max_in_flight
-            )
-        )
-
-    async def group_info(self, topic: str, group: str) -> models.GroupDetail:
-        """A group's full view."""
-        return await self.run(_calls.group_info(topic, group))
-
-    async def delete_group(self, topic: str, group: str) -> None:
-        """Deletes a group."""
-        await self.run(_calls.delete_group(topic, group))
-
-    async def seek(self, topic: str, group: str, to: str | int) -> models.GroupSeeked:
-        """Moves a group to offset ``to``, or ``"earliest"`` / ``"latest"``.
-
-        Deliveries in flight end (their acks become 409 ``not_owned``); a message seen
-        before is delivered again with a higher attempt.
-        """
-        return await self.run(_calls.seek(topic, group, to))
-
-    async def seek_to_time(self, topic: str, group: str, time_ms: int) -> models.GroupSeeked:
-        """Moves a group to the first message published at or after ``time_ms`` (Unix ms)."""
-        return await self.run(reads.seek_to_time(topic, group, time_ms))
-
-    async def read(
-        self,
-        topic: str,
-        *,
-        from_offset: int | None = None,
-        from_time_ms: int | None = None,
-        limit: int | None = None,
-        wait_ms: int = 0,
-    ) -> reads.LogPage:
-        """One page of the topic's log without a group (nothing moves); see :mod:`mailroom.reads`."""
-        call = reads.read_messages(topic, from_offset, from_time_ms, limit, wait_ms)
-        return await self.run(call)
-
-    async def pause(
-        self, topic: str, group: str, until_ms: int | None = None
-    ) -> models.GroupPause:
-        """Stops new deliveries until :meth:`resume` (or until ``until_ms``, Unix ms)."""
-        return await self.run(_calls.pause(topic, group, until_ms))
-
-    async def resume(self, topic: str, group: str) -> models.GroupPause:
-        """Ends a pause; ``changed`` is whether the group was paused."""
-        return await self.run(_calls.resume(topic, group))
-
-    async def poll(self, topic: str, group: str, consumer: str | None = None) -> models.Delivery | None:
-        """One delivery, or None; a consumer's repeated poll returns the same attempt."""
-        return await self.run(_calls.poll(topic, group, consumer))
-
-    async def poll_raw(
-        self, topic: str, group: str, consumer: str | None = None
-    ) -> models.Delivery | None:
-        """As :meth:`poll`, with the payload sent raw (no base64 on the wire)."""
-        return await self.run(_calls.poll_raw(topic, group, consumer))
-
-    async def poll_batch(
-        self,
-        topic: str,
-        group: str,
-        max: int = 64,
-        *,
-        consumer: str | None = None,
-        wait_ms: int = 0,
-        ack: Sequence[Ref] | None = None,
-    ) -> models.PolledBatch:
-        """Up to ``max`` deliveries, waiting up to ``wait_ms``; acks ``ack`` first."""
-        return await self.run(_calls.poll_batch(topic, group, max, consumer, wait_ms, ack))
 
     async def consume_stream(
         self, topic: str, group: str, window: int = 1, consumer: str | None = None
@@ -282,52 +100,6 @@ class AsyncClient:
         """A consume stream: deliveries pushed over one WebSocket, at most ``window``
         unsettled, settled on the same socket (see :mod:`mailroom.aio_consume_stream`)."""
         return await AsyncConsumeStream.open(self, topic, group, window, consumer)
-
-    async def ack(self, topic: str, group: str, delivery: Ref) -> str:
-        """Acks a delivery: ``"acked"``, or :class:`~mailroom.errors.NotOwned`."""
-        return await self.run(_calls.ack(topic, group, delivery))
-
-    async def nack(
-        self,
-        topic: str,
-        group: str,
-        delivery: Ref,
-        *,
-        kind: NackKind | None = None,
-        reason: str | None = None,
-        delay_ms: int | None = None,
-    ) -> str:
-        """Nacks a delivery: ``"retry"``, ``"released"`` or ``"dead_lettered"``."""
-        return await self.run(_calls.nack(topic, group, delivery, kind, reason, delay_ms))
-
-    async def touch(self, topic: str, group: str, delivery: Ref) -> str:
-        """Extends a delivery's lease: ``"touched"``."""
-        return await self.run(_calls.touch(topic, group, delivery))
-
-    async def ack_batch(
-        self, topic: str, group: str, deliveries: Sequence[Ref]
-    ) -> list[models.ItemResult]:
-        """Acks many in order; each item succeeds or fails alone."""
-        return await self.run(_calls.ack_batch(topic, group, deliveries))
-
-    async def nack_batch(
-        self,
-        topic: str,
-        group: str,
-        deliveries: Sequence[Ref],
-        *,
-        kind: NackKind | None = None,
-        reason: str | None = None,
-        delay_ms: int | None = None,
-    ) -> list[models.ItemResult]:
-        """Nacks many in order with the same options; each item succeeds or fails alone."""
-        return await self.run(_calls.nack_batch(topic, group, deliveries, kind, reason, delay_ms))
-
-    async def dead_letters_page(
-        self, topic: str, group: str, start: int = 0, limit: int | None = None
-    ) -> models.DeadLetterPage:
-        """One page of dead letters from offset ``start``."""
-        return await self.run(_calls.dead_letters(topic, group, start, limit))
 
     async def dead_letters(self, topic: str, group: str) -> AsyncIterator[models.DeadLetter]:
         """Every dead letter, page after page."""
@@ -338,46 +110,6 @@ class AsyncClient:
                 yield dead_letter
             start = page.next
 
-    async def redrive(
-        self, topic: str, group: str, start: int | None = None, end: int | None = None
-    ) -> int:
-        """Puts dead letters in ``[start, end)`` back to this group; how many."""
-        return await self.run(_calls.redrive(topic, group, start, end))
-
-    async def purge(
-        self, topic: str, group: str, start: int | None = None, end: int | None = None
-    ) -> int:
-        """Deletes dead letters in ``[start, end)``; how many."""
-        return await self.run(_calls.purge(topic, group, start, end))
-
-    # Live channels.
-
-    async def create_channel(
-        self,
-        channel: str,
-        *,
-        max_subscribers: int | None = None,
-        mailbox_capacity: int | None = None,
-    ) -> bool:
-        """Creates a channel (idempotent with the same settings): True if created."""
-        return await self.run(_calls.create_channel(channel, max_subscribers, mailbox_capacity))
-
-    async def list_channels(self) -> list[models.ChannelInfo]:
-        """Every live channel."""
-        return await self.run(_calls.list_channels())
-
-    async def channel_info(self, channel: str) -> models.ChannelInfo:
-        """A channel's settings and counters."""
-        return await self.run(_calls.channel_info(channel))
-
-    async def close_channel(self, channel: str) -> None:
-        """Closes a channel; its subscribers' streams end once drained."""
-        await self.run(_calls.close_channel(channel))
-
-    async def publish_channel(self, channel: str, payload: bytes | str) -> models.ChannelDelivery:
-        """Publishes to every subscriber's mailbox."""
-        return await self.run(_calls.publish_channel(channel, payload))
-
     async def subscribe(self, channel: str, transport: str = "ws") -> AsyncSubscription:
         """Subscribes to a channel over ``"ws"`` or ``"sse"``: an async iterator of payloads."""
         if transport == "sse":
@@ -385,49 +117,13 @@ class AsyncClient:
         return await ws_subscription(self, channel)
 
 
-class AsyncGroup:
+class AsyncGroup(GroupEndpoints):
     """One consumer group of a topic: its calls without the names, and the consumer loop."""
 
     def __init__(self, client: AsyncClient, topic: str, group: str) -> None:
         self.client = client
         self.topic = topic
         self.name = group
-
-    async def info(self) -> models.GroupDetail:
-        """The group's full view."""
-        return await self.client.group_info(self.topic, self.name)
-
-    async def poll(self, consumer: str | None = None) -> models.Delivery | None:
-        """One delivery, or None."""
-        return await self.client.poll(self.topic, self.name, consumer)
-
-    async def poll_batch(self, max: int = 64, **options: Any) -> models.PolledBatch:
-        """Up to ``max`` deliveries (see :meth:`Client.poll_batch`)."""
-        return await self.client.poll_batch(self.topic, self.name, max, **options)
-
-    async def ack(self, delivery: Ref) -> str:
-        """Acks one delivery."""
-        return await self.client.ack(self.topic, self.name, delivery)
-
-    async def nack(self, delivery: Ref, **options: Any) -> str:
-        """Nacks one delivery (see :meth:`Client.nack`)."""
-        return await self.client.nack(self.topic, self.name, delivery, **options)
-
-    async def touch(self, delivery: Ref) -> str:
-        """Extends one delivery's lease."""
-        return await self.client.touch(self.topic, self.name, delivery)
-
-    async def seek(self, to: str | int) -> models.GroupSeeked:
-        """Moves the group to offset ``to``, or ``"earliest"`` / ``"latest"`` (see :meth:`Client.seek`)."""
-        return await self.client.seek(self.topic, self.name, to)
-
-    async def pause(self, until_ms: int | None = None) -> models.GroupPause:
-        """Stops new deliveries until :meth:`resume` (or until ``until_ms``, Unix ms)."""
-        return await self.client.pause(self.topic, self.name, until_ms)
-
-    async def resume(self) -> models.GroupPause:
-        """Ends a pause; ``changed`` is whether the group was paused."""
-        return await self.client.resume(self.topic, self.name)
 
     async def consume_stream(
         self, window: int = 1, *, consumer: str | None = None

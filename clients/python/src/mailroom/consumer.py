@@ -24,31 +24,20 @@ the same consumer with the same attempt, and an ack whose answer was lost is ans
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Generator, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
-from ._loop import (
-    LEASE_TOUCH_FRACTION,
-    RETRY_FIRST_S,
-    ConsumerStats,
-    count_acks,
-    failure_reason,
-    retryable,
-)
+from ._loop import LEASE_TOUCH_FRACTION, ConsumerStats, reason_of
+from ._poll_book import PollBook
+from ._shells import SyncShell
 from .errors import MailroomError, NotOwned
 from .models import Delivery, DeliveryRef, ItemResult
 
 if TYPE_CHECKING:
     from .client import Group
 
-T = TypeVar("T")
 
-
-class _Stopped(Exception):
-    """Raised inside the loop once :meth:`Consumer.stop` was called while retrying."""
-
-
-class Consumer:
+class Consumer(SyncShell[PollBook]):
     """An iterator of deliveries that acks, nacks and keeps leases (see the module doc)."""
 
     def __init__(
@@ -60,150 +49,62 @@ class Consumer:
         retry_max_s: float,
         on_result: Callable[[ItemResult], None] | None = None,
     ) -> None:
-        self.group = group
+        super().__init__(group, retry_max_s, PollBook(ConsumerStats(), on_result))
         self.batch = batch
         self.consumer = consumer
         self.wait_ms = wait_ms
-        self.retry_max_s = retry_max_s
         self.on_result = on_result
-        self.stats = ConsumerStats()
-        self._stop = threading.Event()
-        self._in_context = False
-        self._settled: set[tuple[int, int]] = set()
-        self._open: dict[tuple[int, int], Delivery] = {}
-        self._left: list[Delivery] = []
-        self._gen: Generator[Delivery, None, None] | None = None
 
     def stop(self) -> None:
         """Ends the loop after the current batch (thread-safe); its acks are still sent."""
         self._stop.set()
 
-    def __enter__(self) -> Consumer:
-        self._in_context = True
-        return self
-
-    def __exit__(self, kind: Any, error: BaseException | None, _tb: Any) -> None:
-        if self._gen is not None:
-            self._gen.close()  # settles now what a `break` or an exception left behind
-        left, self._left = self._left, []
-        if left and error is not None and not isinstance(error, GeneratorExit):
-            self.fail(left.pop(0), error)
-        self._release(left)
-
-    def run(self, handler: Callable[[Delivery], Any]) -> None:
-        """Calls ``handler`` on every delivery until :meth:`stop`: ack on return, nack on raise."""
-        for delivery in self:
-            try:
-                handler(delivery)
-            except Exception as error:  # noqa: BLE001 - any failure of the handler is a nack
-                self.fail(delivery, error)
-
     def fail(self, delivery: Delivery, error: BaseException | str) -> None:
         """Nacks ``delivery`` now with ``error`` as the reason (it is not acked later)."""
-        reason = error if isinstance(error, str) else failure_reason(error)
-        self._settle(delivery)
-        try:
-            self._retrying(lambda: self.group.nack(delivery, reason=reason))
-            self.stats.failed += 1
-        except NotOwned:
-            self.stats.ack_refused += 1
-
-    def __iter__(self) -> Iterator[Delivery]:
-        self._gen = self._iterate()
-        return self._gen
-
-    def _iterate(self) -> Generator[Delivery, None, None]:
-        try:
-            yield from self._loop()
-        except _Stopped:
-            return
+        self._book.failing(delivery)
+        self._nack(delivery, reason_of(error), leaving=False)
 
     def _loop(self) -> Iterator[Delivery]:
+        book = self._book
         lease_ms = self._retrying(lambda: self.group.info().lease_ms)
-        acks: list[DeliveryRef] = []
         while not self._stop.is_set():
-            sent = acks
+            sent = book.poll_acks()
             batch = self._retrying(
                 lambda: self.group.poll_batch(
-                    self.batch, consumer=self.consumer, wait_ms=self.wait_ms, ack=sent or None
+                    self.batch, consumer=self.consumer, wait_ms=self.wait_ms, ack=sent
                 )
             )
-            count_acks(self.stats, batch.acked, self.on_result)
-            acks = []
-            self._open = {(d.offset, d.attempt): d for d in batch.deliveries}
+            deliveries = book.received(batch)
             toucher = _Toucher(self, lease_ms)
             try:
-                for index, delivery in enumerate(batch.deliveries):
+                for index, delivery in enumerate(deliveries):
                     try:
                         yield delivery
                     except GeneratorExit:
-                        self._leave(batch.deliveries[index:], acks)
+                        self._leave(deliveries[index:])
                         raise
-                    if (delivery.offset, delivery.attempt) not in self._settled:
-                        acks.append(delivery.ref())
+                    book.handled(delivery)
             finally:
                 toucher.finish()
-            self._settled.clear()
-        self._send_acks(acks)
+            book.batch_done()
+        self._send_acks(book.owed())
 
-    def _leave(self, unhandled: list[Delivery], acks: list[DeliveryRef]) -> None:
+    def _leave(self, unhandled: list[Delivery]) -> None:
         """The loop was left early: send the acks owed, then settle what is unhandled."""
         self._stop.set()
+        acks, release = self._book.leave(unhandled)
         self._send_acks(acks)
-        left = [d for d in unhandled if (d.offset, d.attempt) not in self._settled]
-        if self._in_context:
-            self._left = left  # __exit__ knows whether an exception ended the loop
-        else:
-            self._release(left)
+        self._release(release)
 
     def _send_acks(self, acks: list[DeliveryRef]) -> None:
         if not acks:
             return
+        client, topic, name = self.group.client, self.group.topic, self.group.name
         try:
-            results = self._retrying(lambda: self.group.client.ack_batch(
-                self.group.topic, self.group.name, acks), ignore_stop=True)
+            results = self._retrying(lambda: client.ack_batch(topic, name, acks), leaving=True)
         except MailroomError:
             return
-        count_acks(self.stats, results, self.on_result)
-
-    def _release(self, deliveries: list[Delivery]) -> None:
-        if not deliveries:
-            return
-        try:
-            self._retrying(
-                lambda: self.group.client.nack_batch(
-                    self.group.topic, self.group.name, deliveries, kind="release"
-                ),
-                ignore_stop=True,
-            )
-            self.stats.released += len(deliveries)
-        except MailroomError:
-            pass  # their leases (or a later poll by this consumer) hand them out again
-
-    def _settle(self, delivery: Delivery) -> None:
-        key = (delivery.offset, delivery.attempt)
-        self._settled.add(key)
-        self._open.pop(key, None)
-
-    def _retrying(self, call: Callable[[], T], ignore_stop: bool = False) -> T:
-        """``call``, tried again with a doubling pause while the server is unreachable."""
-        pause = RETRY_FIRST_S
-        attempts = 0
-        while True:
-            try:
-                return call()
-            except MailroomError as error:
-                if not retryable(error):
-                    raise
-                attempts += 1
-                # On the way out give up after a few tries: the leases hand them back.
-                if ignore_stop and attempts > 8:
-                    raise
-                self.stats.reconnects += 1
-                if self._stop.wait(pause) and not ignore_stop:
-                    raise _Stopped() from error
-                pause = min(pause * 2, self.retry_max_s)
-
+        self._book.acks_answered(results)
 
 class _Toucher:
     """A thread that touches a batch's leases while the batch is being handled."""
@@ -218,13 +119,13 @@ class _Toucher:
             self._thread.start()
 
     def _run(self, interval: float) -> None:
-        group = self._consumer.group
+        group, book = self._consumer.group, self._consumer._book
         while not self._done.wait(interval):
-            for key, delivery in list(self._consumer._open.items()):
+            for key, delivery in list(book.open.items()):
                 try:
                     group.touch(delivery)
                 except NotOwned:
-                    self._consumer._open.pop(key, None)
+                    book.touch_refused(key)
                 except MailroomError:
                     pass  # unreachable for now: the next round tries again
 

@@ -42,12 +42,14 @@ class LogPage:
 
 def read_messages(
     topic: str,
-    from_offset: int | None,
-    from_time_ms: int | None,
-    limit: int | None,
-    wait_ms: int,
+    *,
+    from_offset: int | None = None,
+    from_time_ms: int | None = None,
+    limit: int | None = None,
+    wait_ms: int = 0,
 ) -> Call[LogPage]:
-    """``GET /v1/topics/{topic}/messages``: one page, a long poll when ``wait_ms`` > 0."""
+    """One page of the topic's log without a group (nothing moves); see
+    :mod:`mailroom.reads` (a long poll when ``wait_ms`` > 0)."""
     params: dict[str, Any] = {}
     for key, value in [
         ("from", from_offset),
@@ -62,6 +64,6 @@ def read_messages(
 
 
 def seek_to_time(topic: str, group: str, time_ms: int) -> Call[models.GroupSeeked]:
-    """``POST .../seek`` to the first message published at or after ``time_ms``."""
+    """Moves a group to the first message published at or after ``time_ms`` (Unix ms)."""
     body = {"time_ms": time_ms}
     return Call("POST", f"{_group(topic, group)}/seek", _as(models.GroupSeeked), json=body)

@@ -30,80 +30,21 @@ its lease runs out or the same consumer comes back.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Generator, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
-from ._loop import LEASE_TOUCH_FRACTION, RETRY_FIRST_S, ConsumerStats, failure_reason, retryable
-from .consume_stream import CONSUME_STREAM_WINDOW_MAX, ConsumeStream, Key, Settlement
-from .errors import MailroomError, NotOwned, StreamClosed
-from .models import Delivery, GroupDetail, ItemResult, Settled
+from ._loop import LEASE_TOUCH_FRACTION, LEAVING_TRIES_MAX, ConsumerStats, reason_of
+from ._shells import SyncShell
+from ._stream_book import StreamBook, window_for
+from .consume_stream import ConsumeStream, Settlement
+from .errors import MailroomError, StreamClosed
+from .models import Delivery, ItemResult
 
 if TYPE_CHECKING:
     from .client import Group
 
-T = TypeVar("T")
 
-LEAVING_TRIES_MAX = 8
-"""How often settling the last answers or releasing is tried on the way out."""
-
-
-class _Stopped(Exception):
-    """Raised inside the loop once ``stop`` was called while retrying."""
-
-
-def window_for(window: int | None, batch: int, group: GroupDetail) -> int:
-    """The window a loop opens its stream with."""
-    if window is not None:
-        return window
-    return max(1, min(batch, group.max_in_flight, CONSUME_STREAM_WINDOW_MAX))
-
-
-class Tally:
-    """What both stream loops keep: answers counted into the stats, and the deliveries
-    whose settlement is being sent again after a reconnect."""
-
-    def __init__(self, stats: ConsumerStats, on_result: Callable[[ItemResult], None] | None):
-        self.stats = stats
-        self.on_result = on_result
-        self.redo: set[Key] = set()
-
-    def count(self, answers: list[Settled]) -> None:
-        """Counts the answers to acks and nacks (touches' answers change nothing)."""
-        for answer in answers:
-            if answer.op == "touch" or answer.offset is None or answer.attempt is None:
-                continue
-            self.redo.discard((answer.offset, answer.attempt))
-            if answer.op == "ack":
-                if answer.outcome == "acked":
-                    self.stats.acked += 1
-                else:
-                    self.stats.ack_refused += 1
-                if self.on_result is not None:
-                    result = ItemResult(answer.offset, answer.attempt, answer.outcome, answer.error)
-                    self.on_result(result)
-            elif answer.error is not None:
-                self.stats.ack_refused += 1
-            elif answer.outcome == "released":
-                self.stats.released += 1
-            else:
-                self.stats.failed += 1
-
-    def carried(self, pending: list[Settlement]) -> list[Settlement]:
-        """The settlements of a broken stream to send again (touches are not)."""
-        kept = [
-            Settlement(s.op, s.offset, s.attempt, s.kind, s.reason, s.delay_ms)
-            for s in pending
-            if s.op != "touch"
-        ]
-        self.redo.update(s.key for s in kept)
-        return kept
-
-    def unhandled(self, deliveries: list[Delivery]) -> list[Delivery]:
-        """The deliveries among ``deliveries`` no settlement of the loop covers."""
-        return [d for d in deliveries if (d.offset, d.attempt) not in self.redo]
-
-
-class StreamConsumer:
+class StreamConsumer(SyncShell[StreamBook]):
     """An iterator of deliveries over the consume stream (see the module doc)."""
 
     def __init__(
@@ -115,21 +56,14 @@ class StreamConsumer:
         retry_max_s: float,
         on_result: Callable[[ItemResult], None] | None = None,
     ) -> None:
-        self.group = group
+        super().__init__(group, retry_max_s, StreamBook(ConsumerStats(), on_result))
         self.window = window
         self.batch = batch
         self.consumer = consumer
         """The consumer identity (the server's, once the first stream opened, if None)."""
-        self.retry_max_s = retry_max_s
-        self.stats = ConsumerStats()
-        self._tally = Tally(self.stats, on_result)
-        self._stop = threading.Event()
+        self._tally = self._book.tally
         self._stream: ConsumeStream | None = None
         self._open = False
-        self._failed: set[Key] = set()
-        self._in_context = False
-        self._left: list[Delivery] = []
-        self._gen: Generator[Delivery, None, None] | None = None
 
     def stop(self) -> None:
         """Ends the loop after the current delivery (thread-safe)."""
@@ -137,48 +71,14 @@ class StreamConsumer:
         if self._stream is not None:
             self._stream.interrupt()
 
-    def __enter__(self) -> StreamConsumer:
-        self._in_context = True
-        return self
-
-    def __exit__(self, kind: Any, error: BaseException | None, _tb: Any) -> None:
-        if self._gen is not None:
-            self._gen.close()
-        left, self._left = self._left, []
-        if left and error is not None and not isinstance(error, GeneratorExit):
-            self.fail(left.pop(0), error)
-        self._release(left)
-
-    def run(self, handler: Callable[[Delivery], Any]) -> None:
-        """Calls ``handler`` on every delivery until :meth:`stop`: ack on return, nack on raise."""
-        for delivery in self:
-            try:
-                handler(delivery)
-            except Exception as error:  # noqa: BLE001 - any failure of the handler is a nack
-                self.fail(delivery, error)
-
     def fail(self, delivery: Delivery, error: BaseException | str) -> None:
         """Nacks ``delivery`` with ``error`` as the reason (it is not acked later)."""
-        reason = error if isinstance(error, str) else failure_reason(error)
-        self._failed.add((delivery.offset, delivery.attempt))
+        reason = reason_of(error)
+        nack = self._book.failing(delivery, reason)
         if self._open and self._stream is not None:
-            self._send(Settlement("nack", delivery.offset, delivery.attempt, reason=reason))
+            self._send(nack)
             return
-        try:  # the stream is closed (leaving): over HTTP
-            self._retrying(lambda: self.group.nack(delivery, reason=reason), leaving=True)
-            self.stats.failed += 1
-        except NotOwned:
-            self.stats.ack_refused += 1
-
-    def __iter__(self) -> Iterator[Delivery]:
-        self._gen = self._iterate()
-        return self._gen
-
-    def _iterate(self) -> Generator[Delivery, None, None]:
-        try:
-            yield from self._loop()
-        except _Stopped:
-            return
+        self._nack(delivery, reason, leaving=True)  # the stream is closed (leaving)
 
     def _loop(self) -> Iterator[Delivery]:
         info = self._retrying(self.group.info)
@@ -187,16 +87,14 @@ class StreamConsumer:
         toucher = _Toucher(self, info.lease_ms)
         try:
             while (delivery := self._next(window)) is not None:
-                key = (delivery.offset, delivery.attempt)
                 try:
                     yield delivery
                 except GeneratorExit:
-                    self._leave(window, None if key in self._failed else delivery)
+                    self._leave(window, self._book.unfailed(delivery))
                     raise
-                if key in self._failed:
-                    self._failed.discard(key)
-                else:
-                    self._send(Settlement("ack", delivery.offset, delivery.attempt))
+                ack = self._book.handled(delivery)
+                if ack is not None:
+                    self._send(ack)
         finally:
             toucher.finish()
         self._leave(window, None)
@@ -213,7 +111,7 @@ class StreamConsumer:
                 if self._stop.is_set():
                     return None
                 self._reconnect(window)
-            elif (delivery.offset, delivery.attempt) not in self._tally.redo:
+            elif self._book.wanted(delivery):
                 return delivery
 
     def _current(self) -> ConsumeStream:
@@ -234,10 +132,8 @@ class StreamConsumer:
         """Opens the stream again as the same consumer; sends the unanswered again."""
         old = self._current()
         self._open = False
-        self._tally.count(old.answers())
-        carried = self._tally.carried(old.pending())
+        carried = self._book.reconnecting(old.answers(), old.pending())
         old.close()
-        self.stats.reconnects += 1
         self._connect(window, leaving)
         for settlement in carried:
             self._send(settlement)
@@ -265,41 +161,9 @@ class StreamConsumer:
                 break
         stream = self._current()
         self._open = False
-        left = ([current] if current is not None else []) + self._tally.unhandled(stream.buffered())
+        release = self._book.leave(current, stream.buffered())
         stream.close()
-        if self._in_context and current is not None:
-            self._left = left  # __exit__ knows whether an exception ended the loop
-        else:
-            self._release(left)
-
-    def _release(self, deliveries: list[Delivery]) -> None:
-        if not deliveries:
-            return
-        client, topic, name = self.group.client, self.group.topic, self.group.name
-        try:
-            self._retrying(
-                lambda: client.nack_batch(topic, name, deliveries, kind="release"), leaving=True
-            )
-            self.stats.released += len(deliveries)
-        except MailroomError:
-            pass  # their leases (or this consumer's next stream) hand them out again
-
-    def _retrying(self, call: Callable[[], T], leaving: bool = False) -> T:
-        """``call``, tried again with a doubling pause while the server is unreachable."""
-        pause = RETRY_FIRST_S
-        tries = 0
-        while True:
-            try:
-                return call()
-            except MailroomError as error:
-                tries += 1
-                if not retryable(error) or (leaving and tries > LEAVING_TRIES_MAX):
-                    raise
-                self.stats.reconnects += 1
-                if self._stop.wait(pause) and not leaving:
-                    raise _Stopped() from error
-                pause = min(pause * 2, self.retry_max_s)
-
+        self._release(release)
 
 class _Toucher:
     """A thread touching the leases of the deliveries received and not settled."""

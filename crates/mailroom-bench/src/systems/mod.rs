@@ -2,7 +2,8 @@
 //!
 //! - [`LogSystem`]: a retained log with consumer groups (mailroom topics, Redis Streams,
 //!   NATS JetStream streams with durable consumers, RabbitMQ quorum queues behind a fanout
-//!   exchange, one queue per group).
+//!   exchange, one queue per group; PgQ queues with registered consumers; the
+//!   hand-written `SKIP LOCKED` queue table, one table per group).
 //! - [`LiveSystem`]: best-effort fan-out to connected subscribers (mailroom channels, Redis
 //!   pub/sub, NATS core subjects).
 //!
@@ -17,10 +18,12 @@ use bytes::Bytes;
 use hdrhistogram::Histogram;
 
 pub mod mailroom;
-pub mod mailroom_stream;
 pub mod nats;
+pub mod pgq;
+pub mod postgres;
 pub mod rabbitmq;
 pub mod redis;
+pub mod skip_locked;
 pub mod stalled;
 
 /// A topic (stream, exchange) with its consumer groups, created fresh for one run.

@@ -55,7 +55,7 @@ pub async fn run<S: LogSystem>(
     for group in &topic.groups {
         consumers.push((group.clone(), system.consumer(topic, group).await?));
     }
-    let span = probe_start(probe)?;
+    let span = probe_start(probe).await?;
     let started = Instant::now();
     let mut tasks = Vec::new();
     for (group, consumer) in consumers {
@@ -72,7 +72,7 @@ pub async fn run<S: LogSystem>(
         ledgers.push(ledger);
     }
     let elapsed = started.elapsed();
-    let usage = probe_finish(span)?;
+    let usage = probe_finish(span).await?;
     let finished: u64 = ledgers.iter().map(GroupLedger::finished).sum();
     let deliveries: u64 = ledgers.iter().map(GroupLedger::deliveries_total).sum();
 

@@ -85,7 +85,7 @@ pub async fn run<S: LiveSystem>(
         .await
         .context("stalled subscriber")?;
 
-    let span = probe_start(probe)?;
+    let span = probe_start(probe).await?;
     let started = Instant::now();
     let (reported_delivered, reported_dropped, counted) =
         publish_paced(system, channel, params, started).await?;
@@ -116,7 +116,7 @@ pub async fn run<S: LiveSystem>(
     // Throughput runs from the first publish to the last arrival: the idle wait that tells a
     // reader nothing more is coming is not part of it.
     let elapsed = last_arrival.duration_since(started);
-    let usage = probe_finish(span)?;
+    let usage = probe_finish(span).await?;
     let (stalled_got, stalled_cut) = system.drain_stalled(stalled, IDLE_AFTER_PUBLISH).await?;
     subscribers.push(SubscriberCount {
         delivered: stalled_got,

@@ -47,15 +47,21 @@ pub struct Measured {
 /// Starts probing the broker (if there is a probe) at the start of a timed phase.
 ///
 /// # Errors
-/// When the broker's `/proc` files cannot be read.
-pub fn probe_start(probe: Option<Probe>) -> Result<Option<Span>, ProbeError> {
-    probe.map(Probe::start).transpose()
+/// When the broker's `/proc` files (or the database's statistics) cannot be read.
+pub async fn probe_start(probe: Option<Probe>) -> Result<Option<Span>, ProbeError> {
+    match probe {
+        Some(probe) => Ok(Some(probe.start().await?)),
+        None => Ok(None),
+    }
 }
 
 /// Ends probing at the end of a timed phase.
 ///
 /// # Errors
-/// When the broker's `/proc` files cannot be read.
-pub fn probe_finish(span: Option<Span>) -> Result<Option<Usage>, ProbeError> {
-    span.map(Span::finish).transpose()
+/// When the broker's `/proc` files (or the database's statistics) cannot be read.
+pub async fn probe_finish(span: Option<Span>) -> Result<Option<Usage>, ProbeError> {
+    match span {
+        Some(span) => Ok(Some(span.finish().await?)),
+        None => Ok(None),
+    }
 }

@@ -153,7 +153,7 @@ pub async fn run<S: WindowSystem>(
         empty_polls: AtomicU64::new(0),
     });
 
-    let span = probe_start(probe)?;
+    let span = probe_start(probe).await?;
     let started = Instant::now();
     let tasks: Vec<_> = workers
         .into_iter()
@@ -167,7 +167,7 @@ pub async fn run<S: WindowSystem>(
         problems.extend(trouble);
     }
     let elapsed = started.elapsed();
-    let usage = probe_finish(span)?;
+    let usage = probe_finish(span).await?;
     system.remove(topic).await?;
 
     let ledger = shared

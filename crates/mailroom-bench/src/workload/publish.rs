@@ -89,7 +89,7 @@ pub async fn run<S: LogSystem>(
     for _ in 0..params.publishers {
         publishers.push(system.publisher(topic).await?);
     }
-    let span = probe_start(probe)?;
+    let span = probe_start(probe).await?;
     let started = Instant::now();
     let mut tasks = Vec::new();
     for (index, publisher) in publishers.into_iter().enumerate() {
@@ -100,7 +100,7 @@ pub async fn run<S: LogSystem>(
         latency.add(task.await.context("publisher task panicked")??)?;
     }
     let elapsed = started.elapsed();
-    let usage = probe_finish(span)?;
+    let usage = probe_finish(span).await?;
     let stored = system.count(topic).await?;
     let verdict = if stored == params.count {
         Verdict::from_problems(Vec::new())

@@ -3,6 +3,9 @@
 
 #![allow(dead_code)] // Each test file uses a different subset.
 
+pub mod group_load;
+pub mod postgres_cluster;
+
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};

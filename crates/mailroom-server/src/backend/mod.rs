@@ -39,247 +39,51 @@
 //! request's own dozens. Writing those signatures out by hand would give the same code.
 
 use std::fmt;
-use std::future::Future;
 use std::ops::Range;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use axum::http::StatusCode;
 use bytes::Bytes;
-use mailroom::group::{
-    DeliveryId, GroupConfig, GroupCounters, InFlightDelivery, NackOptions, NotOwned,
-};
-use mailroom::topic::{
-    DeadLetterInfo, Delivery, GroupInfo, Message, Metadata, Nack, StartPosition,
-};
-use mailroom_api::topic_health::FailedTopic;
-use mailroom_api::ErrorCode;
+use mailroom::group::{DeliveryId, GroupConfig, NackOptions, NotOwned};
+use mailroom::topic::{Message, Nack, StartPosition};
 use mailroom_store::{
-    AckedThenPolled, DeadLetterPage, IdempotencyWindow, NewMessage, StoreError, Stored,
+    AckedThenPolled, DeadLetterPage, EncodedBatch, MessageDelivery, NewMessage, PollScope, Stored,
     TopicIdempotency, TopicRepaired, TopicRetention,
 };
 
-use crate::error::ApiError;
 use crate::long_poll::LongPolls;
 
 pub mod embedded;
+mod error;
 mod log_reads;
 pub mod postgres;
+mod publisher;
 mod retention;
+mod views;
 
 pub use embedded::Embedded;
+pub use error::{BackendError, Durable};
 pub use log_reads::LogPage;
 pub use postgres::Postgres;
+pub use publisher::TopicPublisher;
 pub use retention::{RetentionChange, RetentionPass, RetentionState};
-
-/// A change on its way to durability: resolves with the call's answer once what it
-/// wrote is durable (see [`TopicPublisher`]).
-pub type Durable<T> = Pin<Box<dyn Future<Output = Result<T, BackendError>> + Send>>;
-
-/// Why a backend call failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum BackendError {
-    /// The store refused the call or failed: an unknown topic or group, a delivery not
-    /// in flight, an argument out of range, an I/O error, a fail-stop. Answered as the
-    /// store's error ([`ApiError`]'s `From<StoreError>`).
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// The backend itself failed, such as a task of it that panicked: 500 `internal`
-    /// with this message.
-    #[error("{0}")]
-    Internal(String),
-    /// The backend cannot reach its store now (a networked backend lost its database
-    /// connection): 503 `store_unavailable`. Nothing was confirmed; the backend
-    /// reconnects by itself.
-    #[error("store unavailable: {0}")]
-    Unavailable(String),
-    /// This backend does not support the call yet: 501 `not_supported`, naming it.
-    #[error("{0} is not supported by this backend yet")]
-    NotSupported(&'static str),
-}
-
-impl From<BackendError> for ApiError {
-    fn from(error: BackendError) -> ApiError {
-        match error {
-            BackendError::Store(error) => ApiError::from(error),
-            BackendError::Internal(message) => ApiError::internal(message),
-            BackendError::Unavailable(_) => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                ErrorCode::StoreUnavailable,
-                error.to_string(),
-            ),
-            BackendError::NotSupported(_) => ApiError::new(
-                StatusCode::NOT_IMPLEMENTED,
-                ErrorCode::NotSupported,
-                error.to_string(),
-            ),
-        }
-    }
-}
-
-/// One topic in a listing: its offsets and its groups' names.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TopicOffsets {
-    /// The topic's name.
-    pub name: String,
-    /// The oldest retained offset.
-    pub start: u64,
-    /// The offset the next message will get.
-    pub end: u64,
-    /// Its groups' names.
-    pub groups: Vec<String>,
-    /// Its retention, size on disk and what retention removed.
-    pub retention: RetentionState,
-    /// Why it is failed, or `None` while it serves.
-    pub failure: Option<TopicFailureState>,
-}
-
-/// One topic with the state of every group on it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TopicState {
-    /// The topic's name.
-    pub name: String,
-    /// The oldest retained offset.
-    pub start: u64,
-    /// The offset the next message will get.
-    pub end: u64,
-    /// Every group's state (a group deleted while this was read is left out).
-    pub groups: Vec<GroupInfo>,
-    /// Its retention, size on disk and what retention removed.
-    pub retention: RetentionState,
-    /// Why it is failed, or `None` while it serves.
-    pub failure: Option<TopicFailureState>,
-    /// Its idempotency window in force when it has one of its own; `None` when the
-    /// server's defaults hold (always, on a backend that keeps no window of a topic's
-    /// own).
-    pub idempotency: Option<IdempotencyWindow>,
-}
-
-/// Everything known of one group: its state, settings, counters, deliveries in flight
-/// and dead letters (their reasons and times).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupDetail {
-    /// The group's state.
-    pub info: GroupInfo,
-    /// Its settings.
-    pub config: GroupConfig,
-    /// Its event counters.
-    pub counters: GroupCounters,
-    /// Every delivery in flight with its consumer and lease deadline, lowest offset
-    /// first.
-    pub in_flight: Vec<InFlightDelivery>,
-    /// Its dead letters, oldest first.
-    pub dead_letters: Vec<DeadLetterInfo<Bytes>>,
-}
-
-/// The figures of one group that the metrics export as gauges.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupGauges {
-    /// The topic.
-    pub topic: String,
-    /// The group.
-    pub group: String,
-    /// Messages published but not finished by the group.
-    pub lag: u64,
-    /// Its event counters.
-    pub counters: GroupCounters,
-}
-
-/// Why a topic is failed (see `mailroom_api::topic_health`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TopicFailureState {
-    /// `damaged`, `unreadable` or `stopped`.
-    pub kind: &'static str,
-    /// Where and why.
-    pub reason: String,
-}
-
-/// Whether the backend can take writes.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct BackendHealth {
-    /// Why the whole backend cannot take writes, or `None`. Failed topics alone do not
-    /// make it fail: they are in `failed_topics` and the others serve.
-    pub failure: Option<String>,
-    /// The failed topics, by name.
-    pub failed_topics: Vec<FailedTopic>,
-}
-
-/// Bytes on disk, for the metrics.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct DiskUsage {
-    /// Every file under the data directory.
-    pub total_bytes: u64,
-    /// The files under each topic's directory, by topic name.
-    pub topics: Vec<(String, u64)>,
-}
-
-/// A topic's publishing end, held by a publish stream for as long as it runs: the
-/// stream keeps publishing to the topic it opened, and learns that it was deleted from
-/// the next publish's error.
-pub trait TopicPublisher: fmt::Debug + Send + Sync {
-    /// Publishes `payloads` as one write and returns the wait for its durability, which
-    /// resolves with the offsets given. The call part runs here, so batches get their
-    /// offsets in the order of these calls while their waits overlap; waking long polls
-    /// happens in the wait, once the batch is durable.
-    ///
-    /// # Errors
-    /// At once, when the batch cannot be written (unknown topic, a fail-stop, a batch
-    /// over the store's limits); from the wait, when it is not made durable.
-    fn publish_batch(&self, payloads: &[Bytes]) -> Result<Durable<Range<u64>>, BackendError>;
-
-    /// As [`publish_batch`](Self::publish_batch), for messages with metadata (already
-    /// checked). The default takes messages without metadata only.
-    ///
-    /// # Errors
-    /// As [`publish_batch`](Self::publish_batch).
-    fn publish_messages(
-        &self,
-        messages: &[NewMessage],
-    ) -> Result<Durable<Range<u64>>, BackendError> {
-        if messages.iter().any(|message| !message.metadata.is_empty()) {
-            return Err(BackendError::NotSupported(
-                "publishing a key, headers or an idempotency key",
-            ));
-        }
-        let payloads: Vec<Bytes> = messages.iter().map(|m| m.payload.clone()).collect();
-        self.publish_batch(&payloads)
-    }
-
-    /// As [`publish_messages`](Self::publish_messages), one answer per message, as
-    /// [`Backend::publish_once`]. The default keeps no idempotency keys and refuses them.
-    ///
-    /// # Errors
-    /// As [`publish_batch`](Self::publish_batch).
-    fn publish_once(&self, messages: &[NewMessage]) -> Result<Durable<Vec<Stored>>, BackendError> {
-        if messages
-            .iter()
-            .any(|m| m.metadata.idempotency_key.is_some())
-        {
-            return Err(BackendError::NotSupported(
-                "publishing with an idempotency key",
-            ));
-        }
-        let written = self.publish_messages(messages)?;
-        Ok(Box::pin(async move {
-            let offsets = written.await?;
-            Ok(offsets
-                .map(|offset| Stored {
-                    offset,
-                    duplicate: false,
-                })
-                .collect())
-        }))
-    }
-}
+pub use views::{
+    BackendHealth, DiskUsage, GroupDetail, GroupGauges, TopicFailureState, TopicOffsets, TopicState,
+};
 
 /// Where the server keeps its topics and groups. See the [module docs](self).
 #[async_trait]
 pub trait Backend: fmt::Debug + Send + Sync + 'static {
     /// The registry of long-poll waiters that this backend wakes.
     fn long_polls(&self) -> &Arc<LongPolls>;
+
+    /// The live channels of a backend that relays them to other brokers sharing its
+    /// store (`docs/scale-out.md`, "Live channels across brokers"); `None` (the
+    /// default) leaves each server its own [`Channels`](crate::channels::Channels).
+    fn channels(&self) -> Option<Arc<crate::channels::Channels>> {
+        None
+    }
 
     /// Creates `topic`; `false` if it existed already.
     async fn create_topic(&self, topic: &str) -> Result<bool, BackendError>;
@@ -374,6 +178,17 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
         self.publish_batch(topic, &payloads).await
     }
 
+    /// [`publish_once`](Self::publish_once) of messages already encoded as record bodies
+    /// (a batch publish's fast path). The default decodes them again and calls
+    /// `publish_once`; a backend that stores those bodies overrides it.
+    async fn publish_encoded(
+        &self,
+        topic: &str,
+        batch: &EncodedBatch,
+    ) -> Result<Vec<Stored>, BackendError> {
+        self.publish_once(topic, &batch.to_messages()).await
+    }
+
     /// Publishes messages with their metadata (already checked) in one write, one answer
     /// per message: a message whose idempotency key is in the topic's window (or earlier
     /// in `messages`) is not stored and answers the first publish's offset as a
@@ -398,25 +213,6 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
                 offset,
                 duplicate: false,
             })
-            .collect())
-    }
-
-    /// The messages that deliveries or dead letters of `topic` handed out, given as
-    /// (offset, payload), with their publish times and metadata. Reads only what is
-    /// already at hand (for the embedded store, the records a poll just read, from the
-    /// page cache), so it is not async. The default knows no metadata.
-    ///
-    /// # Errors
-    /// An unknown topic; a record that does not read.
-    fn messages(
-        &self,
-        topic: &str,
-        items: Vec<(u64, Bytes)>,
-    ) -> Result<Vec<Message<Bytes>>, BackendError> {
-        let _ = topic;
-        Ok(items
-            .into_iter()
-            .map(|(_, payload)| Message::new(payload, None, Metadata::default()))
             .collect())
     }
 
@@ -475,24 +271,32 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
     /// Deletes a group and its dead letters, durably; its long polls end.
     async fn delete_group(&self, topic: &str, group: &str) -> Result<(), BackendError>;
 
-    /// Polls one delivery for `consumer` (`None`: the anonymous consumer).
+    /// Polls one delivery for `consumer` (`None`: the anonymous consumer), with its
+    /// message as read (payload, publish time, metadata).
     async fn poll(
         &self,
         topic: &str,
         group: &str,
         consumer: Option<&str>,
-    ) -> Result<Option<Delivery<Bytes>>, BackendError>;
+    ) -> Result<Option<MessageDelivery>, BackendError>;
 
-    /// Polls up to `max` deliveries for `consumer`, without waiting.
+    /// Polls up to `max` deliveries for `consumer`, without waiting, each with its
+    /// message as read. [`PollScope::All`]: its own in flight first, then new ones.
+    /// [`PollScope::New`]: new ones only, with those it has in flight counted against
+    /// `max` (`mailroom::group::plan_batch_new`), so it never holds more than `max` after
+    /// the call and none of its own is handed out (or read) again: a consume stream's
+    /// refill.
     async fn poll_batch(
         &self,
         topic: &str,
         group: &str,
         consumer: Option<&str>,
         max: usize,
-    ) -> Result<Vec<Delivery<Bytes>>, BackendError>;
+        scope: PollScope,
+    ) -> Result<Vec<MessageDelivery>, BackendError>;
 
-    /// Acks `acks`, then polls up to `max` deliveries, in one write.
+    /// Acks `acks`, then polls up to `max` deliveries of `scope` (as
+    /// [`poll_batch`](Self::poll_batch)), in one write.
     async fn ack_then_poll_batch(
         &self,
         topic: &str,
@@ -500,7 +304,8 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
         acks: &[DeliveryId],
         consumer: Option<&str>,
         max: usize,
-    ) -> Result<AckedThenPolled, BackendError>;
+        scope: PollScope,
+    ) -> Result<AckedThenPolled<Message<Bytes>>, BackendError>;
 
     /// Acks the exact delivery in flight.
     async fn ack(&self, topic: &str, group: &str, id: DeliveryId) -> Result<(), BackendError>;
@@ -567,14 +372,15 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
     /// polls.
     async fn resume(&self, topic: &str, group: &str) -> Result<bool, BackendError>;
 
-    /// Up to `limit` of the group's dead letters from offset `from`, with payloads.
+    /// Up to `limit` of the group's dead letters from offset `from`, each with its
+    /// message (the payload it kept; the publish time and metadata while known).
     async fn dead_letter_page(
         &self,
         topic: &str,
         group: &str,
         from: u64,
         limit: usize,
-    ) -> Result<DeadLetterPage, BackendError>;
+    ) -> Result<DeadLetterPage<Message<Bytes>>, BackendError>;
 
     /// How long until the group's answer to a poll changes by the clock alone (a
     /// backoff ending, a lease running out), if anything is due.

@@ -3,16 +3,16 @@
 
 use std::fmt;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use mailroom_store::{
-    IdempotencyWindow, IDEMPOTENCY_WINDOW_AGE_MS_MAX, IDEMPOTENCY_WINDOW_MESSAGES_MAX,
-};
-use serde::Deserialize;
+use mailroom_store::IdempotencyWindow;
 
+mod checks;
 mod fsync;
+mod layer;
 
 pub use fsync::{FsyncPolicy, FSYNC_INTERVAL_MS_MAX};
+pub use layer::ConfigLayer;
 
 /// The address `mailroom serve` listens on unless told otherwise.
 pub const LISTEN_DEFAULT: &str = "127.0.0.1:7070";
@@ -84,93 +84,6 @@ pub enum ConfigError {
         /// What the parser said.
         source: Box<toml::de::Error>,
     },
-}
-
-/// One source of settings, every field optional: the config file, or the flags and
-/// environment variables. [`Config::resolve`] layers them over the defaults.
-///
-/// In TOML the keys are the long flag names with underscores:
-///
-/// ```
-/// use mailroom_server::config::{ConfigLayer, FsyncPolicy};
-/// let layer = ConfigLayer::from_toml(r#"
-///     listen = "127.0.0.1:0"
-///     data = "/var/lib/mailroom"
-///     fsync = "interval:50"
-///     max_payload_bytes = 65536
-///     header_read_timeout_ms = 5000
-///     cors_origins = ["https://app.example"]
-/// "#).unwrap();
-/// assert_eq!(layer.fsync, Some(FsyncPolicy::Interval(std::time::Duration::from_millis(50))));
-/// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ConfigLayer {
-    /// The address to listen on.
-    pub listen: Option<SocketAddr>,
-    /// The data directory.
-    pub data: Option<PathBuf>,
-    /// The fsync policy.
-    pub fsync: Option<FsyncPolicy>,
-    /// The bearer token every `/v1` call must carry.
-    pub token: Option<String>,
-    /// The largest message body accepted, in bytes.
-    pub max_payload_bytes: Option<u64>,
-    /// How long a request's head may take to arrive, and an idle keep-alive connection
-    /// may wait for the next one, in milliseconds.
-    pub header_read_timeout_ms: Option<u64>,
-    /// The origins browsers may call from (`--cors-origin`); each entry may itself be a
-    /// comma-separated list.
-    pub cors_origins: Option<Vec<String>>,
-    /// The default age limit of every topic's retention, in milliseconds.
-    pub retention_max_age_ms: Option<u64>,
-    /// The default size limit of every topic's retention, in bytes.
-    pub retention_max_bytes: Option<u64>,
-    /// How often the background task applies retention, in milliseconds.
-    pub retention_interval_ms: Option<u64>,
-    /// The size at which a log starts a new segment, in bytes.
-    pub segment_bytes: Option<u64>,
-    /// The most topics the store holds (default: sized from the open-file limit).
-    pub max_topics: Option<usize>,
-    /// The most connections served at once (default: sized from the open-file limit).
-    pub max_connections: Option<usize>,
-    /// The kernel send buffer of every accepted connection, in bytes.
-    pub socket_send_buffer_bytes: Option<usize>,
-    /// Where topics and groups are kept: `postgres://...` for a PostgreSQL database that
-    /// several brokers may share; unset, the embedded store in `data`.
-    pub store: Option<String>,
-    /// How many of a topic's newest messages its idempotency window covers.
-    pub idempotency_window_messages: Option<u64>,
-    /// How long a topic's idempotency window remembers a key, in milliseconds.
-    pub idempotency_window_ms: Option<u64>,
-}
-
-impl ConfigLayer {
-    /// Parses a TOML config file's text.
-    ///
-    /// # Errors
-    /// [`ConfigError::Parse`] for bad TOML, unknown keys or badly typed values.
-    pub fn from_toml(text: &str) -> Result<ConfigLayer, ConfigError> {
-        toml::from_str(text).map_err(|source| ConfigError::Parse {
-            path: PathBuf::from("<inline>"),
-            source: Box::new(source),
-        })
-    }
-
-    /// Reads and parses a TOML config file.
-    ///
-    /// # Errors
-    /// [`ConfigError::Read`] or [`ConfigError::Parse`].
-    pub fn from_file(path: &Path) -> Result<ConfigLayer, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        toml::from_str(&text).map_err(|source| ConfigError::Parse {
-            path: path.to_owned(),
-            source: Box::new(source),
-        })
-    }
 }
 
 /// The server's settings, resolved and checked.
@@ -312,7 +225,7 @@ impl Config {
                 .header_read_timeout_ms
                 .or(file.header_read_timeout_ms)
                 .unwrap_or(defaults.header_read_timeout_ms),
-            cors_origins: cors_origins(flags.cors_origins.or(file.cors_origins))?,
+            cors_origins: checks::cors_origins(flags.cors_origins.or(file.cors_origins))?,
             retention_max_age_ms: flags.retention_max_age_ms.or(file.retention_max_age_ms),
             retention_max_bytes: flags.retention_max_bytes.or(file.retention_max_bytes),
             retention_interval_ms: flags
@@ -339,147 +252,8 @@ impl Config {
                 .or(file.idempotency_window_ms)
                 .unwrap_or(defaults.idempotency_window_ms),
         };
-        config.check()?;
-        config.check_retention()?;
-        config.check_limits()?;
+        config.check_all()?;
         Ok(config)
-    }
-
-    fn check(&self) -> Result<(), ConfigError> {
-        if let Some(store) = &self.store {
-            if !(store.starts_with("postgres://") || store.starts_with("postgresql://")) {
-                return Err(ConfigError::Invalid {
-                    setting: "store",
-                    reason: "must be a postgres:// or postgresql:// URL".into(),
-                });
-            }
-        }
-        if self.payload_bytes_max == 0 || self.payload_bytes_max > PAYLOAD_BYTES_MAX_LIMIT {
-            return Err(ConfigError::Invalid {
-                setting: "max-payload-bytes",
-                reason: format!(
-                    "{} is outside 1..={PAYLOAD_BYTES_MAX_LIMIT}",
-                    self.payload_bytes_max
-                ),
-            });
-        }
-        if self.header_read_timeout_ms == 0
-            || self.header_read_timeout_ms > HEADER_READ_TIMEOUT_MS_MAX
-        {
-            return Err(ConfigError::Invalid {
-                setting: "header-read-timeout-ms",
-                reason: format!(
-                    "{} is outside 1..={HEADER_READ_TIMEOUT_MS_MAX}",
-                    self.header_read_timeout_ms
-                ),
-            });
-        }
-        if let Some(token) = &self.token {
-            // A token must be sendable in a header; an empty one would be no protection.
-            let printable = token.bytes().all(|b| b.is_ascii_graphic());
-            if token.is_empty() || !printable {
-                return Err(ConfigError::Invalid {
-                    setting: "token",
-                    reason: "must be non-empty printable ASCII without spaces".into(),
-                });
-            }
-        }
-        Ok(())
-    }
-}
-
-/// The `--cors-origin` values, split at commas, checked and normalized, without repeats.
-fn cors_origins(values: Option<Vec<String>>) -> Result<Vec<String>, ConfigError> {
-    let mut origins = Vec::new();
-    for value in values.iter().flatten() {
-        for text in value.split(',').filter(|text| !text.trim().is_empty()) {
-            let origin = crate::browser::origins::parse_origin(text)?;
-            if !origins.contains(&origin) {
-                origins.push(origin);
-            }
-        }
-    }
-    Ok(origins)
-}
-
-impl Config {
-    fn check_retention(&self) -> Result<(), ConfigError> {
-        let bounds = [
-            (
-                "retention-max-age-ms",
-                self.retention_max_age_ms,
-                1,
-                RETENTION_AGE_MS_MAX,
-            ),
-            (
-                "retention-max-bytes",
-                self.retention_max_bytes,
-                1,
-                RETENTION_BYTES_MAX,
-            ),
-            (
-                "retention-interval-ms",
-                Some(self.retention_interval_ms),
-                RETENTION_INTERVAL_MS_MIN,
-                RETENTION_INTERVAL_MS_MAX,
-            ),
-            (
-                "segment-bytes",
-                Some(self.segment_bytes),
-                SEGMENT_BYTES_MIN,
-                SEGMENT_BYTES_MAX,
-            ),
-            (
-                "idempotency-window-messages",
-                Some(self.idempotency_window_messages),
-                1,
-                IDEMPOTENCY_WINDOW_MESSAGES_MAX,
-            ),
-            (
-                "idempotency-window-ms",
-                Some(self.idempotency_window_ms),
-                1,
-                IDEMPOTENCY_WINDOW_AGE_MS_MAX,
-            ),
-        ];
-        for (setting, value, min, max) in bounds {
-            if let Some(value) = value.filter(|value| !(min..=max).contains(value)) {
-                return Err(ConfigError::Invalid {
-                    setting,
-                    reason: format!("{value} is outside {min}..={max}"),
-                });
-            }
-        }
-        Ok(())
-    }
-}
-
-impl Config {
-    fn check_limits(&self) -> Result<(), ConfigError> {
-        let bounds = [
-            ("max-topics", self.topics_max, 1, TOPICS_MAX_LIMIT),
-            (
-                "max-connections",
-                self.connections_max,
-                1,
-                CONNECTIONS_MAX_LIMIT,
-            ),
-            (
-                "socket-send-buffer-bytes",
-                Some(self.socket_send_buffer_bytes),
-                SOCKET_SEND_BUFFER_BYTES_MIN,
-                SOCKET_SEND_BUFFER_BYTES_MAX,
-            ),
-        ];
-        for (setting, value, min, max) in bounds {
-            if let Some(value) = value.filter(|value| !(min..=max).contains(value)) {
-                return Err(ConfigError::Invalid {
-                    setting,
-                    reason: format!("{value} is outside {min}..={max}"),
-                });
-            }
-        }
-        Ok(())
     }
 }
 

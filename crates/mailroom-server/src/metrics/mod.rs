@@ -63,6 +63,13 @@ pub struct ChannelLabels {
     pub channel: String,
 }
 
+/// Labels for the channel relay's counts, split by what became of the messages.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RelayLabels {
+    /// `sent`, `unsent`, `received` or `missed` ([`RelayCounts`](crate::channels::RelayCounts)).
+    pub outcome: String,
+}
+
 /// Labels for request latencies: the route pattern, never the raw path, so the series
 /// count stays bounded whatever clients send.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -121,6 +128,11 @@ pub struct Metrics {
     pub channel_drops: Family<ChannelLabels, Counter>,
     /// Subscribers connected; refreshed on every scrape.
     pub channel_subscribers: Family<ChannelLabels, Gauge<i64, AtomicI64>>,
+    /// Channel messages relayed between brokers sharing a store, by outcome; caught up
+    /// from the relay's counts on every scrape (no series without a relay).
+    pub channel_relay: Family<RelayLabels, Counter>,
+    /// Serialises that catch-up, so two scrapes at once cannot both add a difference.
+    relay_counters_sync: std::sync::Mutex<()>,
     /// Request latency, from the request reaching the router to the response head.
     pub request_seconds: HistogramFamily<RequestLabels>,
     /// Long polls waiting now; refreshed on every scrape.
@@ -250,6 +262,8 @@ impl Metrics {
             channel_deliveries: Family::default(),
             channel_drops: Family::default(),
             channel_subscribers: Family::default(),
+            channel_relay: Family::default(),
+            relay_counters_sync: std::sync::Mutex::new(()),
             request_seconds: Family::new_with_constructor(latency_histogram),
             long_polls_waiting: Gauge::default(),
             store_healthy: Gauge::default(),
@@ -373,6 +387,30 @@ impl Metrics {
         ];
         for (family, total) in pairs {
             let counter = family.get_or_create(labels);
+            let seen = counter.get();
+            if total > seen {
+                counter.inc_by(total - seen);
+            }
+        }
+    }
+
+    /// Raises the channel relay's counters to `counts` (which only grow).
+    pub fn catch_up_relay(&self, counts: crate::channels::RelayCounts) {
+        let _one_at_a_time = self
+            .relay_counters_sync
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let pairs = [
+            ("sent", counts.sent),
+            ("unsent", counts.unsent),
+            ("received", counts.received),
+            ("missed", counts.missed),
+        ];
+        for (outcome, total) in pairs {
+            let labels = RelayLabels {
+                outcome: outcome.to_owned(),
+            };
+            let counter = self.channel_relay.get_or_create(&labels);
             let seen = counter.get();
             if total > seen {
                 counter.inc_by(total - seen);

@@ -114,6 +114,17 @@ impl Metrics {
                 family.clone(),
             );
         }
+        register_labelled(
+            registry,
+            described,
+            (
+                "mailroom",
+                "channel_relay_messages",
+                "Channel messages relayed between brokers sharing a store, by outcome",
+                "counter",
+            ),
+            self.channel_relay.clone(),
+        );
     }
 
     /// Registers the gauges of current state and the latency histograms.

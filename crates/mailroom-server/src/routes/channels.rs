@@ -132,16 +132,24 @@ pub async fn channel_info_route(
 }
 
 /// Publishes the raw body to every current subscriber; never waits for any of them.
+///
+/// With brokers sharing a PostgreSQL store, the message also goes to the subscribers of
+/// the channel of that name on every other broker; the answer counts this broker's
+/// subscribers only.
 #[utoipa::path(post, path = "/v1/channels/{channel}/messages", tag = "channels",
     params(("channel" = crate::names::Name, Path, description = "Channel name")),
     request_body(content = String, content_type = "application/octet-stream",
-        description = "The message: any bytes, up to --max-payload-bytes"),
+        description = "The message: any bytes, up to --max-payload-bytes (and up to 5632 \
+            bytes with a PostgreSQL store)"),
     responses(
-        (status = 200, description = "Fanned out", body = ChannelDelivery),
+        (status = 200, description = "Fanned out; delivered and dropped count this broker's \
+            subscribers only (other brokers sharing a PostgreSQL store get it too, uncounted \
+            here)", body = ChannelDelivery),
         (status = 400, description = "Invalid name", body = ErrorBody),
         (status = 401, description = "Missing or wrong token", body = ErrorBody),
         (status = 404, description = "Unknown channel", body = ErrorBody),
-        (status = 413, description = "Body larger than --max-payload-bytes", body = ErrorBody),
+        (status = 413, description = "Body larger than --max-payload-bytes, or than 5632 \
+            bytes with a PostgreSQL store", body = ErrorBody),
     ))]
 pub async fn publish_channel(
     State(state): State<AppState>,
@@ -149,8 +157,7 @@ pub async fn publish_channel(
     body: Result<RawBody, ApiError>,
 ) -> Result<Json<ChannelDelivery>, ApiError> {
     let RawBody(payload) = body?;
-    let handle = state.channels.get(&channel)?;
-    let delivery = handle.broker.publish(payload)?;
+    let delivery = state.channels.publish(&channel, payload)?;
     let labels = Metrics::channel(&channel);
     let metrics = &state.metrics;
     metrics.channel_publishes.get_or_create(&labels).inc();

@@ -59,17 +59,11 @@ pub async fn dead_letters(
         .backend
         .dead_letter_page(&topic, &group, from, limit)
         .await?;
-    let mut letters = page.letters;
-    let items = letters
-        .iter_mut()
-        .map(|letter| (letter.offset, std::mem::take(&mut letter.message)))
-        .collect();
-    let messages = state.backend.messages(&topic, items)?;
-    let dead_letters = letters
+    let dead_letters = page
+        .letters
         .into_iter()
-        .zip(messages)
-        .map(|(letter, message)| {
-            let (payload, (key, headers, published_at_ms)) = metadata::fields(message);
+        .map(|letter| {
+            let (payload, (key, headers, published_at_ms)) = metadata::fields(letter.message);
             let (payload, payload_base64) = encode_payload(payload);
             DeadLetterBody {
                 offset: letter.offset,

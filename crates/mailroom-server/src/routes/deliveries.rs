@@ -16,6 +16,7 @@ pub use mailroom_api::deliveries::{
     Acked, DeliveryBody, DeliveryId as DeliveryRef, NackKind as NackKindBody, NackOutcome,
     NackRequest, Nacked, PollRequest,
 };
+use mailroom_store::MessageDelivery;
 use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt as _};
 use utoipa_axum::routes;
 
@@ -48,26 +49,12 @@ pub(crate) fn encode_payload(payload: Bytes) -> (Option<String>, Option<String>)
     }
 }
 
-/// The JSON forms of `deliveries` of `topic`, each with its message's metadata.
-pub(crate) fn delivery_bodies(
-    state: &AppState,
-    topic: &str,
-    deliveries: Vec<mailroom::topic::Delivery<Bytes>>,
-) -> Result<Vec<DeliveryBody>, ApiError> {
-    let ids: Vec<DeliveryRef> = deliveries
-        .iter()
-        .map(|delivery| delivery.id().into())
-        .collect();
-    let items = deliveries
+/// The JSON forms of `deliveries`, each with its message's publish time and metadata.
+pub(crate) fn delivery_bodies(deliveries: Vec<MessageDelivery>) -> Vec<DeliveryBody> {
+    deliveries
         .into_iter()
-        .map(|delivery| (delivery.offset, delivery.message))
-        .collect();
-    let messages = state.backend.messages(topic, items)?;
-    Ok(ids
-        .into_iter()
-        .zip(messages)
-        .map(|(id, message)| delivery_body(id.offset, id.attempt, message))
-        .collect())
+        .map(|delivery| delivery_body(delivery.offset, delivery.attempt, delivery.message))
+        .collect()
 }
 
 /// The JSON form of one delivery of the message at `offset`.
@@ -90,7 +77,7 @@ async fn poll_delivery(
     topic: String,
     group: String,
     consumer: Option<String>,
-) -> Result<Option<mailroom::topic::Delivery<Bytes>>, ApiError> {
+) -> Result<Option<MessageDelivery>, ApiError> {
     let labels = Metrics::group(&topic, &group);
     let delivery = state
         .backend
@@ -122,10 +109,10 @@ pub async fn poll(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let consumer = poll_consumer(query, &body)?;
-    let Some(delivery) = poll_delivery(&state, topic.clone(), group, consumer).await? else {
+    let Some(delivery) = poll_delivery(&state, topic, group, consumer).await? else {
         return Ok(StatusCode::NO_CONTENT.into_response());
     };
-    let mut bodies = delivery_bodies(&state, &topic, vec![delivery])?;
+    let mut bodies = delivery_bodies(vec![delivery]);
     Ok(Json(bodies.pop().expect("one delivery, one body")).into_response())
 }
 
@@ -156,15 +143,13 @@ pub async fn poll_raw(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let consumer = poll_consumer(query, &body)?;
-    let Some(delivery) = poll_delivery(&state, topic.clone(), group, consumer).await? else {
+    let Some(delivery) = poll_delivery(&state, topic, group, consumer).await? else {
         return Ok(StatusCode::NO_CONTENT.into_response());
     };
     let mut headers = HeaderMap::new();
     headers.insert(OFFSET_HEADER, HeaderValue::from(delivery.offset));
     headers.insert(ATTEMPT_HEADER, HeaderValue::from(delivery.attempt));
-    let item = vec![(delivery.offset, delivery.message)];
-    let message = state.backend.messages(&topic, item)?.pop();
-    let message = message.expect("one delivery, one message");
+    let message = delivery.message;
     metadata::insert_response_headers(&message, &mut headers);
     headers.insert(
         axum::http::header::CONTENT_TYPE,

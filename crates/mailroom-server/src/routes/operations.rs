@@ -133,6 +133,9 @@ async fn refresh_gauges(state: &AppState) -> Result<(), ApiError> {
             .get_or_create(&Metrics::channel(&channel.name))
             .set(i64::try_from(subscribers).unwrap_or(i64::MAX));
     }
+    if let Some(counts) = state.channels.relay_counts() {
+        state.metrics.catch_up_relay(counts);
+    }
     Ok(())
 }
 

@@ -13,13 +13,14 @@ use std::ops::Range;
 
 use bytes::Bytes;
 use mailroom::group::{DeliveryId, NackOptions, NotOwned};
-use mailroom::topic::{GroupInfo, Nack, TopicError};
+use mailroom::topic::{GroupInfo, Message, Metadata, Nack, TopicError};
 
 use super::pending::{Pending, Staged, UNWRITTEN_FROM};
 use super::set::{GroupSet, GroupSlot};
 use super::transition::GroupTransition;
 use super::{dead_letter_payload, GroupEntry};
-use crate::log::Log;
+use crate::log::{Log, Record};
+use crate::message::message_of;
 use crate::StoreError;
 
 impl GroupSet {
@@ -35,6 +36,50 @@ impl GroupSet {
             Some(&record) => self.dead_letter_record(record, offset).map(Some),
             None => Ok(messages.read(offset)?.map(|message| message.payload)),
         }
+    }
+
+    /// The message at `offset` for a delivery, with its publish time and metadata, read
+    /// once: from the message log (`None` if retention deleted it), or, redriven, with
+    /// the payload its dead-letter record kept and the publish time and metadata from the
+    /// log while the log still holds it (without them once retention deleted it).
+    ///
+    /// # Errors
+    ///
+    /// Read errors; a record whose metadata block does not read (corrupt).
+    pub(super) fn delivered_message(
+        &self,
+        messages: &Log,
+        entry: &GroupEntry,
+        offset: u64,
+    ) -> Result<Option<Message<Bytes>>, StoreError> {
+        let Some(&record) = entry.redriven_records.get(&offset) else {
+            return messages
+                .read(offset)?
+                .map(|read| self.message_of(read))
+                .transpose();
+        };
+        let payload = self.dead_letter_record(record, offset)?;
+        Ok(Some(match messages.read(offset)? {
+            Some(read) => Message {
+                payload,
+                ..self.message_of(read)?
+            },
+            None => Message::new(payload, None, Metadata::default()),
+        }))
+    }
+
+    /// The message of a record read from the message log.
+    ///
+    /// # Errors
+    ///
+    /// A metadata block that does not read (corrupt).
+    pub(super) fn message_of(&self, record: Record) -> Result<Message<Bytes>, StoreError> {
+        let position = record.offset;
+        message_of(record).map_err(|reason| StoreError::Corrupt {
+            path: self.topic_dir.join("messages"),
+            position,
+            reason,
+        })
     }
 
     /// The payload kept by the dead-letter record (or copy) at groups-log offset `record`.

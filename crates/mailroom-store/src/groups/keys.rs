@@ -5,17 +5,17 @@
 //! the window `[position, position + W)` on each plan, so a record read per question
 //! would cost W reads per delivery. [`KeyCache`] reads each message's record once, the
 //! first time the planner asks, keeps its key hash for as long as it is in the window,
-//! and keeps its payload too (up to [`STASH_BYTES_MAX`]): the planner asks for a fresh
-//! message's key just before it is delivered, so the delivery takes the payload from
-//! here instead of reading the record a second time. Keys never change, so nothing here
+//! and keeps the record too (up to [`STASH_BYTES_MAX`] of payloads): the planner asks for
+//! a fresh message's key just before it is delivered, so the delivery takes the message
+//! (payload, publish time, metadata) from here instead of reading the record a second
+//! time. Keys never change, so nothing here
 //! is persisted: after a restart the cache fills again from the log.
 
 use std::collections::{BTreeMap, VecDeque};
 
-use bytes::Bytes;
 use mailroom::group::{key_hash, KeyLookup};
 
-use crate::log::Log;
+use crate::log::{Log, Record};
 use crate::message::key_of_block;
 use crate::StoreError;
 
@@ -32,8 +32,8 @@ pub struct KeyCache {
     base: u64,
     /// One entry per offset from `base`: the message's key hash, or `None` without a key.
     hashes: VecDeque<Option<u64>>,
-    /// Payloads read with their keys and not yet delivered, by offset.
-    stash: BTreeMap<u64, Bytes>,
+    /// Records read with their keys and not yet delivered, by offset.
+    stash: BTreeMap<u64, Record>,
     stash_bytes: usize,
 }
 
@@ -51,15 +51,15 @@ impl KeyCache {
             if *entry.key() >= position {
                 break;
             }
-            self.stash_bytes -= entry.remove().len();
+            self.stash_bytes -= entry.remove().payload.len();
         }
     }
 
-    /// Takes the payload read with the key of `offset`, if it is still here.
-    pub fn take_payload(&mut self, offset: u64) -> Option<Bytes> {
-        let payload = self.stash.remove(&offset)?;
-        self.stash_bytes -= payload.len();
-        Some(payload)
+    /// Takes the record read with the key of `offset`, if it is still here.
+    pub fn take_record(&mut self, offset: u64) -> Option<Record> {
+        let record = self.stash.remove(&offset)?;
+        self.stash_bytes -= record.payload.len();
+        Some(record)
     }
 
     /// The key hash of `offset`, reading its record the first time.
@@ -86,7 +86,7 @@ impl KeyCache {
             self.hashes.push_back(hash);
             self.base = offset;
         }
-        self.keep_payload(offset, record.payload);
+        self.keep_record(offset, record);
         Ok(hash)
     }
 
@@ -100,16 +100,17 @@ impl KeyCache {
         Ok(messages.read(offset)?.and_then(|record| hash_of(&record)))
     }
 
-    fn keep_payload(&mut self, offset: u64, payload: Bytes) {
-        if payload.len() > STASH_BYTES_MAX || self.stash.contains_key(&offset) {
+    fn keep_record(&mut self, offset: u64, record: Record) {
+        let bytes = record.payload.len();
+        if bytes > STASH_BYTES_MAX || self.stash.contains_key(&offset) {
             return;
         }
-        self.stash_bytes += payload.len();
-        self.stash.insert(offset, payload);
+        self.stash_bytes += bytes;
+        self.stash.insert(offset, record);
         // The lowest are held back by their keys; the newest are about to go out.
         while self.stash_bytes > STASH_BYTES_MAX || self.stash.len() > STASH_PAYLOADS_MAX {
             let (_, dropped) = self.stash.pop_first().expect("over the cap, so not empty");
-            self.stash_bytes -= dropped.len();
+            self.stash_bytes -= dropped.payload.len();
         }
     }
 }

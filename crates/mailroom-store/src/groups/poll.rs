@@ -17,10 +17,10 @@
 
 use bytes::Bytes;
 use mailroom::group::{
-    plan_batch, BatchEnd, BatchHome, BatchPoll, Change, DeliveryId, GroupState, NewDelivery, Offer,
-    PollStep, WindowScan,
+    plan_batch, plan_batch_new, BatchEnd, BatchHome, BatchPoll, Change, DeliveryId, GroupState,
+    NewDelivery, Offer, PollStep, WindowScan,
 };
-use mailroom::topic::Delivery;
+use mailroom::topic::{Delivery, Message};
 
 use super::keys::KeyReader;
 use super::pending::{Pending, Staged};
@@ -28,7 +28,7 @@ use super::set::{GroupSet, GroupSlot};
 use super::transition::GroupTransition;
 use super::GroupEntry;
 use crate::log::Log;
-use crate::StoreError;
+use crate::{MessageDelivery, PollScope, StoreError};
 
 /// How often a poll starts over when retention deletes its message under it (only
 /// possible with `keep_unconsumed` off) before giving up.
@@ -39,9 +39,10 @@ const BATCH_PREALLOCATED_MAX: usize = 256;
 
 impl GroupSet {
     /// Polls up to `max` (at least 1, already checked) deliveries of `group` as
-    /// `consumer`: its own in flight, then new ones, in one transaction, staged (the
-    /// deliveries may be handed out once the groups log is durable below the written end;
-    /// a single poll is a batch of one).
+    /// `consumer`: its own in flight, then new ones (with [`PollScope::New`], new ones
+    /// only), in one transaction, staged (the deliveries may be handed out once the
+    /// groups log is durable below the written end; a single poll is a batch of one).
+    /// Each delivery carries its message as read, once.
     ///
     /// # Errors
     ///
@@ -53,12 +54,14 @@ impl GroupSet {
         group: &str,
         consumer: Option<&str>,
         max: usize,
-    ) -> Result<Staged<Vec<Delivery<Bytes>>>, StoreError> {
+        scope: PollScope,
+    ) -> Result<Staged<Vec<MessageDelivery>>, StoreError> {
         self.stage_transaction(messages, group, |slot, entry, pending, now_ms| {
             let batch = Batch {
                 slot,
                 consumer,
                 max,
+                scope,
                 bytes_max: self.poll_batch_bytes_max,
                 now_ms,
             };
@@ -81,13 +84,15 @@ impl GroupSet {
         acks: &[DeliveryId],
         consumer: Option<&str>,
         max: usize,
-    ) -> Result<Staged<crate::AckedThenPolled>, StoreError> {
+        scope: PollScope,
+    ) -> Result<Staged<crate::AckedThenPolled<Message<Bytes>>>, StoreError> {
         self.stage_transaction(messages, group, |slot, entry, pending, now_ms| {
             let acked = self.settle_staged(messages, slot, entry, pending, acks, None, now_ms)?;
             let batch = Batch {
                 slot,
                 consumer,
                 max,
+                scope,
                 bytes_max: self.poll_batch_bytes_max,
                 now_ms,
             };
@@ -105,7 +110,7 @@ impl GroupSet {
         entry: &mut GroupEntry,
         pending: &mut Pending,
         batch: &Batch<'_>,
-    ) -> Result<Vec<Delivery<Bytes>>, StoreError> {
+    ) -> Result<Vec<MessageDelivery>, StoreError> {
         for _ in 0..POLL_RETRIES_MAX {
             let start = messages.start();
             if entry.state.position() < start {
@@ -140,7 +145,7 @@ impl GroupSet {
         entry: &mut GroupEntry,
         pending: &mut Pending,
         batch: &Batch<'_>,
-    ) -> Result<Option<Vec<Delivery<Bytes>>>, StoreError> {
+    ) -> Result<Option<Vec<MessageDelivery>>, StoreError> {
         let poll = BatchPoll {
             consumer: batch.consumer,
             max: batch.max,
@@ -156,21 +161,25 @@ impl GroupSet {
             deliveries: Vec::with_capacity(batch.max.min(BATCH_PREALLOCATED_MAX)),
             bytes: ByteBudget::new(batch.bytes_max),
         };
-        Ok(match plan_batch(&mut home, &poll)? {
+        let end = match batch.scope {
+            PollScope::All => plan_batch(&mut home, &poll)?,
+            PollScope::New => plan_batch_new(&mut home, &poll)?,
+        };
+        Ok(match end {
             BatchEnd::Done => Some(home.deliveries),
             BatchEnd::Vanished => None,
         })
     }
 
-    /// The payload of the message at `offset` for a delivery; `None` if retention deleted
-    /// it (start over).
+    /// The message at `offset` for a delivery; `None` if retention deleted it (start
+    /// over).
     fn message(
         &self,
         messages: &Log,
         entry: &GroupEntry,
         offset: u64,
-    ) -> Result<Option<Bytes>, StoreError> {
-        match self.payload(messages, entry, offset)? {
+    ) -> Result<Option<Message<Bytes>>, StoreError> {
+        match self.delivered_message(messages, entry, offset)? {
             Some(message) => Ok(Some(message)),
             None if offset >= messages.start() => Err(StoreError::Corrupt {
                 path: self.topic_dir.join("messages"),
@@ -190,28 +199,28 @@ struct StagedBatch<'a> {
     batch: &'a Batch<'a>,
     entry: &'a mut GroupEntry,
     pending: &'a mut Pending,
-    deliveries: Vec<Delivery<Bytes>>,
+    deliveries: Vec<MessageDelivery>,
     bytes: ByteBudget,
 }
 
 impl StagedBatch<'_> {
-    /// Reads the payload of `id` and adds the delivery if it fits; `take` runs first
+    /// Reads the message of `id` and adds the delivery if it fits; `take` runs first
     /// (to stage a new delivery), only if it does.
     fn offer(&mut self, id: DeliveryId, take: impl FnOnce(&mut Self)) -> Result<Offer, StoreError> {
-        // A payload read with its key just before is taken from there (see `keys.rs`);
+        // A record read with its key just before is taken from there (see `keys.rs`);
         // a redriven message's payload comes from its dead letter, never from the log.
         let stashed = match self.entry.redriven_records.contains_key(&id.offset) {
             true => None,
-            false => self.entry.keys.take_payload(id.offset),
+            false => self.entry.keys.take_record(id.offset),
         };
         let message = match stashed {
-            Some(message) => message,
+            Some(record) => self.set.message_of(record)?,
             None => match self.set.message(self.messages, self.entry, id.offset)? {
                 Some(message) => message,
                 None => return Ok(Offer::Vanished),
             },
         };
-        if !self.bytes.take(&message) {
+        if !self.bytes.take(&message.payload) {
             return Ok(Offer::Declined);
         }
         take(self);
@@ -277,6 +286,7 @@ struct Batch<'a> {
     slot: &'a GroupSlot,
     consumer: Option<&'a str>,
     max: usize,
+    scope: PollScope,
     bytes_max: usize,
     now_ms: u64,
 }
@@ -310,7 +320,7 @@ impl ByteBudget {
     }
 }
 
-fn delivery(id: DeliveryId, message: Bytes) -> Delivery<Bytes> {
+fn delivery(id: DeliveryId, message: Message<Bytes>) -> MessageDelivery {
     Delivery {
         offset: id.offset,
         attempt: id.attempt,

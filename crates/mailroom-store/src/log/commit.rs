@@ -351,6 +351,8 @@ impl Shared {
                 self.fail_stop_cutting(&writer, &error, None);
                 return Err(error);
             }
+            // Before the sync, so the sync below makes the new zeros durable too.
+            self.preallocate(&mut writer);
             let active = Arc::clone(&writer.active);
             // Under the writer lock the segment's meta is exactly what is in its file.
             let claim = {

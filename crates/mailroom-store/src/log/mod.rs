@@ -58,6 +58,7 @@ mod index;
 mod lookup;
 mod mark;
 mod options;
+mod preallocate;
 mod recovery;
 mod reindex;
 mod repair;

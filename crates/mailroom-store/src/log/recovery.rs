@@ -334,7 +334,7 @@ pub(crate) fn note_record(
 }
 
 /// Opens the active segment: finds the last index entry that points at a valid record,
-/// scans from there, and truncates a torn tail.
+/// scans from there, and truncates a torn tail or preallocated zeros.
 fn open_active(
     storage: &dyn Storage,
     dir: &Path,
@@ -387,6 +387,8 @@ fn open_active(
         },
     )?;
     if let ScanEnd::Damaged { position, reason } = end {
+        // Checked before the zeros: a zeroed record the mark says was durable is rot,
+        // never an end.
         if let Some(claim) = synced.filter(|claim| position < claim.segment_bytes) {
             return Err(mark::rotten(
                 &segment.path,
@@ -396,14 +398,25 @@ fn open_active(
                 claim,
             ));
         }
-        truncate_torn_tail(
-            &segment,
-            &mut window,
-            position,
-            reason,
-            meta.end_offset,
-            max,
-        )?;
+        if segment::zeros_to_limit(&mut window, position)? {
+            // Preallocated zeros: the records end here, cleanly. They are cut off all
+            // the same (the sync below makes it stick), so an open segment holds only
+            // records, as before preallocation; the writer's next rounds zero-fill again.
+            tracing::debug!(path = %segment.path.display(), position, "cutting preallocated zeros");
+            segment
+                .file
+                .set_len(position)
+                .map_err(io_error("truncate", &segment.path))?;
+        } else {
+            truncate_torn_tail(
+                &segment,
+                &mut window,
+                position,
+                reason,
+                meta.end_offset,
+                max,
+            )?;
+        }
     } else if let Some(claim) = synced.filter(|claim| meta.bytes < claim.segment_bytes) {
         return Err(mark::cut_short(
             &segment.path,

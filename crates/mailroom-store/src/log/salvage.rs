@@ -193,6 +193,13 @@ fn find_cut(
                     position += length as u64;
                     due += 1;
                 }
+                // The active segment's preallocated zeros end its records, as the
+                // file's end would (open has judged them against the mark already).
+                None if Some(&base) == bases.last()
+                    && segment::zeros_to_limit(&mut window, position)? =>
+                {
+                    return Ok(None);
+                }
                 _ => {
                     let offset = due;
                     return Ok(Some(CutPoint {

@@ -200,6 +200,24 @@ pub(crate) fn scan(
     Ok(ScanEnd::Clean)
 }
 
+/// Whether every byte from `position` to the window's limit is zero: the preallocated
+/// tail of an active segment (see `preallocate.rs`), which ends its records cleanly.
+pub(crate) fn zeros_to_limit(window: &mut Window<'_>, position: u64) -> Result<bool, StoreError> {
+    let mut at = position;
+    while at < window.limit {
+        let chunk_bytes = window.chunk_bytes;
+        let bytes = window.bytes_from(at, chunk_bytes)?;
+        if bytes.is_empty() {
+            break;
+        }
+        if bytes.iter().any(|&b| b != 0) {
+            return Ok(false);
+        }
+        at += bytes.len() as u64;
+    }
+    Ok(true)
+}
+
 /// Whether a valid record with an offset at or after `offset` starts anywhere after
 /// `position`: if one does, the damage at `position` is not a torn tail, because later
 /// data reached the disk.

@@ -46,6 +46,12 @@ pub(crate) struct Writer {
     writeback_at_bytes: u64,
     /// Index entries of the active segment not yet written to its index file.
     index_pending: IndexPending,
+    /// How long the active segment's file is at least: past its records, the rest is
+    /// preallocated zeros (see `preallocate.rs`).
+    pub allocated_bytes: u64,
+    /// No preallocation is tried before the active segment holds this many bytes: set
+    /// past a failed one, so a full disk is not asked again every round.
+    pub preallocate_after_bytes: u64,
 }
 
 /// Encoded index entries waiting to be written, consecutive from entry `first_entry`.
@@ -69,6 +75,8 @@ impl IndexPending {
 }
 
 impl Writer {
+    /// The writer of `active`, whose file holds its records and nothing after them
+    /// (recovery cut any zeros).
     pub fn new(active: Arc<Segment>, options: &LogOptions) -> Writer {
         let (next_offset, bytes) = {
             let meta = active.meta.lock();
@@ -81,6 +89,8 @@ impl Writer {
             pending: Vec::new(),
             writeback_at_bytes: bytes + writeback_step_bytes(options),
             index_pending: IndexPending::default(),
+            allocated_bytes: bytes,
+            preallocate_after_bytes: 0,
         }
     }
 }
@@ -388,6 +398,14 @@ impl Shared {
     fn roll(&self, writer: &mut Writer) -> Result<(), StoreError> {
         self.flush_pending(writer)?;
         let old = Arc::clone(&writer.active);
+        let bytes = old.meta.lock().bytes;
+        if writer.allocated_bytes > bytes {
+            // A sealed segment is its records and nothing else, as before preallocation:
+            // its trailer's length is the file's, and the sync below makes the cut stick.
+            old.file
+                .set_len(bytes)
+                .map_err(io_error("truncate", &old.path))?;
+        }
         old.file.sync().map_err(io_error("fdatasync", &old.path))?;
         // All of it is durable now, so a failure below cuts nothing of it.
         *self.synced.lock() = {
@@ -409,6 +427,8 @@ impl Shared {
         };
         self.segments.write().push(Arc::clone(&new));
         writer.active = new;
+        writer.allocated_bytes = 0;
+        writer.preallocate_after_bytes = 0;
         writer.writeback_at_bytes = writeback_step_bytes(&self.options);
         tracing::debug!(base_offset = writer.next_offset, "rolled to a new segment");
         Ok(())

@@ -16,7 +16,7 @@
 
 use bytes::Bytes;
 use mailroom::group::{DeliveryId, NackOptions, NotOwned};
-use mailroom::topic::{check_batch_len, check_batch_poll, Delivery, Nack, TopicError};
+use mailroom::topic::{check_batch_len, check_batch_poll, Delivery, Message, Nack, TopicError};
 
 use crate::{Deferred, DurableTopic, StoreError};
 
@@ -107,12 +107,59 @@ impl DurableTopic {
         consumer: Option<&str>,
         max: usize,
     ) -> Result<Deferred<Vec<Delivery<Bytes>>>, StoreError> {
+        let batch = self.poll_messages_deferred(group, consumer, max, PollScope::All)?;
+        Ok(batch.and_then(|batch| Ok(payloads(batch))))
+    }
+
+    /// [`poll_batch_deferred`](Self::poll_batch_deferred) with each delivery's whole
+    /// message (payload, publish time and metadata, read once), and with `scope` saying
+    /// whether the consumer's own deliveries in flight come back first
+    /// ([`PollScope::All`]) or only new ones are made ([`PollScope::New`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`poll_batch_deferred`](Self::poll_batch_deferred).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use mailroom::group::GroupConfig;
+    /// use mailroom::topic::{Metadata, StartPosition};
+    /// use mailroom_store::{NewMessage, PollScope, Store, StoreOptions};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = Store::open(dir.path(), StoreOptions::default())?;
+    /// store.create_topic("jobs")?;
+    /// let jobs = store.topic("jobs")?;
+    /// let config = GroupConfig::new(3).with_max_in_flight(4);
+    /// jobs.create_group_with("workers", StartPosition::Earliest, config)?;
+    /// let keyed = |key| NewMessage {
+    ///     payload: Bytes::from_static(b"a"),
+    ///     metadata: Metadata::new().with_key(key),
+    /// };
+    /// jobs.publish_messages(&[keyed("k"), keyed("j")])?;
+    /// let first = jobs.poll_messages_deferred("workers", Some("w1"), 1, PollScope::All)?.wait()?;
+    /// assert_eq!(first[0].message.metadata.key.as_deref(), Some("k"));
+    /// assert!(first[0].message.published_at_ms.is_some());
+    /// // New ones only, with the one it holds counted against the window of 2.
+    /// let next = jobs.poll_messages_deferred("workers", Some("w1"), 2, PollScope::New)?.wait()?;
+    /// assert_eq!(next.iter().map(|d| d.offset).collect::<Vec<_>>(), [1]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn poll_messages_deferred(
+        &self,
+        group: &str,
+        consumer: Option<&str>,
+        max: usize,
+        scope: PollScope,
+    ) -> Result<Deferred<Vec<MessageDelivery>>, StoreError> {
         let _live = self.live()?;
         check_batch_poll(consumer, max)?;
-        let staged = self
-            .inner
-            .groups
-            .poll_batch(&self.inner.messages, group, consumer, max)?;
+        let staged =
+            self.inner
+                .groups
+                .poll_batch(&self.inner.messages, group, consumer, max, scope)?;
         Ok(self.on_groups(staged))
     }
 
@@ -295,6 +342,26 @@ impl DurableTopic {
         consumer: Option<&str>,
         max: usize,
     ) -> Result<Deferred<AckedThenPolled>, StoreError> {
+        let polled =
+            self.ack_then_poll_messages_deferred(group, acks, consumer, max, PollScope::All)?;
+        Ok(polled.and_then(|(acked, batch)| Ok((acked, payloads(batch)))))
+    }
+
+    /// [`ack_then_poll_batch_deferred`](Self::ack_then_poll_batch_deferred) with each
+    /// delivery's whole message, read once, and the poll's `scope` (see
+    /// [`poll_messages_deferred`](Self::poll_messages_deferred)).
+    ///
+    /// # Errors
+    ///
+    /// As [`ack_then_poll_batch_deferred`](Self::ack_then_poll_batch_deferred).
+    pub fn ack_then_poll_messages_deferred(
+        &self,
+        group: &str,
+        acks: &[DeliveryId],
+        consumer: Option<&str>,
+        max: usize,
+        scope: PollScope,
+    ) -> Result<Deferred<AckedThenPolled<Message<Bytes>>>, StoreError> {
         let _live = self.live()?;
         check_batch_len(acks)?;
         check_batch_poll(consumer, max)?;
@@ -304,11 +371,42 @@ impl DurableTopic {
             acks,
             consumer,
             max,
+            scope,
         )?;
         Ok(self.on_groups(staged))
     }
 }
 
 /// What [`DurableTopic::ack_then_poll_batch`] answers: one result per ack (in order),
-/// then the deliveries polled.
-pub type AckedThenPolled = (Vec<Result<(), NotOwned>>, Vec<Delivery<Bytes>>);
+/// then the deliveries polled (with [`ack_then_poll_messages_deferred`], each with its
+/// message: `AckedThenPolled<Message<Bytes>>`).
+///
+/// [`ack_then_poll_messages_deferred`]: DurableTopic::ack_then_poll_messages_deferred
+pub type AckedThenPolled<M = Bytes> = (Vec<Result<(), NotOwned>>, Vec<Delivery<M>>);
+
+/// A delivery with its message as the poll read it: payload, publish time and metadata.
+pub type MessageDelivery = Delivery<Message<Bytes>>;
+
+/// Which deliveries a batch poll hands out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PollScope {
+    /// The consumer's own deliveries in flight first, then new ones, up to `max` in all
+    /// (`mailroom::group::plan_batch`): what [`DurableTopic::poll_batch`] answers.
+    All,
+    /// New deliveries only, with the consumer's own in flight counted against `max`, so
+    /// it never holds more than `max` (`mailroom::group::plan_batch_new`): the refill of
+    /// a consumer that keeps what it was sent (a consume stream).
+    New,
+}
+
+/// The payloads of `batch`, without the rest of each message.
+fn payloads(batch: Vec<MessageDelivery>) -> Vec<Delivery<Bytes>> {
+    batch
+        .into_iter()
+        .map(|delivery| Delivery {
+            offset: delivery.offset,
+            attempt: delivery.attempt,
+            message: delivery.message.payload,
+        })
+        .collect()
+}

@@ -22,13 +22,14 @@ use crate::{DurableTopic, StoreError};
 /// The most dead letters one [`DurableTopic::dead_letter_page`] may ask for.
 pub const DEAD_LETTERS_PAGE_MAX: usize = 10_000;
 
-/// One page of a group's dead letters, from [`DurableTopic::dead_letter_page`].
+/// One page of a group's dead letters, from [`DurableTopic::dead_letter_page`] (`M`:
+/// what each carries of its message; the store answers payloads).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeadLetterPage {
+pub struct DeadLetterPage<M = Bytes> {
     /// The dead letters with offset at or after the page's `from`, by ascending offset, at
     /// most the page's `limit` of them and at most its byte cap of payloads (but at least
     /// one), each with its reason, time and payload.
-    pub letters: Vec<DeadLetterInfo<Bytes>>,
+    pub letters: Vec<DeadLetterInfo<M>>,
     /// The `from` of the next page: the offset of the first dead letter after this page
     /// (left out by the count or by the byte cap), or `None` when this page is the last.
     pub next: Option<u64>,

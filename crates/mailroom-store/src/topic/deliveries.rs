@@ -32,12 +32,14 @@ impl DurableTopic {
         &self,
         group: &str,
     ) -> Result<Deferred<Option<Delivery<Bytes>>>, StoreError> {
-        let _live = self.live()?;
-        let staged = self
-            .inner
-            .groups
-            .poll_batch(&self.inner.messages, group, None, 1)?;
-        Ok(self.on_groups(staged).and_then(|mut batch| Ok(batch.pop())))
+        let batch = self.poll_messages_deferred(group, None, 1, crate::PollScope::All)?;
+        Ok(batch.and_then(|mut batch| {
+            Ok(batch.pop().map(|delivery| Delivery {
+                offset: delivery.offset,
+                attempt: delivery.attempt,
+                message: delivery.message.payload,
+            }))
+        }))
     }
 
     /// Polls `group` as `consumer`, as `mailroom::topic::Topic::poll_as`.

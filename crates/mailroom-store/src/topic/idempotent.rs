@@ -8,9 +8,11 @@
 //! idempotency keys never take that lock.
 
 use std::collections::HashMap;
+use std::ops::Range;
 
 use mailroom::topic::TopicError;
 
+use crate::encoded_batch::EncodedBatch;
 use crate::message::NewMessage;
 use crate::{Deferred, DurableTopic, StoreError};
 
@@ -86,15 +88,96 @@ impl DurableTopic {
         for message in messages {
             message.metadata.check().map_err(TopicError::from)?;
         }
+        let keys = messages
+            .iter()
+            .map(|message| message.metadata.idempotency_key.as_deref());
+        self.write_once(keys, |written, now_ms| {
+            let written: Vec<&NewMessage> = written.iter().map(|&n| &messages[n]).collect();
+            self.write_messages(&written, now_ms)
+        })
+    }
+
+    /// [`publish_once`](Self::publish_once) of messages already encoded as record bodies
+    /// ([`EncodedBatch`]): the same answers and the same records, without the owned
+    /// metadata. A batch without idempotency keys does not take the window's lock.
+    ///
+    /// # Errors
+    ///
+    /// As [`publish_once`](Self::publish_once) (the metadata was checked when it was
+    /// pushed).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use mailroom::topic::MetadataRef;
+    /// use mailroom_store::{EncodedBatch, Store, StoreOptions, Stored};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = Store::open(dir.path(), StoreOptions::default())?;
+    /// store.create_topic("t")?;
+    /// let topic = store.topic("t")?;
+    /// let once = MetadataRef { idempotency_key: Some("invoice-7"), ..MetadataRef::default() };
+    /// let mut batch = EncodedBatch::default();
+    /// batch.push(&once, b"pay invoice 7")?;
+    /// batch.push(&once, b"pay invoice 7")?;
+    /// let answers = topic.publish_encoded(&batch)?;
+    /// assert_eq!(answers[1], Stored { offset: 0, duplicate: true });
+    /// assert_eq!(topic.len(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn publish_encoded(&self, batch: &EncodedBatch) -> Result<Vec<Stored>, StoreError> {
+        self.publish_encoded_deferred(batch)?.wait()
+    }
+
+    /// [`publish_encoded`](Self::publish_encoded) without the wait, as
+    /// [`publish_once_deferred`](Self::publish_once_deferred).
+    ///
+    /// # Errors
+    ///
+    /// As [`publish_encoded`](Self::publish_encoded).
+    pub fn publish_encoded_deferred(
+        &self,
+        batch: &EncodedBatch,
+    ) -> Result<Deferred<Vec<Stored>>, StoreError> {
+        let _live = self.live()?;
+        let write = |written: &[usize], now_ms: u64| {
+            let (bodies, flags): (Vec<&[u8]>, Vec<bool>) =
+                written.iter().map(|&n| batch.body(n)).unzip();
+            self.inner.messages.write_bodies(&bodies, &flags, now_ms)
+        };
+        if batch.has_idempotency_keys() {
+            let keys = (0..batch.len()).map(|n| batch.idempotency_key(n));
+            return self.write_once(keys, write);
+        }
+        let all: Vec<usize> = (0..batch.len()).collect();
+        let offsets = write(&all, self.inner.clock.now_ms())?;
+        let answers = offsets
+            .clone()
+            .map(|offset| Stored {
+                offset,
+                duplicate: false,
+            })
+            .collect();
+        let log = &self.inner.messages;
+        Ok(Deferred::on_messages(log.durable(offsets.end), Ok(answers)))
+    }
+
+    /// The window's part of an idempotent publish of messages whose idempotency keys are
+    /// `keys`: under the window's lock, decides which are repeats, has `write` write the
+    /// others (their indices, in order, at the time given) and records their keys.
+    fn write_once<'k>(
+        &self,
+        keys: impl Iterator<Item = Option<&'k str>> + Clone,
+        write: impl FnOnce(&[usize], u64) -> Result<Range<u64>, StoreError>,
+    ) -> Result<Deferred<Vec<Stored>>, StoreError> {
         let log = &self.inner.messages;
         let mut seen = self.inner.keys_seen.lock();
         let now_ms = self.inner.clock.now_ms();
         seen.forget_old(log.written_end(), now_ms);
-        let mut plans = Vec::with_capacity(messages.len());
+        let mut plans = Vec::with_capacity(keys.size_hint().0);
         let mut in_batch: HashMap<&str, usize> = HashMap::new();
-        let mut written: Vec<&NewMessage> = Vec::with_capacity(messages.len());
-        for message in messages {
-            let key = message.metadata.idempotency_key.as_deref();
+        let mut written: Vec<usize> = Vec::with_capacity(keys.size_hint().0);
+        for (index, key) in keys.clone().enumerate() {
             if let Some(offset) = key.and_then(|key| seen.offset_of(key)) {
                 plans.push(Plan::Seen(offset));
             } else if let Some(&n) = key.and_then(|key| in_batch.get(key)) {
@@ -104,13 +187,17 @@ impl DurableTopic {
                     in_batch.insert(key, written.len());
                 }
                 plans.push(Plan::Written(written.len(), false));
-                written.push(message);
+                written.push(index);
             }
         }
-        let offsets = self.write_messages(&written, now_ms)?;
-        for (n, message) in written.iter().enumerate() {
-            if let Some(key) = &message.metadata.idempotency_key {
-                seen.insert(key.clone(), offsets.start + n as u64, now_ms);
+        let offsets = write(&written, now_ms)?;
+        let mut next = written.iter().copied().zip(offsets.clone()).peekable();
+        for (index, key) in keys.enumerate() {
+            if next.peek().is_some_and(|&(n, _)| n == index) {
+                let (_, offset) = next.next().expect("peeked");
+                if let Some(key) = key {
+                    seen.insert(key.to_owned(), offset, now_ms);
+                }
             }
         }
         drop(seen);

@@ -6,6 +6,9 @@
 //! a lower message waiting out a delay). Lease expiries that come due while planning are
 //! applied as they are met, before the delivery they would precede.
 //!
+//! [`plan_batch_new`] is the same poll without the first part: only new deliveries,
+//! with the consumer's own in flight counted against `max` (a consume stream's refill).
+//!
 //! [`plan_batch`] walks that order on a [`GroupState`] and hands each step to the home
 //! through [`BatchHome`]: the home fetches the payload, decides whether it still fits,
 //! and performs the change its own way (the in-memory topic applies it at once; the
@@ -169,6 +172,83 @@ pub fn plan_batch<H: BatchHome>(home: &mut H, poll: &BatchPoll<'_>) -> Result<Ba
             Offer::Vanished => return Ok(BatchEnd::Vanished),
         }
     }
+    plan_new_deliveries(home, poll, taken)
+}
+
+/// Plans a batch poll of new deliveries only on `home`: what [`plan_batch`] hands out
+/// after the consumer's own deliveries, with those left out. The consumer's deliveries
+/// already in flight count against `poll.max`, so the consumer never holds more than
+/// `max` once the batch is made: a consumer with `max` unsettled deliveries gets
+/// nothing, one with `n` gets at most `max - n` new ones. Nothing it owns is handed out
+/// (or read) again; a delivery of its whose lease ran out may come back as a new
+/// attempt, as to any consumer.
+///
+/// This is the refill of a consumer that keeps its deliveries itself (a consume
+/// stream): it asks for its window and gets only what it has not seen. Every other
+/// rule (order, expiries, `max_in_flight`, keys, delays) is [`plan_batch`]'s.
+///
+/// # Errors
+///
+/// The first error a step of `home` returns.
+///
+/// # Example
+///
+/// ```
+/// use mailroom::group::{
+///     plan_batch, plan_batch_new, BatchHome, BatchPoll, Change, DeliveryId, GroupConfig,
+///     GroupState, NewDelivery, Offer,
+/// };
+///
+/// struct Memory(GroupState, Vec<DeliveryId>);
+///
+/// impl BatchHome for Memory {
+///     type Error = std::convert::Infallible;
+///     fn state(&self) -> &GroupState {
+///         &self.0
+///     }
+///     fn expire(&mut self, change: Change) -> Result<(), Self::Error> {
+///         self.0.apply_change(&change).unwrap();
+///         Ok(())
+///     }
+///     fn owned(&mut self, id: DeliveryId) -> Result<Offer, Self::Error> {
+///         self.1.push(id);
+///         Ok(Offer::Taken)
+///     }
+///     fn deliver(&mut self, new: NewDelivery) -> Result<Offer, Self::Error> {
+///         self.0.apply_delivery(new, Some("a")).unwrap();
+///         self.1.push(new.id);
+///         Ok(Offer::Taken)
+///     }
+/// }
+///
+/// let state = GroupState::with_config(GroupConfig::new(3).with_max_in_flight(8), 0).unwrap();
+/// let mut home = Memory(state, Vec::new());
+/// let window = |max| BatchPoll { consumer: Some("a"), max, log_end: 10, now_ms: 0 };
+/// plan_batch(&mut home, &window(2)).unwrap();
+/// home.1.clear();
+/// // "a" holds 0 and 1: a window of 4 gets two new ones, none of its own again.
+/// plan_batch_new(&mut home, &window(4)).unwrap();
+/// assert_eq!(home.1.iter().map(|id| id.offset).collect::<Vec<_>>(), [2, 3]);
+/// home.1.clear();
+/// // Now it holds 4: nothing more.
+/// plan_batch_new(&mut home, &window(4)).unwrap();
+/// assert!(home.1.is_empty());
+/// ```
+pub fn plan_batch_new<H: BatchHome>(
+    home: &mut H,
+    poll: &BatchPoll<'_>,
+) -> Result<BatchEnd, H::Error> {
+    let held = home.state().owned(poll.consumer).count();
+    plan_new_deliveries(home, poll, held)
+}
+
+/// The new deliveries of a batch, after `taken` (delivered or held) count against
+/// `poll.max`.
+fn plan_new_deliveries<H: BatchHome>(
+    home: &mut H,
+    poll: &BatchPoll<'_>,
+    mut taken: usize,
+) -> Result<BatchEnd, H::Error> {
     // The walk of the window goes on from one delivery to the next (see `window_scan.rs`).
     let mut scan = WindowScan::default();
     while taken < poll.max {

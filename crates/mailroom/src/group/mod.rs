@@ -187,9 +187,11 @@ mod batch;
 mod change;
 mod config;
 mod due;
+mod errors;
 mod info;
 mod keys;
 mod pause;
+mod poll_plans;
 mod seek;
 mod snapshot;
 mod state;
@@ -197,12 +199,13 @@ mod types;
 mod window_scan;
 
 pub use argument::{check_consumer, ArgumentError};
-pub use batch::{plan_batch, BatchEnd, BatchHome, BatchPoll, Offer};
+pub use batch::{plan_batch, plan_batch_new, BatchEnd, BatchHome, BatchPoll, Offer};
 pub use change::{Change, Failure, Nack, LEASE_EXPIRED_REASON};
 pub use config::{
     Backoff, GroupConfig, NackKind, NackOptions, CONSUMER_BYTES_MAX, DELAY_MS_MAX, LEASE_MS_MAX,
     MAX_IN_FLIGHT_MAX, REASON_BYTES_MAX,
 };
+pub use errors::{GroupError, NotOwned};
 pub use info::{GroupInfo, InFlightDelivery};
 pub use keys::{key_hash, KeyLookup, NoKeys, KEYED_WINDOW_SPAN};
 pub use pause::{Pause, PAUSE_MS_MAX};
@@ -276,85 +279,6 @@ pub enum PollPlan {
     /// A new attempt; apply the event to make it in flight.
     Deliver(GroupEvent),
 }
-
-/// An ack, nack or touch that does not name the exact delivery in flight (or names one
-/// whose lease has run out).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct NotOwned {
-    /// The delivery the caller named.
-    pub requested: DeliveryId,
-    /// The delivery in flight at that offset, else the group's lowest in flight, if any.
-    pub current: Option<DeliveryId>,
-}
-
-impl fmt::Display for NotOwned {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.current {
-            Some(current) => write!(
-                f,
-                "{} is not the current delivery ({current} is in flight)",
-                self.requested
-            ),
-            None => write!(f, "{} is not in flight (nothing is)", self.requested),
-        }
-    }
-}
-
-impl std::error::Error for NotOwned {}
-
-/// Why a group could not be created, restored or changed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GroupError {
-    /// `max_attempts` was 0; every message needs at least one delivery.
-    ZeroMaxAttempts,
-    /// The event does not follow from the current state (see [`GroupState::apply`]).
-    InvalidTransition {
-        /// The event that was refused.
-        event: GroupEvent,
-        /// The group's position when it was refused.
-        position: u64,
-        /// The attempt count at that position.
-        attempt: u32,
-        /// Whether a delivery was in flight.
-        in_flight: bool,
-    },
-    /// A snapshot's fields contradict each other.
-    InvalidSnapshot(&'static str),
-    /// A setting is out of range (see [`GroupConfig::check`], [`NackOptions::check`]).
-    InvalidConfig(ArgumentError),
-    /// The change does not follow from the current state (see
-    /// [`GroupState::apply_change`]).
-    InvalidChange {
-        /// The change that was refused.
-        change: Box<Change>,
-        /// Why.
-        reason: &'static str,
-    },
-}
-
-impl fmt::Display for GroupError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            GroupError::ZeroMaxAttempts => f.write_str("max_attempts must be at least 1"),
-            GroupError::InvalidTransition {
-                event,
-                position,
-                attempt,
-                in_flight,
-            } => write!(
-                f,
-                "event {event:?} does not follow from position {position}, attempt {attempt}, in flight {in_flight}"
-            ),
-            GroupError::InvalidSnapshot(why) => write!(f, "invalid group snapshot: {why}"),
-            GroupError::InvalidConfig(why) => write!(f, "invalid group setting: {why}"),
-            GroupError::InvalidChange { change, reason } => {
-                write!(f, "change {change:?} does not follow: {reason}")
-            }
-        }
-    }
-}
-
-impl std::error::Error for GroupError {}
 
 impl GroupState {
     /// Performs a basic `event`, after checking that it follows from the current state.

@@ -108,27 +108,115 @@ impl Metadata {
     /// `headers.name`, `headers.value` or `headers` (the total bytes), or
     /// [`ArgumentError::CountOutOfRange`] naming `headers` (their number).
     pub fn check(&self) -> Result<(), ArgumentError> {
-        if let Some(key) = &self.key {
-            check_length("key", key, 1, KEY_BYTES_MAX)?;
-        }
-        if let Some(key) = &self.idempotency_key {
-            check_length("idempotency_key", key, 1, IDEMPOTENCY_KEY_BYTES_MAX)?;
-        }
-        if self.headers.len() > HEADERS_MAX {
-            return Err(ArgumentError::CountOutOfRange {
-                field: "headers",
-                items: "headers",
-                min: 0,
-                max: HEADERS_MAX as u64,
-                got: self.headers.len() as u64,
-            });
-        }
-        for (name, value) in &self.headers {
-            check_length("headers.name", name, 1, HEADER_NAME_BYTES_MAX)?;
-            check_length("headers.value", value, 0, HEADER_VALUE_BYTES_MAX)?;
-        }
-        check_length_of("headers", self.headers_bytes(), 0, HEADERS_BYTES_MAX)
+        check_parts(
+            self.key.as_deref(),
+            self.idempotency_key.as_deref(),
+            self.headers.len(),
+            self.headers.iter().map(|(n, v)| (n.as_str(), v.as_str())),
+        )
     }
+}
+
+/// [`Metadata`] borrowed: the same fields as string slices, with the headers as a slice
+/// of `(name, value)` pairs in name order, names unique. A decoder that reads metadata
+/// out of a request body lends it this way, so that the bytes are copied once, into
+/// the record, instead of into a `String` each first. Its limits are [`Metadata`]'s,
+/// checked by the same code.
+///
+/// # Example
+///
+/// ```
+/// use mailroom::topic::{Metadata, MetadataRef};
+///
+/// let headers = [("content-type", "text/plain"), ("trace", "t1")];
+/// let borrowed = MetadataRef { key: Some("k"), headers: &headers, idempotency_key: None };
+/// assert!(borrowed.check().is_ok());
+/// let owned = Metadata::new().with_key("k").with_header("trace", "t1").with_header("content-type", "text/plain");
+/// assert_eq!(borrowed.to_metadata(), owned);
+/// assert!(MetadataRef { key: Some(""), ..borrowed }.check().is_err());
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MetadataRef<'a> {
+    /// The message's key.
+    pub key: Option<&'a str>,
+    /// Headers as `(name, value)`, in name order, each name once.
+    pub headers: &'a [(&'a str, &'a str)],
+    /// The publisher's idempotency key.
+    pub idempotency_key: Option<&'a str>,
+}
+
+impl MetadataRef<'_> {
+    /// Whether it says nothing (no key, no headers, no idempotency key).
+    pub fn is_empty(&self) -> bool {
+        self.key.is_none() && self.headers.is_empty() && self.idempotency_key.is_none()
+    }
+
+    /// Checks the limits of [`Metadata::check`], with its errors.
+    ///
+    /// # Errors
+    ///
+    /// As [`Metadata::check`].
+    ///
+    /// # Panics
+    ///
+    /// In debug builds, if the headers are not in name order with each name once (the
+    /// caller's mistake: a map would have merged them).
+    pub fn check(&self) -> Result<(), ArgumentError> {
+        debug_assert!(
+            self.headers.windows(2).all(|pair| pair[0].0 < pair[1].0),
+            "headers in name order, each once"
+        );
+        check_parts(
+            self.key,
+            self.idempotency_key,
+            self.headers.len(),
+            self.headers.iter().copied(),
+        )
+    }
+
+    /// The owned [`Metadata`] of the same content.
+    pub fn to_metadata(&self) -> Metadata {
+        Metadata {
+            key: self.key.map(str::to_owned),
+            headers: self
+                .headers
+                .iter()
+                .map(|&(name, value)| (name.to_owned(), value.to_owned()))
+                .collect(),
+            idempotency_key: self.idempotency_key.map(str::to_owned),
+        }
+    }
+}
+
+/// The limits of the module docs, for metadata owned or borrowed alike.
+fn check_parts<'a>(
+    key: Option<&str>,
+    idempotency_key: Option<&str>,
+    header_count: usize,
+    headers: impl Iterator<Item = (&'a str, &'a str)>,
+) -> Result<(), ArgumentError> {
+    if let Some(key) = key {
+        check_length("key", key, 1, KEY_BYTES_MAX)?;
+    }
+    if let Some(key) = idempotency_key {
+        check_length("idempotency_key", key, 1, IDEMPOTENCY_KEY_BYTES_MAX)?;
+    }
+    if header_count > HEADERS_MAX {
+        return Err(ArgumentError::CountOutOfRange {
+            field: "headers",
+            items: "headers",
+            min: 0,
+            max: HEADERS_MAX as u64,
+            got: header_count as u64,
+        });
+    }
+    let mut bytes = 0;
+    for (name, value) in headers {
+        check_length("headers.name", name, 1, HEADER_NAME_BYTES_MAX)?;
+        check_length("headers.value", value, 0, HEADER_VALUE_BYTES_MAX)?;
+        bytes += name.len() + value.len();
+    }
+    check_length_of("headers", bytes, 0, HEADERS_BYTES_MAX)
 }
 
 fn check_length(
@@ -242,5 +330,41 @@ mod tests {
             field_of(&big.with_header("d", at(room + 1))),
             Some("headers")
         );
+    }
+
+    // Proves the borrowed view is checked by the same rules, with the same errors.
+    #[test]
+    fn borrowed_metadata_is_checked_alike() {
+        let long = "v".repeat(HEADER_VALUE_BYTES_MAX + 1);
+        let both = [("a", ""), ("b", "v")];
+        let (unnamed, too_long) = ([("", "v")], [("a", long.as_str())]);
+        let none = MetadataRef::default();
+        let cases = [
+            MetadataRef {
+                key: Some("k"),
+                headers: &both,
+                idempotency_key: Some("i"),
+            },
+            MetadataRef {
+                key: Some(""),
+                ..none
+            },
+            MetadataRef {
+                headers: &unnamed,
+                ..none
+            },
+            MetadataRef {
+                headers: &too_long,
+                ..none
+            },
+            MetadataRef {
+                idempotency_key: Some(""),
+                ..none
+            },
+        ];
+        for borrowed in cases {
+            assert_eq!(borrowed.check(), borrowed.to_metadata().check());
+            assert_eq!(borrowed.is_empty(), borrowed.to_metadata().is_empty());
+        }
     }
 }

@@ -209,7 +209,7 @@ pub use crate::group::DeliveryId;
 pub use batch::{check_batch_len, check_batch_poll};
 pub use handle::GroupHandle;
 pub use message::{
-    Message, Metadata, HEADERS_BYTES_MAX, HEADERS_MAX, HEADER_NAME_BYTES_MAX,
+    Message, Metadata, MetadataRef, HEADERS_BYTES_MAX, HEADERS_MAX, HEADER_NAME_BYTES_MAX,
     HEADER_VALUE_BYTES_MAX, IDEMPOTENCY_KEY_BYTES_MAX, KEY_BYTES_MAX,
 };
 pub use types::{DeadLetter, DeadLetterInfo, Delivery, GroupInfo, Nack, StartPosition, TopicError};

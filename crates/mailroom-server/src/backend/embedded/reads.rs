@@ -4,8 +4,12 @@
 
 use std::collections::HashMap;
 
+use bytes::Bytes;
+use mailroom::topic::{DeadLetterInfo, Message};
 use mailroom_api::topic_health::FailedTopic;
-use mailroom_store::{DurableTopic, FailureKind, Store, StoreError, TopicIdempotency};
+use mailroom_store::{
+    DeadLetterPage, DurableTopic, FailureKind, Store, StoreError, TopicIdempotency,
+};
 
 use crate::backend::log_reads::{check_from, fits};
 use crate::backend::{
@@ -230,4 +234,33 @@ pub(super) fn read_log(
         offset += 1;
     }
     Ok(page)
+}
+
+/// One page of `group`'s dead letters, each with its message: the payload the dead
+/// letter kept, with the publish time and metadata the log holds for it (none once
+/// retention deleted the message).
+pub(super) fn dead_letter_page(
+    topic: &DurableTopic,
+    group: &str,
+    from: u64,
+    limit: usize,
+) -> Result<DeadLetterPage<Message<Bytes>>, StoreError> {
+    let page = topic.dead_letter_page(group, from, limit)?;
+    let letters = page
+        .letters
+        .into_iter()
+        .map(|letter| {
+            Ok(DeadLetterInfo {
+                message: topic.message_at(letter.offset, letter.message)?,
+                offset: letter.offset,
+                attempts: letter.attempts,
+                reason: letter.reason,
+                at_ms: letter.at_ms,
+            })
+        })
+        .collect::<Result<_, StoreError>>()?;
+    Ok(DeadLetterPage {
+        letters,
+        next: page.next,
+    })
 }

@@ -9,8 +9,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use mailroom::group::{DeliveryId, GroupConfig, NackOptions, NotOwned};
-use mailroom::topic::{Delivery, Message, Nack, StartPosition};
-use mailroom_store::{AckedThenPolled, DeadLetterPage, NewMessage, Stored, TopicRetention};
+use mailroom::topic::{Message, Nack, StartPosition};
+use mailroom_store::{
+    AckedThenPolled, DeadLetterPage, MessageDelivery, NewMessage, PollScope, Stored,
+    TopicIdempotency, TopicRetention,
+};
 use tokio::time::Instant;
 
 use super::idempotency::append_messages;
@@ -23,7 +26,7 @@ use crate::long_poll::LongPolls;
 
 impl Postgres {
     /// Wakes `topic` if any of `outcomes` changed the group.
-    fn woken_by<T, E>(&self, topic: &str, outcomes: &[Result<T, E>]) {
+    pub(super) fn woken_by<T, E>(&self, topic: &str, outcomes: &[Result<T, E>]) {
         if outcomes.iter().any(Result::is_ok) {
             self.wake(topic);
         }
@@ -36,10 +39,18 @@ impl Backend for Postgres {
         &self.long_polls
     }
 
+    fn channels(&self) -> Option<Arc<crate::channels::Channels>> {
+        Some(Arc::clone(&self.channels))
+    }
+
     async fn create_topic(&self, topic: &str) -> Result<bool, BackendError> {
         self.watched(
-            self.create_topic_row(topic, &TopicRetention::default())
-                .await,
+            self.create_topic_row(
+                topic,
+                &TopicRetention::default(),
+                &TopicIdempotency::default(),
+            )
+            .await,
         )
     }
 
@@ -48,7 +59,17 @@ impl Backend for Postgres {
         topic: &str,
         retention: &TopicRetention,
     ) -> Result<bool, BackendError> {
-        self.watched(self.create_topic_row(topic, retention).await)
+        let window = TopicIdempotency::default();
+        self.watched(self.create_topic_row(topic, retention, &window).await)
+    }
+
+    async fn create_topic_with_window(
+        &self,
+        topic: &str,
+        retention: &TopicRetention,
+        idempotency: &TopicIdempotency,
+    ) -> Result<bool, BackendError> {
+        self.watched(self.create_topic_row(topic, retention, idempotency).await)
     }
 
     async fn change_retention(
@@ -82,6 +103,11 @@ impl Backend for Postgres {
                     Err(error) => return Err(error),
                 }
             }
+            // As the embedded store: the window in force is shown only for a topic
+            // with one of its own.
+            let own = self.own_idempotency(topic).await?;
+            let idempotency =
+                (own != TopicIdempotency::default()).then(|| own.resolve(self.options.idempotency));
             Ok(TopicState {
                 name: offsets.name,
                 start: offsets.start,
@@ -89,7 +115,7 @@ impl Backend for Postgres {
                 groups,
                 retention: offsets.retention,
                 failure: offsets.failure,
-                idempotency: None,
+                idempotency,
             })
         };
         self.watched(result.await)
@@ -146,17 +172,6 @@ impl Backend for Postgres {
         Ok(answers)
     }
 
-    fn messages(
-        &self,
-        _topic: &str,
-        items: Vec<(u64, Bytes)>,
-    ) -> Result<Vec<Message<Bytes>>, BackendError> {
-        items
-            .into_iter()
-            .map(|(offset, payload)| self.at_hand.message(offset, payload))
-            .collect()
-    }
-
     fn publisher(&self, topic: &str) -> Result<Box<dyn TopicPublisher>, BackendError> {
         Ok(Box::new(self.stream_publisher(topic)))
     }
@@ -192,7 +207,7 @@ impl Backend for Postgres {
         topic: &str,
         group: &str,
         consumer: Option<&str>,
-    ) -> Result<Option<Delivery<Bytes>>, BackendError> {
+    ) -> Result<Option<MessageDelivery>, BackendError> {
         let polled_at = Instant::now();
         let delivery = self.watched(self.poll_one(topic, group, consumer).await)?;
         self.long_polls
@@ -206,12 +221,9 @@ impl Backend for Postgres {
         group: &str,
         consumer: Option<&str>,
         max: usize,
-    ) -> Result<Vec<Delivery<Bytes>>, BackendError> {
-        let polled_at = Instant::now();
-        let deliveries = self.watched(self.poll_many(topic, group, consumer, max).await)?;
-        self.long_polls
-            .leased_if(topic, group, polled_at, !deliveries.is_empty());
-        Ok(deliveries)
+        scope: PollScope,
+    ) -> Result<Vec<MessageDelivery>, BackendError> {
+        self.polled(topic, group, consumer, max, scope).await
     }
 
     async fn ack_then_poll_batch(
@@ -221,14 +233,10 @@ impl Backend for Postgres {
         acks: &[DeliveryId],
         consumer: Option<&str>,
         max: usize,
-    ) -> Result<AckedThenPolled, BackendError> {
-        let polled_at = Instant::now();
-        let (acked, polled) =
-            self.watched(self.ack_then_poll(topic, group, acks, consumer, max).await)?;
-        self.woken_by(topic, &acked);
-        self.long_polls
-            .leased_if(topic, group, polled_at, !polled.is_empty());
-        Ok((acked, polled))
+        scope: PollScope,
+    ) -> Result<AckedThenPolled<Message<Bytes>>, BackendError> {
+        self.acked_then_polled(topic, group, acks, consumer, max, scope)
+            .await
     }
 
     async fn ack(&self, topic: &str, group: &str, id: DeliveryId) -> Result<(), BackendError> {
@@ -347,7 +355,7 @@ impl Backend for Postgres {
         group: &str,
         from: u64,
         limit: usize,
-    ) -> Result<DeadLetterPage, BackendError> {
+    ) -> Result<DeadLetterPage<Message<Bytes>>, BackendError> {
         self.watched(self.dead_letters(topic, group, from, limit).await)
     }
 

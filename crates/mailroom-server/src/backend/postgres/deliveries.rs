@@ -1,23 +1,21 @@
 //! The group calls as plans for [`Postgres::group_call`]: polls (single and batch),
-//! acks, nacks, touches, redrive and purge, and the reads that first apply due expiries.
+//! acks, nacks, touches, redrive and purge (the reads that first apply due expiries are
+//! in `group_reads`).
 //! Each plan is the embedded store's, step for step, through `mailroom::group`.
 
 use std::ops::Range;
 
 use bytes::Bytes;
-use std::collections::HashMap;
-
 use mailroom::group::{
-    key_hash, plan_batch, BatchHome, BatchPoll, Change, DeliveryId, GroupState, NackOptions,
-    NewDelivery, NotOwned, Offer, PollStep, SlotPhase, WindowScan, KEYED_WINDOW_SPAN,
+    plan_batch, plan_batch_new, BatchHome, BatchPoll, Change, DeliveryId, GroupState, NackOptions,
+    NewDelivery, NotOwned, Offer, PollStep, WindowScan,
 };
-use mailroom::topic::{DeadLetterInfo, Delivery, Nack, TopicError};
-use mailroom_store::{DeadLetterPage, StoreError, DEAD_LETTERS_PAGE_MAX};
+use mailroom::topic::{Message, Nack, TopicError};
+use mailroom_store::{AckedThenPolled, MessageDelivery, PollScope, StoreError};
 
-use super::encoding::decode;
-use super::group::{apply_planned, big, unknown_group, unknown_topic, Planned, Planning};
-use super::{PgError, Postgres};
-use crate::backend::{BackendError, GroupDetail};
+use super::group::{apply_planned, Planned, Planning};
+use super::Postgres;
+use crate::backend::BackendError;
 
 /// The largest sum of payload bytes one batch poll hands out (past its first message),
 /// as the embedded store's default.
@@ -107,6 +105,7 @@ fn poll_batch_plan(
     planning: &mut Planning,
     consumer: Option<&str>,
     max: usize,
+    scope: PollScope,
 ) -> Result<Vec<DeliveryId>, BackendError> {
     let poll = BatchPoll {
         consumer,
@@ -121,7 +120,10 @@ fn poll_batch_plan(
         bytes: 0,
     };
     // A message vanishing under a poll needs retention, which this backend has not yet.
-    plan_batch(&mut home, &poll)?;
+    match scope {
+        PollScope::All => plan_batch(&mut home, &poll)?,
+        PollScope::New => plan_batch_new(&mut home, &poll)?,
+    };
     Ok(home.ids)
 }
 
@@ -153,7 +155,7 @@ impl Postgres {
         topic: &str,
         group: &str,
         consumer: Option<&str>,
-    ) -> Result<Option<Delivery<Bytes>>, BackendError> {
+    ) -> Result<Option<MessageDelivery>, BackendError> {
         let (_, deliveries) = self
             // The keys of the window are read with the sizes (see `group::sizes`).
             .group_call(topic, group, true, |planning| loop {
@@ -191,10 +193,11 @@ impl Postgres {
         group: &str,
         consumer: Option<&str>,
         max: usize,
-    ) -> Result<Vec<Delivery<Bytes>>, BackendError> {
+        scope: PollScope,
+    ) -> Result<Vec<MessageDelivery>, BackendError> {
         let (_, deliveries) = self
             .group_call(topic, group, true, |planning| {
-                let deliveries = poll_batch_plan(planning, consumer, max)?;
+                let deliveries = poll_batch_plan(planning, consumer, max, scope)?;
                 Ok(Planned {
                     answer: (),
                     deliveries,
@@ -211,7 +214,8 @@ impl Postgres {
         acks: &[DeliveryId],
         consumer: Option<&str>,
         max: usize,
-    ) -> Result<mailroom_store::AckedThenPolled, BackendError> {
+        scope: PollScope,
+    ) -> Result<AckedThenPolled<Message<Bytes>>, BackendError> {
         let (acked, polled) = self
             .group_call(topic, group, true, |planning| {
                 let acked: Vec<Result<(), NotOwned>> = settle(planning, acks, None)?
@@ -220,7 +224,7 @@ impl Postgres {
                     .collect();
                 // Sizes were read before the acks, for two windows' worth of offsets:
                 // the acks move the position at most one window on.
-                let deliveries = poll_batch_plan(planning, consumer, max)?;
+                let deliveries = poll_batch_plan(planning, consumer, max, scope)?;
                 Ok(Planned {
                     answer: acked,
                     deliveries,
@@ -308,202 +312,5 @@ impl Postgres {
             })
             .await?;
         Ok(taken)
-    }
-
-    /// The group's state after due expiries (written if any), for the reads.
-    pub(super) async fn current(
-        &self,
-        topic: &str,
-        group: &str,
-    ) -> Result<(GroupState, u64), BackendError> {
-        let (answer, _) = self
-            .group_call(topic, group, false, |planning| {
-                Ok(Planned::answer((planning.state.clone(), planning.log_end)))
-            })
-            .await?;
-        Ok(answer)
-    }
-
-    pub(super) async fn detail(
-        &self,
-        topic: &str,
-        group: &str,
-    ) -> Result<GroupDetail, BackendError> {
-        let (state, log_end) = self.current(topic, group).await?;
-        let page = self.dead_letter_rows(topic, group, 0, None).await?;
-        Ok(GroupDetail {
-            info: state.info(group, log_end),
-            config: *state.config(),
-            counters: state.counters(),
-            in_flight: state.in_flight_details(),
-            dead_letters: page.letters,
-        })
-    }
-
-    pub(super) async fn dead_letters(
-        &self,
-        topic: &str,
-        group: &str,
-        from: u64,
-        limit: usize,
-    ) -> Result<DeadLetterPage, BackendError> {
-        if limit == 0 || limit > DEAD_LETTERS_PAGE_MAX {
-            return Err(BackendError::Store(StoreError::InvalidArgument {
-                reason: format!("limit must be in 1..={DEAD_LETTERS_PAGE_MAX}, got {limit}"),
-            }));
-        }
-        // Due expiries first, so the page shows what they dead-lettered.
-        self.current(topic, group).await?;
-        self.dead_letter_rows(topic, group, from, Some(limit)).await
-    }
-
-    /// The dead letters from offset `from` (up to `limit`, by offset; all, oldest first,
-    /// without a limit) with their payloads, as committed.
-    async fn dead_letter_rows(
-        &self,
-        topic: &str,
-        group: &str,
-        from: u64,
-        limit: Option<usize>,
-    ) -> Result<DeadLetterPage, BackendError> {
-        let client = self.client().await?;
-        let (order, fetch) = match limit {
-            Some(limit) => ("d.\"offset\"", big(limit as u64 + 1)),
-            None => ("d.seq", i64::MAX),
-        };
-        let rows = client
-            .query(
-                &format!(
-                    "SELECT d.\"offset\", d.attempts, d.reason, d.at_ms, d.payload, \
-                     d.published_at_ms, d.key, d.headers::text, d.idempotency_key \
-                     FROM mailroom_dead_letters d JOIN mailroom_topics t ON t.id = d.topic_id \
-                     WHERE t.name = $1 AND d.group_name = $2 AND d.\"offset\" >= $3 \
-                     ORDER BY {order} LIMIT $4"
-                ),
-                &[&topic, &group, &big(from), &fetch],
-            )
-            .await
-            .map_err(PgError::from)?;
-        let mut letters: Vec<DeadLetterInfo<Bytes>> = rows
-            .iter()
-            .map(|row| {
-                Ok(DeadLetterInfo {
-                    offset: row.get::<_, i64>(0) as u64,
-                    attempts: row.get::<_, i32>(1) as u32,
-                    reason: row.get(2),
-                    at_ms: row.get::<_, i64>(3) as u64,
-                    message: self.at_hand.payload_of(row, 4)?,
-                })
-            })
-            .collect::<Result<_, BackendError>>()?;
-        let next = match limit {
-            Some(limit) if letters.len() > limit => letters.pop().map(|letter| letter.offset),
-            _ => None,
-        };
-        Ok(DeadLetterPage { letters, next })
-    }
-
-    /// The committed state of a group and the database's time, read without a lock
-    /// (from the cache when its version is current).
-    /// The key hashes of the messages in the window `[position, position + 4W)` of
-    /// `state`, for a plan that reads no sizes (`next_due_in`); none are read when no slot
-    /// is ready, since only a ready slot's key changes what the clock can do.
-    pub(super) async fn window_keys(
-        &self,
-        topic: &str,
-        state: &GroupState,
-    ) -> Result<HashMap<u64, Option<u64>>, BackendError> {
-        let ready = state
-            .slots()
-            .any(|slot| matches!(slot.phase, SlotPhase::Ready { .. }));
-        if !ready {
-            return Ok(HashMap::new());
-        }
-        let from = state.position();
-        let span = u64::from(state.config().max_in_flight) * u64::from(KEYED_WINDOW_SPAN);
-        let to = from.saturating_add(span);
-        let client = self.client().await?;
-        let rows = client
-            .query(
-                "SELECT m.\"offset\", m.key FROM mailroom_messages m \
-                 JOIN mailroom_topics t ON m.topic_id = t.id \
-                 WHERE t.name = $1 AND m.\"offset\" >= $2 AND m.\"offset\" < $3",
-                &[&topic, &big(from), &big(to)],
-            )
-            .await
-            .map_err(PgError::from)?;
-        Ok(rows
-            .into_iter()
-            .map(|row| {
-                let key: Option<&[u8]> = row.get(1);
-                (row.get::<_, i64>(0) as u64, key.map(key_hash))
-            })
-            .collect())
-    }
-
-    pub(super) async fn read_state(
-        &self,
-        topic: &str,
-        group: &str,
-    ) -> Result<(GroupState, u64), BackendError> {
-        let key = (topic.to_owned(), group.to_owned());
-        let cached = self.cache.lock().get(&key).cloned();
-        let (version, group_id) = cached
-            .as_ref()
-            .map_or((-1, -1), |cached| (cached.version, cached.group_id));
-        let client = self.client().await?;
-        let row = client
-            .query_opt(
-                "SELECT t.id, g.version, \
-                 CASE WHEN g.version = $3 AND g.id = $4 THEN NULL ELSE g.state END, \
-                 (extract(epoch FROM clock_timestamp()) * 1000)::bigint, \
-                 (SELECT array_agg(d.\"offset\" ORDER BY d.seq) FROM mailroom_dead_letters d \
-                  WHERE d.topic_id = t.id AND d.group_name = g.name \
-                  AND NOT (g.version = $3 AND g.id = $4)) \
-                 FROM mailroom_topics t JOIN mailroom_groups g ON g.topic_id = t.id \
-                 WHERE t.name = $1 AND g.name = $2",
-                &[&topic, &group, &version, &group_id],
-            )
-            .await
-            .map_err(PgError::from)?;
-        let Some(row) = row else {
-            let topic_known = client
-                .query_opt("SELECT 1 FROM mailroom_topics WHERE name = $1", &[&topic])
-                .await
-                .map_err(PgError::from)?;
-            return Err(match topic_known {
-                Some(_) => unknown_group(group),
-                None => unknown_topic(topic),
-            });
-        };
-        let db_now = row.get::<_, i64>(3).max(0) as u64;
-        let stored: Option<Vec<u8>> = row.get(2);
-        let (state, clock_ms) = match (stored, cached) {
-            (None, Some(cached)) => (cached.state, cached.clock_ms),
-            (Some(bytes), _) => {
-                // Only the timing matters to these reads; the dead letters' count is read
-                // without their notes.
-                let offsets: Vec<i64> = row.get::<_, Option<Vec<i64>>>(4).unwrap_or_default();
-                let entries = offsets
-                    .iter()
-                    .map(|&offset| mailroom::group::DeadLetterEntry {
-                        offset: offset as u64,
-                        attempts: 0,
-                    })
-                    .collect::<Vec<_>>();
-                let notes = vec![mailroom::group::DeadLetterNote::default(); entries.len()];
-                let stored = decode(&bytes, entries, notes)
-                    .map_err(|error| BackendError::Internal(error.to_string()))?;
-                let state = GroupState::from_snapshot(stored.snapshot)
-                    .map_err(|error| BackendError::Internal(error.to_string()))?;
-                (state, stored.clock_ms)
-            }
-            (None, None) => {
-                return Err(BackendError::Internal(
-                    "the database withheld a group state this broker does not hold".into(),
-                ))
-            }
-        };
-        Ok((state, db_now.max(clock_ms)))
     }
 }

@@ -1,11 +1,10 @@
 //! One call on a group as one transaction on the group's row: lock the row, take the
 //! state from this broker's cache if its version is the row's (else restore it from the
 //! stored bytes and dead-letter rows), apply due lease expiries and plan and apply the
-//! call with `mailroom::group`, write the new state, version and dead-letter rows, read
-//! the payloads handed out, commit. See `docs/scale-out.md`, "Groups".
+//! call with `mailroom::group`, write the new state, version and dead-letter rows
+//! (`group_write`), read the payloads handed out, commit. See `docs/scale-out.md`, "Groups".
 
-use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::collections::HashMap;
 
 use bytes::Bytes;
 use deadpool_postgres::GenericClient;
@@ -13,11 +12,12 @@ use futures_util::future::try_join;
 use mailroom::group::{
     key_hash, DeadLetterEntry, DeadLetterNote, DeliveryId, GroupState, SlotPhase, KEYED_WINDOW_SPAN,
 };
-use mailroom::topic::{Delivery, TopicError};
+use mailroom::topic::{Delivery, Message, TopicError};
 use mailroom_store::StoreError;
 
-use super::encoding::{decode, encode};
-use super::metadata::AtHand;
+use super::encoding::decode;
+use super::group_write::{write_state, Row};
+use super::metadata::message_of;
 use super::{PgError, Postgres};
 use crate::backend::BackendError;
 
@@ -57,7 +57,7 @@ impl Planning {
     }
 }
 
-/// A plan's answer and the deliveries whose payloads the call hands out, in order.
+/// A plan's answer and the deliveries whose messages the call hands out, in order.
 #[derive(Debug)]
 pub(super) struct Planned<R> {
     pub answer: R,
@@ -85,18 +85,6 @@ const LOG_AND_CLOCK: &str = "SELECT next_offset, \
      FROM mailroom_topics WHERE name = $1";
 const DEAD_LETTERS: &str = "SELECT \"offset\", attempts, reason, at_ms \
      FROM mailroom_dead_letters WHERE topic_id = $1 AND group_name = $2 ORDER BY seq";
-const WRITE_STATE: &str = "UPDATE mailroom_groups SET version = $3, state = $4, \
-     dead_letter_seq = $5 WHERE topic_id = $1 AND name = $2";
-const DROP_DEAD_LETTERS: &str = "DELETE FROM mailroom_dead_letters \
-     WHERE topic_id = $1 AND group_name = $2 AND \"offset\" = ANY($3)";
-const ADD_DEAD_LETTERS: &str = "INSERT INTO mailroom_dead_letters (topic_id, group_name, \
-     \"offset\", seq, attempts, reason, at_ms, published_at_ms, key, headers, \
-     idempotency_key, payload) \
-     SELECT $1, $2, d.o, d.s, d.a, d.r, d.t, m.published_at_ms, m.key, m.headers, \
-     m.idempotency_key, m.payload \
-     FROM unnest($3::bigint[], $4::bigint[], $5::integer[], $6::text[], $7::bigint[]) \
-     AS d(o, s, a, r, t) \
-     JOIN mailroom_messages m ON m.topic_id = $1 AND m.\"offset\" = d.o";
 const PAYLOADS: &str = "SELECT \"offset\", payload, published_at_ms, key, headers::text, \
      idempotency_key FROM mailroom_messages \
      WHERE topic_id = $1 AND \"offset\" = ANY($2)";
@@ -133,7 +121,7 @@ impl Postgres {
         group: &str,
         sizes: bool,
         plan: impl FnOnce(&mut Planning) -> Result<Planned<R>, BackendError>,
-    ) -> Result<(R, Vec<Delivery<Bytes>>), BackendError> {
+    ) -> Result<(R, Vec<Delivery<Message<Bytes>>>), BackendError> {
         let key = (topic.to_owned(), group.to_owned());
         let cached = self.cache.lock().get(&key).cloned();
         let result = self
@@ -158,7 +146,7 @@ impl Postgres {
         cached: Option<Cached>,
         want_sizes: bool,
         plan: impl FnOnce(&mut Planning) -> Result<Planned<R>, BackendError>,
-    ) -> Result<(R, Vec<Delivery<Bytes>>, Cached), BackendError> {
+    ) -> Result<(R, Vec<Delivery<Message<Bytes>>>, Cached), BackendError> {
         let mut client = self.client().await?;
         let transaction = client.transaction().await.map_err(PgError::from)?;
         let (locked, base) = lock(&transaction, topic, group, cached).await?;
@@ -205,11 +193,8 @@ impl Postgres {
                 .await
                 .map(Some)
         };
-        let (written, deliveries) = try_join(
-            write,
-            payloads(&transaction, &self.at_hand, topic_id, &planned.deliveries),
-        )
-        .await?;
+        let (written, deliveries) =
+            try_join(write, messages(&transaction, topic_id, &planned.deliveries)).await?;
         transaction.commit().await.map_err(PgError::from)?;
         let fresh = match written {
             Some(()) => Cached {
@@ -293,14 +278,6 @@ async fn lock(
     Ok((found, base))
 }
 
-/// Which group row a write goes to, and what it held when locked.
-pub(super) struct Row<'a> {
-    pub topic_id: i64,
-    pub group: &'a str,
-    pub version: i64,
-    pub dead_letter_seq: i64,
-}
-
 fn apply(state: &mut GroupState, change: &mailroom::group::Change) -> Result<(), BackendError> {
     state.apply_change(change).map_err(|error| {
         BackendError::Internal(format!("a freshly planned change must follow: {error}"))
@@ -354,100 +331,13 @@ pub(super) async fn restore(
     })
 }
 
-/// Writes `after` over `before`: the state, the next version and the dead letters added
-/// and removed (each added one with a copy of its message).
-pub(super) async fn write_state(
+/// The messages of `ids` (payload, publish time, metadata), as deliveries in the same
+/// order.
+async fn messages(
     client: &impl GenericClient,
-    at: &Row<'_>,
-    before: &GroupState,
-    after: &GroupState,
-    now_ms: u64,
-) -> Result<(), BackendError> {
-    let old: HashSet<u64> = before
-        .dead_letters()
-        .iter()
-        .map(|dead| dead.offset)
-        .collect();
-    let new: HashSet<u64> = after
-        .dead_letters()
-        .iter()
-        .map(|dead| dead.offset)
-        .collect();
-    let removed: Vec<i64> = old.difference(&new).map(|&offset| big(offset)).collect();
-    let mut added = AddedDeadLetters::default();
-    let mut seq = at.dead_letter_seq;
-    for (entry, note) in after.dead_letters().iter().zip(after.dead_letter_notes()) {
-        if !old.contains(&entry.offset) {
-            added.offsets.push(big(entry.offset));
-            added.seqs.push(seq);
-            added.attempts.push(entry.attempts as i32);
-            added.reasons.push(note.reason.clone());
-            added.at_ms.push(big(note.at_ms));
-            seq += 1;
-        }
-    }
-    let bytes = encode(&after.snapshot(), now_ms);
-    let update = client
-        .prepare_cached(WRITE_STATE)
-        .await
-        .map_err(PgError::from)?;
-    let next_version = at.version + 1;
-    let state_params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
-        [&at.topic_id, &at.group, &next_version, &bytes, &seq];
-    let state_write = client.execute(&update, &state_params);
-    let removal = async {
-        if removed.is_empty() {
-            return Ok(0);
-        }
-        let statement = client.prepare_cached(DROP_DEAD_LETTERS).await?;
-        client
-            .execute(&statement, &[&at.topic_id, &at.group, &removed])
-            .await
-    };
-    let addition = async {
-        if added.offsets.is_empty() {
-            return Ok(0);
-        }
-        let statement = client.prepare_cached(ADD_DEAD_LETTERS).await?;
-        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 7] = [
-            &at.topic_id,
-            &at.group,
-            &added.offsets,
-            &added.seqs,
-            &added.attempts,
-            &added.reasons,
-            &added.at_ms,
-        ];
-        client.execute(&statement, &params).await
-    };
-    let (_, _, inserted) = futures_util::future::try_join3(state_write, removal, addition)
-        .await
-        .map_err(PgError::from)?;
-    if inserted != added.offsets.len() as u64 {
-        return Err(BackendError::Internal(format!(
-            "group {:?}: a dead-lettered message is missing from the log",
-            at.group
-        )));
-    }
-    Ok(())
-}
-
-#[derive(Default)]
-struct AddedDeadLetters {
-    offsets: Vec<i64>,
-    seqs: Vec<i64>,
-    attempts: Vec<i32>,
-    reasons: Vec<Option<String>>,
-    at_ms: Vec<i64>,
-}
-
-/// The payloads of `ids`, as deliveries in the same order.
-async fn payloads(
-    client: &impl GenericClient,
-    at_hand: &Arc<AtHand>,
     topic_id: i64,
     ids: &[DeliveryId],
-) -> Result<Vec<Delivery<Bytes>>, BackendError> {
+) -> Result<Vec<Delivery<Message<Bytes>>>, BackendError> {
     if ids.is_empty() {
         return Ok(Vec::new());
     }
@@ -460,9 +350,9 @@ async fn payloads(
         .query(&statement, &[&topic_id, &offsets])
         .await
         .map_err(PgError::from)?;
-    let found: HashMap<u64, Bytes> = rows
+    let found: HashMap<u64, Message<Bytes>> = rows
         .iter()
-        .map(|row| Ok((row.get::<_, i64>(0) as u64, at_hand.payload_of(row, 1)?)))
+        .map(|row| Ok((row.get::<_, i64>(0) as u64, message_of(row, 1)?)))
         .collect::<Result<_, BackendError>>()?;
     ids.iter()
         .map(|id| {

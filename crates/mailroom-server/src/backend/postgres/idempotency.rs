@@ -15,7 +15,9 @@
 //! broker killed before its commit leaves neither the message nor the key row.
 //!
 //! The window is the brokers' `--idempotency-window-*` settings, which every broker on
-//! one database should share (a broker with a wider window finds more duplicates). Rows
+//! one database should share (a broker with a wider window finds more duplicates),
+//! under the topic's own limits where it was created with some (`idempotency_messages`,
+//! `idempotency_age_ms` of its row, read under the lock: every broker applies them). Rows
 //! past the window are deleted by the retention pass (`retention.rs`); a row that is
 //! still there but past the window is never taken for a duplicate, so pruning late
 //! changes nothing but the table's size.
@@ -24,16 +26,18 @@ use std::collections::HashMap;
 
 use deadpool_postgres::Pool;
 use futures_util::future::try_join;
-use mailroom_store::{IdempotencyWindow, NewMessage, StoreError, Stored};
+use mailroom_store::{IdempotencyWindow, NewMessage, StoreError, Stored, TopicIdempotency};
 
 use super::group::{big, unknown_topic};
 use super::metadata::encode;
 use super::schema::extend_segments;
+use super::topics::own_window;
 use super::PgError;
 use crate::backend::BackendError;
 
 const LOCK_TOPIC: &str = "SELECT id, next_offset, segments_end, \
-     (extract(epoch FROM clock_timestamp()) * 1000)::bigint \
+     (extract(epoch FROM clock_timestamp()) * 1000)::bigint, \
+     idempotency_messages, idempotency_age_ms \
      FROM mailroom_topics WHERE name = $1 FOR UPDATE";
 // Sent right behind the lock in the same pipeline: it runs once the lock is held, with
 // a snapshot of its own, so it sees the keys of every publish committed before.
@@ -61,6 +65,8 @@ struct LockedTopic {
     end: u64,
     segments_end: u64,
     now_ms: u64,
+    /// The topic's own idempotency window, read under its lock.
+    own_window: TopicIdempotency,
 }
 
 /// Publishes `messages` (metadata checked here) to `topic` in one transaction; with
@@ -92,7 +98,8 @@ pub(super) async fn append_messages(
     let transaction = client.transaction().await.map_err(PgError::from)?;
     let (locked, seen) = lock_topic(&transaction, topic, &keys).await?;
     let seen = match window {
-        Some(window) => in_window(seen, &window, &locked),
+        // The brokers' default, under the topic's own limits where it has them.
+        Some(window) => in_window(seen, &locked.own_window.resolve(window), &locked),
         None => HashMap::new(),
     };
     let (plans, written) = plan(messages, &seen, window.is_some());
@@ -142,6 +149,7 @@ async fn lock_topic(
         end: row.get::<_, i64>(1) as u64,
         segments_end: row.get::<_, i64>(2) as u64,
         now_ms: row.get::<_, i64>(3).max(0) as u64,
+        own_window: own_window(row.get(4), row.get(5)),
     };
     let seen = rows
         .into_iter()

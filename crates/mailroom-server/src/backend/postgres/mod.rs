@@ -9,15 +9,18 @@
 //! # What this backend supports yet
 //!
 //! Topics (create, list, state, delete), publish (single and batch, with keys, headers
-//! and idempotency keys: `idempotency.rs`), groups (create, detail, config, delete), poll,
+//! and idempotency keys, under a topic's own window where it has one:
+//! `idempotency.rs`), groups (create, detail, config, delete), poll,
 //! ack, nack of every kind, touch, the batches and ack-then-poll, redrive, purge,
 //! dead-letter pages, seek (by offset and by time), pause, reads of the log without a
 //! group (`log_reads.rs`), `next_due_in`, gauges, sync and health, and the publish stream
 //! (its handle does not check the topic when opened: the first publish does). Every
 //! delivery, dead letter and read carries its message's publish time and metadata
 //! (`metadata.rs`). Retention: each topic's own limits over the brokers' defaults,
-//! enforced by a pass that drops whole segment tables (`retention.rs`). Not yet: live
-//! channels across brokers (channels stay each broker's own).
+//! enforced by a pass that drops whole segment tables (`retention.rs`). Live channels
+//! across brokers: each broker's channel publishes are relayed to the others by a
+//! coalesced `NOTIFY` (`channel_relay.rs`), and the backend holds the server's
+//! [`Channels`](crate::channels::Channels) so that it can fan the others' out here.
 
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -33,19 +36,24 @@ use crate::backend::{BackendError, BackendHealth};
 use crate::long_poll::LongPolls;
 
 mod calls;
+mod channel_relay;
 mod deliveries;
 mod encoding;
 mod group;
+mod group_reads;
+mod group_write;
 mod idempotency;
 mod log_reads;
 mod metadata;
 mod notify;
+mod polls;
 mod publisher;
 mod retention;
 mod schema;
 mod seek_pause;
 mod topics;
 
+pub use channel_relay::RELAYED_PAYLOAD_BYTES_MAX;
 pub use schema::{version_known, SEGMENT_OFFSETS};
 
 /// Connections a broker keeps open to the database at most.
@@ -146,15 +154,15 @@ fn is_transient(error: &tokio_postgres::Error) -> bool {
 pub struct Postgres {
     pool: Pool,
     options: PgOptions,
-    /// The metadata of the payloads this broker read and still holds.
-    at_hand: Arc<metadata::AtHand>,
     long_polls: Arc<LongPolls>,
     /// Each group's state as this broker last committed or read it, by (topic, group).
     cache: Mutex<HashMap<(String, String), group::Cached>>,
     /// Why the last attempt to reach the database failed, until one succeeds.
     failure: Arc<Mutex<Option<String>>>,
     notifier: Arc<notify::Notifier>,
-    /// The notifier's and listener's tasks, ended with the backend.
+    /// The live channels, relayed to and from the other brokers (`channel_relay.rs`).
+    channels: Arc<crate::channels::Channels>,
+    /// The notifier's, relay's and listener's tasks, ended with the backend.
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -208,18 +216,25 @@ impl Postgres {
         drop(client);
         let failure = Arc::new(Mutex::new(None));
         let notifier = Arc::new(notify::Notifier::new());
+        let (relay, channels) = channel_relay::Relay::with_channels(notifier.broker_id());
         let tasks = vec![
             notify::spawn_sender(Arc::clone(&notifier), pool.clone()),
-            notify::spawn_listener(config, notifier.broker_id(), Arc::clone(&long_polls)),
+            channel_relay::spawn_sender(Arc::clone(&relay), pool.clone()),
+            notify::spawn_listener(
+                config,
+                notifier.broker_id(),
+                Arc::clone(&long_polls),
+                Arc::clone(&relay),
+            ),
         ];
         Ok(Postgres {
             pool,
             options,
-            at_hand: Arc::default(),
             long_polls,
             cache: Mutex::new(HashMap::new()),
             failure,
             notifier,
+            channels,
             tasks,
         })
     }

@@ -3,7 +3,8 @@
 //! hot transaction), so under load the notifications of many calls ride together. Each
 //! broker listens on its own connection and wakes its long polls of the topics named.
 //! A notification is a hint: a lost one delays a long poll to its next due time or its
-//! 5 s recheck (`crate::long_poll`), never more.
+//! 5 s recheck (`crate::long_poll`), never more. The same connection listens for the
+//! other brokers' channel messages (`channel_relay.rs`).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio_postgres::{AsyncMessage, NoTls};
 
+use super::channel_relay::{Relay, CHANNEL_MESSAGES};
 use crate::long_poll::LongPolls;
 
 /// The channel every broker notifies and listens on.
@@ -94,16 +96,17 @@ pub(super) fn spawn_sender(notifier: Arc<Notifier>, pool: Pool) -> tokio::task::
     })
 }
 
-/// The task that listens for the other brokers' notifications and wakes `long_polls`;
-/// it reconnects by itself.
+/// The task that listens for the other brokers' notifications, wakes `long_polls` and
+/// hands channel messages to `relay`; it reconnects by itself.
 pub(super) fn spawn_listener(
     config: tokio_postgres::Config,
     own_id: u64,
     long_polls: Arc<LongPolls>,
+    relay: Arc<Relay>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         loop {
-            if let Err(error) = listen(&config, own_id, &long_polls).await {
+            if let Err(error) = listen(&config, own_id, &long_polls, &relay).await {
                 tracing::warn!(%error, "listening for the other brokers' writes; reconnecting");
             }
             tokio::time::sleep(Duration::from_millis(RETRY_MS)).await;
@@ -115,6 +118,7 @@ async fn listen(
     config: &tokio_postgres::Config,
     own_id: u64,
     long_polls: &LongPolls,
+    relay: &Relay,
 ) -> Result<(), tokio_postgres::Error> {
     let (client, mut connection) = config.connect(NoTls).await?;
     let (messages_tx, mut messages) = tokio::sync::mpsc::unbounded_channel();
@@ -134,11 +138,15 @@ async fn listen(
         }
         Ok(())
     });
-    client.batch_execute(&format!("LISTEN {CHANNEL}")).await?;
+    client
+        .batch_execute(&format!("LISTEN {CHANNEL}; LISTEN {CHANNEL_MESSAGES}"))
+        .await?;
     let own = own_id.to_string();
     while let Some(message) = messages.recv().await {
         if let AsyncMessage::Notification(notification) = message {
-            if let Some((sender, topic)) = notification.payload().split_once(' ') {
+            if notification.channel() == CHANNEL_MESSAGES {
+                relay.receive(notification.payload());
+            } else if let Some((sender, topic)) = notification.payload().split_once(' ') {
                 if sender != own {
                     long_polls.wake(topic);
                 }

@@ -29,7 +29,8 @@ use mailroom::group::GroupState;
 use mailroom_store::{Limit, Retention, RetentionRemoved, TopicRetention};
 use tokio_postgres::Row as PgRow;
 
-use super::group::{big, restore, unknown_topic, write_state, Row};
+use super::group::{big, restore, unknown_topic};
+use super::group_write::{write_state, Row};
 use super::schema::{topic_partition, SEGMENT_OFFSETS};
 use super::{PgError, Postgres};
 use crate::backend::{BackendError, RetentionChange, RetentionPass, RetentionState};
@@ -406,8 +407,9 @@ impl Postgres {
         Ok(dropped)
     }
 
-    /// Deletes the idempotency keys past the window (by count and by age), in one
-    /// statement, by one broker at a time.
+    /// Deletes the idempotency keys past each topic's window (by count and by age: its
+    /// own limits, else this broker's default), in one statement, by one broker at a
+    /// time.
     async fn prune_keys(&self) -> Result<(), BackendError> {
         let window = self.options.idempotency;
         let mut client = self.client().await?;
@@ -419,8 +421,9 @@ impl Postgres {
             .execute(
                 &format!(
                     "DELETE FROM mailroom_idempotency_keys k USING mailroom_topics t \
-                     WHERE k.topic_id = t.id AND (k.\"offset\" < t.next_offset - $1 \
-                     OR k.at_ms < {NOW_MS} - $2)"
+                     WHERE k.topic_id = t.id \
+                     AND (k.\"offset\" < t.next_offset - coalesce(t.idempotency_messages, $1) \
+                     OR k.at_ms < {NOW_MS} - coalesce(t.idempotency_age_ms, $2))"
                 ),
                 &[&big(window.messages_max), &big(window.age_ms_max)],
             )

@@ -88,6 +88,13 @@ pub const MIGRATIONS: &[&str] = &[
     UPDATE mailroom_topics t SET bytes = coalesce((SELECT sum(octet_length(m.payload))
         FROM mailroom_messages m WHERE m.topic_id = t.id AND m."offset" >= t.start_offset), 0);
     "#,
+    // 3: each topic's own idempotency window (`docs/scale-out.md`, "Idempotent publish"):
+    // NULL follows the brokers' `--idempotency-window-*` default.
+    r#"
+    ALTER TABLE mailroom_topics
+        ADD COLUMN idempotency_messages bigint,
+        ADD COLUMN idempotency_age_ms   bigint;
+    "#,
 ];
 
 /// The version this binary brings a database to.

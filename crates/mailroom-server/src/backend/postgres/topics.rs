@@ -6,7 +6,7 @@ use std::ops::Range;
 use bytes::Bytes;
 use mailroom::group::{ArgumentError, GroupConfig, GroupError, GroupState};
 use mailroom::topic::{StartPosition, TopicError, GROUP_NAME_BYTES_MAX};
-use mailroom_store::{validate_name, StoreError, TopicRetention};
+use mailroom_store::{validate_name, StoreError, TopicIdempotency, TopicRetention};
 
 use super::encoding::encode;
 use super::group::{big, unknown_group, unknown_topic};
@@ -20,26 +20,41 @@ use crate::backend::{BackendError, GroupGauges, TopicOffsets};
 const NOW_MS: &str = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
 
 impl Postgres {
-    /// Creates `topic` with its own `retention` and its partition of the log; `false`
-    /// (and nothing changed) if it existed.
+    /// Creates `topic` with its own `retention`, its own idempotency window and its
+    /// partition of the log; `false` (and nothing changed) if it existed.
     pub(super) async fn create_topic_row(
         &self,
         topic: &str,
         retention: &TopicRetention,
+        idempotency: &TopicIdempotency,
     ) -> Result<bool, BackendError> {
         validate_name(topic)?;
+        idempotency.check()?;
         let mut client = self.client().await?;
         let transaction = client.transaction().await.map_err(PgError::from)?;
         let [age, bytes, count] = limit_columns(retention);
+        let (window_messages, window_ms) = (
+            idempotency.messages_max.map(big),
+            idempotency.age_ms_max.map(big),
+        );
         let created = transaction
             .query_opt(
                 &format!(
                     "INSERT INTO mailroom_topics (name, created_at_ms, retention_age_ms, \
-                     retention_bytes, retention_messages, keep_unconsumed) \
-                     VALUES ($1, {NOW_MS}, $2, $3, $4, $5) \
+                     retention_bytes, retention_messages, keep_unconsumed, \
+                     idempotency_messages, idempotency_age_ms) \
+                     VALUES ($1, {NOW_MS}, $2, $3, $4, $5, $6, $7) \
                      ON CONFLICT (name) DO NOTHING RETURNING id"
                 ),
-                &[&topic, &age, &bytes, &count, &retention.keep_unconsumed],
+                &[
+                    &topic,
+                    &age,
+                    &bytes,
+                    &count,
+                    &retention.keep_unconsumed,
+                    &window_messages,
+                    &window_ms,
+                ],
             )
             .await
             .map_err(PgError::from)?;
@@ -113,6 +128,25 @@ impl Postgres {
             // the whole connection (BackendHealth::failure).
             failure: None,
         })
+    }
+
+    /// `topic`'s own idempotency window, as created (`None` limits follow the brokers'
+    /// default).
+    pub(super) async fn own_idempotency(
+        &self,
+        topic: &str,
+    ) -> Result<TopicIdempotency, BackendError> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT idempotency_messages, idempotency_age_ms FROM mailroom_topics \
+                 WHERE name = $1",
+                &[&topic],
+            )
+            .await
+            .map_err(PgError::from)?
+            .ok_or_else(|| unknown_topic(topic))?;
+        Ok(own_window(row.get(0), row.get(1)))
     }
 
     /// Deletes `topic`: its partition of the log is dropped whole, its groups and dead
@@ -260,6 +294,14 @@ impl Postgres {
             }
         }
         Ok(gauges)
+    }
+}
+
+/// A topic's own window from its row's two columns (NULL follows the default).
+pub(super) fn own_window(messages: Option<i64>, age_ms: Option<i64>) -> TopicIdempotency {
+    TopicIdempotency {
+        messages_max: messages.map(|value| value.max(0) as u64),
+        age_ms_max: age_ms.map(|value| value.max(0) as u64),
     }
 }
 

@@ -6,12 +6,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::extract::ws::{close_code, CloseFrame, Message};
-use bytes::Bytes;
 use futures_util::{FutureExt as _, Sink, SinkExt as _, Stream, StreamExt as _};
 use mailroom::group::DeliveryId;
-use mailroom::topic::Delivery;
 use mailroom_api::limits::CONSUME_STREAM_SETTLEMENTS_MAX;
 use mailroom_api::publish_stream::SHUTDOWN_CLOSE_REASON;
+use mailroom_store::{MessageDelivery, PollScope};
 use tokio::time::Instant;
 
 use super::settle::Incoming;
@@ -45,8 +44,10 @@ pub(super) struct StreamConsumer {
     pub(super) group: String,
     pub(super) consumer: String,
     pub(super) window: u32,
-    /// The deliveries sent to the client and, as far as the last poll told, still its.
-    sent: HashSet<DeliveryId>,
+    /// The deliveries sent to the client and, as far as the stream knows, still its: a
+    /// poll of everything it owns sets them, new deliveries and settlement answers
+    /// update them. A lease that ran out (or a seek) is learned at the next such poll.
+    pub(super) sent: HashSet<DeliveryId>,
     /// The number of the next client frame.
     pub(super) seq: u64,
 }
@@ -100,17 +101,26 @@ impl StreamConsumer {
         let closed = long_polls.closed();
         tokio::pin!(closed);
         closed.as_mut().enable();
-        // Deliveries the last round's acking poll handed out; `None`: poll afresh.
-        let mut polled: Option<Vec<Delivery<Bytes>>> = None;
+        // What the last round's acking poll handed out, or what to poll now: first (and
+        // after a wait that ended by the clock, when leases may have run out) everything
+        // the consumer owns, so a reconnecting consumer gets its deliveries back and the
+        // stream learns what it no longer holds; otherwise new deliveries only.
+        let mut refill = Refill::PollOwned;
         loop {
             let woken = waiter.notified();
             tokio::pin!(woken);
             woken.as_mut().enable();
-            let deliveries = match polled.take() {
-                Some(deliveries) => deliveries,
-                None => self.poll().await?,
-            };
-            self.deliver(socket, deliveries).await?;
+            match std::mem::replace(&mut refill, Refill::PollNew) {
+                Refill::PollOwned => {
+                    let owned = self.poll(PollScope::All).await?;
+                    self.deliver_owned(socket, owned).await?;
+                }
+                Refill::PollNew => {
+                    let fresh = self.poll(PollScope::New).await?;
+                    self.deliver_new(socket, fresh).await?;
+                }
+                Refill::Polled(fresh) => self.deliver_new(socket, fresh).await?,
+            }
             if long_polls.is_closing() {
                 return Err(Some(going_away()));
             }
@@ -121,46 +131,76 @@ impl StreamConsumer {
                 () = &mut closed => return Err(Some(going_away())),
                 read = socket.next() => {
                     let incoming = self.gather(socket, read)?;
-                    let (answers, refill) = self.settle(incoming).await?;
+                    let (answers, polled) = self.settle(incoming).await?;
                     send_frames(socket, &answers).await?;
-                    polled = refill;
+                    if let Some(polled) = polled {
+                        refill = Refill::Polled(polled);
+                    }
                 }
                 () = &mut woken, if has_room => {}
-                () = tokio::time::sleep_until(wake_at) => {}
+                () = tokio::time::sleep_until(wake_at) => refill = Refill::PollOwned,
             }
         }
     }
 
-    /// Polls the window for the stream's consumer.
-    pub(super) async fn poll(&self) -> Result<Vec<Delivery<Bytes>>, Option<Ending>> {
-        self.state
-            .backend
-            .poll_batch(
-                &self.topic,
-                &self.group,
-                Some(&self.consumer),
-                self.window as usize,
-            )
-            .await
-            .map_err(|error| Some(failed(&ApiError::from(error))))
+    /// Polls the window for the stream's consumer: every delivery it owns and new ones,
+    /// or new ones only (its own counted against the window).
+    async fn poll(&self, scope: PollScope) -> Result<Vec<MessageDelivery>, Option<Ending>> {
+        let backend = &self.state.backend;
+        let (topic, group) = (&self.topic, &self.group);
+        let (consumer, max) = (Some(self.consumer.as_str()), self.window as usize);
+        let polled = backend.poll_batch(topic, group, consumer, max, scope).await;
+        polled.map_err(|error| Some(failed(&ApiError::from(error))))
     }
 
-    /// Sends the deliveries of `deliveries` not sent yet; from now on the stream's are
-    /// exactly these (a poll of the window answers every one the consumer owns).
-    async fn deliver<S>(
+    /// Sends the deliveries of `owned` not sent yet; from now on the stream's are exactly
+    /// these (a poll of the window answers every one the consumer owns).
+    async fn deliver_owned<S>(
         &mut self,
         socket: &mut S,
-        deliveries: Vec<Delivery<Bytes>>,
+        owned: Vec<MessageDelivery>,
     ) -> Result<(), Option<Ending>>
     where
         S: Sink<Message, Error = axum::Error> + Unpin,
     {
-        let owned: HashSet<DeliveryId> = deliveries.iter().map(Delivery::id).collect();
-        let fresh: Vec<Delivery<Bytes>> = deliveries
+        let ids: HashSet<DeliveryId> = owned.iter().map(MessageDelivery::id).collect();
+        let fresh: Vec<MessageDelivery> = owned
             .into_iter()
             .filter(|delivery| !self.sent.contains(&delivery.id()))
             .collect();
-        self.sent = owned;
+        self.sent = ids;
+        self.send_deliveries(socket, fresh).await
+    }
+
+    /// Sends `fresh`, new deliveries (none of them sent before), and counts them the
+    /// stream's.
+    async fn deliver_new<S>(
+        &mut self,
+        socket: &mut S,
+        fresh: Vec<MessageDelivery>,
+    ) -> Result<(), Option<Ending>>
+    where
+        S: Sink<Message, Error = axum::Error> + Unpin,
+    {
+        for delivery in &fresh {
+            let first_time = self.sent.insert(delivery.id());
+            debug_assert!(
+                first_time,
+                "a new delivery was sent before: {}",
+                delivery.id()
+            );
+        }
+        self.send_deliveries(socket, fresh).await
+    }
+
+    async fn send_deliveries<S>(
+        &mut self,
+        socket: &mut S,
+        fresh: Vec<MessageDelivery>,
+    ) -> Result<(), Option<Ending>>
+    where
+        S: Sink<Message, Error = axum::Error> + Unpin,
+    {
         if fresh.is_empty() {
             return Ok(());
         }
@@ -171,8 +211,7 @@ impl StreamConsumer {
             .deliveries
             .get_or_create(&labels)
             .inc_by(count);
-        let bodies = delivery_bodies(&self.state, &self.topic, fresh)
-            .map_err(|error| Some(failed(&error)))?;
+        let bodies = delivery_bodies(fresh);
         let frames: Vec<ServerFrame> = bodies.into_iter().map(ServerFrame::Delivery).collect();
         send_frames(socket, &frames).await
     }
@@ -235,6 +274,16 @@ impl StreamConsumer {
             }
         }
     }
+}
+
+/// What a round of the stream polls, or what its acking poll handed out.
+enum Refill {
+    /// Poll every delivery the consumer owns, and new ones.
+    PollOwned,
+    /// Poll new deliveries only.
+    PollNew,
+    /// New deliveries the round's acking poll handed out.
+    Polled(Vec<MessageDelivery>),
 }
 
 /// Sends `frames` as JSON text frames, flushed once.

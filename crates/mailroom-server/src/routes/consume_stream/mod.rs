@@ -33,17 +33,23 @@
 //! socket (up to `CONSUME_STREAM_SETTLEMENTS_MAX`), settles consecutive acks as one
 //! `ack_batch` and consecutive nacks with equal options as one `nack_batch` (touches one
 //! by one), the last run of acks together with the poll that refills the window
-//! (`ack_then_poll_batch`: one write, one durability point), answers them, then sends
+//! (`ack_then_poll_batch` of new deliveries: one write, one durability point), answers them, then sends
 //! what the poll handed out. With nothing to settle it waits, without polling, for the
 //! topic's wake-up or the group's next due time ([`crate::long_poll`]), as a long poll
 //! does.
 //!
 //! # The window
 //!
-//! Every poll is a batch poll of `window` for the stream's consumer, which answers the
-//! consumer's own deliveries in flight first: so the consumer never owns more than
-//! `window` deliveries, and the server sends only those it has not sent yet. A
-//! delivery whose lease ran out is no longer the consumer's, and frees its slot.
+//! The stream's first poll is a batch poll of `window` for the stream's consumer, which
+//! answers the consumer's own deliveries in flight first (a reconnecting consumer gets
+//! them back), then new ones. Every refill after it polls new deliveries only
+//! ([`Backend::poll_batch`](crate::backend::Backend::poll_batch) with `PollScope::New`), with the
+//! consumer's deliveries in flight counted against the window by the group's state
+//! machine: so the consumer never owns more than `window` deliveries, nothing it holds is
+//! read again, and nothing is sent twice. A delivery whose lease ran out is no longer the
+//! consumer's, and frees its slot; after a wait that ended by the clock (when leases may
+//! have run out) the stream polls everything it owns again, to learn which it still
+//! holds.
 //!
 //! # Disconnects
 //!

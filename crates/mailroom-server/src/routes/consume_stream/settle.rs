@@ -1,13 +1,12 @@
 //! One round's settlements: split into runs that each go to the store as one batch
 //! call, and answered in the order the client sent them.
 
-use bytes::Bytes;
 use mailroom::group::{DeliveryId, NackKind, NackOptions, NotOwned};
-use mailroom::topic::Delivery;
 use mailroom_api::consume_stream::SettledOutcome;
 use mailroom_api::deliveries::NackOutcome;
 use mailroom_api::publish_stream::StreamError;
 use mailroom_api::ErrorCode;
+use mailroom_store::{MessageDelivery, PollScope};
 
 use super::consumer::{failed, Ending, StreamConsumer};
 use super::{ServerFrame, Settlement};
@@ -111,14 +110,41 @@ fn not_owned(seq: u64, id: DeliveryId, error: &NotOwned) -> ServerFrame {
     refused(seq, Some(id), ErrorCode::NotOwned, error.to_string())
 }
 
-/// The deliveries an acking poll handed out, if the round ended with one.
-type Refill = Option<Vec<Delivery<Bytes>>>;
+/// The new deliveries an acking poll handed out, if the round ended with one.
+type Refill = Option<Vec<MessageDelivery>>;
+
+/// The delivery an answer says is no longer the consumer's: settled (a touch keeps it)
+/// or refused as not owned (it never was, or is no longer).
+fn released_by(answer: &ServerFrame) -> Option<DeliveryId> {
+    match answer {
+        ServerFrame::Settled {
+            offset,
+            attempt,
+            outcome,
+            ..
+        } if *outcome != SettledOutcome::Touched => Some(DeliveryId {
+            offset: *offset,
+            attempt: *attempt,
+        }),
+        ServerFrame::Error {
+            offset: Some(offset),
+            attempt: Some(attempt),
+            error,
+            ..
+        } if error.code == ErrorCode::NotOwned => Some(DeliveryId {
+            offset: *offset,
+            attempt: *attempt,
+        }),
+        _ => None,
+    }
+}
 
 impl StreamConsumer {
     /// Settles one round, answering each frame in order; the round's last run of acks
-    /// goes with the poll that refills the window.
+    /// goes with the poll that refills the window (with new deliveries only). What the
+    /// answers settle is no longer the stream's.
     pub(super) async fn settle(
-        &self,
+        &mut self,
         incoming: Vec<Incoming>,
     ) -> Result<(Vec<ServerFrame>, Refill), Option<Ending>> {
         let runs = runs(incoming);
@@ -138,6 +164,9 @@ impl StreamConsumer {
                 }
             }
         }
+        for id in answers.iter().filter_map(released_by) {
+            self.sent.remove(&id);
+        }
         Ok((answers, refill))
     }
 
@@ -153,7 +182,14 @@ impl StreamConsumer {
             let consumer = Some(self.consumer.as_str());
             let max = self.window as usize;
             let (outcomes, polled) = backend
-                .ack_then_poll_batch(&self.topic, &self.group, &only, consumer, max)
+                .ack_then_poll_batch(
+                    &self.topic,
+                    &self.group,
+                    &only,
+                    consumer,
+                    max,
+                    PollScope::New,
+                )
                 .await
                 .map_err(|error| Some(failed(&error.into())))?;
             (outcomes, Some(polled))

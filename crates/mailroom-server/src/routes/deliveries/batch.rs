@@ -21,6 +21,7 @@ use axum::extract::State;
 use axum::Json;
 use mailroom::group::{DeliveryId, NackKind, NackOptions, NotOwned};
 use mailroom::topic::Nack;
+use mailroom_store::PollScope;
 
 use super::batch_arguments::{
     ack_ids, delivery_ids, poll_limits, AckBatchRequest, AckItemBody, AckOutcome, AckResults,
@@ -65,7 +66,7 @@ pub async fn poll_batch(
     if let Some(ids) = &acks {
         let (outcomes, polled) = state
             .backend
-            .ack_then_poll_batch(&topic, &group, ids, consumer, max)
+            .ack_then_poll_batch(&topic, &group, ids, consumer, max, PollScope::All)
             .await?;
         acked = Some(ack_items(&state, &labels, ids, outcomes));
         deliveries = polled;
@@ -85,7 +86,7 @@ pub async fn poll_batch(
         .deliveries
         .get_or_create(&labels)
         .inc_by(count);
-    let deliveries = delivery_bodies(&state, &topic, deliveries)?;
+    let deliveries = delivery_bodies(deliveries);
     Ok(Json(PolledBatch { deliveries, acked }))
 }
 

@@ -9,8 +9,7 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
-use mailroom::topic::Delivery;
+use mailroom_store::{MessageDelivery, PollScope};
 use tokio::time::Instant;
 
 use crate::error::ApiError;
@@ -24,10 +23,10 @@ pub(crate) async fn poll_once(
     group: &str,
     consumer: Option<&str>,
     max: usize,
-) -> Result<Vec<Delivery<Bytes>>, ApiError> {
+) -> Result<Vec<MessageDelivery>, ApiError> {
     Ok(state
         .backend
-        .poll_batch(topic, group, consumer, max)
+        .poll_batch(topic, group, consumer, max, PollScope::All)
         .await?)
 }
 
@@ -42,7 +41,7 @@ pub(crate) async fn long_poll(
     consumer: Option<&str>,
     max: usize,
     wait: Duration,
-) -> Result<Vec<Delivery<Bytes>>, ApiError> {
+) -> Result<Vec<MessageDelivery>, ApiError> {
     let deadline = Instant::now() + wait;
     let waiter = state.long_polls.waiter(topic, group);
     // Taken at the first empty poll, held until this returns or is dropped.

@@ -1,12 +1,13 @@
-//! mailroom's consume stream as a [`LogConsumer`](super::LogConsumer): one WebSocket per group with a window
+//! mailroom's consume stream as a [`LogConsumer`](crate::systems::LogConsumer): one WebSocket per group with a window
 //! of the run's prefetch (`Client::consume_stream`), the like-for-like of Redis's
 //! blocking `XREADGROUP`, RabbitMQ's `basic.consume` with a prefetch and NATS pull
 //! consumers.
 //!
 //! A round takes the first delivery pushed (waiting up to [`IDLE_WAIT`]) and every one
-//! already arrived after it, up to the prefetch; settling sends the round's acks and
-//! nacks on the socket and reads until each is answered, keeping the deliveries that
-//! arrive meanwhile for the next round.
+//! already arrived after it, up to the prefetch; settling queues the round's acks and
+//! nacks and sends them in one write (`feed_ack`/`feed_nack`, then one `flush`, as
+//! Redis's round sends one `XACK` of all its ids), then reads until each is answered,
+//! keeping the deliveries that arrive meanwhile for the next round.
 
 use std::collections::VecDeque;
 
@@ -14,8 +15,8 @@ use anyhow::{Context as _, Result};
 use futures_util::FutureExt as _;
 use mailroom_client::{ConsumeStream, DeliveryId, NackOptions, SettledOutcome, StreamEvent};
 
-use super::mailroom::IDLE_WAIT;
-use super::{FailOutcome, Received};
+use super::IDLE_WAIT;
+use crate::systems::{FailOutcome, Received};
 
 /// One group's stream and the deliveries pushed but not yet handed out.
 #[derive(Debug)]
@@ -72,11 +73,12 @@ impl StreamedConsumer {
         fails: Vec<DeliveryId>,
     ) -> Result<Vec<FailOutcome>> {
         for id in &acks {
-            self.stream.ack(*id).await?;
+            self.stream.feed_ack(*id).await?;
         }
         for id in &fails {
-            self.stream.nack(*id, &NackOptions::default()).await?;
+            self.stream.feed_nack(*id, &NackOptions::default()).await?;
         }
+        self.stream.flush().await?;
         let mut answered = 0;
         let mut outcomes = Vec::with_capacity(fails.len());
         while answered < acks.len() + fails.len() {

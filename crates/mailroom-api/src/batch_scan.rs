@@ -1,0 +1,263 @@
+//! A batch publish body read without copying its strings: [`scan_batch`].
+//!
+//! The general decoder (`BatchRequest` through serde, with `crate::batch_item`) gives
+//! every string of an item its own `String`: a payload, a key, each header name and
+//! value, and a map for the headers. That is most of what an item with metadata costs
+//! beyond a bare one. `scan_batch` reads the same body borrowing every string from it,
+//! and the server copies the bytes once, into the record.
+//!
+//! It reads only the plain shape of a batch: strings without escapes, objects whose
+//! fields are known and given once with string values (headers an object of strings,
+//! each name once), and JSON whitespace. Anything else, including every body the
+//! general decoder refuses, answers `None`: the caller then reads the body with the
+//! general decoder, which accepts or refuses it (and words the refusal) as always. So
+//! where `scan_batch` answers, it answers what the general decoder would, and the
+//! property test below holds it to that.
+//!
+//! ```
+//! use mailroom_api::batch_scan::{scan_batch, ScannedItem};
+//!
+//! let body = br#"{"messages": ["a", {"payload": "b", "headers": {"z": "1", "a": "2"}}]}"#;
+//! let batch = scan_batch(body).unwrap();
+//! assert!(matches!(batch.items[0], ScannedItem::Text("a")));
+//! let ScannedItem::Message(object) = &batch.items[1] else { panic!() };
+//! assert_eq!(object.payload, Some("b"));
+//! // Headers come in name order, as a map would hold them.
+//! assert_eq!(batch.headers(object), [("a", "2"), ("z", "1")]);
+//! // An escape is left to the general decoder.
+//! assert!(scan_batch(br#"{"messages": ["a\"b"]}"#).is_none());
+//! ```
+
+use std::ops::Range;
+
+/// A batch body's items, their strings borrowed from the body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScannedBatch<'a> {
+    /// The items, in order.
+    pub items: Vec<ScannedItem<'a>>,
+    /// Every item's headers, each item's a range of this.
+    headers: Vec<(&'a str, &'a str)>,
+}
+
+/// One item, in the three forms of [`BatchMessage`](crate::topics::BatchMessage).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScannedItem<'a> {
+    /// A string item: the payload as text.
+    Text(&'a str),
+    /// `{"base64": ...}`: the payload's base64.
+    Binary(&'a str),
+    /// An object item (its payload fields as given, checked by the caller).
+    Message(ScannedObject<'a>),
+}
+
+/// An object item's fields, as [`BatchMessageObject`](crate::topics::BatchMessageObject)'s.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScannedObject<'a> {
+    /// `payload`.
+    pub payload: Option<&'a str>,
+    /// `payload_base64`.
+    pub payload_base64: Option<&'a str>,
+    /// `key`.
+    pub key: Option<&'a str>,
+    /// `idempotency_key`.
+    pub idempotency_key: Option<&'a str>,
+    /// `headers`: a range of the batch's headers (see [`ScannedBatch::headers`]).
+    headers: Option<Range<usize>>,
+}
+
+impl<'a> ScannedBatch<'a> {
+    /// `object`'s headers, in name order, each name once; empty when it has none.
+    pub fn headers(&self, object: &ScannedObject<'a>) -> &[(&'a str, &'a str)] {
+        object
+            .headers
+            .clone()
+            .map_or(&[][..], |range| &self.headers[range])
+    }
+}
+
+/// Reads `body` as a batch publish body (`{"messages": [...]}`) if it has the plain
+/// shape of the module docs; `None` if it has not (read it with the general decoder).
+pub fn scan_batch(body: &[u8]) -> Option<ScannedBatch<'_>> {
+    // Validating the whole body once makes every slice between two ASCII quotes a
+    // `&str` without a second check.
+    let text = std::str::from_utf8(body).ok()?;
+    let mut scanner = Scanner {
+        text,
+        bytes: body,
+        at: 0,
+        headers: Vec::new(),
+    };
+    let items = scanner.batch()?;
+    scanner.skip_whitespace();
+    (scanner.at == body.len()).then_some(ScannedBatch {
+        items,
+        headers: scanner.headers,
+    })
+}
+
+struct Scanner<'a> {
+    text: &'a str,
+    bytes: &'a [u8],
+    at: usize,
+    headers: Vec<(&'a str, &'a str)>,
+}
+
+impl<'a> Scanner<'a> {
+    fn skip_whitespace(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.bytes.get(self.at) {
+            self.at += 1;
+        }
+    }
+
+    /// The next byte after whitespace, consumed.
+    fn next(&mut self) -> Option<u8> {
+        self.skip_whitespace();
+        let byte = *self.bytes.get(self.at)?;
+        self.at += 1;
+        Some(byte)
+    }
+
+    fn expect(&mut self, byte: u8) -> Option<()> {
+        (self.next()? == byte).then_some(())
+    }
+
+    /// A string without escapes, after whitespace.
+    fn string(&mut self) -> Option<&'a str> {
+        self.expect(b'"')?;
+        self.string_rest()
+    }
+
+    /// The rest of a string whose opening quote was read.
+    fn string_rest(&mut self) -> Option<&'a str> {
+        let start = self.at;
+        let rest = &self.bytes[start..];
+        // memchr's vector search for the end, since strings are most of a body: byte by
+        // byte (eight at a time, or the first few one by one) they cost more, even for
+        // short strings (callgrind, `bench/metadata-instructions.sh`).
+        let len = memchr::memchr2(b'"', b'\\', rest)?;
+        if rest[len] != b'"' {
+            return None;
+        }
+        // A control character may not stand in a string: the least byte tells, and a
+        // fold without an early exit is one the compiler makes a vector loop of.
+        let least = rest[..len]
+            .iter()
+            .fold(u8::MAX, |least, &byte| least.min(byte));
+        if least < 0x20 {
+            return None;
+        }
+        self.at = start + len + 1;
+        // Both ends are ASCII quotes, so both are character boundaries.
+        self.text.get(start..start + len)
+    }
+
+    /// `{"messages": [items]}` up to its closing brace.
+    fn batch(&mut self) -> Option<Vec<ScannedItem<'a>>> {
+        self.expect(b'{')?;
+        if self.string()? != "messages" {
+            return None;
+        }
+        self.expect(b':')?;
+        self.expect(b'[')?;
+        let mut items = Vec::new();
+        self.skip_whitespace();
+        if self.bytes.get(self.at) == Some(&b']') {
+            self.at += 1;
+        } else {
+            loop {
+                items.push(self.item()?);
+                match self.next()? {
+                    b',' => continue,
+                    b']' => break,
+                    _ => return None,
+                }
+            }
+        }
+        self.expect(b'}')?;
+        Some(items)
+    }
+
+    fn item(&mut self) -> Option<ScannedItem<'a>> {
+        match self.next()? {
+            b'"' => Some(ScannedItem::Text(self.string_rest()?)),
+            b'{' => self.object(),
+            _ => None,
+        }
+    }
+
+    /// An object item, its opening brace read.
+    fn object(&mut self) -> Option<ScannedItem<'a>> {
+        let mut object = ScannedObject::default();
+        let mut base64 = None;
+        self.skip_whitespace();
+        if self.bytes.get(self.at) == Some(&b'}') {
+            self.at += 1;
+            return Some(ScannedItem::Message(object));
+        }
+        loop {
+            let name = self.string()?;
+            self.expect(b':')?;
+            if name == "headers" {
+                if object.headers.is_some() {
+                    return None;
+                }
+                object.headers = Some(self.headers()?);
+            } else {
+                let slot = match name {
+                    "payload" => &mut object.payload,
+                    "payload_base64" => &mut object.payload_base64,
+                    "key" => &mut object.key,
+                    "idempotency_key" => &mut object.idempotency_key,
+                    "base64" => &mut base64,
+                    _ => return None,
+                };
+                if slot.replace(self.string()?).is_some() {
+                    return None;
+                }
+            }
+            match self.next()? {
+                b',' => continue,
+                b'}' => break,
+                _ => return None,
+            }
+        }
+        match base64 {
+            None => Some(ScannedItem::Message(object)),
+            // `base64` stands alone.
+            Some(base64) if object == ScannedObject::default() => Some(ScannedItem::Binary(base64)),
+            Some(_) => None,
+        }
+    }
+
+    /// A headers object: its pairs pushed in name order; `None` for a name given twice.
+    fn headers(&mut self) -> Option<Range<usize>> {
+        let start = self.headers.len();
+        self.expect(b'{')?;
+        self.skip_whitespace();
+        if self.bytes.get(self.at) == Some(&b'}') {
+            self.at += 1;
+            return Some(start..start);
+        }
+        loop {
+            let name = self.string()?;
+            self.expect(b':')?;
+            let value = self.string()?;
+            self.headers.push((name, value));
+            match self.next()? {
+                b',' => continue,
+                b'}' => break,
+                _ => return None,
+            }
+        }
+        let pairs = &mut self.headers[start..];
+        pairs.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        // A map keeps the last of a repeated name; that rare body is left to it.
+        if pairs.windows(2).any(|pair| pair[0].0 == pair[1].0) {
+            return None;
+        }
+        Some(start..self.headers.len())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,60 @@
+//! The embedded backend's polls: every poll is a batch poll of the store, answered with
+//! each delivery's message as the poll read it (payload, publish time and metadata, one
+//! record read), and tells the long polls of the leases it made.
+
+use bytes::Bytes;
+use mailroom::group::DeliveryId;
+use mailroom::topic::Message;
+use mailroom_store::{AckedThenPolled, MessageDelivery, PollScope};
+use tokio::time::Instant;
+
+use super::Embedded;
+use crate::backend::BackendError;
+
+impl Embedded {
+    /// Polls up to `max` deliveries of `group` for `consumer`, of `scope`.
+    pub(super) async fn polled(
+        &self,
+        topic: &str,
+        group: &str,
+        consumer: Option<&str>,
+        max: usize,
+        scope: PollScope,
+    ) -> Result<Vec<MessageDelivery>, BackendError> {
+        let polled_at = Instant::now();
+        let deliveries = self
+            .durable(|store| {
+                store
+                    .topic(topic)?
+                    .poll_messages_deferred(group, consumer, max, scope)
+            })
+            .await?;
+        self.long_polls
+            .leased_if(topic, group, polled_at, !deliveries.is_empty());
+        Ok(deliveries)
+    }
+
+    /// Acks `acks`, then polls as [`polled`](Self::polled), in one write.
+    pub(super) async fn acked_then_polled(
+        &self,
+        topic: &str,
+        group: &str,
+        acks: &[DeliveryId],
+        consumer: Option<&str>,
+        max: usize,
+        scope: PollScope,
+    ) -> Result<AckedThenPolled<Message<Bytes>>, BackendError> {
+        let polled_at = Instant::now();
+        let (acked, polled) = self
+            .durable(|store| {
+                store
+                    .topic(topic)?
+                    .ack_then_poll_messages_deferred(group, acks, consumer, max, scope)
+            })
+            .await?;
+        self.woken_by(topic, &acked);
+        self.long_polls
+            .leased_if(topic, group, polled_at, !polled.is_empty());
+        Ok((acked, polled))
+    }
+}

@@ -1,0 +1,225 @@
+//! The group reads: a group's state after due expiries, its detail, its dead letters
+//! page by page, the key hashes of its window, and the committed state read without a
+//! lock. Each answers as the embedded store's read of the same name.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use mailroom::group::{key_hash, GroupState, SlotPhase, KEYED_WINDOW_SPAN};
+use mailroom::topic::{DeadLetterInfo, Message};
+use mailroom_store::{DeadLetterPage, StoreError, DEAD_LETTERS_PAGE_MAX};
+
+use super::encoding::decode;
+use super::group::{big, unknown_group, unknown_topic, Planned};
+use super::metadata::message_of;
+use super::{PgError, Postgres};
+use crate::backend::{BackendError, GroupDetail};
+
+impl Postgres {
+    /// The group's state after due expiries (written if any), for the reads.
+    pub(super) async fn current(
+        &self,
+        topic: &str,
+        group: &str,
+    ) -> Result<(GroupState, u64), BackendError> {
+        let (answer, _) = self
+            .group_call(topic, group, false, |planning| {
+                Ok(Planned::answer((planning.state.clone(), planning.log_end)))
+            })
+            .await?;
+        Ok(answer)
+    }
+
+    pub(super) async fn detail(
+        &self,
+        topic: &str,
+        group: &str,
+    ) -> Result<GroupDetail, BackendError> {
+        let (state, log_end) = self.current(topic, group).await?;
+        let page = self.dead_letter_rows(topic, group, 0, None).await?;
+        Ok(GroupDetail {
+            info: state.info(group, log_end),
+            config: *state.config(),
+            counters: state.counters(),
+            in_flight: state.in_flight_details(),
+            dead_letters: page
+                .letters
+                .into_iter()
+                .map(|letter| DeadLetterInfo {
+                    message: letter.message.payload,
+                    offset: letter.offset,
+                    attempts: letter.attempts,
+                    reason: letter.reason,
+                    at_ms: letter.at_ms,
+                })
+                .collect(),
+        })
+    }
+
+    pub(super) async fn dead_letters(
+        &self,
+        topic: &str,
+        group: &str,
+        from: u64,
+        limit: usize,
+    ) -> Result<DeadLetterPage<Message<Bytes>>, BackendError> {
+        if limit == 0 || limit > DEAD_LETTERS_PAGE_MAX {
+            return Err(BackendError::Store(StoreError::InvalidArgument {
+                reason: format!("limit must be in 1..={DEAD_LETTERS_PAGE_MAX}, got {limit}"),
+            }));
+        }
+        // Due expiries first, so the page shows what they dead-lettered.
+        self.current(topic, group).await?;
+        self.dead_letter_rows(topic, group, from, Some(limit)).await
+    }
+
+    /// The dead letters from offset `from` (up to `limit`, by offset; all, oldest first,
+    /// without a limit) with their messages, as committed.
+    async fn dead_letter_rows(
+        &self,
+        topic: &str,
+        group: &str,
+        from: u64,
+        limit: Option<usize>,
+    ) -> Result<DeadLetterPage<Message<Bytes>>, BackendError> {
+        let client = self.client().await?;
+        let (order, fetch) = match limit {
+            Some(limit) => ("d.\"offset\"", big(limit as u64 + 1)),
+            None => ("d.seq", i64::MAX),
+        };
+        let rows = client
+            .query(
+                &format!(
+                    "SELECT d.\"offset\", d.attempts, d.reason, d.at_ms, d.payload, \
+                     d.published_at_ms, d.key, d.headers::text, d.idempotency_key \
+                     FROM mailroom_dead_letters d JOIN mailroom_topics t ON t.id = d.topic_id \
+                     WHERE t.name = $1 AND d.group_name = $2 AND d.\"offset\" >= $3 \
+                     ORDER BY {order} LIMIT $4"
+                ),
+                &[&topic, &group, &big(from), &fetch],
+            )
+            .await
+            .map_err(PgError::from)?;
+        let mut letters: Vec<DeadLetterInfo<Message<Bytes>>> = rows
+            .iter()
+            .map(|row| {
+                Ok(DeadLetterInfo {
+                    offset: row.get::<_, i64>(0) as u64,
+                    attempts: row.get::<_, i32>(1) as u32,
+                    reason: row.get(2),
+                    at_ms: row.get::<_, i64>(3) as u64,
+                    message: message_of(row, 4)?,
+                })
+            })
+            .collect::<Result<_, BackendError>>()?;
+        let next = match limit {
+            Some(limit) if letters.len() > limit => letters.pop().map(|letter| letter.offset),
+            _ => None,
+        };
+        Ok(DeadLetterPage { letters, next })
+    }
+
+    /// The key hashes of the messages in the window `[position, position + 4W)` of
+    /// `state`, for a plan that reads no sizes (`next_due_in`); none are read when no slot
+    /// is ready, since only a ready slot's key changes what the clock can do.
+    pub(super) async fn window_keys(
+        &self,
+        topic: &str,
+        state: &GroupState,
+    ) -> Result<HashMap<u64, Option<u64>>, BackendError> {
+        let ready = state
+            .slots()
+            .any(|slot| matches!(slot.phase, SlotPhase::Ready { .. }));
+        if !ready {
+            return Ok(HashMap::new());
+        }
+        let from = state.position();
+        let span = u64::from(state.config().max_in_flight) * u64::from(KEYED_WINDOW_SPAN);
+        let to = from.saturating_add(span);
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT m.\"offset\", m.key FROM mailroom_messages m \
+                 JOIN mailroom_topics t ON m.topic_id = t.id \
+                 WHERE t.name = $1 AND m.\"offset\" >= $2 AND m.\"offset\" < $3",
+                &[&topic, &big(from), &big(to)],
+            )
+            .await
+            .map_err(PgError::from)?;
+        Ok(rows
+            .into_iter()
+            .map(|row| {
+                let key: Option<&[u8]> = row.get(1);
+                (row.get::<_, i64>(0) as u64, key.map(key_hash))
+            })
+            .collect())
+    }
+
+    /// The committed state of a group and the database's time, read without a lock
+    /// (from the cache when its version is current).
+    pub(super) async fn read_state(
+        &self,
+        topic: &str,
+        group: &str,
+    ) -> Result<(GroupState, u64), BackendError> {
+        let key = (topic.to_owned(), group.to_owned());
+        let cached = self.cache.lock().get(&key).cloned();
+        let (version, group_id) = cached
+            .as_ref()
+            .map_or((-1, -1), |cached| (cached.version, cached.group_id));
+        let client = self.client().await?;
+        let row = client
+            .query_opt(
+                "SELECT t.id, g.version, \
+                 CASE WHEN g.version = $3 AND g.id = $4 THEN NULL ELSE g.state END, \
+                 (extract(epoch FROM clock_timestamp()) * 1000)::bigint, \
+                 (SELECT array_agg(d.\"offset\" ORDER BY d.seq) FROM mailroom_dead_letters d \
+                  WHERE d.topic_id = t.id AND d.group_name = g.name \
+                  AND NOT (g.version = $3 AND g.id = $4)) \
+                 FROM mailroom_topics t JOIN mailroom_groups g ON g.topic_id = t.id \
+                 WHERE t.name = $1 AND g.name = $2",
+                &[&topic, &group, &version, &group_id],
+            )
+            .await
+            .map_err(PgError::from)?;
+        let Some(row) = row else {
+            let topic_known = client
+                .query_opt("SELECT 1 FROM mailroom_topics WHERE name = $1", &[&topic])
+                .await
+                .map_err(PgError::from)?;
+            return Err(match topic_known {
+                Some(_) => unknown_group(group),
+                None => unknown_topic(topic),
+            });
+        };
+        let db_now = row.get::<_, i64>(3).max(0) as u64;
+        let stored: Option<Vec<u8>> = row.get(2);
+        let (state, clock_ms) = match (stored, cached) {
+            (None, Some(cached)) => (cached.state, cached.clock_ms),
+            (Some(bytes), _) => {
+                // Only the timing matters to these reads; the dead letters' count is read
+                // without their notes.
+                let offsets: Vec<i64> = row.get::<_, Option<Vec<i64>>>(4).unwrap_or_default();
+                let entries = offsets
+                    .iter()
+                    .map(|&offset| mailroom::group::DeadLetterEntry {
+                        offset: offset as u64,
+                        attempts: 0,
+                    })
+                    .collect::<Vec<_>>();
+                let notes = vec![mailroom::group::DeadLetterNote::default(); entries.len()];
+                let stored = decode(&bytes, entries, notes)
+                    .map_err(|error| BackendError::Internal(error.to_string()))?;
+                let state = GroupState::from_snapshot(stored.snapshot)
+                    .map_err(|error| BackendError::Internal(error.to_string()))?;
+                (state, stored.clock_ms)
+            }
+            (None, None) => {
+                return Err(BackendError::Internal(
+                    "the database withheld a group state this broker does not hold".into(),
+                ))
+            }
+        };
+        Ok((state, db_now.max(clock_ms)))
+    }
+}

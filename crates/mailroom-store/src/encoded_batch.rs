@@ -1,0 +1,234 @@
+//! Messages encoded into their record bodies before the publish: [`EncodedBatch`].
+//!
+//! A batch publish with metadata used to go from the request body to a `String` per key,
+//! header name and header value, a map per message, and then into the record's
+//! metadata block (`crate::message`). An `EncodedBatch` is filled from borrowed
+//! metadata ([`MetadataRef`]) instead: each message's block and payload are written
+//! once, into one buffer for the whole batch, and the log writes them from there. A
+//! message without metadata keeps its payload as it came (a [`Bytes`] that may share
+//! the request's buffer), so it is not copied at all before the log write.
+//!
+//! What the publish stores is what [`DurableTopic::publish_once`](crate::DurableTopic::publish_once)
+//! stores for the same messages: the record bodies are the same bytes.
+//!
+//! # Example
+//!
+//! ```
+//! use bytes::Bytes;
+//! use mailroom::topic::MetadataRef;
+//! use mailroom_store::{EncodedBatch, Store, StoreOptions};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let store = Store::open(dir.path(), StoreOptions::default())?;
+//! store.create_topic("t")?;
+//! let topic = store.topic("t")?;
+//! let mut batch = EncodedBatch::with_capacity(2, 64);
+//! batch.push_bare(Bytes::from_static(b"bare"));
+//! let headers = [("trace", "t1")];
+//! let metadata = MetadataRef { key: Some("k"), headers: &headers, idempotency_key: None };
+//! batch.push(&metadata, b"with metadata")?;
+//! let answers = topic.publish_encoded(&batch)?;
+//! assert_eq!(answers.iter().map(|a| a.offset).collect::<Vec<_>>(), [0, 1]);
+//! let read = topic.read_message(1)?.unwrap();
+//! assert_eq!((read.payload, read.metadata.key), (Bytes::from_static(b"with metadata"), Some("k".into())));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::ops::Range;
+
+use bytes::Bytes;
+use mailroom::group::ArgumentError;
+use mailroom::topic::MetadataRef;
+
+use crate::message::{decode_block, encode_block_ref, NewMessage};
+use crate::record::METADATA_LENGTH_BYTES;
+
+/// Messages to publish, each already encoded as its record body (see the module docs).
+#[derive(Debug, Clone, Default)]
+pub struct EncodedBatch {
+    /// The bodies of the messages with metadata, one after the other.
+    joined: Vec<u8>,
+    messages: Vec<Encoded>,
+    idempotency_keys: usize,
+}
+
+#[derive(Debug, Clone)]
+enum Body {
+    /// Block and payload, at this range of `joined`.
+    Joined(Range<usize>),
+    /// A payload without metadata, as it came.
+    Bare(Bytes),
+}
+
+#[derive(Debug, Clone)]
+struct Encoded {
+    body: Body,
+    /// Where the idempotency key's text is in `joined`.
+    idempotency_key: Option<Range<usize>>,
+}
+
+impl EncodedBatch {
+    /// An empty batch with room for `messages` messages and `bytes` bytes of bodies
+    /// with metadata.
+    pub fn with_capacity(messages: usize, bytes: usize) -> EncodedBatch {
+        EncodedBatch {
+            joined: Vec::with_capacity(bytes),
+            messages: Vec::with_capacity(messages),
+            idempotency_keys: 0,
+        }
+    }
+
+    /// Adds a message of `payload` without metadata (not copied).
+    pub fn push_bare(&mut self, payload: Bytes) {
+        self.messages.push(Encoded {
+            body: Body::Bare(payload),
+            idempotency_key: None,
+        });
+    }
+
+    /// Adds a message of `payload` with `metadata`, after checking the metadata's
+    /// limits; empty metadata adds the payload as [`push_bare`](Self::push_bare) would
+    /// (copied, since it is borrowed).
+    ///
+    /// # Errors
+    ///
+    /// As [`MetadataRef::check`]; nothing is added then.
+    pub fn push(
+        &mut self,
+        metadata: &MetadataRef<'_>,
+        payload: &[u8],
+    ) -> Result<(), ArgumentError> {
+        metadata.check()?;
+        if metadata.is_empty() {
+            self.push_bare(Bytes::copy_from_slice(payload));
+            return Ok(());
+        }
+        let start = self.joined.len();
+        encode_block_ref(metadata, &mut self.joined);
+        self.joined.extend_from_slice(payload);
+        let idempotency_key = metadata.idempotency_key.map(|key| {
+            // The block writes the key (after the key's own u16 length and text, if
+            // any) as a u16 length and the text: find it there instead of copying it.
+            let mut at = start + METADATA_LENGTH_BYTES + 1 + 2;
+            if let Some(message_key) = metadata.key {
+                at += message_key.len() + 2;
+            }
+            at..at + key.len()
+        });
+        self.idempotency_keys += usize::from(idempotency_key.is_some());
+        self.messages.push(Encoded {
+            body: Body::Joined(start..self.joined.len()),
+            idempotency_key,
+        });
+        Ok(())
+    }
+
+    /// How many messages it holds.
+    pub fn len(&self) -> usize {
+        self.messages.len()
+    }
+
+    /// Whether it holds no message.
+    pub fn is_empty(&self) -> bool {
+        self.messages.is_empty()
+    }
+
+    /// Whether a message of it has an idempotency key.
+    pub fn has_idempotency_keys(&self) -> bool {
+        self.idempotency_keys != 0
+    }
+
+    /// Whether a message of it has metadata.
+    pub fn has_metadata(&self) -> bool {
+        self.messages
+            .iter()
+            .any(|message| matches!(message.body, Body::Joined(_)))
+    }
+
+    /// Message `n`'s record body, and whether it starts with a metadata block.
+    pub(crate) fn body(&self, n: usize) -> (&[u8], bool) {
+        match &self.messages[n].body {
+            Body::Joined(range) => (&self.joined[range.clone()], true),
+            Body::Bare(payload) => (payload, false),
+        }
+    }
+
+    /// Message `n`'s idempotency key.
+    pub(crate) fn idempotency_key(&self, n: usize) -> Option<&str> {
+        let range = self.messages[n].idempotency_key.clone()?;
+        // The text was a `&str` when it was pushed.
+        Some(std::str::from_utf8(&self.joined[range]).expect("pushed as UTF-8"))
+    }
+
+    /// The messages as [`NewMessage`]s (decoded again: for a home that takes no
+    /// encoded bodies).
+    pub fn to_messages(&self) -> Vec<NewMessage> {
+        (0..self.len())
+            .map(|n| match &self.messages[n].body {
+                Body::Bare(payload) => NewMessage::bare(payload.clone()),
+                Body::Joined(range) => {
+                    let body = &self.joined[range.clone()];
+                    let block_bytes = u32::from_le_bytes(
+                        body[..METADATA_LENGTH_BYTES].try_into().expect("4 bytes"),
+                    ) as usize;
+                    NewMessage {
+                        payload: Bytes::copy_from_slice(&body[block_bytes..]),
+                        metadata: decode_block(&body[..block_bytes]).expect("encoded here"),
+                    }
+                }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mailroom::topic::Metadata;
+
+    // Proves the bodies are the blocks `encode_block` writes followed by the payloads,
+    // that the idempotency key is found in its block, and that decoding gives the
+    // messages back.
+    #[test]
+    fn bodies_are_blocks_then_payloads() {
+        let headers = [("a", "1"), ("b", "")];
+        let cases = [
+            MetadataRef {
+                key: Some("key"),
+                headers: &headers,
+                idempotency_key: Some("once"),
+            },
+            MetadataRef {
+                key: None,
+                headers: &[],
+                idempotency_key: Some("only"),
+            },
+            MetadataRef::default(),
+        ];
+        let mut batch = EncodedBatch::default();
+        for metadata in &cases {
+            batch.push(metadata, b"payload").unwrap();
+        }
+        assert_eq!(batch.len(), 3);
+        assert!(batch.has_idempotency_keys() && batch.has_metadata());
+        for (n, metadata) in cases.iter().enumerate() {
+            let owned: Metadata = metadata.to_metadata();
+            let mut expected = Vec::new();
+            crate::message::encode_block(&owned, &mut expected);
+            expected.extend_from_slice(b"payload");
+            assert_eq!(batch.body(n), (&expected[..], !owned.is_empty()));
+            assert_eq!(batch.idempotency_key(n), metadata.idempotency_key);
+            let message = &batch.to_messages()[n];
+            assert_eq!(
+                (&message.payload[..], &message.metadata),
+                (&b"payload"[..], &owned)
+            );
+        }
+        let refused = MetadataRef {
+            key: Some(""),
+            ..MetadataRef::default()
+        };
+        assert!(batch.push(&refused, b"p").is_err());
+        assert_eq!(batch.len(), 3, "a refused message adds nothing");
+    }
+}
