@@ -107,3 +107,55 @@ async fn a_dead_letter_of_a_missing_message_fails_and_commits_nothing() {
     assert_eq!(nacked["outcome"], "dead_lettered");
     assert_eq!(committed(&db).await, (before.0 + 1, 1));
 }
+
+// Proves a call dropped mid-transaction (its client went away while it waited for the
+// group's row lock) leaves no transaction open on a pooled connection: once the lock's
+// holder lets go, no broker session sits idle in a transaction (holding the row, as
+// one returned to the pool with its BEGIN would until PostgreSQL's 10 s timeout), and
+// the next poll delivers attempt 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_dropped_mid_transaction_leaves_no_transaction_open() {
+    let Some(cluster) = cluster_url() else { return };
+    let url = fresh_database(&cluster).await;
+    let (_, app) = broker(&url).await;
+    ok(&app, Method::PUT, "/v1/topics/t", "").await;
+    ok(&app, Method::PUT, GROUP, r#"{"max_attempts":3}"#).await;
+    ok(&app, Method::POST, "/v1/topics/t/messages", "m").await;
+    let mut holder = connect(&url).await;
+    let holding = holder.transaction().await.unwrap();
+    holding
+        .execute(
+            "SELECT 1 FROM mailroom_groups WHERE name = 'g' FOR UPDATE",
+            &[],
+        )
+        .await
+        .unwrap();
+    let uri = format!("{GROUP}/poll");
+    let poll = send(&app, Method::POST, &uri, "");
+    let waited = tokio::time::timeout(std::time::Duration::from_millis(300), poll).await;
+    assert!(waited.is_err(), "the poll did not wait for the row lock");
+    holding.rollback().await.unwrap();
+    let db = connect(&url).await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let open: i64 = db
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'mailroom' \
+                 AND state LIKE 'idle in transaction%'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if open == 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a broker session stayed in a transaction"
+        );
+        tokio::task::yield_now().await;
+    }
+    let delivery = ok(&app, Method::POST, &format!("{GROUP}/poll"), "").await;
+    assert_eq!(delivery["attempt"], 1, "{delivery}");
+}
