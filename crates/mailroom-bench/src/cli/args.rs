@@ -52,7 +52,9 @@ pub(crate) enum Shape {
     Batch,
     /// W named consumers, each polling and acking one delivery at a time.
     Tasks,
-    /// One consumer acking each round inside its next poll_batch (one request per round).
+    /// One consumer acking each round inside its next poll_batch (one request per round);
+    /// also the consume, retry and fanout workloads' consumer, for its rounds without a
+    /// rejection.
     AckNext,
 }
 
@@ -155,7 +157,8 @@ pub(crate) struct RunArgs {
     /// in flight per publisher (publish workload, `--publish-mode pipelined`).
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=i64::from(WINDOW_MAX)))]
     pub(crate) window: u32,
-    /// How mailroom keeps the window in flight (parallel workload).
+    /// How mailroom keeps the window in flight (parallel workload); `ack-next` also folds
+    /// the consume workloads' acks into the next poll.
     #[arg(long, value_enum, default_value_t = Shape::Batch)]
     pub(crate) mailroom_shape: Shape,
     /// Consume over the consume stream (WebSocket, window = the prefetch) instead of

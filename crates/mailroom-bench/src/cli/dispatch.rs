@@ -25,8 +25,16 @@ use mailroom_bench::workload::Measured;
 pub(crate) async fn measure(args: &RunArgs) -> Result<Measured> {
     anyhow::ensure!(
         args.mailroom_shape == Shape::Batch
-            || (args.system == System::Mailroom && args.workload == Workload::Parallel),
-        "--mailroom-shape applies to mailroom's parallel workload only"
+            || (args.system == System::Mailroom && args.workload == Workload::Parallel)
+            || (args.system == System::Mailroom
+                && args.mailroom_shape == Shape::AckNext
+                && !args.mailroom_stream
+                && matches!(
+                    args.workload,
+                    Workload::Consume | Workload::Retry | Workload::Fanout
+                )),
+        "--mailroom-shape applies to mailroom's parallel workload, and ack-next also to its \
+         consume, retry and fanout workloads over poll/batch"
     );
     anyhow::ensure!(
         !args.mailroom_stream

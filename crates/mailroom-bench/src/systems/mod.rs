@@ -166,6 +166,11 @@ pub trait LogConsumer: Send + 'static {
             Ok(outcomes)
         }
     }
+    /// Settles what the consumer still holds back at the end of a drain (acks it folds
+    /// into its next poll); nothing by default.
+    fn finish(&mut self) -> impl Future<Output = Result<()>> + Send {
+        async { Ok(()) }
+    }
 }
 
 /// A broker with best-effort live fan-out.

@@ -19,6 +19,13 @@ pub struct MailroomConsumer {
     pub(super) prefetch: u32,
     /// The consume stream, when consuming over it.
     pub(super) stream: Option<Box<StreamedConsumer>>,
+    /// Whether acks ride on the next poll (`poll/batch` with `ack`, one transaction per
+    /// round) instead of an `ack/batch` of their own ([`MailroomShape::AckNext`]).
+    ///
+    /// [`MailroomShape::AckNext`]: super::MailroomShape::AckNext
+    pub(super) fold_acks: bool,
+    /// The acks held back for the next poll (or [`LogConsumer::finish`]).
+    pub(super) pending: Vec<DeliveryId>,
 }
 
 /// A long poll of up to `max` deliveries by the group's unnamed consumer, acking `ack`
@@ -33,16 +40,29 @@ pub(super) fn poll_request(max: u32, ack: &[DeliveryId]) -> BatchPoll<'_> {
 }
 
 impl MailroomConsumer {
-    /// Long-polls for up to `max` deliveries until some arrive or [`IDLE_WAIT`] has passed.
-    async fn poll_round(&self, max: u32) -> Result<Vec<Received<DeliveryId>>> {
+    /// Long-polls for up to `max` deliveries until some arrive or [`IDLE_WAIT`] has passed;
+    /// the first poll carries the acks held back.
+    async fn poll_round(&mut self, max: u32) -> Result<Vec<Received<DeliveryId>>> {
         let deadline = Instant::now() + IDLE_WAIT;
         let request = poll_request(max, &[]);
+        let mut acks = std::mem::take(&mut self.pending);
         loop {
-            let deliveries = self
-                .client
-                .pick()
-                .poll_batch(&self.topic, &self.group, &request)
-                .await?;
+            let deliveries = if acks.is_empty() {
+                self.client
+                    .pick()
+                    .poll_batch(&self.topic, &self.group, &request)
+                    .await?
+            } else {
+                let acking = poll_request(max, &acks);
+                let (acked, deliveries) = self
+                    .client
+                    .pick()
+                    .ack_then_poll_batch(&self.topic, &self.group, &acking)
+                    .await?;
+                every_item("poll_batch ack", &acks, acked)?;
+                acks.clear();
+                deliveries
+            };
             anyhow::ensure!(
                 deliveries.len() <= max as usize,
                 "poll_batch(max = {max}) returned {} deliveries",
@@ -93,6 +113,12 @@ impl LogConsumer for MailroomConsumer {
         if let Some(stream) = &mut self.stream {
             return stream.settle(acks, fails).await;
         }
+        if self.fold_acks && fails.is_empty() {
+            self.pending.extend(acks);
+            return Ok(Vec::new());
+        }
+        let mut acks = acks;
+        acks.splice(0..0, self.pending.drain(..));
         if !acks.is_empty() {
             let results = self
                 .client
@@ -119,5 +145,19 @@ impl LogConsumer for MailroomConsumer {
                 NackOutcome::Released => anyhow::bail!("a plain nack was answered as a release"),
             })
             .collect()
+    }
+
+    async fn finish(&mut self) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let acks = std::mem::take(&mut self.pending);
+        let results = self
+            .client
+            .pick()
+            .ack_batch(&self.topic, &self.group, &acks)
+            .await?;
+        every_item("ack_batch", &acks, results)?;
+        Ok(())
     }
 }

@@ -204,6 +204,8 @@ impl LogSystem for Mailroom {
             group: group.to_owned(),
             prefetch,
             stream,
+            fold_acks: self.shape == MailroomShape::AckNext,
+            pending: Vec::new(),
         })
     }
 

@@ -50,6 +50,8 @@ impl WindowSystem for Mailroom {
                 group: group.to_owned(),
                 prefetch: window,
                 stream: None,
+                fold_acks: false,
+                pending: Vec::new(),
             };
             let ack_next = self.shape == MailroomShape::AckNext;
             return Ok(vec![MailroomWorker::Batch(consumer, ack_next)]);

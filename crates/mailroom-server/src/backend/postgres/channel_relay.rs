@@ -223,11 +223,13 @@ pub(super) fn spawn_sender(relay: Arc<Relay>, pool: Pool) -> tokio::task::JoinHa
                 let count = batch.len() as u64;
                 let sent = async {
                     let client = pool.get().await.map_err(|error| error.to_string())?;
+                    // Prepared once per connection, as the wake-ups' (`notify.rs`).
+                    let statement = client
+                        .prepare_cached("SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p")
+                        .await
+                        .map_err(|error| error.to_string())?;
                     client
-                        .execute(
-                            "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p",
-                            &[&CHANNEL_MESSAGES, &batch],
-                        )
+                        .execute(&statement, &[&CHANNEL_MESSAGES, &batch])
                         .await
                         .map_err(|error| error.to_string())
                 };

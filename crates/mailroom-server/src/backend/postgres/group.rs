@@ -2,22 +2,27 @@
 //! state from this broker's cache if its version is the row's (else restore it from the
 //! stored bytes and dead-letter rows), apply due lease expiries and plan and apply the
 //! call with `mailroom::group`, write the new state, version and dead-letter rows
-//! (`group_write`), read the payloads handed out, commit. See `docs/scale-out.md`, "Groups".
+//! (`group_write`), read the payloads handed out, commit. Two round trips when the cache
+//! is current: `BEGIN`, the lock, the log's end and the sizes in one pipeline; the
+//! writes, the payload read and `COMMIT` in the other (`txn.rs`). See
+//! `docs/scale-out.md`, "Groups".
 
 use std::collections::HashMap;
 
 use bytes::Bytes;
-use deadpool_postgres::GenericClient;
-use futures_util::future::try_join;
+use deadpool_postgres::{GenericClient, Object};
+use futures_util::future::{try_join, try_join4};
 use mailroom::group::{
     key_hash, DeadLetterEntry, DeadLetterNote, DeliveryId, GroupState, SlotPhase, KEYED_WINDOW_SPAN,
 };
 use mailroom::topic::{Delivery, Message, TopicError};
 use mailroom_store::StoreError;
+use tokio_postgres::types::ToSql;
 
 use super::encoding::decode;
-use super::group_write::{write_state, Row};
+use super::group_write::{Row, Write};
 use super::metadata::message_of;
+use super::txn::Open;
 use super::{PgError, Postgres};
 use crate::backend::BackendError;
 
@@ -27,6 +32,8 @@ pub(super) struct Cached {
     /// The group's row id: a group deleted and created again gets a new one, so its
     /// versions, which start again at 1, never match the old group's cache.
     pub group_id: i64,
+    /// The group's topic's row id (fixed for a group row's id).
+    pub topic_id: i64,
     pub version: i64,
     pub state: GroupState,
     pub clock_ms: u64,
@@ -85,9 +92,13 @@ const LOG_AND_CLOCK: &str = "SELECT next_offset, \
      FROM mailroom_topics WHERE name = $1";
 const DEAD_LETTERS: &str = "SELECT \"offset\", attempts, reason, at_ms \
      FROM mailroom_dead_letters WHERE topic_id = $1 AND group_name = $2 ORDER BY seq";
-const PAYLOADS: &str = "SELECT \"offset\", payload, published_at_ms, key, headers::text, \
-     idempotency_key FROM mailroom_messages \
-     WHERE topic_id = $1 AND \"offset\" = ANY($2)";
+// The offset column raises (a text that is no bigint) for a message the log lacks, so
+// the transaction is aborted and the COMMIT pipelined behind this read rolls back.
+const PAYLOADS: &str = "SELECT CASE WHEN m.\"offset\" IS NULL THEN ('mailroom: message ' \
+     || w.o || ' is missing from the log')::bigint ELSE m.\"offset\" END, \
+     m.payload, m.published_at_ms, m.key, m.headers::text, m.idempotency_key \
+     FROM unnest($2::bigint[]) AS w(o) \
+     LEFT JOIN mailroom_messages m ON m.topic_id = $1 AND m.\"offset\" = w.o";
 const SIZES: &str = "SELECT \"offset\", octet_length(payload), key FROM mailroom_messages \
      WHERE topic_id = $1 AND (\"offset\" = ANY($2) OR (\"offset\" >= $3 AND \"offset\" < $4))";
 
@@ -124,9 +135,9 @@ impl Postgres {
     ) -> Result<(R, Vec<Delivery<Message<Bytes>>>), BackendError> {
         let key = (topic.to_owned(), group.to_owned());
         let cached = self.cache.lock().get(&key).cloned();
-        let result = self
-            .group_transaction(topic, group, cached, sizes, plan)
-            .await;
+        let open = Open::new(self.client().await?);
+        let result = call(open.client(), topic, group, cached, sizes, plan).await;
+        open.finish(result.is_ok()).await;
         match result {
             Ok((answer, deliveries, fresh)) => {
                 self.cache.lock().insert(key, fresh);
@@ -138,75 +149,80 @@ impl Postgres {
             }
         }
     }
+}
 
-    async fn group_transaction<R>(
-        &self,
-        topic: &str,
-        group: &str,
-        cached: Option<Cached>,
-        want_sizes: bool,
-        plan: impl FnOnce(&mut Planning) -> Result<Planned<R>, BackendError>,
-    ) -> Result<(R, Vec<Delivery<Message<Bytes>>>, Cached), BackendError> {
-        let mut client = self.client().await?;
-        let transaction = client.transaction().await.map_err(PgError::from)?;
-        let (locked, base) = lock(&transaction, topic, group, cached).await?;
-        let Locked {
-            topic_id,
-            group_id,
-            version,
-            dead_letter_seq,
-            log_end,
-            log_start,
-            db_now_ms,
-        } = locked;
-        let now_ms = db_now_ms.max(base.clock_ms);
-        let mut planning = Planning {
-            state: base.state.clone(),
-            log_end,
-            log_start,
-            now_ms,
-            sizes: HashMap::new(),
-            keys: HashMap::new(),
-        };
-        if want_sizes {
-            (planning.sizes, planning.keys) =
-                sizes(&transaction, topic_id, &planning.state, log_end).await?;
-        }
-        // Every call first expires the leases that ran out, as in the embedded store, so
-        // no one observes an expired delivery as owned.
-        while let Some(change) = planning.state.plan_expiry(now_ms) {
-            apply(&mut planning.state, &change)?;
-        }
-        let planned = plan(&mut planning)?;
-        let state = planning.state;
-        let write = async {
-            if state == base.state {
-                return Ok(None);
-            }
-            let at = Row {
-                topic_id,
-                group,
-                version,
-                dead_letter_seq,
-            };
-            write_state(&transaction, &at, &base.state, &state, now_ms)
-                .await
-                .map(Some)
-        };
-        let (written, deliveries) =
-            try_join(write, messages(&transaction, topic_id, &planned.deliveries)).await?;
-        transaction.commit().await.map_err(PgError::from)?;
-        let fresh = match written {
-            Some(()) => Cached {
-                group_id,
-                version: version + 1,
-                state,
-                clock_ms: now_ms,
-            },
-            None => base,
-        };
-        Ok((planned.answer, deliveries, fresh))
+/// The call's transaction on `client`: the first pipeline (`BEGIN`, the lock, the log's
+/// end, the sizes), the plan, the second (the write, the payloads, `COMMIT`).
+async fn call<R>(
+    client: &Object,
+    topic: &str,
+    group: &str,
+    cached: Option<Cached>,
+    want_sizes: bool,
+    plan: impl FnOnce(&mut Planning) -> Result<Planned<R>, BackendError>,
+) -> Result<(R, Vec<Delivery<Message<Bytes>>>, Cached), BackendError> {
+    let (locked, base, read) = lock(client, topic, group, cached, want_sizes).await?;
+    let now_ms = locked.db_now_ms.max(base.clock_ms);
+    let (sizes, keys) = read.unwrap_or_default();
+    let mut planning = Planning {
+        state: base.state.clone(),
+        log_end: locked.log_end,
+        log_start: locked.log_start,
+        now_ms,
+        sizes,
+        keys,
+    };
+    // Every call first expires the leases that ran out, as in the embedded store, so
+    // no one observes an expired delivery as owned.
+    while let Some(change) = planning.state.plan_expiry(now_ms) {
+        apply(&mut planning.state, &change)?;
     }
+    let planned = plan(&mut planning)?;
+    let state = planning.state;
+    let changed = state != base.state;
+    let at = Row {
+        topic_id: locked.topic_id,
+        group,
+        version: locked.version,
+        dead_letter_seq: locked.dead_letter_seq,
+    };
+    let write = match changed {
+        true => Some(Write::prepare(client, &at, &base.state, &state, now_ms).await?),
+        false => None,
+    };
+    let offsets: Vec<i64> = planned.deliveries.iter().map(|id| big(id.offset)).collect();
+    let payloads = match offsets.is_empty() {
+        true => None,
+        false => Some(
+            client
+                .prepare_cached(PAYLOADS)
+                .await
+                .map_err(PgError::from)?,
+        ),
+    };
+    let reads = async {
+        match &payloads {
+            Some(statement) => client.query(statement, &[&locked.topic_id, &offsets]).await,
+            None => Ok(Vec::new()),
+        }
+    };
+    let tail = try_join(reads, client.batch_execute("COMMIT"));
+    let (rows, ()) = match &write {
+        Some(write) => write.send_with(client, &at, tail).await?,
+        None => tail.await.map_err(PgError::from)?,
+    };
+    let deliveries = messages(&rows, &planned.deliveries)?;
+    let fresh = match changed {
+        true => Cached {
+            group_id: locked.group_id,
+            topic_id: locked.topic_id,
+            version: locked.version + 1,
+            state,
+            clock_ms: now_ms,
+        },
+        false => base,
+    };
+    Ok((planned.answer, deliveries, fresh))
 }
 
 /// What the locked read of a group's row found.
@@ -220,29 +236,50 @@ struct Locked {
     db_now_ms: u64,
 }
 
-/// Locks the group's row (the read behind it, in the same pipeline, takes the log's end
-/// and the time once the lock is held) and answers what it found with the committed
-/// state: `cached` if it is that version of that row, else restored from the database.
+/// The payload sizes and key hashes a batch poll plans with (see [`Window`]).
+type Sizes = (HashMap<u64, usize>, HashMap<u64, Option<u64>>);
+
+/// Begins the transaction and locks the group's row, in one pipeline with the read of
+/// the log's end and the time (behind the lock, so as of once it is held) and, for a
+/// call that wants them, the sizes of the messages the cached state may hand out (sent
+/// on the guess that the cache is current, as it is unless another broker wrote the
+/// group since). Answers what it found, the committed state (`cached` if it is that
+/// version of that row, else restored from the database) and the sizes for that state.
 async fn lock(
-    transaction: &deadpool_postgres::Transaction<'_>,
+    client: &Object,
     topic: &str,
     group: &str,
     cached: Option<Cached>,
-) -> Result<(Locked, Cached), BackendError> {
+    want_sizes: bool,
+) -> Result<(Locked, Cached, Option<Sizes>), BackendError> {
     let (cached_version, cached_group) = cached
         .as_ref()
         .map_or((-1, -1), |cached| (cached.version, cached.group_id));
-    let lock = transaction
-        .prepare_cached(LOCK_GROUP)
-        .await
-        .map_err(PgError::from)?;
-    let log = transaction
-        .prepare_cached(LOG_AND_CLOCK)
-        .await
-        .map_err(PgError::from)?;
-    let (locked, log) = try_join(
-        transaction.query_opt(&lock, &[&topic, &group, &cached_version, &cached_group]),
-        transaction.query_opt(&log, &[&topic]),
+    let (lock, log) = try_join(
+        client.prepare_cached(LOCK_GROUP),
+        client.prepare_cached(LOG_AND_CLOCK),
+    )
+    .await
+    .map_err(PgError::from)?;
+    let guess = match (&cached, want_sizes) {
+        (Some(cached), true) => Some((
+            client.prepare_cached(SIZES).await.map_err(PgError::from)?,
+            cached.topic_id,
+            Window::of(&cached.state, u64::MAX),
+        )),
+        _ => None,
+    };
+    let guessed = async {
+        match &guess {
+            Some((statement, topic_id, window)) => window.read(client, statement, *topic_id).await,
+            None => Ok(Vec::new()),
+        }
+    };
+    let ((), locked, log, guessed) = try_join4(
+        client.batch_execute("BEGIN"),
+        client.query_opt(&lock, &[&topic, &group, &cached_version, &cached_group]),
+        client.query_opt(&log, &[&topic]),
+        guessed,
     )
     .await
     .map_err(PgError::from)?;
@@ -263,11 +300,11 @@ async fn lock(
         log_start: log.get::<_, i64>(2) as u64,
     };
     let stored: Option<Vec<u8>> = locked.get(2);
-    let base = match (stored, cached) {
-        (None, Some(cached)) => cached,
+    let (base, hit) = match (stored, cached) {
+        (None, Some(cached)) => (cached, true),
         (Some(bytes), _) => {
             let at = (found.group_id, found.topic_id, found.version);
-            restore(transaction, at, group, &bytes).await?
+            (restore(client, at, group, &bytes).await?, false)
         }
         (None, None) => {
             return Err(BackendError::Internal(
@@ -275,7 +312,31 @@ async fn lock(
             ))
         }
     };
-    Ok((found, base))
+    let sizes = match want_sizes {
+        false => None,
+        true => Some(sizes_for(client, &base.state, &found, hit.then_some(&guessed)).await?),
+    };
+    Ok((found, base, sizes))
+}
+
+/// The sizes a batch poll of `state` plans with: from `guessed`, the read sent before
+/// the lock answered, when it was made for this state; else read now.
+async fn sizes_for(
+    client: &Object,
+    state: &GroupState,
+    found: &Locked,
+    guessed: Option<&Vec<tokio_postgres::Row>>,
+) -> Result<Sizes, BackendError> {
+    let window = Window::of(state, found.log_end);
+    if let Some(rows) = guessed {
+        return Ok(window.sizes(rows));
+    }
+    let statement = client.prepare_cached(SIZES).await.map_err(PgError::from)?;
+    let rows = window
+        .read(client, &statement, found.topic_id)
+        .await
+        .map_err(PgError::from)?;
+    Ok(window.sizes(&rows))
 }
 
 fn apply(state: &mut GroupState, change: &mailroom::group::Change) -> Result<(), BackendError> {
@@ -325,37 +386,26 @@ pub(super) async fn restore(
         GroupState::from_snapshot(stored.snapshot).map_err(|error| damaged(error.to_string()))?;
     Ok(Cached {
         group_id,
+        topic_id,
         version,
         state,
         clock_ms: stored.clock_ms,
     })
 }
 
-/// The messages of `ids` (payload, publish time, metadata), as deliveries in the same
-/// order.
-async fn messages(
-    client: &impl GenericClient,
-    topic_id: i64,
+/// The messages of `ids` (payload, publish time, metadata) from the rows PAYLOADS read
+/// for them, as deliveries in the same order.
+fn messages(
+    rows: &[tokio_postgres::Row],
     ids: &[DeliveryId],
 ) -> Result<Vec<Delivery<Message<Bytes>>>, BackendError> {
-    if ids.is_empty() {
-        return Ok(Vec::new());
-    }
-    let offsets: Vec<i64> = ids.iter().map(|id| big(id.offset)).collect();
-    let statement = client
-        .prepare_cached(PAYLOADS)
-        .await
-        .map_err(PgError::from)?;
-    let rows = client
-        .query(&statement, &[&topic_id, &offsets])
-        .await
-        .map_err(PgError::from)?;
     let found: HashMap<u64, Message<Bytes>> = rows
         .iter()
         .map(|row| Ok((row.get::<_, i64>(0) as u64, message_of(row, 1)?)))
         .collect::<Result<_, BackendError>>()?;
     ids.iter()
         .map(|id| {
+            // Unreachable while PAYLOADS raises for a missing message (before COMMIT).
             let message = found.get(&id.offset).cloned().ok_or_else(|| {
                 BackendError::Internal(format!("message {} is missing from the log", id.offset))
             })?;
@@ -368,36 +418,61 @@ async fn messages(
         .collect()
 }
 
-/// The payload sizes and key hashes of every message a batch poll of `state` may hand
-/// out: its slots and the fresh messages of two windows from its position (a window
-/// reaches `KEYED_WINDOW_SPAN × W` past the position for keyed messages; acks before the
-/// poll, in ack-then-poll, move the position at most past the first window).
-async fn sizes(
-    client: &impl GenericClient,
-    topic_id: i64,
-    state: &GroupState,
-    log_end: u64,
-) -> Result<(HashMap<u64, usize>, HashMap<u64, Option<u64>>), BackendError> {
-    let slots: Vec<i64> = state
-        .slots()
-        .filter(|slot| slot.phase != SlotPhase::Done)
-        .map(|slot| big(slot.offset))
-        .collect();
-    let span = u64::from(state.config().max_in_flight) * u64::from(KEYED_WINDOW_SPAN);
-    let from = state.position();
-    let to = from.saturating_add(2 * span).min(log_end);
-    let statement = client.prepare_cached(SIZES).await.map_err(PgError::from)?;
-    let rows = client
-        .query(&statement, &[&topic_id, &slots, &big(from), &big(to)])
-        .await
-        .map_err(PgError::from)?;
-    let mut sizes = HashMap::with_capacity(rows.len());
-    let mut keys = HashMap::with_capacity(rows.len());
-    for row in rows {
-        let offset = row.get::<_, i64>(0) as u64;
-        sizes.insert(offset, row.get::<_, i32>(1).max(0) as usize);
-        let key: Option<&[u8]> = row.get(2);
-        keys.insert(offset, key.map(key_hash));
+/// The messages a batch poll of a state may hand out: its slots and the fresh messages
+/// of two windows from its position (a window reaches `KEYED_WINDOW_SPAN × W` past the
+/// position for keyed messages; acks before the poll, in ack-then-poll, move the
+/// position at most past the first window), below the log's end.
+struct Window {
+    slots: Vec<i64>,
+    from: u64,
+    to: u64,
+}
+
+impl Window {
+    /// The window of `state` below `log_end` (`u64::MAX`: not known yet).
+    fn of(state: &GroupState, log_end: u64) -> Window {
+        let slots = state
+            .slots()
+            .filter(|slot| slot.phase != SlotPhase::Done)
+            .map(|slot| big(slot.offset))
+            .collect();
+        let span = u64::from(state.config().max_in_flight) * u64::from(KEYED_WINDOW_SPAN);
+        let from = state.position();
+        Window {
+            slots,
+            from,
+            to: from.saturating_add(2 * span).min(log_end),
+        }
     }
-    Ok((sizes, keys))
+
+    /// Reads the size and key of every message of the window (SIZES, prepared).
+    async fn read(
+        &self,
+        client: &impl GenericClient,
+        statement: &tokio_postgres::Statement,
+        topic_id: i64,
+    ) -> Result<Vec<tokio_postgres::Row>, tokio_postgres::Error> {
+        let params: [&(dyn ToSql + Sync); 4] =
+            [&topic_id, &self.slots, &big(self.from), &big(self.to)];
+        client.query(statement, &params).await
+    }
+
+    /// The payload sizes and key hashes of the rows [`read`](Self::read) answered that
+    /// are in this window: a read made for a wider one (before the log's end was
+    /// known) also found messages published after it, which this call must not see.
+    fn sizes(&self, rows: &[tokio_postgres::Row]) -> Sizes {
+        let mut sizes = HashMap::with_capacity(rows.len());
+        let mut keys = HashMap::with_capacity(rows.len());
+        for row in rows {
+            let offset = row.get::<_, i64>(0) as u64;
+            let fresh = offset >= self.from && offset < self.to;
+            if !fresh && !self.slots.contains(&big(offset)) {
+                continue;
+            }
+            sizes.insert(offset, row.get::<_, i32>(1).max(0) as usize);
+            let key: Option<&[u8]> = row.get(2);
+            keys.insert(offset, key.map(key_hash));
+        }
+        (sizes, keys)
+    }
 }

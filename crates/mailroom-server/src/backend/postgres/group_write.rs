@@ -1,11 +1,20 @@
 //! The write that ends a group call: the new state and version on the group's row, and
 //! the dead-letter rows added (each with a copy of its message) and removed, sent in one
-//! pipeline.
+//! pipeline, with whatever the call sends behind them (its payload read and `COMMIT`,
+//! `txn.rs`).
+//!
+//! A dead-lettered message missing from the log (the database holds what no broker
+//! wrote) fails the insert in the SQL itself, so the transaction is aborted and the
+//! `COMMIT` behind it in the pipeline rolls back instead.
 
 use std::collections::HashSet;
+use std::future::Future;
 
 use deadpool_postgres::GenericClient;
+use futures_util::future::try_join4;
 use mailroom::group::GroupState;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::Statement;
 
 use super::encoding::encode;
 use super::group::big;
@@ -16,14 +25,18 @@ const WRITE_STATE: &str = "UPDATE mailroom_groups SET version = $3, state = $4, 
      dead_letter_seq = $5 WHERE topic_id = $1 AND name = $2";
 const DROP_DEAD_LETTERS: &str = "DELETE FROM mailroom_dead_letters \
      WHERE topic_id = $1 AND group_name = $2 AND \"offset\" = ANY($3)";
+// The offset column raises (a text that is no bigint) for a message the log lacks: an
+// inner join would just leave it out, and the count check after the insert would come
+// too late for a pipelined COMMIT.
 const ADD_DEAD_LETTERS: &str = "INSERT INTO mailroom_dead_letters (topic_id, group_name, \
      \"offset\", seq, attempts, reason, at_ms, published_at_ms, key, headers, \
      idempotency_key, payload) \
-     SELECT $1, $2, d.o, d.s, d.a, d.r, d.t, m.published_at_ms, m.key, m.headers, \
-     m.idempotency_key, m.payload \
+     SELECT $1, $2, CASE WHEN m.\"offset\" IS NULL THEN ('mailroom: dead-lettered message ' \
+     || d.o || ' is missing from the log')::bigint ELSE d.o END, \
+     d.s, d.a, d.r, d.t, m.published_at_ms, m.key, m.headers, m.idempotency_key, m.payload \
      FROM unnest($3::bigint[], $4::bigint[], $5::integer[], $6::text[], $7::bigint[]) \
      AS d(o, s, a, r, t) \
-     JOIN mailroom_messages m ON m.topic_id = $1 AND m.\"offset\" = d.o";
+     LEFT JOIN mailroom_messages m ON m.topic_id = $1 AND m.\"offset\" = d.o";
 
 /// Which group row a write goes to, and what it held when locked.
 pub(super) struct Row<'a> {
@@ -42,73 +55,143 @@ pub(super) async fn write_state(
     after: &GroupState,
     now_ms: u64,
 ) -> Result<(), BackendError> {
-    let old: HashSet<u64> = before
-        .dead_letters()
-        .iter()
-        .map(|dead| dead.offset)
-        .collect();
-    let new: HashSet<u64> = after
-        .dead_letters()
-        .iter()
-        .map(|dead| dead.offset)
-        .collect();
-    let removed: Vec<i64> = old.difference(&new).map(|&offset| big(offset)).collect();
-    let mut added = AddedDeadLetters::default();
-    let mut seq = at.dead_letter_seq;
-    for (entry, note) in after.dead_letters().iter().zip(after.dead_letter_notes()) {
-        if !old.contains(&entry.offset) {
-            added.offsets.push(big(entry.offset));
-            added.seqs.push(seq);
-            added.attempts.push(entry.attempts as i32);
-            added.reasons.push(note.reason.clone());
-            added.at_ms.push(big(note.at_ms));
-            seq += 1;
-        }
-    }
-    let bytes = encode(&after.snapshot(), now_ms);
-    let update = client
-        .prepare_cached(WRITE_STATE)
+    let write = Write::prepare(client, at, before, after, now_ms).await?;
+    write
+        .send_with(client, at, std::future::ready(Ok(())))
         .await
-        .map_err(PgError::from)?;
-    let next_version = at.version + 1;
-    let state_params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
-        [&at.topic_id, &at.group, &next_version, &bytes, &seq];
-    let state_write = client.execute(&update, &state_params);
-    let removal = async {
-        if removed.is_empty() {
-            return Ok(0);
+}
+
+/// A write's statements, prepared, and their parameters.
+pub(super) struct Write {
+    update: Statement,
+    bytes: Vec<u8>,
+    next_seq: i64,
+    removed: Vec<i64>,
+    drop: Option<Statement>,
+    added: AddedDeadLetters,
+    add: Option<Statement>,
+}
+
+impl Write {
+    /// The write of `after` over `before`, its statements prepared (once per
+    /// connection), so that sending it sends every statement at once.
+    pub(super) async fn prepare(
+        client: &impl GenericClient,
+        at: &Row<'_>,
+        before: &GroupState,
+        after: &GroupState,
+        now_ms: u64,
+    ) -> Result<Write, BackendError> {
+        let old: HashSet<u64> = before
+            .dead_letters()
+            .iter()
+            .map(|dead| dead.offset)
+            .collect();
+        let new: HashSet<u64> = after
+            .dead_letters()
+            .iter()
+            .map(|dead| dead.offset)
+            .collect();
+        let removed: Vec<i64> = old.difference(&new).map(|&offset| big(offset)).collect();
+        let mut added = AddedDeadLetters::default();
+        let mut seq = at.dead_letter_seq;
+        for (entry, note) in after.dead_letters().iter().zip(after.dead_letter_notes()) {
+            if !old.contains(&entry.offset) {
+                added.offsets.push(big(entry.offset));
+                added.seqs.push(seq);
+                added.attempts.push(entry.attempts as i32);
+                added.reasons.push(note.reason.clone());
+                added.at_ms.push(big(note.at_ms));
+                seq += 1;
+            }
         }
-        let statement = client.prepare_cached(DROP_DEAD_LETTERS).await?;
-        client
-            .execute(&statement, &[&at.topic_id, &at.group, &removed])
+        let update = client
+            .prepare_cached(WRITE_STATE)
             .await
-    };
-    let addition = async {
-        if added.offsets.is_empty() {
-            return Ok(0);
-        }
-        let statement = client.prepare_cached(ADD_DEAD_LETTERS).await?;
-        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 7] = [
+            .map_err(PgError::from)?;
+        let drop = prepared_if(client, !removed.is_empty(), DROP_DEAD_LETTERS).await?;
+        let add = prepared_if(client, !added.offsets.is_empty(), ADD_DEAD_LETTERS).await?;
+        Ok(Write {
+            update,
+            bytes: encode(&after.snapshot(), now_ms),
+            next_seq: seq,
+            removed,
+            drop,
+            added,
+            add,
+        })
+    }
+
+    /// Sends the write, then `then` (whose statements must already be prepared, so that
+    /// its first poll sends them) in the same pipeline; answers what `then` answers once
+    /// every statement succeeded.
+    pub(super) async fn send_with<T>(
+        &self,
+        client: &impl GenericClient,
+        at: &Row<'_>,
+        then: impl Future<Output = Result<T, tokio_postgres::Error>>,
+    ) -> Result<T, BackendError> {
+        let next_version = at.version + 1;
+        let state_params: [&(dyn ToSql + Sync); 5] = [
             &at.topic_id,
             &at.group,
-            &added.offsets,
-            &added.seqs,
-            &added.attempts,
-            &added.reasons,
-            &added.at_ms,
+            &next_version,
+            &self.bytes,
+            &self.next_seq,
         ];
-        client.execute(&statement, &params).await
-    };
-    let (_, _, inserted) = futures_util::future::try_join3(state_write, removal, addition)
-        .await
-        .map_err(PgError::from)?;
-    if inserted != added.offsets.len() as u64 {
-        return Err(BackendError::Internal(format!(
-            "group {:?}: a dead-lettered message is missing from the log",
-            at.group
-        )));
+        let state_write = client.execute(&self.update, &state_params);
+        let removal = async {
+            match &self.drop {
+                Some(statement) => {
+                    let params: [&(dyn ToSql + Sync); 3] = [&at.topic_id, &at.group, &self.removed];
+                    client.execute(statement, &params).await
+                }
+                None => Ok(0),
+            }
+        };
+        let added = &self.added;
+        let addition = async {
+            match &self.add {
+                Some(statement) => {
+                    let params: [&(dyn ToSql + Sync); 7] = [
+                        &at.topic_id,
+                        &at.group,
+                        &added.offsets,
+                        &added.seqs,
+                        &added.attempts,
+                        &added.reasons,
+                        &added.at_ms,
+                    ];
+                    client.execute(statement, &params).await
+                }
+                None => Ok(0),
+            }
+        };
+        let (_, _, inserted, answer) = try_join4(state_write, removal, addition, then)
+            .await
+            .map_err(PgError::from)?;
+        // Unreachable while the insert raises for a missing message; kept so that a
+        // change of that SQL cannot make a dead letter vanish unnoticed.
+        if inserted != added.offsets.len() as u64 {
+            return Err(BackendError::Internal(format!(
+                "group {:?}: a dead-lettered message is missing from the log",
+                at.group
+            )));
+        }
+        Ok(answer)
     }
-    Ok(())
+}
+
+async fn prepared_if(
+    client: &impl GenericClient,
+    needed: bool,
+    query: &str,
+) -> Result<Option<Statement>, BackendError> {
+    if !needed {
+        return Ok(None);
+    }
+    let statement = client.prepare_cached(query).await.map_err(PgError::from)?;
+    Ok(Some(statement))
 }
 
 #[derive(Default)]

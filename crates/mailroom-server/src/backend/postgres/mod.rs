@@ -52,6 +52,7 @@ mod retention;
 mod schema;
 mod seek_pause;
 mod topics;
+mod txn;
 
 pub use channel_relay::RELAYED_PAYLOAD_BYTES_MAX;
 pub use schema::{version_known, SEGMENT_OFFSETS};

@@ -21,6 +21,8 @@ use crate::long_poll::LongPolls;
 
 /// The channel every broker notifies and listens on.
 pub const CHANNEL: &str = "mailroom";
+/// The statement that sends one notification per dirty topic.
+const NOTIFY: &str = "SELECT pg_notify($1, t) FROM unnest($2::text[]) AS t";
 /// How long the sender and the listener wait before trying again after an error.
 const RETRY_MS: u64 = 200;
 
@@ -80,11 +82,14 @@ pub(super) fn spawn_sender(notifier: Arc<Notifier>, pool: Pool) -> tokio::task::
             }
             let sent = async {
                 let client = pool.get().await.map_err(|error| error.to_string())?;
+                // Prepared once per connection: a query string would be parsed in a
+                // round trip (and an implicit transaction) of its own every time.
+                let statement = client
+                    .prepare_cached(NOTIFY)
+                    .await
+                    .map_err(|error| error.to_string())?;
                 client
-                    .execute(
-                        "SELECT pg_notify($1, t) FROM unnest($2::text[]) AS t",
-                        &[&CHANNEL, &topics],
-                    )
+                    .execute(&statement, &[&CHANNEL, &topics])
                     .await
                     .map_err(|error| error.to_string())
             };
