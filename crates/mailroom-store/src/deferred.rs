@@ -117,6 +117,32 @@ impl<T> Deferred<T> {
         }
     }
 
+    /// Whether [`wait`](Self::wait) would run an `fdatasync` no other caller shares (see
+    /// [`Durable::syncs_alone`]): then a caller that may block its thread does better
+    /// to wait than to await, which hands the sync to the log's sync thread and is
+    /// woken back by it.
+    ///
+    /// # Example
+    /// ```
+    /// use bytes::Bytes;
+    /// use mailroom_store::{Store, StoreOptions};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = Store::open(dir.path(), StoreOptions::default())?;
+    /// store.create_topic("t")?;
+    /// let publishing = store.topic("t")?.publish_deferred(Bytes::from_static(b"x"))?;
+    /// let offset = if publishing.syncs_alone() {
+    ///     publishing.wait()?
+    /// } else {
+    ///     futures::executor::block_on(publishing)?
+    /// };
+    /// assert_eq!(offset, 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn syncs_alone(&self) -> bool {
+        self.durable.syncs_alone()
+    }
+
     /// Blocks the calling thread until the call is durable, then returns its answer. If
     /// no sync is running, this thread runs it (a lone caller pays one `fdatasync` and
     /// no hand-off). Writes a due group checkpoint before returning.
@@ -131,12 +157,50 @@ impl<T> Deferred<T> {
     ///
     /// If the `Deferred` was already polled to completion as a future.
     pub fn wait(self) -> Result<T, StoreError> {
+        self.wait_with(Durable::wait)
+    }
+
+    /// Blocks as [`wait`](Self::wait) does, but answers as awaiting would: a sync that
+    /// this thread ran and that failed comes back as [`StoreError::FailStopped`], as it
+    /// does for every waiter the log's sync thread wakes, rather than as the sync's own
+    /// [`StoreError::Io`]. For a caller that waits here only because
+    /// [`syncs_alone`](Self::syncs_alone) said so, and would otherwise have awaited: its
+    /// answers then do not depend on which thread ran the sync.
+    ///
+    /// # Errors
+    ///
+    /// As awaiting the `Deferred`.
+    ///
+    /// # Example
+    /// ```
+    /// use bytes::Bytes;
+    /// use mailroom_store::{Store, StoreOptions};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = Store::open(dir.path(), StoreOptions::default())?;
+    /// store.create_topic("t")?;
+    /// let publishing = store.topic("t")?.publish_deferred(Bytes::from_static(b"x"))?;
+    /// assert_eq!(publishing.wait_in_place()?, 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// As [`wait`](Self::wait).
+    pub fn wait_in_place(self) -> Result<T, StoreError> {
+        self.wait_with(Durable::wait_in_place)
+    }
+
+    fn wait_with(
+        self,
+        wait: impl FnOnce(Durable) -> Result<(), StoreError>,
+    ) -> Result<T, StoreError> {
         let Deferred {
             outcome,
             durable,
             groups,
         } = self;
-        let durable = durable.wait();
+        let durable = wait(durable);
         if let Some(topic) = groups {
             topic.after_groups_wait(&durable, CheckpointOn::ThisThread);
         }

@@ -343,3 +343,107 @@ fn unwaited_writes_reach_the_file_when_the_log_is_dropped() {
     assert_eq!(log.end(), 3);
     assert_eq!(&log.read(2).unwrap().unwrap().payload[..], b"either");
 }
+
+// Proves `syncs_alone` tells a lone waiter from one that would share a sync: true for a
+// lone write under `Always`, false while another waiter's round runs or is wanted, false
+// once durable, and false under a policy that does not wait for the disk.
+#[test]
+fn syncs_alone_is_true_only_when_no_other_waiter_shares_the_sync() {
+    let storage = SimStorage::new();
+    let log = open_log(&storage, "/l", options()).unwrap();
+    let lone = log.write(&[b"lone"], 0).unwrap();
+    assert!(log.durable(lone.end).syncs_alone());
+    log.durable(lone.end).wait().unwrap();
+    assert!(!log.durable(lone.end).syncs_alone(), "nothing left to sync");
+
+    storage.set_sync_delay(Duration::from_millis(300));
+    let first = log.write(&[b"first"], 1).unwrap();
+    let mut waiting = pin!(log.durable(first.end));
+    let waker = noop_waker();
+    assert!(waiting
+        .as_mut()
+        .poll(&mut Context::from_waker(&waker))
+        .is_pending());
+    let second = log.write(&[b"second"], 2).unwrap();
+    assert!(
+        !log.durable(second.end).syncs_alone(),
+        "a round is running or wanted for the first waiter"
+    );
+    futures::executor::block_on(waiting).unwrap();
+    log.durable(second.end).wait().unwrap();
+
+    let relaxed = LogOptions {
+        sync: SyncPolicy::Never,
+        ..options()
+    };
+    let log = open_log(&SimStorage::new(), "/r", relaxed).unwrap();
+    let written = log.write(&[b"x"], 0).unwrap();
+    assert!(!log.durable(written.end).syncs_alone());
+}
+
+// Proves waiters that choose by `syncs_alone` (block when alone, else await, as the
+// server's workers do) all complete beside async and blocking ones, on real files.
+#[test]
+fn waiters_choosing_by_syncs_alone_all_complete_on_real_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Arc::new(Log::open(Arc::new(FsStorage), dir.path(), options()).unwrap());
+    let choosers: Vec<_> = (0..THREADS)
+        .map(|i| {
+            let log = Arc::clone(&log);
+            std::thread::spawn(move || {
+                let mut confirmed = Confirmed::default();
+                for seq in 0..WRITES_PER_PUBLISHER {
+                    let bytes = payload(TASKS + THREADS + i, seq);
+                    let written = log.write(&[&bytes], seq).unwrap();
+                    let durable = log.durable(written.end);
+                    if durable.syncs_alone() {
+                        durable.wait().unwrap();
+                    } else {
+                        futures::executor::block_on(durable).unwrap();
+                    }
+                    assert!(log.end() >= written.end, "returned before durable");
+                    confirmed.completions += 1;
+                    confirmed.records.push((written.start, bytes));
+                }
+                confirmed
+            })
+        })
+        .collect();
+    let mut all = run_mixed(&log);
+    all.extend(choosers.into_iter().map(|t| t.join().unwrap()));
+    check_all_confirmed(&log, &all);
+    drop(log);
+    let log = Log::open(Arc::new(FsStorage), dir.path(), options()).unwrap();
+    check_all_confirmed(&log, &all);
+}
+
+// Proves a failed sync that a lone waiter ran itself reaches `wait_in_place` as the
+// fail-stop error an awaited Durable gets, where `wait` answers the sync's own error.
+#[test]
+fn wait_in_place_answers_a_failed_sync_as_awaiting_does() {
+    for in_place in [false, true] {
+        let storage = SimStorage::new();
+        let log = open_log(&storage, "/l", options()).unwrap();
+        log.append(&[b"before"], 0).unwrap();
+        storage.fail_next_syncs(1);
+        let written = log.write(&[b"doomed"], 1).unwrap();
+        let durable = log.durable(written.end);
+        assert!(durable.syncs_alone());
+        match (in_place, durable_result(durable, in_place)) {
+            (true, Err(StoreError::FailStopped { reason })) => {
+                assert!(reason.contains("fdatasync"))
+            }
+            (false, Err(StoreError::Io { .. })) => {}
+            other => panic!("unexpected answer {other:?}"),
+        }
+        assert_eq!(log.end(), 1, "nothing after the failure became visible");
+    }
+}
+
+fn durable_result(durable: mailroom_store::log::Durable, in_place: bool) -> Result<(), StoreError> {
+    if in_place {
+        durable.wait_in_place()
+    } else {
+        durable.wait()
+    }
+}

@@ -231,3 +231,20 @@ fn common_shapes() {
         );
     }
 }
+
+// Proves a control character is refused wherever it stands in a long string: in a
+// vector lane or in the tail after the last whole lane.
+#[test]
+fn a_control_character_anywhere_is_left_to_the_general_decoder() {
+    for at in 0..40 {
+        let mut text = vec![b'a'; 40];
+        text[at] = 0x1f;
+        let mut body = br#"{"messages":[""#.to_vec();
+        body.extend_from_slice(&text);
+        body.extend_from_slice(br#""]}"#);
+        assert!(
+            scan_batch(&body).is_none(),
+            "control character at {at} scanned"
+        );
+    }
+}

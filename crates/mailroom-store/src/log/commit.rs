@@ -199,6 +199,17 @@ impl Shared {
         }
     }
 
+    /// Whether a waiter for `target` would have the next sync to itself: its records are
+    /// not durable yet, no round is running and nobody waits for the next one. A caller
+    /// that may block (see `Durable::syncs_alone`) then runs the round on its own thread
+    /// rather than hand it to the sync thread and be woken back. Only a hint: another
+    /// waiter may come between this answer and the wait, which then simply shares the
+    /// round (or waits for it) as every waiter does.
+    pub(crate) fn would_sync_alone(&self, target: u64) -> bool {
+        let state = self.commit.state.lock();
+        state.synced_end < target && state.running.is_none() && !state.next_wanted
+    }
+
     /// What a future waiting for `target` does next: done, or listen for a round's end.
     /// It runs a round itself only while the log has no sync thread (after the log was
     /// dropped): otherwise it must not block its executor in `fdatasync`.

@@ -71,6 +71,61 @@ impl Durable {
         self.shared.wait_durable(self.target)
     }
 
+    /// Whether waiting would run an `fdatasync` that no other waiter shares: under
+    /// [`SyncPolicy::Always`], with these records not yet durable, no sync running and
+    /// nobody waiting for the next one. A caller on an executor that may block (tokio's
+    /// `block_in_place`) can then [`wait`](Self::wait) on its own thread and skip two
+    /// thread hand-offs (waking the sync thread, being woken by it); under load, when
+    /// syncs are shared, awaiting stays the better way. Only a hint: a waiter arriving
+    /// meanwhile shares the round.
+    ///
+    /// # Example
+    /// ```
+    /// # use std::{path::Path, sync::Arc};
+    /// use mailroom_store::log::{Log, LogOptions, SyncPolicy};
+    /// use mailroom_store::storage::SimStorage;
+    ///
+    /// let options = LogOptions { sync: SyncPolicy::Always, ..LogOptions::default() };
+    /// let log = Log::open(Arc::new(SimStorage::new()), Path::new("/l"), options)?;
+    /// let written = log.write(&[b"x"], 5)?;
+    /// let durable = log.durable(written.end);
+    /// assert!(durable.syncs_alone());
+    /// durable.wait()?;
+    /// // Once durable, there is nothing left to sync.
+    /// assert!(!log.durable(written.end).syncs_alone());
+    /// # Ok::<(), mailroom_store::StoreError>(())
+    /// ```
+    pub fn syncs_alone(&self) -> bool {
+        self.waits_for_disk() && self.shared.would_sync_alone(self.target)
+    }
+
+    /// Blocks as [`wait`](Self::wait) does, but a failed sync that this thread ran comes
+    /// back as [`StoreError::FailStopped`] (naming the sync's error), as it does for
+    /// every waiter that the sync thread wakes, not as the sync's own
+    /// [`StoreError::Io`]: so a caller that waits here instead of awaiting (see
+    /// [`syncs_alone`](Self::syncs_alone)) is answered the same either way.
+    ///
+    /// # Errors
+    /// As awaiting this `Durable`.
+    ///
+    /// # Example
+    /// ```
+    /// # use std::{path::Path, sync::Arc};
+    /// use mailroom_store::log::{Log, LogOptions};
+    /// use mailroom_store::storage::SimStorage;
+    ///
+    /// let log = Log::open(Arc::new(SimStorage::new()), Path::new("/l"), LogOptions::default())?;
+    /// let written = log.write(&[b"x"], 5)?;
+    /// log.durable(written.end).wait_in_place()?;
+    /// assert_eq!(log.end(), 1);
+    /// # Ok::<(), mailroom_store::StoreError>(())
+    /// ```
+    pub fn wait_in_place(self) -> Result<(), StoreError> {
+        let shared = Arc::clone(&self.shared);
+        self.wait()
+            .map_err(|error| shared.check_not_failed().err().unwrap_or(error))
+    }
+
     fn waits_for_disk(&self) -> bool {
         self.shared.options.sync == SyncPolicy::Always
     }
