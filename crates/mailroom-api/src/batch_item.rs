@@ -27,6 +27,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::topics::{Base64Message, BatchMessage, BatchMessageObject};
 
+mod encode;
+
 /// The fields an item object may have, in the order the errors list them.
 const FIELDS: &[&str] = &[
     "payload",

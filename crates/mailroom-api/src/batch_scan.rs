@@ -130,22 +130,7 @@ impl<'a> Scanner<'a> {
     /// The rest of a string whose opening quote was read.
     fn string_rest(&mut self) -> Option<&'a str> {
         let start = self.at;
-        let rest = &self.bytes[start..];
-        // memchr's vector search for the end, since strings are most of a body: byte by
-        // byte (eight at a time, or the first few one by one) they cost more, even for
-        // short strings (callgrind, `bench/metadata-instructions.sh`).
-        let len = memchr::memchr2(b'"', b'\\', rest)?;
-        if rest[len] != b'"' {
-            return None;
-        }
-        // A control character may not stand in a string: the least byte tells, and a
-        // fold without an early exit is one the compiler makes a vector loop of.
-        let least = rest[..len]
-            .iter()
-            .fold(u8::MAX, |least, &byte| least.min(byte));
-        if least < 0x20 {
-            return None;
-        }
+        let len = plain_string_len(&self.bytes[start..])?;
         self.at = start + len + 1;
         // Both ends are ASCII quotes, so both are character boundaries.
         self.text.get(start..start + len)
@@ -249,14 +234,42 @@ impl<'a> Scanner<'a> {
                 _ => return None,
             }
         }
-        let pairs = &mut self.headers[start..];
-        pairs.sort_unstable_by(|a, b| a.0.cmp(b.0));
         // A map keeps the last of a repeated name; that rare body is left to it.
-        if pairs.windows(2).any(|pair| pair[0].0 == pair[1].0) {
-            return None;
-        }
+        sort_names_once(&mut self.headers[start..])?;
         Some(start..self.headers.len())
     }
+}
+
+/// Sorts `pairs` by name; `None` if a name is given twice.
+fn sort_names_once(pairs: &mut [(&str, &str)]) -> Option<()> {
+    if pairs.len() > 8 {
+        pairs.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        return pairs
+            .windows(2)
+            .all(|pair| pair[0].0 != pair[1].0)
+            .then_some(());
+    }
+    // The usual few headers: an insertion sort, which compares every name with the one
+    // it stops beside, so a repeated name shows as an equal pair (the general sort
+    // above cost about 145 instructions for two headers).
+    for i in 1..pairs.len() {
+        let mut at = i;
+        while at > 0 {
+            match pairs[at - 1].0.cmp(pairs[at].0) {
+                std::cmp::Ordering::Less => break,
+                std::cmp::Ordering::Equal => return None,
+                std::cmp::Ordering::Greater => pairs.swap(at - 1, at),
+            }
+            at -= 1;
+        }
+    }
+    Some(())
+}
+
+/// How many bytes of `rest` come before its closing quote, if they hold neither an
+/// escape nor a control character (which JSON refuses in a string); `None` otherwise.
+fn plain_string_len(rest: &[u8]) -> Option<usize> {
+    crate::json_text::first_special(rest).filter(|&len| rest[len] == b'"')
 }
 
 #[cfg(test)]

@@ -46,6 +46,7 @@ pub mod dead_letters;
 pub mod deliveries;
 pub mod error;
 pub mod groups;
+mod json_text;
 pub mod limits;
 mod message_body;
 pub mod names;

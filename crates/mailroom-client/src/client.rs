@@ -161,6 +161,21 @@ impl Client {
         Ok(request)
     }
 
+    /// The batch publish request of `body` to `topic`, its JSON written by
+    /// [`BatchRequestRef::to_json`] (serde_json's bytes, written in a fraction of its
+    /// time: most of a batch publish's client time was serde_json escaping strings).
+    pub(crate) fn batch_publish(
+        &self,
+        topic: &str,
+        body: &BatchRequestRef<'_>,
+    ) -> Result<RequestBuilder, ClientError> {
+        let path = Self::topic_path(topic, &["messages", "batch"])?;
+        Ok(self
+            .request(Method::POST, &path)?
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.to_json()))
+    }
+
     /// Checks that the server is up (`GET /healthz`).
     ///
     /// # Errors
@@ -240,12 +255,7 @@ impl Client {
                 }),
             })
             .collect();
-        let request = self
-            .request(
-                Method::POST,
-                &Self::topic_path(topic, &["messages", "batch"])?,
-            )?
-            .json(&BatchRequestRef { messages });
+        let request = self.batch_publish(topic, &BatchRequestRef { messages })?;
         let published: BatchPublished = self.json(request).await?;
         Ok(published.offsets)
     }

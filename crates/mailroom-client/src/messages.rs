@@ -9,7 +9,6 @@ use base64::Engine as _;
 use bytes::Bytes;
 use mailroom_api::batch_item::{BatchItemRef, BatchObjectRef, BatchRequestRef};
 use mailroom_api::topics::{BatchMessageObject, BatchPublished};
-use reqwest::Method;
 
 use crate::{Client, ClientError};
 
@@ -130,12 +129,7 @@ impl Client {
         messages: &[NewMessage],
     ) -> Result<BatchPublished, ClientError> {
         let messages = messages.iter().map(NewMessage::item).collect();
-        let request = self
-            .request(
-                Method::POST,
-                &Self::topic_path(topic, &["messages", "batch"])?,
-            )?
-            .json(&BatchRequestRef { messages });
+        let request = self.batch_publish(topic, &BatchRequestRef { messages })?;
         self.json(request).await
     }
 }

@@ -79,11 +79,11 @@ fn headers(plain_only: bool) -> BoxedStrategy<String> {
     ];
     // Plain headers name each header once; the others may repeat one.
     let names = if plain_only {
-        proptest::collection::btree_set(name, 0..4)
+        proptest::collection::btree_set(name, 0..12)
             .prop_map(|names| names.into_iter().collect::<Vec<_>>())
             .boxed()
     } else {
-        proptest::collection::vec(name, 0..4).boxed()
+        proptest::collection::vec(name, 0..12).boxed()
     };
     names
         .prop_flat_map(move |names| {
@@ -246,5 +246,24 @@ fn a_control_character_anywhere_is_left_to_the_general_decoder() {
             scan_batch(&body).is_none(),
             "control character at {at} scanned"
         );
+    }
+}
+
+proptest! {
+    // Proves the few-headers sort and the general one both order the names and refuse
+    // exactly the lists with a name given twice.
+    #[test]
+    fn header_names_are_sorted_and_a_repeat_refused(
+        names in proptest::collection::vec("[a-e]{1,2}", 0..14),
+    ) {
+        let mut pairs: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), "v")).collect();
+        let mut expected: Vec<&str> = names.iter().map(String::as_str).collect();
+        expected.sort_unstable();
+        let repeated = expected.windows(2).any(|pair| pair[0] == pair[1]);
+        let sorted = sort_names_once(&mut pairs);
+        prop_assert_eq!(sorted.is_none(), repeated);
+        if !repeated {
+            prop_assert_eq!(pairs.iter().map(|p| p.0).collect::<Vec<_>>(), expected);
+        }
     }
 }

@@ -1,0 +1,145 @@
+//! [`BatchRequestRef::to_json`]: the batch body written straight into bytes.
+//!
+//! serde_json writes a string byte by byte through an escape table (about ten
+//! instructions a byte in callgrind), and a client spends most of a batch publish there:
+//! more than the server spends reading it. This writer copies each run of plain bytes
+//! whole and escapes the rest as serde_json does, so its output is byte for byte what
+//! `serde_json::to_vec` makes of the same body (a test holds it to that).
+
+use std::collections::BTreeMap;
+
+use super::{BatchItemRef, BatchObjectRef, BatchRequestRef};
+use crate::json_text::first_special;
+
+impl BatchRequestRef<'_> {
+    /// This body as JSON: the bytes `serde_json::to_vec(self)` makes, made faster.
+    ///
+    /// ```
+    /// use mailroom_api::batch_item::{BatchItemRef, BatchRequestRef};
+    /// let body = BatchRequestRef { messages: vec![BatchItemRef::Text("a \"quoted\" word")] };
+    /// assert_eq!(body.to_json(), serde_json::to_vec(&body).unwrap());
+    /// ```
+    pub fn to_json(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.encoded_len_hint());
+        out.extend_from_slice(b"{\"messages\":[");
+        for (i, item) in self.messages.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            match item {
+                BatchItemRef::Text(text) => string(&mut out, text),
+                BatchItemRef::Binary(binary) => {
+                    out.extend_from_slice(b"{\"base64\":");
+                    string(&mut out, &binary.base64);
+                    out.push(b'}');
+                }
+                BatchItemRef::Message(object) => message(&mut out, object),
+            }
+        }
+        out.extend_from_slice(b"]}");
+        out
+    }
+
+    /// About how long the body will be when nothing needs an escape, so the buffer
+    /// is allocated once.
+    fn encoded_len_hint(&self) -> usize {
+        let strings = |object: &BatchObjectRef<'_>| {
+            let fields = [object.payload, object.key, object.idempotency_key];
+            let headers = object.headers.into_iter().flatten();
+            fields.iter().flatten().map(|s| s.len()).sum::<usize>()
+                + object.payload_base64.as_ref().map_or(0, String::len)
+                + headers.map(|(n, v)| n.len() + v.len() + 6).sum::<usize>()
+        };
+        let items = self.messages.iter().map(|item| match item {
+            BatchItemRef::Text(text) => text.len() + 3,
+            BatchItemRef::Binary(binary) => binary.base64.len() + 14,
+            BatchItemRef::Message(object) => strings(object) + 80,
+        });
+        items.sum::<usize>() + 16
+    }
+}
+
+/// One object item, its fields in [`BatchObjectRef`]'s order, the absent ones left out.
+fn message(out: &mut Vec<u8>, object: &BatchObjectRef<'_>) {
+    let mut separator = b'{';
+    let mut field = |out: &mut Vec<u8>, name: &[u8]| {
+        out.push(separator);
+        separator = b',';
+        out.extend_from_slice(name);
+    };
+    if let Some(payload) = object.payload {
+        field(out, b"\"payload\":");
+        string(out, payload);
+    }
+    if let Some(base64) = &object.payload_base64 {
+        field(out, b"\"payload_base64\":");
+        string(out, base64);
+    }
+    if let Some(key) = object.key {
+        field(out, b"\"key\":");
+        string(out, key);
+    }
+    if let Some(headers) = object.headers {
+        field(out, b"\"headers\":");
+        map(out, headers);
+    }
+    if let Some(key) = object.idempotency_key {
+        field(out, b"\"idempotency_key\":");
+        string(out, key);
+    }
+    if separator == b'{' {
+        out.push(b'{');
+    }
+    out.push(b'}');
+}
+
+fn map(out: &mut Vec<u8>, headers: &BTreeMap<String, String>) {
+    out.push(b'{');
+    for (i, (name, value)) in headers.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        string(out, name);
+        out.push(b':');
+        string(out, value);
+    }
+    out.push(b'}');
+}
+
+/// `text` as a JSON string, escaped as serde_json escapes it: a quote, a backslash and
+/// the control characters, these by their short form where JSON has one and as
+/// `\u00xx` otherwise.
+fn string(out: &mut Vec<u8>, text: &str) {
+    out.push(b'"');
+    let mut rest = text.as_bytes();
+    while let Some(at) = first_special(rest) {
+        out.extend_from_slice(&rest[..at]);
+        escape(out, rest[at]);
+        rest = &rest[at + 1..];
+    }
+    out.extend_from_slice(rest);
+    out.push(b'"');
+}
+
+fn escape(out: &mut Vec<u8>, byte: u8) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let short = match byte {
+        b'"' => b'"',
+        b'\\' => b'\\',
+        0x08 => b'b',
+        0x0c => b'f',
+        b'\n' => b'n',
+        b'\r' => b'r',
+        b'\t' => b't',
+        _ => {
+            let hex = [HEX[usize::from(byte >> 4)], HEX[usize::from(byte & 0xf)]];
+            out.extend_from_slice(b"\\u00");
+            out.extend_from_slice(&hex);
+            return;
+        }
+    };
+    out.extend_from_slice(&[b'\\', short]);
+}
+
+#[cfg(test)]
+mod tests;
