@@ -13,7 +13,7 @@
 //! - A blocking waiter that finds no round running runs one itself (the *leader*): a
 //!   lone writer pays one `fdatasync` per call and no thread hand-off, and under load the
 //!   first thread back starts the next round.
-//! - Under [`SyncPolicy::Always`] a per-log sync thread runs the rounds that futures wait
+//! - Under [`SyncPolicy::Always`](crate::log::SyncPolicy::Always) a per-log sync thread runs the rounds that futures wait
 //!   for (a future must not block its executor in `fdatasync`), and any round still wanted
 //!   when a leader finishes.
 //! - Without that thread (other policies, or after the log was dropped) the waiters of
@@ -27,21 +27,17 @@
 //! Earlier segments need no sync here: a segment is synced before the next is created.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use event_listener::{Event, EventListener};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
-use super::mark::Claim;
-use super::recovery::io_error;
-use super::{Shared, SyncPolicy};
+use super::Shared;
 use crate::StoreError;
 
-/// The longest the sync thread holds a round back waiting for more waiters.
-const HOLD_BACK_MAX: Duration = Duration::from_millis(2);
-/// Stack of the sync thread: it only loops, locks and calls `fdatasync`.
-const SYNC_THREAD_STACK_BYTES: usize = 64 << 10;
+mod syncer;
+
+pub(crate) use self::syncer::spawn_syncer;
 
 /// The durability state shared by writers, waiters and the sync thread.
 #[derive(Debug)]
@@ -74,7 +70,7 @@ struct CommitState {
     running_waiters: usize,
     next_waiters: usize,
     /// How many futures the last round woke: the sync thread expects about as many to
-    /// come back with new records (see [`run_syncer`]). Threads are not counted: a
+    /// come back with new records (see [`syncer::run_syncer`]). Threads are not counted: a
     /// thread that finds no round running leads one itself, so no round waits for them.
     last_woken: usize,
     /// How long the last round's sync took: the longest the sync thread holds a round
@@ -345,76 +341,12 @@ impl Shared {
         }
     }
 
-    /// Writes out the writer's buffered records, then syncs the active segment. Every
-    /// record below the end noted before the call was written before this takes the
-    /// writer lock, so it is in the buffer flushed here, in this segment's file, or in an
-    /// older segment, which its roll synced (a roll holds the writer lock throughout).
-    ///
-    /// Then it writes the synced mark (one small `pwrite`, not synced: see `mark.rs`) with
-    /// what this sync made durable, before any waiter is answered: so after a process
-    /// crash every confirmed record lies inside the mark, and recovery reads damage there
-    /// as rot, not as a torn tail. It adds no `fdatasync` to the round.
-    fn sync_active(&self) -> Result<(), StoreError> {
-        let (segment, claim) = {
-            let mut writer = self.writer.lock();
-            if let Err(error) = self.flush_pending(&mut writer) {
-                // Records confirmed under a relaxed policy stay: no cut then.
-                self.fail_stop_cutting(&writer, &error, None);
-                return Err(error);
-            }
-            // Before the sync, so the sync below makes the new zeros durable too.
-            self.preallocate(&mut writer);
-            let active = Arc::clone(&writer.active);
-            // Under the writer lock the segment's meta is exactly what is in its file.
-            let claim = {
-                let meta = active.meta.lock();
-                Claim {
-                    base_offset: active.base_offset,
-                    end_offset: meta.end_offset,
-                    segment_bytes: meta.bytes,
-                }
-            };
-            (active, claim)
-        };
-        if let Err(error) = segment
-            .file
-            .sync()
-            .map_err(io_error("fdatasync", &segment.path))
-        {
-            // Under Always the records of this round (and any written since) are cut
-            // before their waiters learn of the failure; see `fail_stop_cutting`.
-            let writer = self.writer.lock();
-            self.fail_stop_cutting(&writer, &error, None);
-            return Err(error);
-        }
-        {
-            let mut synced = self.synced.lock();
-            if synced.base_offset == claim.base_offset && claim.segment_bytes > synced.bytes {
-                synced.bytes = claim.segment_bytes;
-                synced.end_offset = claim.end_offset;
-            }
-        }
-        // Rounds run one at a time, so claims are written in order. A failure only
-        // leaves an older (still true) claim: the data is durable, so it fails nothing.
-        if let Err(error) = self.mark.lock().write(claim) {
-            tracing::warn!(%error, "could not write the synced mark");
-        }
-        Ok(())
-    }
-
     /// Records that everything below `end` is durable because a roll synced it. Called
     /// with the writer lock held.
     pub(crate) fn note_synced_by_roll(&self, end: u64) {
         let mut state = self.commit.state.lock();
         state.synced_end = state.synced_end.max(end);
         self.publish_synced(state.synced_end);
-    }
-
-    /// Under [`SyncPolicy::Always`], readers see only durable records.
-    fn publish_synced(&self, end: u64) {
-        if self.options.sync == SyncPolicy::Always {
-            self.visible_end.fetch_max(end, Ordering::AcqRel);
-        }
     }
 }
 
@@ -423,59 +355,4 @@ struct RoundResult {
     generation: u64,
     failed: bool,
     outcome: Result<(), StoreError>,
-}
-
-/// The sync thread of [`SyncPolicy::Always`]: runs rounds while waiters want them, until
-/// stopped; then runs the rounds still wanted and exits.
-///
-/// Before a round it waits until as many futures want it as the last round woke, but no
-/// longer than that round's sync took (at most [`HOLD_BACK_MAX`]). Without this, the
-/// first task back after a round starts the next one alone, the other 63 write during
-/// that sync and wait for the one after: rounds alternate between 1 and 63 records, two
-/// syncs per 64 (measured: about 1.4x the records/s with it, 64 async tasks). Holding back costs at most one sync time, which is what
-/// the lone-record round would have cost. This is a batching window, not a
-/// synchronisation: no waiter's correctness depends on it.
-pub(crate) fn run_syncer(shared: Arc<Shared>) {
-    let commit = &shared.commit;
-    let mut state = commit.state.lock();
-    loop {
-        if state.next_wanted && state.running.is_none() {
-            let deadline = Instant::now() + state.last_sync.min(HOLD_BACK_MAX);
-            while state.next_waiters < state.last_woken
-                && state.next_wanted
-                && state.running.is_none()
-                && state.syncer == Syncer::Running
-                && !commit
-                    .wake_syncer
-                    .wait_until(&mut state, deadline)
-                    .timed_out()
-            {}
-            if !state.next_wanted || state.running.is_some() {
-                continue; // a blocking waiter ran it meanwhile
-            }
-            let result = shared.run_round(&mut state);
-            if let Err(error) = &result.outcome {
-                tracing::debug!(%error, "sync round failed; its waiters report it");
-            }
-            shared.after_round(state, result.generation, result.failed);
-            state = commit.state.lock();
-            continue;
-        }
-        if state.syncer == Syncer::Stopping {
-            state.syncer = Syncer::Absent;
-            return;
-        }
-        commit.wake_syncer.wait(&mut state);
-    }
-}
-
-/// Spawns the sync thread of [`SyncPolicy::Always`].
-pub(crate) fn spawn_syncer(shared: &Arc<Shared>) -> std::io::Result<std::thread::JoinHandle<()>> {
-    shared.commit.syncer_starting();
-    let thread_shared = Arc::clone(shared);
-    std::thread::Builder::new()
-        .name("mailroom-log-sync".into())
-        .stack_size(SYNC_THREAD_STACK_BYTES)
-        .spawn(move || run_syncer(thread_shared))
-        .inspect_err(|_| shared.commit.state.lock().syncer = Syncer::Absent)
 }

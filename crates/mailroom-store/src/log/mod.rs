@@ -65,6 +65,7 @@ mod repair;
 mod retention;
 mod salvage;
 mod segment;
+mod sync_round;
 mod writer;
 
 use std::ops::Range;
