@@ -13,6 +13,12 @@
 //! - A blocking waiter that finds no round running runs one itself (the *leader*): a
 //!   lone writer pays one `fdatasync` per call and no thread hand-off, and under load the
 //!   first thread back starts the next round.
+//! - A waiter that may block (the owner of a [`super::Durable`] on an executor that can
+//!   hand its other tasks on, see `Durable::lead_or_listen`) leads only a round it would
+//!   have to itself: none running and none wanted. The round is begun in the step that
+//!   decides it and handed out as a [`LeadRound`] whose sync the caller runs; any other
+//!   time it listens as a future does. One step, so no other waiter can come between
+//!   the decision and the round.
 //! - Under [`SyncPolicy::Always`](crate::log::SyncPolicy::Always) a per-log sync thread runs the rounds that futures wait
 //!   for (a future must not block its executor in `fdatasync`), and any round still wanted
 //!   when a leader finishes.
@@ -27,6 +33,7 @@
 //! Earlier segments need no sync here: a segment is synced before the next is created.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use event_listener::{Event, EventListener};
@@ -98,13 +105,38 @@ enum Syncer {
     Stopping,
 }
 
-/// Whether a waiter may block its thread in `fdatasync`.
+/// How a waiter waits, which decides whether it runs a round itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum WaiterKind {
+enum WaiterKind {
     /// A thread that can run a round itself.
     Blocking,
     /// A future: hands rounds to the sync thread while there is one.
     Async,
+    /// A future's owner that may block its thread: runs a round itself only when it
+    /// would have its sync to itself, else listens as a future does.
+    MayBlock,
+}
+
+impl WaiterKind {
+    /// Whether the waiter listens for round events (and counts for the sync thread's
+    /// batching window, see [`syncer::run_syncer`]) rather than waiting on a condition variable.
+    fn listens(self) -> bool {
+        self != WaiterKind::Blocking
+    }
+
+    /// Whether, finding no round running, the waiter runs the next round itself.
+    fn leads(self, state: &CommitState) -> bool {
+        match self {
+            // The sync thread competes for the CPU with every woken thread; waiting for
+            // it to be scheduled measured slower with 64 threads.
+            WaiterKind::Blocking => true,
+            WaiterKind::Async => state.syncer != Syncer::Running,
+            // Alone, it spares the sync thread's two hand-offs (waking it, being woken
+            // by it); if others want the next round, it joins the one the sync thread
+            // is about to run instead of blocking its executor thread for them.
+            WaiterKind::MayBlock => state.syncer != Syncer::Running || !state.next_wanted,
+        }
+    }
 }
 
 /// What a future does next.
@@ -113,6 +145,16 @@ pub(crate) enum Plan {
     Done(Result<(), StoreError>),
     /// Wait for this round's event, then plan again.
     Listen(EventListener),
+}
+
+/// What a waiter that may block does next.
+pub(crate) enum LeadPlan {
+    /// Its records are durable (or the wait failed).
+    Done(Result<(), StoreError>),
+    /// Wait for this round's event, then plan again as a future.
+    Listen(EventListener),
+    /// Run the sync of this begun round on the calling thread.
+    Lead(LeadRound),
 }
 
 /// What a waiter does next (decided with the state locked).
@@ -187,23 +229,12 @@ impl Shared {
                 Step::Wait(generation) => commit.round_ended(generation).wait(&mut state),
                 Step::Lead => {
                     let result = self.run_round(&mut state);
-                    self.after_round(state, result.generation, result.failed);
+                    self.after_round(state, result.generation, result.outcome.is_err());
                     result.outcome?;
                     state = commit.state.lock();
                 }
             }
         }
-    }
-
-    /// Whether a waiter for `target` would have the next sync to itself: its records are
-    /// not durable yet, no round is running and nobody waits for the next one. A caller
-    /// that may block (see `Durable::syncs_alone`) then runs the round on its own thread
-    /// rather than hand it to the sync thread and be woken back. Only a hint: another
-    /// waiter may come between this answer and the wait, which then simply shares the
-    /// round (or waits for it) as every waiter does.
-    pub(crate) fn would_sync_alone(&self, target: u64) -> bool {
-        let state = self.commit.state.lock();
-        state.synced_end < target && state.running.is_none() && !state.next_wanted
     }
 
     /// What a future waiting for `target` does next: done, or listen for a round's end.
@@ -219,13 +250,30 @@ impl Shared {
                 Step::Wait(generation) => return Plan::Listen(commit.event(generation).listen()),
                 Step::Lead => {
                     let result = self.run_round(&mut state);
-                    self.after_round(state, result.generation, result.failed);
+                    self.after_round(state, result.generation, result.outcome.is_err());
                     if let Err(error) = result.outcome {
                         return Plan::Done(Err(error));
                     }
                     state = commit.state.lock();
                 }
             }
+        }
+    }
+
+    /// What a waiter for `target` that may block its thread does next, decided in one
+    /// locked step: lead a round it would have to itself (begun here, so every waiter
+    /// that comes later shares it or waits for the next), or listen as a future does.
+    pub(crate) fn lead_or_listen(self: &Arc<Self>, target: u64) -> LeadPlan {
+        let commit = &self.commit;
+        let mut state = commit.state.lock();
+        match self.step(&mut state, target, WaiterKind::MayBlock) {
+            Step::Done(result) => LeadPlan::Done(result),
+            // As in `plan_wait`: listening before unlocking, no round end is missed.
+            Step::Wait(generation) => LeadPlan::Listen(commit.event(generation).listen()),
+            Step::Lead => LeadPlan::Lead(LeadRound {
+                round: Some(self.begin_round(&mut state)),
+                shared: Arc::clone(self),
+            }),
         }
     }
 
@@ -243,34 +291,29 @@ impl Shared {
                 reason: format!("cannot wait for end {target}: only {written_end} written"),
             }));
         }
-        // A blocking waiter that finds no round running leads one: a lone writer syncs on
-        // its own thread, and under load the first thread back starts the next round
-        // (the sync thread competes for the CPU with every woken thread; waiting for it
-        // to be scheduled measured slower with 64 threads).
-        let syncer_takes_it = state.syncer == Syncer::Running && kind == WaiterKind::Async;
         match state.running {
             Some(round) if round.end >= target => {
-                if kind == WaiterKind::Async {
+                if kind.listens() {
                     state.running_waiters += 1;
                 }
                 Step::Wait(round.generation)
             }
             Some(_) => Step::Wait(self.want_next(state, kind)),
-            None if syncer_takes_it => Step::Wait(self.want_next(state, kind)),
-            None => Step::Lead,
+            None if kind.leads(state) => Step::Lead,
+            None => Step::Wait(self.want_next(state, kind)),
         }
     }
 
     /// Registers a waiter for the next round; returns that round's generation. Wakes the
-    /// sync thread when the round becomes wanted, and when as many async waiters are back
-    /// as the last round woke (it may be holding the round back for them).
+    /// sync thread when the round becomes wanted, and when as many listening waiters are
+    /// back as the last round woke (it may be holding the round back for them).
     fn want_next(&self, state: &mut CommitState, kind: WaiterKind) -> u64 {
         let newly_wanted = !state.next_wanted;
         state.next_wanted = true;
-        if kind == WaiterKind::Async {
+        if kind.listens() {
             state.next_waiters += 1;
         }
-        let all_back = kind == WaiterKind::Async && state.next_waiters == state.last_woken;
+        let all_back = kind.listens() && state.next_waiters == state.last_woken;
         if state.running.is_none() && (newly_wanted || all_back) {
             self.commit.wake_syncer.notify_one();
         }
@@ -280,43 +323,57 @@ impl Shared {
     /// Runs one round with the state locked (unlocked during the sync). The caller then
     /// calls [`Self::after_round`].
     fn run_round(&self, state: &mut MutexGuard<'_, CommitState>) -> RoundResult {
+        let round = self.begin_round(state);
+        let started = Instant::now();
+        let synced = MutexGuard::unlocked(state, || self.sync_unless_failed());
+        self.end_round(state, round, synced, started.elapsed())
+    }
+
+    /// Starts the next round with the state locked: it covers everything written so far,
+    /// and the waiters registered for the next round now wait for it. Until it ends,
+    /// every other waiter treats it as running.
+    fn begin_round(&self, state: &mut CommitState) -> Round {
         let generation = state.next_generation;
         state.next_generation += 1;
         state.next_wanted = false;
         state.running_waiters = std::mem::take(&mut state.next_waiters);
-        if let Err(error) = self.check_not_failed() {
-            return RoundResult {
-                generation,
-                failed: true,
-                outcome: Err(error),
-            };
-        }
         // Writers finish before they wait, so this covers every waiter planned so far.
         let end = self.written_end.load(Ordering::Acquire);
-        state.running = Some(Round { generation, end });
-        let started = Instant::now();
-        let synced = MutexGuard::unlocked(state, || self.sync_active());
-        state.last_sync = started.elapsed();
+        let round = Round { generation, end };
+        state.running = Some(round);
+        round
+    }
+
+    /// The disk part of a round, run unlocked: nothing is synced once the log is
+    /// fail-stop (its waiters then get the failure).
+    fn sync_unless_failed(&self) -> Result<(), StoreError> {
+        self.check_not_failed()?;
+        self.sync_active()
+    }
+
+    /// Ends `round` (state locked again) with its sync's outcome, which took `took`. The
+    /// caller then calls [`Self::after_round`].
+    fn end_round(
+        &self,
+        state: &mut CommitState,
+        round: Round,
+        synced: Result<(), StoreError>,
+        took: Duration,
+    ) -> RoundResult {
         state.running = None;
         state.last_woken = std::mem::take(&mut state.running_waiters);
-        match synced {
+        match &synced {
             Ok(()) => {
-                state.synced_end = state.synced_end.max(end);
+                state.last_sync = took;
+                state.synced_end = state.synced_end.max(round.end);
                 self.publish_synced(state.synced_end);
-                RoundResult {
-                    generation,
-                    failed: false,
-                    outcome: Ok(()),
-                }
             }
-            Err(error) => {
-                self.fail_stop(&error);
-                RoundResult {
-                    generation,
-                    failed: true,
-                    outcome: Err(error),
-                }
-            }
+            // Already fail-stop if the sync failed; this covers a failed check too.
+            Err(error) => self.fail_stop(error),
+        }
+        RoundResult {
+            generation: round.generation,
+            outcome: synced,
         }
     }
 
@@ -353,6 +410,52 @@ impl Shared {
 /// How a round went.
 struct RoundResult {
     generation: u64,
-    failed: bool,
     outcome: Result<(), StoreError>,
+}
+
+/// A round begun for a waiter that runs its sync on its own thread ([`LeadPlan::Lead`]).
+/// Until then every other waiter treats it as the running round. Dropped unrun, it ends
+/// the round unsynced and wakes its waiters, who plan again (so the sync thread, or one
+/// of them, runs the next round): none is stranded.
+#[derive(Debug)]
+pub(crate) struct LeadRound {
+    shared: Arc<Shared>,
+    /// Taken when the round ends.
+    round: Option<Round>,
+}
+
+impl LeadRound {
+    /// Runs the round's sync here (blocking) and ends it. A failed sync answers the
+    /// fail-stop error (which names the sync's error), as every other waiter of the round
+    /// is answered, so a caller is told the same whichever thread ran the sync.
+    pub(crate) fn run(mut self) -> Result<(), StoreError> {
+        let round = self.round.take().expect("a lead round is only taken here");
+        let shared = &self.shared;
+        let started = Instant::now();
+        let synced = shared.sync_unless_failed();
+        let took = started.elapsed();
+        let mut state = shared.commit.state.lock();
+        let result = shared.end_round(&mut state, round, synced, took);
+        shared.after_round(state, result.generation, result.outcome.is_err());
+        // The round covered everything written when it began, the caller's records too.
+        result
+            .outcome
+            .map_err(|error| shared.check_not_failed().err().unwrap_or(error))
+    }
+}
+
+impl Drop for LeadRound {
+    fn drop(&mut self) {
+        let Some(round) = self.round.take() else {
+            return;
+        };
+        let shared = &self.shared;
+        let mut state = shared.commit.state.lock();
+        state.running = None;
+        state.last_woken = std::mem::take(&mut state.running_waiters);
+        // Nothing became durable: woken, the round's waiters find their records still
+        // pending and want the next round, which wakes the sync thread; the next round's
+        // waiters are handed on as after any round.
+        shared.after_round(state, round.generation, false);
+    }
 }

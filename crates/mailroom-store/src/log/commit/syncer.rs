@@ -42,7 +42,7 @@ fn run_syncer(shared: Arc<Shared>) {
             if let Err(error) = &result.outcome {
                 tracing::debug!(%error, "sync round failed; its waiters report it");
             }
-            shared.after_round(state, result.generation, result.failed);
+            shared.after_round(state, result.generation, result.outcome.is_err());
             state = commit.state.lock();
             continue;
         }
