@@ -261,7 +261,8 @@ pub enum DeferredTurn<T> {
 /// let store = Store::open(dir.path(), StoreOptions::default())?;
 /// store.create_topic("t")?;
 /// let topic = store.topic("t")?;
-/// let DeferredTurn::Lead(leader) = topic.publish_deferred(Bytes::from_static(b"x"))?.lead_or_listen() else {
+/// let publishing = topic.publish_deferred(Bytes::from_static(b"x"))?;
+/// let DeferredTurn::Lead(leader) = publishing.lead_or_listen() else {
 ///     panic!("a lone call under SyncPolicy::Always leads");
 /// };
 /// assert_eq!(leader.sync()?, 0);

@@ -19,9 +19,9 @@
 //!   decides it and handed out as a [`LeadRound`] whose sync the caller runs; any other
 //!   time it listens as a future does. One step, so no other waiter can come between
 //!   the decision and the round.
-//! - Under [`SyncPolicy::Always`](crate::log::SyncPolicy::Always) a per-log sync thread runs the rounds that futures wait
-//!   for (a future must not block its executor in `fdatasync`), and any round still wanted
-//!   when a leader finishes.
+//! - Under [`SyncPolicy::Always`](crate::log::SyncPolicy::Always) a per-log sync thread
+//!   runs the rounds that futures wait for (a future must not block its executor in
+//!   `fdatasync`), and any round still wanted when a leader finishes.
 //! - Without that thread (other policies, or after the log was dropped) the waiters of
 //!   the next round are all woken when a round ends, and one of them leads.
 //!
@@ -66,17 +66,18 @@ pub(crate) struct GroupCommit {
 struct CommitState {
     /// Every offset below this is on disk.
     synced_end: u64,
-    /// The round being synced now, if any.
+    /// The round being synced now, or begun for a [`LeadRound`] that has yet to sync.
     running: Option<Round>,
     /// The generation the next round will get.
     next_generation: u64,
     /// Whether someone waits for the next round (it must run even if a roll made
     /// everything durable meanwhile: that round's event is what wakes its waiters).
     next_wanted: bool,
-    /// How many futures listen for the running round / for the next one.
+    /// How many listening waiters (futures, and may-block waiters that did not lead)
+    /// wait for the running round / for the next one.
     running_waiters: usize,
     next_waiters: usize,
-    /// How many futures the last round woke: the sync thread expects about as many to
+    /// How many listeners the last round woke: the sync thread expects about as many to
     /// come back with new records (see [`syncer::run_syncer`]). Threads are not counted: a
     /// thread that finds no round running leads one itself, so no round waits for them.
     last_woken: usize,
@@ -119,7 +120,8 @@ enum WaiterKind {
 
 impl WaiterKind {
     /// Whether the waiter listens for round events (and counts for the sync thread's
-    /// batching window, see [`syncer::run_syncer`]) rather than waiting on a condition variable.
+    /// batching window, see [`syncer::run_syncer`]) rather than waiting on a condition
+    /// variable.
     fn listens(self) -> bool {
         self != WaiterKind::Blocking
     }
