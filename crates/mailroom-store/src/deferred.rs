@@ -3,19 +3,23 @@
 //! The `*_deferred` methods of [`DurableTopic`](crate::DurableTopic) do everything a call
 //! does except wait for the disk: they check, plan, apply and write (into the log's write
 //! buffer or the page cache) and return a [`Deferred`]. The answer inside is handed out
-//! only by [`Deferred::wait`] or by awaiting it, both of which first wait until every
-//! record the call wrote, and every record whose effect it saw, is durable under the
-//! store's sync policy. So nobody is told anything a power cut could take back, exactly
-//! as with the blocking methods (which are `deferred(..)?.wait()`).
+//! only by [`Deferred::wait`], by awaiting it, or through [`Deferred::lead_or_listen`],
+//! all of which first wait until every record the call wrote, and every record whose
+//! effect it saw, is durable under the store's sync policy. So nobody is told anything a
+//! power cut could take back, exactly as with the blocking methods (which are
+//! `deferred(..)?.wait()`).
 //!
 //! Awaiting builds on the log's [`Durable`]: under `SyncPolicy::Always` the log's sync
 //! thread runs the `fdatasync` (one for every waiter of that moment) and wakes the task,
-//! so an executor thread never blocks on the disk.
+//! so an executor thread never blocks on the disk. A caller whose thread may block
+//! ([`Deferred::lead_or_listen`]) runs a sync it would have to itself on its own thread
+//! instead ([`DeferredLeader::sync`]), and awaits any other.
 //!
 //! A due group checkpoint (every `checkpoint_every` group records) is written by the
-//! wait side, never by the call part: [`Deferred::wait`] writes it on the waiting thread
-//! (it blocks anyway, and the blocking methods keep their exact behaviour), while an
-//! awaited `Deferred` hands it to a short-lived background thread (at most one per topic
+//! wait side, never by the call part: [`Deferred::wait`] and [`DeferredLeader::sync`]
+//! write it on the waiting thread (it blocks anyway, and the blocking methods keep their
+//! exact behaviour), while an awaited `Deferred` (or one found ready by
+//! `lead_or_listen`) hands it to a short-lived background thread (at most one per topic
 //! at a time), since a checkpoint syncs and must not stall an executor.
 
 use std::future::Future;
@@ -24,7 +28,7 @@ use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
 use crate::groups::Staged;
-use crate::log::Durable;
+use crate::log::{Durable, Leader, Turn};
 use crate::topic::{CheckpointOn, TopicInner};
 use crate::StoreError;
 
@@ -35,12 +39,14 @@ use crate::StoreError;
 /// [`publish_deferred`](crate::DurableTopic::publish_deferred). Then either
 /// - `.await` it (it is a runtime-agnostic [`Future`]: any executor, no runtime inside;
 ///   under `SyncPolicy::Always` the log's sync thread runs the shared `fdatasync` and
-///   wakes the task, so the executor never blocks on the disk), or
-/// - call the blocking [`wait`](Self::wait) (for threads; it may run the sync itself).
+///   wakes the task, so the executor never blocks on the disk),
+/// - call the blocking [`wait`](Self::wait) (for threads; it may run the sync itself), or
+/// - on an executor thread that may block, call [`lead_or_listen`](Self::lead_or_listen):
+///   it runs a sync nobody shares on this thread and awaits any other.
 ///
 /// Under `SyncPolicy::Interval` and `Never`, which do not wait for the disk, it is ready
-/// at once. The answer is never observable before it is durable: nothing but `wait` and
-/// `.await` hands it out. Dropping a `Deferred` unawaited is allowed: the operation still
+/// at once. The answer is never observable before it is durable: nothing but these three
+/// ways hands it out. Dropping a `Deferred` unawaited is allowed: the operation still
 /// happened (and becomes durable with the next sync), but it was confirmed to nobody.
 /// A failed sync resolves every `Deferred` waiting on it to an error, and the log (and
 /// for group calls the topic's groups) is fail-stop from then on.
@@ -117,32 +123,6 @@ impl<T> Deferred<T> {
         }
     }
 
-    /// Whether [`wait`](Self::wait) would run an `fdatasync` no other caller shares (see
-    /// [`Durable::syncs_alone`]): then a caller that may block its thread does better
-    /// to wait than to await, which hands the sync to the log's sync thread and is
-    /// woken back by it.
-    ///
-    /// # Example
-    /// ```
-    /// use bytes::Bytes;
-    /// use mailroom_store::{Store, StoreOptions};
-    ///
-    /// let dir = tempfile::tempdir()?;
-    /// let store = Store::open(dir.path(), StoreOptions::default())?;
-    /// store.create_topic("t")?;
-    /// let publishing = store.topic("t")?.publish_deferred(Bytes::from_static(b"x"))?;
-    /// let offset = if publishing.syncs_alone() {
-    ///     publishing.wait()?
-    /// } else {
-    ///     futures::executor::block_on(publishing)?
-    /// };
-    /// assert_eq!(offset, 0);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn syncs_alone(&self) -> bool {
-        self.durable.syncs_alone()
-    }
-
     /// Blocks the calling thread until the call is durable, then returns its answer. If
     /// no sync is running, this thread runs it (a lone caller pays one `fdatasync` and
     /// no hand-off). Writes a due group checkpoint before returning.
@@ -157,55 +137,179 @@ impl<T> Deferred<T> {
     ///
     /// If the `Deferred` was already polled to completion as a future.
     pub fn wait(self) -> Result<T, StoreError> {
-        self.wait_with(Durable::wait)
+        let Deferred {
+            outcome,
+            durable,
+            groups,
+        } = self;
+        answer(outcome, groups, durable.wait(), CheckpointOn::ThisThread)
     }
 
-    /// Blocks as [`wait`](Self::wait) does, but answers as awaiting would: a sync that
-    /// this thread ran and that failed comes back as [`StoreError::FailStopped`], as it
-    /// does for every waiter the log's sync thread wakes, rather than as the sync's own
-    /// [`StoreError::Io`]. For a caller that waits here only because
-    /// [`syncs_alone`](Self::syncs_alone) said so, and would otherwise have awaited: its
-    /// answers then do not depend on which thread ran the sync.
+    /// For a caller that may block its thread but would rather not when others share
+    /// the sync (see [`Durable::lead_or_listen`], which decides): lead the sync when the
+    /// call would have it to itself, listen otherwise.
     ///
-    /// # Errors
-    ///
-    /// As awaiting the `Deferred`.
+    /// Answers [`DeferredTurn::Lead`] (run [`DeferredLeader::sync`] where blocking is
+    /// allowed), [`DeferredTurn::Listen`] (await the `Deferred`, already listening for
+    /// the round that covers it) or [`DeferredTurn::Ready`] (nothing to wait for; a due
+    /// group checkpoint then goes to a background thread, as when awaited).
     ///
     /// # Example
     /// ```
     /// use bytes::Bytes;
-    /// use mailroom_store::{Store, StoreOptions};
+    /// use mailroom_store::{DeferredTurn, Store, StoreOptions};
     ///
     /// let dir = tempfile::tempdir()?;
     /// let store = Store::open(dir.path(), StoreOptions::default())?;
     /// store.create_topic("t")?;
     /// let publishing = store.topic("t")?.publish_deferred(Bytes::from_static(b"x"))?;
-    /// assert_eq!(publishing.wait_in_place()?, 0);
+    /// let offset = match publishing.lead_or_listen() {
+    ///     DeferredTurn::Lead(leader) => leader.sync()?,
+    ///     DeferredTurn::Listen(listening) => futures::executor::block_on(listening)?,
+    ///     DeferredTurn::Ready(answer) => answer?,
+    /// };
+    /// assert_eq!(offset, 0);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     ///
     /// # Panics
     ///
     /// As [`wait`](Self::wait).
-    pub fn wait_in_place(self) -> Result<T, StoreError> {
-        self.wait_with(Durable::wait_in_place)
-    }
-
-    fn wait_with(
-        self,
-        wait: impl FnOnce(Durable) -> Result<(), StoreError>,
-    ) -> Result<T, StoreError> {
+    pub fn lead_or_listen(self) -> DeferredTurn<T> {
         let Deferred {
             outcome,
             durable,
             groups,
         } = self;
-        let durable = wait(durable);
-        if let Some(topic) = groups {
-            topic.after_groups_wait(&durable, CheckpointOn::ThisThread);
+        assert!(outcome.is_some(), "a Deferred led after it resolved");
+        match durable.lead_or_listen() {
+            Turn::Ready(durable) => {
+                DeferredTurn::Ready(answer(outcome, groups, durable, CheckpointOn::Background))
+            }
+            Turn::Listen(durable) => DeferredTurn::Listen(Deferred {
+                outcome,
+                durable,
+                groups,
+            }),
+            Turn::Lead(leader) => DeferredTurn::Lead(DeferredLeader {
+                leader,
+                outcome,
+                groups,
+            }),
         }
-        let outcome = outcome.expect("a Deferred waited for after it resolved");
-        durable.and(outcome)
+    }
+}
+
+/// The call's answer once its wait ended (`durable`): the wait's error first. For a
+/// group call, tells the groups how the wait went and writes a due checkpoint
+/// `checkpoint`.
+fn answer<T>(
+    outcome: Option<Result<T, StoreError>>,
+    groups: Option<Arc<TopicInner>>,
+    durable: Result<(), StoreError>,
+    checkpoint: CheckpointOn,
+) -> Result<T, StoreError> {
+    if let Some(topic) = groups {
+        topic.after_groups_wait(&durable, checkpoint);
+    }
+    let outcome = outcome.expect("a Deferred resolves once");
+    durable.and(outcome)
+}
+
+/// What a caller that may block its thread does with a [`Deferred`]: the answer of
+/// [`Deferred::lead_or_listen`].
+///
+/// # Example
+/// ```
+/// use bytes::Bytes;
+/// use mailroom_store::log::{LogOptions, SyncPolicy};
+/// use mailroom_store::{DeferredTurn, Store, StoreOptions};
+///
+/// let dir = tempfile::tempdir()?;
+/// let log = LogOptions { sync: SyncPolicy::Never, ..LogOptions::default() };
+/// let options = StoreOptions { log, ..StoreOptions::default() };
+/// let store = Store::open(dir.path(), options)?;
+/// store.create_topic("t")?;
+/// let publishing = store.topic("t")?.publish_deferred(Bytes::from_static(b"x"))?;
+/// // A policy that does not wait for the disk: the answer is there at once.
+/// assert!(matches!(publishing.lead_or_listen(), DeferredTurn::Ready(Ok(0))));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+#[must_use = "a DeferredTurn holds the answer: sync the leader or await the Deferred"]
+pub enum DeferredTurn<T> {
+    /// The call's answer: nothing was left to wait for.
+    Ready(Result<T, StoreError>),
+    /// This caller runs the sync: call [`DeferredLeader::sync`] where blocking is
+    /// allowed.
+    Lead(DeferredLeader<T>),
+    /// Another round covers the call, or will: await this `Deferred`.
+    Listen(Deferred<T>),
+}
+
+/// A [`Deferred`] whose caller runs the sync round itself: see
+/// [`Deferred::lead_or_listen`] and [`Leader`], which it wraps. Dropped without
+/// syncing, the call stays done but confirmed to nobody, and nobody else is left
+/// waiting for its round.
+///
+/// # Example
+/// ```
+/// use bytes::Bytes;
+/// use mailroom_store::{DeferredTurn, Store, StoreOptions};
+///
+/// let dir = tempfile::tempdir()?;
+/// let store = Store::open(dir.path(), StoreOptions::default())?;
+/// store.create_topic("t")?;
+/// let topic = store.topic("t")?;
+/// let publishing = topic.publish_deferred(Bytes::from_static(b"x"))?;
+/// let DeferredTurn::Lead(leader) = publishing.lead_or_listen() else {
+///     panic!("a lone call under SyncPolicy::Always leads");
+/// };
+/// assert_eq!(leader.sync()?, 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+#[must_use = "a DeferredLeader hands out its answer only when synced"]
+pub struct DeferredLeader<T> {
+    leader: Leader,
+    outcome: Option<Result<T, StoreError>>,
+    groups: Option<Arc<TopicInner>>,
+}
+
+impl<T> DeferredLeader<T> {
+    /// Runs the sync on this thread (it blocks), then returns the call's answer; writes
+    /// a due group checkpoint here too, as [`Deferred::wait`] does.
+    ///
+    /// # Errors
+    ///
+    /// As awaiting the [`Deferred`]: what the call answered, or first the wait's error,
+    /// [`StoreError::FailStopped`] if the sync failed (naming its error) or the log was
+    /// fail-stop; see [`Leader::sync`].
+    ///
+    /// # Example
+    /// ```
+    /// use bytes::Bytes;
+    /// use mailroom_store::{DeferredTurn, Store, StoreOptions};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = Store::open(dir.path(), StoreOptions::default())?;
+    /// store.create_topic("t")?;
+    /// let topic = store.topic("t")?;
+    /// topic.create_group("g", 3)?;
+    /// topic.publish(Bytes::from_static(b"x"))?;
+    /// let DeferredTurn::Lead(leader) = topic.poll_deferred("g")?.lead_or_listen() else {
+    ///     panic!("a lone call under SyncPolicy::Always leads");
+    /// };
+    /// assert_eq!(leader.sync()?.expect("one message").offset, 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn sync(self) -> Result<T, StoreError> {
+        let DeferredLeader {
+            leader,
+            outcome,
+            groups,
+        } = self;
+        answer(outcome, groups, leader.sync(), CheckpointOn::ThisThread)
     }
 }
 
@@ -222,10 +326,7 @@ impl<T> Future for Deferred<T> {
             "a Deferred polled after it resolved"
         );
         let durable = ready!(Pin::new(&mut this.durable).poll(cx));
-        if let Some(topic) = this.groups.take() {
-            topic.after_groups_wait(&durable, CheckpointOn::Background);
-        }
-        let outcome = this.outcome.take().expect("checked above");
-        Poll::Ready(durable.and(outcome))
+        let (outcome, groups) = (this.outcome.take(), this.groups.take());
+        Poll::Ready(answer(outcome, groups, durable, CheckpointOn::Background))
     }
 }

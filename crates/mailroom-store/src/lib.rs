@@ -101,7 +101,7 @@ pub mod storage;
 mod store;
 mod topic;
 
-pub use deferred::Deferred;
+pub use deferred::{Deferred, DeferredLeader, DeferredTurn};
 pub use encoded_batch::EncodedBatch;
 pub use error::StoreError;
 pub use idempotency::{

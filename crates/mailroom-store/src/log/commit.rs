@@ -13,9 +13,15 @@
 //! - A blocking waiter that finds no round running runs one itself (the *leader*): a
 //!   lone writer pays one `fdatasync` per call and no thread hand-off, and under load the
 //!   first thread back starts the next round.
-//! - Under [`SyncPolicy::Always`] a per-log sync thread runs the rounds that futures wait
-//!   for (a future must not block its executor in `fdatasync`), and any round still wanted
-//!   when a leader finishes.
+//! - A waiter that may block (the owner of a [`super::Durable`] on an executor that can
+//!   hand its other tasks on, see `Durable::lead_or_listen`) leads only a round it would
+//!   have to itself: none running and none wanted. The round is begun in the step that
+//!   decides it and handed out as a [`LeadRound`] whose sync the caller runs; any other
+//!   time it listens as a future does. One step, so no other waiter can come between
+//!   the decision and the round.
+//! - Under [`SyncPolicy::Always`](crate::log::SyncPolicy::Always) a per-log sync thread
+//!   runs the rounds that futures wait for (a future must not block its executor in
+//!   `fdatasync`), and any round still wanted when a leader finishes.
 //! - Without that thread (other policies, or after the log was dropped) the waiters of
 //!   the next round are all woken when a round ends, and one of them leads.
 //!
@@ -33,15 +39,12 @@ use std::time::{Duration, Instant};
 use event_listener::{Event, EventListener};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
-use super::mark::Claim;
-use super::recovery::io_error;
-use super::{Shared, SyncPolicy};
+use super::Shared;
 use crate::StoreError;
 
-/// The longest the sync thread holds a round back waiting for more waiters.
-const HOLD_BACK_MAX: Duration = Duration::from_millis(2);
-/// Stack of the sync thread: it only loops, locks and calls `fdatasync`.
-const SYNC_THREAD_STACK_BYTES: usize = 64 << 10;
+mod syncer;
+
+pub(crate) use self::syncer::spawn_syncer;
 
 /// The durability state shared by writers, waiters and the sync thread.
 #[derive(Debug)]
@@ -63,18 +66,19 @@ pub(crate) struct GroupCommit {
 struct CommitState {
     /// Every offset below this is on disk.
     synced_end: u64,
-    /// The round being synced now, if any.
+    /// The round being synced now, or begun for a [`LeadRound`] that has yet to sync.
     running: Option<Round>,
     /// The generation the next round will get.
     next_generation: u64,
     /// Whether someone waits for the next round (it must run even if a roll made
     /// everything durable meanwhile: that round's event is what wakes its waiters).
     next_wanted: bool,
-    /// How many futures listen for the running round / for the next one.
+    /// How many listening waiters (futures, and may-block waiters that did not lead)
+    /// wait for the running round / for the next one.
     running_waiters: usize,
     next_waiters: usize,
-    /// How many futures the last round woke: the sync thread expects about as many to
-    /// come back with new records (see [`run_syncer`]). Threads are not counted: a
+    /// How many listeners the last round woke: the sync thread expects about as many to
+    /// come back with new records (see [`syncer::run_syncer`]). Threads are not counted: a
     /// thread that finds no round running leads one itself, so no round waits for them.
     last_woken: usize,
     /// How long the last round's sync took: the longest the sync thread holds a round
@@ -102,13 +106,39 @@ enum Syncer {
     Stopping,
 }
 
-/// Whether a waiter may block its thread in `fdatasync`.
+/// How a waiter waits, which decides whether it runs a round itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum WaiterKind {
+enum WaiterKind {
     /// A thread that can run a round itself.
     Blocking,
     /// A future: hands rounds to the sync thread while there is one.
     Async,
+    /// A future's owner that may block its thread: runs a round itself only when it
+    /// would have its sync to itself, else listens as a future does.
+    MayBlock,
+}
+
+impl WaiterKind {
+    /// Whether the waiter listens for round events (and counts for the sync thread's
+    /// batching window, see [`syncer::run_syncer`]) rather than waiting on a condition
+    /// variable.
+    fn listens(self) -> bool {
+        self != WaiterKind::Blocking
+    }
+
+    /// Whether, finding no round running, the waiter runs the next round itself.
+    fn leads(self, state: &CommitState) -> bool {
+        match self {
+            // The sync thread competes for the CPU with every woken thread; waiting for
+            // it to be scheduled measured slower with 64 threads.
+            WaiterKind::Blocking => true,
+            WaiterKind::Async => state.syncer != Syncer::Running,
+            // Alone, it spares the sync thread's two hand-offs (waking it, being woken
+            // by it); if others want the next round, it joins the one the sync thread
+            // is about to run instead of blocking its executor thread for them.
+            WaiterKind::MayBlock => state.syncer != Syncer::Running || !state.next_wanted,
+        }
+    }
 }
 
 /// What a future does next.
@@ -117,6 +147,16 @@ pub(crate) enum Plan {
     Done(Result<(), StoreError>),
     /// Wait for this round's event, then plan again.
     Listen(EventListener),
+}
+
+/// What a waiter that may block does next.
+pub(crate) enum LeadPlan {
+    /// Its records are durable (or the wait failed).
+    Done(Result<(), StoreError>),
+    /// Wait for this round's event, then plan again as a future.
+    Listen(EventListener),
+    /// Run the sync of this begun round on the calling thread.
+    Lead(LeadRound),
 }
 
 /// What a waiter does next (decided with the state locked).
@@ -191,23 +231,12 @@ impl Shared {
                 Step::Wait(generation) => commit.round_ended(generation).wait(&mut state),
                 Step::Lead => {
                     let result = self.run_round(&mut state);
-                    self.after_round(state, result.generation, result.failed);
+                    self.after_round(state, result.generation, result.outcome.is_err());
                     result.outcome?;
                     state = commit.state.lock();
                 }
             }
         }
-    }
-
-    /// Whether a waiter for `target` would have the next sync to itself: its records are
-    /// not durable yet, no round is running and nobody waits for the next one. A caller
-    /// that may block (see `Durable::syncs_alone`) then runs the round on its own thread
-    /// rather than hand it to the sync thread and be woken back. Only a hint: another
-    /// waiter may come between this answer and the wait, which then simply shares the
-    /// round (or waits for it) as every waiter does.
-    pub(crate) fn would_sync_alone(&self, target: u64) -> bool {
-        let state = self.commit.state.lock();
-        state.synced_end < target && state.running.is_none() && !state.next_wanted
     }
 
     /// What a future waiting for `target` does next: done, or listen for a round's end.
@@ -223,13 +252,30 @@ impl Shared {
                 Step::Wait(generation) => return Plan::Listen(commit.event(generation).listen()),
                 Step::Lead => {
                     let result = self.run_round(&mut state);
-                    self.after_round(state, result.generation, result.failed);
+                    self.after_round(state, result.generation, result.outcome.is_err());
                     if let Err(error) = result.outcome {
                         return Plan::Done(Err(error));
                     }
                     state = commit.state.lock();
                 }
             }
+        }
+    }
+
+    /// What a waiter for `target` that may block its thread does next, decided in one
+    /// locked step: lead a round it would have to itself (begun here, so every waiter
+    /// that comes later shares it or waits for the next), or listen as a future does.
+    pub(crate) fn lead_or_listen(self: &Arc<Self>, target: u64) -> LeadPlan {
+        let commit = &self.commit;
+        let mut state = commit.state.lock();
+        match self.step(&mut state, target, WaiterKind::MayBlock) {
+            Step::Done(result) => LeadPlan::Done(result),
+            // As in `plan_wait`: listening before unlocking, no round end is missed.
+            Step::Wait(generation) => LeadPlan::Listen(commit.event(generation).listen()),
+            Step::Lead => LeadPlan::Lead(LeadRound {
+                round: Some(self.begin_round(&mut state)),
+                shared: Arc::clone(self),
+            }),
         }
     }
 
@@ -247,34 +293,29 @@ impl Shared {
                 reason: format!("cannot wait for end {target}: only {written_end} written"),
             }));
         }
-        // A blocking waiter that finds no round running leads one: a lone writer syncs on
-        // its own thread, and under load the first thread back starts the next round
-        // (the sync thread competes for the CPU with every woken thread; waiting for it
-        // to be scheduled measured slower with 64 threads).
-        let syncer_takes_it = state.syncer == Syncer::Running && kind == WaiterKind::Async;
         match state.running {
             Some(round) if round.end >= target => {
-                if kind == WaiterKind::Async {
+                if kind.listens() {
                     state.running_waiters += 1;
                 }
                 Step::Wait(round.generation)
             }
             Some(_) => Step::Wait(self.want_next(state, kind)),
-            None if syncer_takes_it => Step::Wait(self.want_next(state, kind)),
-            None => Step::Lead,
+            None if kind.leads(state) => Step::Lead,
+            None => Step::Wait(self.want_next(state, kind)),
         }
     }
 
     /// Registers a waiter for the next round; returns that round's generation. Wakes the
-    /// sync thread when the round becomes wanted, and when as many async waiters are back
-    /// as the last round woke (it may be holding the round back for them).
+    /// sync thread when the round becomes wanted, and when as many listening waiters are
+    /// back as the last round woke (it may be holding the round back for them).
     fn want_next(&self, state: &mut CommitState, kind: WaiterKind) -> u64 {
         let newly_wanted = !state.next_wanted;
         state.next_wanted = true;
-        if kind == WaiterKind::Async {
+        if kind.listens() {
             state.next_waiters += 1;
         }
-        let all_back = kind == WaiterKind::Async && state.next_waiters == state.last_woken;
+        let all_back = kind.listens() && state.next_waiters == state.last_woken;
         if state.running.is_none() && (newly_wanted || all_back) {
             self.commit.wake_syncer.notify_one();
         }
@@ -284,43 +325,57 @@ impl Shared {
     /// Runs one round with the state locked (unlocked during the sync). The caller then
     /// calls [`Self::after_round`].
     fn run_round(&self, state: &mut MutexGuard<'_, CommitState>) -> RoundResult {
+        let round = self.begin_round(state);
+        let started = Instant::now();
+        let synced = MutexGuard::unlocked(state, || self.sync_unless_failed());
+        self.end_round(state, round, synced, started.elapsed())
+    }
+
+    /// Starts the next round with the state locked: it covers everything written so far,
+    /// and the waiters registered for the next round now wait for it. Until it ends,
+    /// every other waiter treats it as running.
+    fn begin_round(&self, state: &mut CommitState) -> Round {
         let generation = state.next_generation;
         state.next_generation += 1;
         state.next_wanted = false;
         state.running_waiters = std::mem::take(&mut state.next_waiters);
-        if let Err(error) = self.check_not_failed() {
-            return RoundResult {
-                generation,
-                failed: true,
-                outcome: Err(error),
-            };
-        }
         // Writers finish before they wait, so this covers every waiter planned so far.
         let end = self.written_end.load(Ordering::Acquire);
-        state.running = Some(Round { generation, end });
-        let started = Instant::now();
-        let synced = MutexGuard::unlocked(state, || self.sync_active());
-        state.last_sync = started.elapsed();
+        let round = Round { generation, end };
+        state.running = Some(round);
+        round
+    }
+
+    /// The disk part of a round, run unlocked: nothing is synced once the log is
+    /// fail-stop (its waiters then get the failure).
+    fn sync_unless_failed(&self) -> Result<(), StoreError> {
+        self.check_not_failed()?;
+        self.sync_active()
+    }
+
+    /// Ends `round` (state locked again) with its sync's outcome, which took `took`. The
+    /// caller then calls [`Self::after_round`].
+    fn end_round(
+        &self,
+        state: &mut CommitState,
+        round: Round,
+        synced: Result<(), StoreError>,
+        took: Duration,
+    ) -> RoundResult {
         state.running = None;
         state.last_woken = std::mem::take(&mut state.running_waiters);
-        match synced {
+        match &synced {
             Ok(()) => {
-                state.synced_end = state.synced_end.max(end);
+                state.last_sync = took;
+                state.synced_end = state.synced_end.max(round.end);
                 self.publish_synced(state.synced_end);
-                RoundResult {
-                    generation,
-                    failed: false,
-                    outcome: Ok(()),
-                }
             }
-            Err(error) => {
-                self.fail_stop(&error);
-                RoundResult {
-                    generation,
-                    failed: true,
-                    outcome: Err(error),
-                }
-            }
+            // Already fail-stop if the sync failed; this covers a failed check too.
+            Err(error) => self.fail_stop(error),
+        }
+        RoundResult {
+            generation: round.generation,
+            outcome: synced,
         }
     }
 
@@ -345,63 +400,6 @@ impl Shared {
         }
     }
 
-    /// Writes out the writer's buffered records, then syncs the active segment. Every
-    /// record below the end noted before the call was written before this takes the
-    /// writer lock, so it is in the buffer flushed here, in this segment's file, or in an
-    /// older segment, which its roll synced (a roll holds the writer lock throughout).
-    ///
-    /// Then it writes the synced mark (one small `pwrite`, not synced: see `mark.rs`) with
-    /// what this sync made durable, before any waiter is answered: so after a process
-    /// crash every confirmed record lies inside the mark, and recovery reads damage there
-    /// as rot, not as a torn tail. It adds no `fdatasync` to the round.
-    fn sync_active(&self) -> Result<(), StoreError> {
-        let (segment, claim) = {
-            let mut writer = self.writer.lock();
-            if let Err(error) = self.flush_pending(&mut writer) {
-                // Records confirmed under a relaxed policy stay: no cut then.
-                self.fail_stop_cutting(&writer, &error, None);
-                return Err(error);
-            }
-            // Before the sync, so the sync below makes the new zeros durable too.
-            self.preallocate(&mut writer);
-            let active = Arc::clone(&writer.active);
-            // Under the writer lock the segment's meta is exactly what is in its file.
-            let claim = {
-                let meta = active.meta.lock();
-                Claim {
-                    base_offset: active.base_offset,
-                    end_offset: meta.end_offset,
-                    segment_bytes: meta.bytes,
-                }
-            };
-            (active, claim)
-        };
-        if let Err(error) = segment
-            .file
-            .sync()
-            .map_err(io_error("fdatasync", &segment.path))
-        {
-            // Under Always the records of this round (and any written since) are cut
-            // before their waiters learn of the failure; see `fail_stop_cutting`.
-            let writer = self.writer.lock();
-            self.fail_stop_cutting(&writer, &error, None);
-            return Err(error);
-        }
-        {
-            let mut synced = self.synced.lock();
-            if synced.base_offset == claim.base_offset && claim.segment_bytes > synced.bytes {
-                synced.bytes = claim.segment_bytes;
-                synced.end_offset = claim.end_offset;
-            }
-        }
-        // Rounds run one at a time, so claims are written in order. A failure only
-        // leaves an older (still true) claim: the data is durable, so it fails nothing.
-        if let Err(error) = self.mark.lock().write(claim) {
-            tracing::warn!(%error, "could not write the synced mark");
-        }
-        Ok(())
-    }
-
     /// Records that everything below `end` is durable because a roll synced it. Called
     /// with the writer lock held.
     pub(crate) fn note_synced_by_roll(&self, end: u64) {
@@ -409,73 +407,57 @@ impl Shared {
         state.synced_end = state.synced_end.max(end);
         self.publish_synced(state.synced_end);
     }
-
-    /// Under [`SyncPolicy::Always`], readers see only durable records.
-    fn publish_synced(&self, end: u64) {
-        if self.options.sync == SyncPolicy::Always {
-            self.visible_end.fetch_max(end, Ordering::AcqRel);
-        }
-    }
 }
 
 /// How a round went.
 struct RoundResult {
     generation: u64,
-    failed: bool,
     outcome: Result<(), StoreError>,
 }
 
-/// The sync thread of [`SyncPolicy::Always`]: runs rounds while waiters want them, until
-/// stopped; then runs the rounds still wanted and exits.
-///
-/// Before a round it waits until as many futures want it as the last round woke, but no
-/// longer than that round's sync took (at most [`HOLD_BACK_MAX`]). Without this, the
-/// first task back after a round starts the next one alone, the other 63 write during
-/// that sync and wait for the one after: rounds alternate between 1 and 63 records, two
-/// syncs per 64 (measured: about 1.4x the records/s with it, 64 async tasks). Holding back costs at most one sync time, which is what
-/// the lone-record round would have cost. This is a batching window, not a
-/// synchronisation: no waiter's correctness depends on it.
-pub(crate) fn run_syncer(shared: Arc<Shared>) {
-    let commit = &shared.commit;
-    let mut state = commit.state.lock();
-    loop {
-        if state.next_wanted && state.running.is_none() {
-            let deadline = Instant::now() + state.last_sync.min(HOLD_BACK_MAX);
-            while state.next_waiters < state.last_woken
-                && state.next_wanted
-                && state.running.is_none()
-                && state.syncer == Syncer::Running
-                && !commit
-                    .wake_syncer
-                    .wait_until(&mut state, deadline)
-                    .timed_out()
-            {}
-            if !state.next_wanted || state.running.is_some() {
-                continue; // a blocking waiter ran it meanwhile
-            }
-            let result = shared.run_round(&mut state);
-            if let Err(error) = &result.outcome {
-                tracing::debug!(%error, "sync round failed; its waiters report it");
-            }
-            shared.after_round(state, result.generation, result.failed);
-            state = commit.state.lock();
-            continue;
-        }
-        if state.syncer == Syncer::Stopping {
-            state.syncer = Syncer::Absent;
-            return;
-        }
-        commit.wake_syncer.wait(&mut state);
+/// A round begun for a waiter that runs its sync on its own thread ([`LeadPlan::Lead`]).
+/// Until then every other waiter treats it as the running round. Dropped unrun, it ends
+/// the round unsynced and wakes its waiters, who plan again (so the sync thread, or one
+/// of them, runs the next round): none is stranded.
+#[derive(Debug)]
+pub(crate) struct LeadRound {
+    shared: Arc<Shared>,
+    /// Taken when the round ends.
+    round: Option<Round>,
+}
+
+impl LeadRound {
+    /// Runs the round's sync here (blocking) and ends it. A failed sync answers the
+    /// fail-stop error (which names the sync's error), as every other waiter of the round
+    /// is answered, so a caller is told the same whichever thread ran the sync.
+    pub(crate) fn run(mut self) -> Result<(), StoreError> {
+        let round = self.round.take().expect("a lead round is only taken here");
+        let shared = &self.shared;
+        let started = Instant::now();
+        let synced = shared.sync_unless_failed();
+        let took = started.elapsed();
+        let mut state = shared.commit.state.lock();
+        let result = shared.end_round(&mut state, round, synced, took);
+        shared.after_round(state, result.generation, result.outcome.is_err());
+        // The round covered everything written when it began, the caller's records too.
+        result
+            .outcome
+            .map_err(|error| shared.check_not_failed().err().unwrap_or(error))
     }
 }
 
-/// Spawns the sync thread of [`SyncPolicy::Always`].
-pub(crate) fn spawn_syncer(shared: &Arc<Shared>) -> std::io::Result<std::thread::JoinHandle<()>> {
-    shared.commit.syncer_starting();
-    let thread_shared = Arc::clone(shared);
-    std::thread::Builder::new()
-        .name("mailroom-log-sync".into())
-        .stack_size(SYNC_THREAD_STACK_BYTES)
-        .spawn(move || run_syncer(thread_shared))
-        .inspect_err(|_| shared.commit.state.lock().syncer = Syncer::Absent)
+impl Drop for LeadRound {
+    fn drop(&mut self) {
+        let Some(round) = self.round.take() else {
+            return;
+        };
+        let shared = &self.shared;
+        let mut state = shared.commit.state.lock();
+        state.running = None;
+        state.last_woken = std::mem::take(&mut state.running_waiters);
+        // Nothing became durable: woken, the round's waiters find their records still
+        // pending and want the next round, which wakes the sync thread; the next round's
+        // waiters are handed on as after any round.
+        shared.after_round(state, round.generation, false);
+    }
 }

@@ -1,4 +1,5 @@
-//! [`Durable`]: waiting for written records to reach the disk, as a future or blocking.
+//! [`Durable`]: waiting for written records to reach the disk, as a future or blocking,
+//! and [`Turn`]: what a caller that may block does with one.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -7,7 +8,7 @@ use std::task::{ready, Context, Poll};
 
 use event_listener::{EventListener, Listener};
 
-use super::commit::Plan;
+use super::commit::{LeadPlan, LeadRound, Plan};
 use super::{Shared, SyncPolicy};
 use crate::StoreError;
 
@@ -71,59 +72,58 @@ impl Durable {
         self.shared.wait_durable(self.target)
     }
 
-    /// Whether waiting would run an `fdatasync` that no other waiter shares: under
-    /// [`SyncPolicy::Always`], with these records not yet durable, no sync running and
-    /// nobody waiting for the next one. A caller on an executor that may block (tokio's
-    /// `block_in_place`) can then [`wait`](Self::wait) on its own thread and skip two
-    /// thread hand-offs (waking the sync thread, being woken by it); under load, when
-    /// syncs are shared, awaiting stays the better way. Only a hint: a waiter arriving
-    /// meanwhile shares the round.
+    /// For a caller that may block its thread but would rather not when others share
+    /// the sync (an executor worker that can hand its other tasks on, as tokio's
+    /// `block_in_place` does): decides, in the locked step that places every waiter,
+    /// whether this one runs the sync itself or listens.
+    ///
+    /// - [`Turn::Lead`] when it would have the sync to itself: under
+    ///   [`SyncPolicy::Always`], its records not yet durable, no sync running and nobody
+    ///   waiting for the next one. The round is begun here, so a waiter arriving before
+    ///   [`Leader::sync`] runs shares it (or waits for the next) as with any running
+    ///   round. Running it where blocking is allowed spares the two thread hand-offs of
+    ///   awaiting (waking the sync thread, being woken by it).
+    /// - [`Turn::Listen`] otherwise: this `Durable`, already listening for the round
+    ///   that covers it (which the sync thread runs); await it. A `Durable` that was
+    ///   polled before comes back as it is.
+    /// - [`Turn::Ready`] when there is nothing to wait for: a policy that does not wait
+    ///   for the disk, records already durable, or a fail-stop log.
     ///
     /// # Example
     /// ```
     /// # use std::{path::Path, sync::Arc};
-    /// use mailroom_store::log::{Log, LogOptions, SyncPolicy};
+    /// use mailroom_store::log::{Log, LogOptions, SyncPolicy, Turn};
     /// use mailroom_store::storage::SimStorage;
     ///
     /// let options = LogOptions { sync: SyncPolicy::Always, ..LogOptions::default() };
     /// let log = Log::open(Arc::new(SimStorage::new()), Path::new("/l"), options)?;
     /// let written = log.write(&[b"x"], 5)?;
-    /// let durable = log.durable(written.end);
-    /// assert!(durable.syncs_alone());
-    /// durable.wait()?;
-    /// // Once durable, there is nothing left to sync.
-    /// assert!(!log.durable(written.end).syncs_alone());
-    /// # Ok::<(), mailroom_store::StoreError>(())
-    /// ```
-    pub fn syncs_alone(&self) -> bool {
-        self.waits_for_disk() && self.shared.would_sync_alone(self.target)
-    }
-
-    /// Blocks as [`wait`](Self::wait) does, but a failed sync that this thread ran comes
-    /// back as [`StoreError::FailStopped`] (naming the sync's error), as it does for
-    /// every waiter that the sync thread wakes, not as the sync's own
-    /// [`StoreError::Io`]: so a caller that waits here instead of awaiting (see
-    /// [`syncs_alone`](Self::syncs_alone)) is answered the same either way.
-    ///
-    /// # Errors
-    /// As awaiting this `Durable`.
-    ///
-    /// # Example
-    /// ```
-    /// # use std::{path::Path, sync::Arc};
-    /// use mailroom_store::log::{Log, LogOptions};
-    /// use mailroom_store::storage::SimStorage;
-    ///
-    /// let log = Log::open(Arc::new(SimStorage::new()), Path::new("/l"), LogOptions::default())?;
-    /// let written = log.write(&[b"x"], 5)?;
-    /// log.durable(written.end).wait_in_place()?;
+    /// match log.durable(written.end).lead_or_listen() {
+    ///     Turn::Lead(leader) => leader.sync()?, // alone: this thread syncs
+    ///     Turn::Listen(durable) => futures::executor::block_on(durable)?,
+    ///     Turn::Ready(answer) => answer?,
+    /// }
     /// assert_eq!(log.end(), 1);
+    /// // Once durable, there is nothing left to wait for.
+    /// let again = log.durable(written.end).lead_or_listen();
+    /// assert!(matches!(again, Turn::Ready(Ok(()))));
     /// # Ok::<(), mailroom_store::StoreError>(())
     /// ```
-    pub fn wait_in_place(self) -> Result<(), StoreError> {
-        let shared = Arc::clone(&self.shared);
-        self.wait()
-            .map_err(|error| shared.check_not_failed().err().unwrap_or(error))
+    pub fn lead_or_listen(mut self) -> Turn {
+        if !self.waits_for_disk() {
+            return Turn::Ready(self.shared.check_wait(self.target));
+        }
+        if self.listener.is_some() {
+            return Turn::Listen(self);
+        }
+        match self.shared.lead_or_listen(self.target) {
+            LeadPlan::Done(result) => Turn::Ready(result),
+            LeadPlan::Listen(listener) => {
+                self.listener = Some(listener);
+                Turn::Listen(self)
+            }
+            LeadPlan::Lead(round) => Turn::Lead(Leader { round }),
+        }
     }
 
     fn waits_for_disk(&self) -> bool {
@@ -149,5 +149,94 @@ impl Future for Durable {
                 Plan::Listen(listener) => this.listener = Some(listener),
             }
         }
+    }
+}
+
+/// What a caller that may block its thread does with a [`Durable`]: the answer of
+/// [`Durable::lead_or_listen`].
+///
+/// # Example
+/// ```
+/// # use std::{path::Path, sync::Arc};
+/// use mailroom_store::log::{Log, LogOptions, SyncPolicy, Turn};
+/// use mailroom_store::storage::SimStorage;
+///
+/// let options = LogOptions { sync: SyncPolicy::Never, ..LogOptions::default() };
+/// let log = Log::open(Arc::new(SimStorage::new()), Path::new("/l"), options)?;
+/// let written = log.write(&[b"x"], 5)?;
+/// // A policy that does not wait for the disk has nothing to lead or listen for.
+/// assert!(matches!(log.durable(written.end).lead_or_listen(), Turn::Ready(Ok(()))));
+/// # Ok::<(), mailroom_store::StoreError>(())
+/// ```
+#[derive(Debug)]
+#[must_use = "a Turn is a wait still to do: sync the Leader or await the Durable"]
+pub enum Turn {
+    /// Nothing to wait for: the records are durable, or the wait failed.
+    Ready(Result<(), StoreError>),
+    /// This caller runs the sync: call [`Leader::sync`] where blocking is allowed.
+    Lead(Leader),
+    /// Another round covers the records, or will: await this `Durable`.
+    Listen(Durable),
+}
+
+/// A sync round begun for one caller, to run on its thread: see
+/// [`Durable::lead_or_listen`]. Until it runs, other waiters treat it as the running
+/// round. Dropped without running, it ends that round unsynced and wakes its waiters,
+/// whose records the next round (the sync thread's, or one a waiter leads) makes durable:
+/// nobody is left waiting for it. The caller's own records stay written, as when a
+/// [`Durable`] is dropped.
+///
+/// # Example
+/// ```
+/// # use std::{path::Path, sync::Arc};
+/// use mailroom_store::log::{Log, LogOptions, Turn};
+/// use mailroom_store::storage::SimStorage;
+///
+/// let log = Log::open(Arc::new(SimStorage::new()), Path::new("/l"), LogOptions::default())?;
+/// let written = log.write(&[b"x"], 5)?;
+/// let Turn::Lead(leader) = log.durable(written.end).lead_or_listen() else {
+///     panic!("a lone writer leads");
+/// };
+/// drop(leader); // not synced: a later wait does it
+/// log.wait_durable(written.end)?;
+/// assert_eq!(log.end(), 1);
+/// # Ok::<(), mailroom_store::StoreError>(())
+/// ```
+#[derive(Debug)]
+#[must_use = "a Leader that is not synced leaves the records to the next sync"]
+pub struct Leader {
+    round: LeadRound,
+}
+
+impl Leader {
+    /// Runs the round's `fdatasync` on this thread (it blocks) and wakes the round's
+    /// other waiters. A failed sync comes back as [`StoreError::FailStopped`] (naming
+    /// the sync's error), as it does for every waiter the sync thread wakes, not as the
+    /// sync's own [`StoreError::Io`]: so a caller is answered the same whether it led or
+    /// listened.
+    ///
+    /// # Errors
+    /// As awaiting the [`Durable`]: [`StoreError::FailStopped`] if the sync failed or
+    /// the log is fail-stop.
+    ///
+    /// # Example
+    /// ```
+    /// # use std::{path::Path, sync::Arc};
+    /// use mailroom_store::log::{Log, LogOptions, Turn};
+    /// use mailroom_store::storage::SimStorage;
+    ///
+    /// let storage = Arc::new(SimStorage::new());
+    /// let log = Log::open(storage.clone(), Path::new("/l"), LogOptions::default())?;
+    /// let written = log.write(&[b"x"], 5)?;
+    /// let Turn::Lead(leader) = log.durable(written.end).lead_or_listen() else {
+    ///     panic!("a lone writer leads");
+    /// };
+    /// let syncs = storage.syncs_done();
+    /// leader.sync()?;
+    /// assert_eq!((log.end(), storage.syncs_done()), (1, syncs + 1));
+    /// # Ok::<(), mailroom_store::StoreError>(())
+    /// ```
+    pub fn sync(self) -> Result<(), StoreError> {
+        self.round.run()
     }
 }

@@ -65,6 +65,7 @@ mod repair;
 mod retention;
 mod salvage;
 mod segment;
+mod sync_round;
 mod writer;
 
 use std::ops::Range;
@@ -75,7 +76,7 @@ use std::thread::JoinHandle;
 
 use parking_lot::{Mutex, RwLock};
 
-pub use self::durable::Durable;
+pub use self::durable::{Durable, Leader, Turn};
 pub use self::lookup::Record;
 pub use self::options::{LogOptions, SyncPolicy, RECORD_BYTES_LIMIT, SEGMENT_BYTES_LIMIT};
 pub use self::repair::Repaired;

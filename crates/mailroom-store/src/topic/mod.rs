@@ -90,7 +90,9 @@ use crate::{Deferred, StoreError, StoreOptions};
 ///   waits for that dead letter's record to be durable before reading it.
 ///
 /// Group checkpoints (every `checkpoint_every` group records) are written by the wait
-/// side instead: inline by [`Deferred::wait`], on a background thread when awaited.
+/// side instead: inline by [`Deferred::wait`] and by a caller that leads its own sync
+/// ([`DeferredLeader::sync`](crate::DeferredLeader::sync), see
+/// [`Deferred::lead_or_listen`]), on a background thread when awaited.
 #[derive(Debug, Clone)]
 pub struct DurableTopic {
     pub(crate) inner: Arc<TopicInner>,

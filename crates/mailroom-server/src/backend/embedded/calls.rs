@@ -1,6 +1,6 @@
 //! Where the embedded backend runs a store call, and whom it wakes afterwards.
 
-use mailroom_store::{Deferred, DurableTopic, Store, StoreError};
+use mailroom_store::{Deferred, DeferredTurn, DurableTopic, Store, StoreError};
 
 use super::Embedded;
 use crate::backend::BackendError;
@@ -16,12 +16,14 @@ impl Embedded {
     /// `--fsync always` the wait is a future that the log's sync thread completes after
     /// the one `fdatasync` it shares with every concurrent caller, so no call hops to
     /// the blocking pool and back; under the other policies the future is ready at once.
-    /// One exception: a call whose sync nobody else would share
-    /// ([`Deferred::syncs_alone`]) runs it on its own worker, in `block_in_place` (the
-    /// worker's other tasks move to another thread meanwhile), which spares the lone
-    /// request two thread hand-offs. The trade-off is [`Embedded::blocking`]'s
-    /// under the relaxed policies: the rare call part that does touch the disk (a
-    /// segment roll and its sync) stalls its worker for as long.
+    /// One exception: a call that would have its sync to itself runs it on its own
+    /// worker, in `block_in_place` (the worker's other tasks move to another thread
+    /// meanwhile), which spares the lone request two thread hand-offs. The store decides
+    /// ([`Deferred::lead_or_listen`]) in the same locked step that places every waiter,
+    /// and begins the round there, so no other waiter slips in between; the worker
+    /// enters `block_in_place` only when it leads, never to await. The trade-off is
+    /// [`Embedded::blocking`]'s under the relaxed policies: the rare call part that does
+    /// touch the disk (a segment roll and its sync) stalls its worker for as long.
     ///
     /// Cancellation: when the client goes away, axum drops the handler's future, and
     /// with it the [`Deferred`] mid-await. The call has happened by then (the call part
@@ -49,12 +51,16 @@ impl Embedded {
         }
         let histogram = self.sync_waits.as_ref().filter(|_| !self.calls_inline);
         let started = histogram.map(|_| std::time::Instant::now());
-        let answer = if written.syncs_alone() && may_block_in_place() {
-            // Nobody shares this sync: run it here, sparing the two thread hand-offs of
-            // awaiting (waking the sync thread, being woken by it), which were a third
-            // of a lone strict publish's time beyond the fdatasync. `block_in_place`
-            // moves this worker's other tasks to another thread meanwhile.
-            tokio::task::block_in_place(|| written.wait_in_place())
+        let answer = if may_block_in_place() {
+            match written.lead_or_listen() {
+                DeferredTurn::Ready(answer) => answer,
+                // Nobody shares this sync: run it here, sparing the two thread hand-offs
+                // of awaiting (waking the sync thread, being woken by it), which were a
+                // third of a lone strict publish's time beyond the fdatasync.
+                // `block_in_place` moves this worker's other tasks to another thread.
+                DeferredTurn::Lead(leader) => tokio::task::block_in_place(|| leader.sync()),
+                DeferredTurn::Listen(listening) => listening.await,
+            }
         } else {
             written.await
         };
