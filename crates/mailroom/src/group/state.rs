@@ -155,9 +155,10 @@ impl GroupState {
         log_end.saturating_sub(self.position)
     }
 
-    /// The offset after the highest one ever delivered in the window.
+    /// The offset after the highest one ever delivered in the window: the lowest
+    /// message a poll may hand out for the first time (a home reads ahead from here).
     #[inline(always)]
-    pub(super) fn next_fresh(&self) -> u64 {
+    pub fn next_fresh(&self) -> u64 {
         self.position + self.window.len() as u64
     }
 

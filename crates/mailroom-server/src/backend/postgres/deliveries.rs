@@ -39,7 +39,7 @@ struct Collect<'a> {
 
 impl Collect<'_> {
     fn offer(&mut self, offset: u64) -> Result<Offer, BackendError> {
-        // Every message a batch can reach had its size read (`group::sizes`); one
+        // Every message a batch can reach had its size read (`group_window`); one
         // missing is a fault, not a reason to end the batch quietly.
         let Some(&size) = self.planning.sizes.get(&offset) else {
             return Err(BackendError::Internal(format!(
@@ -157,8 +157,8 @@ impl Postgres {
         consumer: Option<&str>,
     ) -> Result<Option<MessageDelivery>, BackendError> {
         let (_, deliveries) = self
-            // The keys of the window are read with the sizes (see `group::sizes`).
-            .group_call(topic, group, true, |planning| loop {
+            // The keys of the window are read with the sizes (see `group_window`).
+            .group_call(topic, group, Some(1), |planning| loop {
                 let mut keys = Planning::key_lookup(&planning.keys);
                 let step = planning.state.plan_poll_keyed(
                     planning.log_end,
@@ -196,7 +196,7 @@ impl Postgres {
         scope: PollScope,
     ) -> Result<Vec<MessageDelivery>, BackendError> {
         let (_, deliveries) = self
-            .group_call(topic, group, true, |planning| {
+            .group_call(topic, group, Some(max), |planning| {
                 let deliveries = poll_batch_plan(planning, consumer, max, scope)?;
                 Ok(Planned {
                     answer: (),
@@ -217,13 +217,13 @@ impl Postgres {
         scope: PollScope,
     ) -> Result<AckedThenPolled<Message<Bytes>>, BackendError> {
         let (acked, polled) = self
-            .group_call(topic, group, true, |planning| {
+            .group_call(topic, group, Some(max), |planning| {
                 let acked: Vec<Result<(), NotOwned>> = settle(planning, acks, None)?
                     .into_iter()
                     .map(|result| result.map(drop))
                     .collect();
-                // Sizes were read before the acks, for two windows' worth of offsets:
-                // the acks move the position at most one window on.
+                // The window was read before the acks, from `next_fresh`: the acks move
+                // the position at most up to it (`group_window`).
                 let deliveries = poll_batch_plan(planning, consumer, max, scope)?;
                 Ok(Planned {
                     answer: acked,
@@ -247,7 +247,7 @@ impl Postgres {
                 .map_err(|error| StoreError::Topic(TopicError::from(error)))?;
         }
         let (results, _) = self
-            .group_call(topic, group, false, |planning| {
+            .group_call(topic, group, None, |planning| {
                 Ok(Planned::answer(settle(planning, ids, nack)?))
             })
             .await?;
@@ -275,7 +275,7 @@ impl Postgres {
         id: DeliveryId,
     ) -> Result<(), BackendError> {
         let (result, _) = self
-            .group_call(topic, group, false, |planning| {
+            .group_call(topic, group, None, |planning| {
                 let planned = planning.state.plan_touch(id, planning.now_ms);
                 let result = match planned {
                     Ok(Some(change)) => apply_planned(&mut planning.state, &change).map(Ok)?,
@@ -297,7 +297,7 @@ impl Postgres {
         purge: bool,
     ) -> Result<u64, BackendError> {
         let (taken, _) = self
-            .group_call(topic, group, false, |planning| {
+            .group_call(topic, group, None, |planning| {
                 let before = planning.state.dead_letters().len();
                 let planned = if purge {
                     planning.state.plan_purge(offsets)

@@ -2,24 +2,22 @@
 //! state from this broker's cache if its version is the row's (else restore it from the
 //! stored bytes and dead-letter rows), apply due lease expiries and plan and apply the
 //! call with `mailroom::group`, write the new state, version and dead-letter rows
-//! (`group_write`), read the payloads handed out, commit. Two round trips when the cache
-//! is current: `BEGIN`, the lock, the log's end and the sizes in one pipeline; the
-//! writes, the payload read and `COMMIT` in the other (`txn.rs`). See
-//! `docs/scale-out.md`, "Groups".
+//! (`group_write`), hand out the messages read, commit. Two round trips when the cache
+//! is current: `BEGIN`, the lock, the log's end and, for a poll, its window's rows
+//! (`group_window`) in one pipeline; the writes, the payloads the window's read missed
+//! (if any) and `COMMIT` in the other (`txn.rs`). See `docs/scale-out.md`, "Groups".
 
 use std::collections::HashMap;
 
 use bytes::Bytes;
 use deadpool_postgres::{GenericClient, Object};
 use futures_util::future::{try_join, try_join4};
-use mailroom::group::{
-    key_hash, DeadLetterEntry, DeadLetterNote, DeliveryId, GroupState, SlotPhase, KEYED_WINDOW_SPAN,
-};
+use mailroom::group::{DeadLetterEntry, DeadLetterNote, DeliveryId, GroupState};
 use mailroom::topic::{Delivery, Message, TopicError};
 use mailroom_store::StoreError;
-use tokio_postgres::types::ToSql;
 
 use super::encoding::decode;
+use super::group_window::{Window, WindowRead, WINDOW_ROWS};
 use super::group_write::{Row, Write};
 use super::metadata::message_of;
 use super::txn::Open;
@@ -50,7 +48,7 @@ pub(super) struct Planning {
     pub log_start: u64,
     /// The time of the call (ms), on the group's clock.
     pub now_ms: u64,
-    /// Payload sizes of the messages a batch poll may hand out, when asked for.
+    /// Payload sizes of the messages a poll may hand out (none for other calls).
     pub sizes: HashMap<u64, usize>,
     /// The key hashes of the same messages (`None`: no key), for ordering keys.
     pub keys: HashMap<u64, Option<u64>>,
@@ -58,7 +56,8 @@ pub(super) struct Planning {
 
 impl Planning {
     /// The planner's view of [`keys`](Self::keys): a message not read counts as one
-    /// without a key (every offset the planner asks for was read with the sizes).
+    /// without a key (a poll's window read finds every keyed message the planner may
+    /// ask for, `group_window`).
     pub fn key_lookup(keys: &HashMap<u64, Option<u64>>) -> impl FnMut(u64) -> Option<u64> + '_ {
         |offset| keys.get(&offset).copied().flatten()
     }
@@ -92,15 +91,14 @@ const LOG_AND_CLOCK: &str = "SELECT next_offset, \
      FROM mailroom_topics WHERE name = $1";
 const DEAD_LETTERS: &str = "SELECT \"offset\", attempts, reason, at_ms \
      FROM mailroom_dead_letters WHERE topic_id = $1 AND group_name = $2 ORDER BY seq";
-// The offset column raises (a text that is no bigint) for a message the log lacks, so
-// the transaction is aborted and the COMMIT pipelined behind this read rolls back.
+// For the deliveries whose rows the window's read did not take whole. The offset column
+// raises (a text that is no bigint) for a message the log lacks, so the transaction is
+// aborted and the COMMIT pipelined behind this read rolls back.
 const PAYLOADS: &str = "SELECT CASE WHEN m.\"offset\" IS NULL THEN ('mailroom: message ' \
      || w.o || ' is missing from the log')::bigint ELSE m.\"offset\" END, \
      m.payload, m.published_at_ms, m.key, m.headers::text, m.idempotency_key \
      FROM unnest($2::bigint[]) AS w(o) \
      LEFT JOIN mailroom_messages m ON m.topic_id = $1 AND m.\"offset\" = w.o";
-const SIZES: &str = "SELECT \"offset\", octet_length(payload), key FROM mailroom_messages \
-     WHERE topic_id = $1 AND (\"offset\" = ANY($2) OR (\"offset\" >= $3 AND \"offset\" < $4))";
 
 pub(super) fn unknown_group(group: &str) -> BackendError {
     BackendError::Store(StoreError::Topic(TopicError::UnknownGroup {
@@ -121,7 +119,8 @@ pub(super) fn big(value: u64) -> i64 {
 
 impl Postgres {
     /// Runs `plan` on `group` of `topic` as one transaction (see the module docs).
-    /// `sizes` asks for the payload sizes a batch poll's byte budget needs.
+    /// `poll` (a poll's most deliveries) asks for the rows of the poll's window: the
+    /// sizes and keys its plan needs, and the messages it will likely hand out.
     ///
     /// # Errors
     /// An unknown topic or group; what `plan` fails with (nothing is written then); the
@@ -130,13 +129,13 @@ impl Postgres {
         &self,
         topic: &str,
         group: &str,
-        sizes: bool,
+        poll: Option<usize>,
         plan: impl FnOnce(&mut Planning) -> Result<Planned<R>, BackendError>,
     ) -> Result<(R, Vec<Delivery<Message<Bytes>>>), BackendError> {
         let key = (topic.to_owned(), group.to_owned());
         let cached = self.cache.lock().get(&key).cloned();
         let open = Open::new(self.client().await?);
-        let result = call(open.client(), topic, group, cached, sizes, plan).await;
+        let result = call(open.client(), topic, group, cached, poll, plan).await;
         open.finish(result.is_ok()).await;
         match result {
             Ok((answer, deliveries, fresh)) => {
@@ -152,25 +151,25 @@ impl Postgres {
 }
 
 /// The call's transaction on `client`: the first pipeline (`BEGIN`, the lock, the log's
-/// end, the sizes), the plan, the second (the write, the payloads, `COMMIT`).
+/// end, the window's rows), the plan, the second (the write, the payloads the window's
+/// read missed, `COMMIT`).
 async fn call<R>(
     client: &Object,
     topic: &str,
     group: &str,
     cached: Option<Cached>,
-    want_sizes: bool,
+    poll: Option<usize>,
     plan: impl FnOnce(&mut Planning) -> Result<Planned<R>, BackendError>,
 ) -> Result<(R, Vec<Delivery<Message<Bytes>>>, Cached), BackendError> {
-    let (locked, base, read) = lock(client, topic, group, cached, want_sizes).await?;
+    let (locked, base, mut read) = lock(client, topic, group, cached, poll).await?;
     let now_ms = locked.db_now_ms.max(base.clock_ms);
-    let (sizes, keys) = read.unwrap_or_default();
     let mut planning = Planning {
         state: base.state.clone(),
         log_end: locked.log_end,
         log_start: locked.log_start,
         now_ms,
-        sizes,
-        keys,
+        sizes: std::mem::take(&mut read.sizes),
+        keys: std::mem::take(&mut read.keys),
     };
     // Every call first expires the leases that ran out, as in the embedded store, so
     // no one observes an expired delivery as owned.
@@ -190,7 +189,12 @@ async fn call<R>(
         true => Some(Write::prepare(client, &at, &base.state, &state, now_ms).await?),
         false => None,
     };
-    let offsets: Vec<i64> = planned.deliveries.iter().map(|id| big(id.offset)).collect();
+    let offsets: Vec<i64> = planned
+        .deliveries
+        .iter()
+        .filter(|id| !read.has(id.offset))
+        .map(|id| big(id.offset))
+        .collect();
     let payloads = match offsets.is_empty() {
         true => None,
         false => Some(
@@ -211,7 +215,7 @@ async fn call<R>(
         Some(write) => write.send_with(client, &at, tail).await?,
         None => tail.await.map_err(PgError::from)?,
     };
-    let deliveries = messages(&rows, &planned.deliveries)?;
+    let deliveries = messages(&read, &rows, &planned.deliveries)?;
     let fresh = match changed {
         true => Cached {
             group_id: locked.group_id,
@@ -236,22 +240,19 @@ struct Locked {
     db_now_ms: u64,
 }
 
-/// The payload sizes and key hashes a batch poll plans with (see [`Window`]).
-type Sizes = (HashMap<u64, usize>, HashMap<u64, Option<u64>>);
-
 /// Begins the transaction and locks the group's row, in one pipeline with the read of
 /// the log's end and the time (behind the lock, so as of once it is held) and, for a
-/// call that wants them, the sizes of the messages the cached state may hand out (sent
-/// on the guess that the cache is current, as it is unless another broker wrote the
-/// group since). Answers what it found, the committed state (`cached` if it is that
-/// version of that row, else restored from the database) and the sizes for that state.
+/// poll, the rows of the window of the cached state (sent on the guess that the cache is
+/// current, as it is unless another broker wrote the group since). Answers what it
+/// found, the committed state (`cached` if it is that version of that row, else
+/// restored from the database) and the window's rows for that state.
 async fn lock(
     client: &Object,
     topic: &str,
     group: &str,
     cached: Option<Cached>,
-    want_sizes: bool,
-) -> Result<(Locked, Cached, Option<Sizes>), BackendError> {
+    poll: Option<usize>,
+) -> Result<(Locked, Cached, WindowRead), BackendError> {
     let (cached_version, cached_group) = cached
         .as_ref()
         .map_or((-1, -1), |cached| (cached.version, cached.group_id));
@@ -261,14 +262,7 @@ async fn lock(
     )
     .await
     .map_err(PgError::from)?;
-    let guess = match (&cached, want_sizes) {
-        (Some(cached), true) => Some((
-            client.prepare_cached(SIZES).await.map_err(PgError::from)?,
-            cached.topic_id,
-            Window::of(&cached.state, u64::MAX),
-        )),
-        _ => None,
-    };
+    let guess = guess(client, cached.as_ref(), poll).await?;
     let guessed = async {
         match &guess {
             Some((statement, topic_id, window)) => window.read(client, statement, *topic_id).await,
@@ -312,31 +306,54 @@ async fn lock(
             ))
         }
     };
-    let sizes = match want_sizes {
-        false => None,
-        true => Some(sizes_for(client, &base.state, &found, hit.then_some(&guessed)).await?),
+    let read = match poll {
+        None => WindowRead::default(),
+        Some(max) => {
+            let window = Window::of(&base.state, found.log_end, max);
+            window_read(client, window, &found, hit.then_some(guessed)).await?
+        }
     };
-    Ok((found, base, sizes))
+    Ok((found, base, read))
 }
 
-/// The sizes a batch poll of `state` plans with: from `guessed`, the read sent before
-/// the lock answered, when it was made for this state; else read now.
-async fn sizes_for(
+/// For a poll on a cached state, the read of that state's window (its statement
+/// prepared, the topic's row id, the window not yet trimmed to the log's end).
+async fn guess(
     client: &Object,
-    state: &GroupState,
+    cached: Option<&Cached>,
+    poll: Option<usize>,
+) -> Result<Option<(tokio_postgres::Statement, i64, Window)>, BackendError> {
+    let (Some(cached), Some(max)) = (cached, poll) else {
+        return Ok(None);
+    };
+    let statement = client
+        .prepare_cached(WINDOW_ROWS)
+        .await
+        .map_err(PgError::from)?;
+    let window = Window::of(&cached.state, u64::MAX, max);
+    Ok(Some((statement, cached.topic_id, window)))
+}
+
+/// The window's rows a poll plans with: from `guessed`, the read sent before the lock
+/// answered, when it was made for this state; else read now.
+async fn window_read(
+    client: &Object,
+    window: Window,
     found: &Locked,
-    guessed: Option<&Vec<tokio_postgres::Row>>,
-) -> Result<Sizes, BackendError> {
-    let window = Window::of(state, found.log_end);
+    guessed: Option<Vec<tokio_postgres::Row>>,
+) -> Result<WindowRead, BackendError> {
     if let Some(rows) = guessed {
-        return Ok(window.sizes(rows));
+        return Ok(window.found(rows));
     }
-    let statement = client.prepare_cached(SIZES).await.map_err(PgError::from)?;
+    let statement = client
+        .prepare_cached(WINDOW_ROWS)
+        .await
+        .map_err(PgError::from)?;
     let rows = window
         .read(client, &statement, found.topic_id)
         .await
         .map_err(PgError::from)?;
-    Ok(window.sizes(&rows))
+    Ok(window.found(rows))
 }
 
 fn apply(state: &mut GroupState, change: &mailroom::group::Change) -> Result<(), BackendError> {
@@ -393,9 +410,10 @@ pub(super) async fn restore(
     })
 }
 
-/// The messages of `ids` (payload, publish time, metadata) from the rows PAYLOADS read
-/// for them, as deliveries in the same order.
+/// The messages of `ids` (payload, publish time, metadata) from the window's rows read
+/// whole or else the rows PAYLOADS read for them, as deliveries in the same order.
 fn messages(
+    read: &WindowRead,
     rows: &[tokio_postgres::Row],
     ids: &[DeliveryId],
 ) -> Result<Vec<Delivery<Message<Bytes>>>, BackendError> {
@@ -405,10 +423,14 @@ fn messages(
         .collect::<Result<_, BackendError>>()?;
     ids.iter()
         .map(|id| {
-            // Unreachable while PAYLOADS raises for a missing message (before COMMIT).
-            let message = found.get(&id.offset).cloned().ok_or_else(|| {
-                BackendError::Internal(format!("message {} is missing from the log", id.offset))
-            })?;
+            let message = match read.message(id.offset) {
+                Some(message) => message?,
+                // Unreachable while PAYLOADS raises for a missing message (before
+                // COMMIT) and a message read whole was in the log.
+                None => found.get(&id.offset).cloned().ok_or_else(|| {
+                    BackendError::Internal(format!("message {} is missing from the log", id.offset))
+                })?,
+            };
             Ok(Delivery {
                 offset: id.offset,
                 attempt: id.attempt,
@@ -416,63 +438,4 @@ fn messages(
             })
         })
         .collect()
-}
-
-/// The messages a batch poll of a state may hand out: its slots and the fresh messages
-/// of two windows from its position (a window reaches `KEYED_WINDOW_SPAN × W` past the
-/// position for keyed messages; acks before the poll, in ack-then-poll, move the
-/// position at most past the first window), below the log's end.
-struct Window {
-    slots: Vec<i64>,
-    from: u64,
-    to: u64,
-}
-
-impl Window {
-    /// The window of `state` below `log_end` (`u64::MAX`: not known yet).
-    fn of(state: &GroupState, log_end: u64) -> Window {
-        let slots = state
-            .slots()
-            .filter(|slot| slot.phase != SlotPhase::Done)
-            .map(|slot| big(slot.offset))
-            .collect();
-        let span = u64::from(state.config().max_in_flight) * u64::from(KEYED_WINDOW_SPAN);
-        let from = state.position();
-        Window {
-            slots,
-            from,
-            to: from.saturating_add(2 * span).min(log_end),
-        }
-    }
-
-    /// Reads the size and key of every message of the window (SIZES, prepared).
-    async fn read(
-        &self,
-        client: &impl GenericClient,
-        statement: &tokio_postgres::Statement,
-        topic_id: i64,
-    ) -> Result<Vec<tokio_postgres::Row>, tokio_postgres::Error> {
-        let params: [&(dyn ToSql + Sync); 4] =
-            [&topic_id, &self.slots, &big(self.from), &big(self.to)];
-        client.query(statement, &params).await
-    }
-
-    /// The payload sizes and key hashes of the rows [`read`](Self::read) answered that
-    /// are in this window: a read made for a wider one (before the log's end was
-    /// known) also found messages published after it, which this call must not see.
-    fn sizes(&self, rows: &[tokio_postgres::Row]) -> Sizes {
-        let mut sizes = HashMap::with_capacity(rows.len());
-        let mut keys = HashMap::with_capacity(rows.len());
-        for row in rows {
-            let offset = row.get::<_, i64>(0) as u64;
-            let fresh = offset >= self.from && offset < self.to;
-            if !fresh && !self.slots.contains(&big(offset)) {
-                continue;
-            }
-            sizes.insert(offset, row.get::<_, i32>(1).max(0) as usize);
-            let key: Option<&[u8]> = row.get(2);
-            keys.insert(offset, key.map(key_hash));
-        }
-        (sizes, keys)
-    }
 }

@@ -23,7 +23,7 @@ impl Postgres {
         group: &str,
     ) -> Result<(GroupState, u64), BackendError> {
         let (answer, _) = self
-            .group_call(topic, group, false, |planning| {
+            .group_call(topic, group, None, |planning| {
                 Ok(Planned::answer((planning.state.clone(), planning.log_end)))
             })
             .await?;

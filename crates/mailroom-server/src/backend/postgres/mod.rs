@@ -41,6 +41,7 @@ mod deliveries;
 mod encoding;
 mod group;
 mod group_reads;
+mod group_window;
 mod group_write;
 mod idempotency;
 mod log_reads;

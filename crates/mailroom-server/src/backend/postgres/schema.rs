@@ -95,6 +95,12 @@ pub const MIGRATIONS: &[&str] = &[
         ADD COLUMN idempotency_messages bigint,
         ADD COLUMN idempotency_age_ms   bigint;
     "#,
+    // 4: the keyed messages by offset, so a poll reads past its first W fresh messages
+    // only the keyed ones, which alone may go out there (`group_window.rs`).
+    r#"
+    CREATE INDEX mailroom_messages_keyed ON mailroom_messages (topic_id, "offset")
+        WHERE key IS NOT NULL;
+    "#,
 ];
 
 /// The version this binary brings a database to.

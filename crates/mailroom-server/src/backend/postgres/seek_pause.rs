@@ -24,7 +24,7 @@ impl Postgres {
         to: StartPosition,
     ) -> Result<u64, BackendError> {
         let (position, _) = self
-            .group_call(topic, group, false, |planning| {
+            .group_call(topic, group, None, |planning| {
                 let (start, end) = (planning.log_start, planning.log_end);
                 let position = match to {
                     StartPosition::Earliest => start,
@@ -54,7 +54,7 @@ impl Postgres {
         group: &str,
         until_ms: Option<u64>,
     ) -> Result<(), BackendError> {
-        self.group_call(topic, group, false, |planning| {
+        self.group_call(topic, group, None, |planning| {
             if let Some(until_ms) = until_ms {
                 Pause::check_until(until_ms, planning.now_ms).map_err(invalid)?;
             }
@@ -73,7 +73,7 @@ impl Postgres {
         group: &str,
     ) -> Result<bool, BackendError> {
         let (resumed, _) = self
-            .group_call(topic, group, false, |planning| {
+            .group_call(topic, group, None, |planning| {
                 let Some(change) = planning.state.plan_resume() else {
                     return Ok(Planned::answer(false));
                 };

@@ -1,0 +1,194 @@
+//! What a poll plans with, read once: the sizes and key hashes of every message its plan
+//! may look at, and with them the whole rows (payload and metadata) of the messages it
+//! will most likely hand out, so that the call's second pipeline reads payloads only for
+//! the few deliveries the guess missed.
+//!
+//! Which messages a plan may look at follows from `mailroom::group`'s window rules
+//! (`keys.rs`, "The window"): the group's open slots; the fresh messages from
+//! `next_fresh` while below `position + W` (acks in the same call move the position at
+//! most up to `next_fresh`, so `[next_fresh, next_fresh + W)` covers them); and keyed
+//! fresh messages up to `position + keyed span`. Only *keyed* messages are read past the
+//! first W, through the partial index on keyed rows (migration 4), so a log without keys
+//! costs no more than W rows per poll. A message not read answers the planner's key
+//! lookup as one without a key, which is what every unread message of that range is.
+//!
+//! The rows read whole are the lowest `min(max, W)` ready slots and the first
+//! `min(max, W)` fresh messages, each if its payload is at most the poll's byte cap over
+//! that count (so a poll of large messages does not move more than it may hand out);
+//! the plan itself still decides, from the sizes, what it hands out.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use deadpool_postgres::GenericClient;
+use mailroom::group::{key_hash, GroupState, SlotPhase, KEYED_WINDOW_SPAN};
+use mailroom::topic::Message;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Row, Statement};
+
+use super::deliveries::POLL_BATCH_BYTES_MAX;
+use super::group::big;
+use super::metadata::message_of;
+use crate::backend::BackendError;
+
+/// The window's rows: `offset, size, taken, payload, published_at_ms, key, headers,
+/// idempotency_key`, the payload and metadata only where `taken` (else `NULL`): a wanted
+/// row whose payload is at most `$8`, the poll's byte cap over the rows it wants, so
+/// that the rows taken whole never sum past the cap (a larger message is read in the
+/// second pipeline if the plan hands it out). A per-row bound, not a running sum: the
+/// sum would sort the rows, payloads and all, for every poll.
+pub(super) const WINDOW_ROWS: &str = "SELECT m.\"offset\", octet_length(m.payload), w.taken, \
+     CASE WHEN w.taken THEN m.payload END, m.published_at_ms, m.key, \
+     CASE WHEN w.taken THEN m.headers::text END, CASE WHEN w.taken THEN m.idempotency_key END \
+     FROM mailroom_messages m, \
+     LATERAL (SELECT (m.\"offset\" = ANY($6) OR (m.\"offset\" >= $3 AND m.\"offset\" < $7)) \
+       AND octet_length(m.payload) <= $8::bigint) AS w(taken) \
+     WHERE m.topic_id = $1 AND (m.\"offset\" = ANY($2) \
+       OR (m.\"offset\" >= $9 AND m.\"offset\" < $4) \
+       OR (m.key IS NOT NULL AND m.\"offset\" >= $3 AND m.\"offset\" < $5))";
+
+/// The messages a poll of a state may look at (see the module docs), below the log's end.
+///
+/// The slots of the window are read as the range from the position on (with the few
+/// finished ones among them, which the plan never looks at): one index range is far
+/// cheaper for the database than a lookup per slot.
+pub(super) struct Window {
+    /// The open slots' offsets.
+    slots: Vec<i64>,
+    /// The open slots below the position (redriven dead letters).
+    redriven: Vec<i64>,
+    /// The group's position: the window's slots are the messages from here to `fresh`.
+    position: u64,
+    /// The ready slots whose rows are wanted whole (the lowest `take` of them).
+    ready: Vec<i64>,
+    /// `next_fresh`: the first message never delivered.
+    fresh: u64,
+    /// The end of the fresh messages read whatever their key (`fresh + W`).
+    plain_to: u64,
+    /// The end of the keyed fresh messages read (`fresh + keyed span`).
+    keyed_to: u64,
+    /// The end of the fresh messages wanted whole.
+    take_to: u64,
+    /// The largest payload read whole: the byte cap over the number of rows wanted.
+    take_bytes: u64,
+}
+
+/// What a window's read found: the planner's sizes and key hashes, and the rows read
+/// whole, by offset.
+#[derive(Default)]
+pub(super) struct WindowRead {
+    /// Payload sizes of the messages read.
+    pub sizes: HashMap<u64, usize>,
+    /// Their key hashes (`None`: no key).
+    pub keys: HashMap<u64, Option<u64>>,
+    rows: Vec<Row>,
+    taken: HashMap<u64, usize>,
+}
+
+impl Window {
+    /// The window of `state` below `log_end` (`u64::MAX`: not known yet) for a poll of up
+    /// to `max` deliveries.
+    pub(super) fn of(state: &GroupState, log_end: u64, max: usize) -> Window {
+        let w = u64::from(state.config().max_in_flight);
+        let take = usize::try_from(w).unwrap_or(usize::MAX).min(max);
+        let position = state.position();
+        let mut slots = Vec::new();
+        let mut redriven = Vec::new();
+        let mut ready = Vec::new();
+        for slot in state.slots() {
+            slots.push(big(slot.offset));
+            if slot.offset < position {
+                redriven.push(big(slot.offset));
+            }
+            if matches!(slot.phase, SlotPhase::Ready { .. }) && ready.len() < take {
+                ready.push(big(slot.offset));
+            }
+        }
+        let keyed_span = if w == 1 {
+            1
+        } else {
+            w * u64::from(KEYED_WINDOW_SPAN)
+        };
+        let fresh = state.next_fresh();
+        let take_to = fresh.saturating_add(take as u64).min(log_end);
+        let wanted = ready.len() as u64 + take_to.saturating_sub(fresh);
+        Window {
+            slots,
+            redriven,
+            position,
+            ready,
+            fresh,
+            // Never below `fresh`: the range from the position holds the slots too.
+            plain_to: fresh.saturating_add(w).min(log_end).max(fresh),
+            keyed_to: fresh.saturating_add(keyed_span).min(log_end),
+            take_to,
+            take_bytes: POLL_BATCH_BYTES_MAX as u64 / wanted.max(1),
+        }
+    }
+
+    /// Reads the window's rows ([`WINDOW_ROWS`], prepared).
+    pub(super) async fn read(
+        &self,
+        client: &impl GenericClient,
+        statement: &Statement,
+        topic_id: i64,
+    ) -> Result<Vec<Row>, tokio_postgres::Error> {
+        let params: [&(dyn ToSql + Sync); 9] = [
+            &topic_id,
+            &self.redriven,
+            &big(self.fresh),
+            &big(self.plain_to),
+            &big(self.keyed_to),
+            &self.ready,
+            &big(self.take_to),
+            &big(self.take_bytes),
+            &big(self.position),
+        ];
+        client.query(statement, &params).await
+    }
+
+    /// Whether `offset` is in this window (a slot, or a fresh message it reads).
+    fn holds(&self, offset: u64, keyed: bool) -> bool {
+        let end = if keyed { self.keyed_to } else { self.plain_to };
+        // `slots` is by offset, as `GroupState::slots` walks them.
+        (offset >= self.fresh && offset < end) || self.slots.binary_search(&big(offset)).is_ok()
+    }
+
+    /// What the rows [`read`](Self::read) answered hold for this window: a read made for
+    /// a wider one (before the log's end was known) also found messages published after
+    /// it, which this call must not see.
+    pub(super) fn found(&self, rows: Vec<Row>) -> WindowRead {
+        let mut read = WindowRead::default();
+        for row in rows {
+            let offset = row.get::<_, i64>(0) as u64;
+            let key: Option<&[u8]> = row.get(5);
+            if !self.holds(offset, key.is_some()) {
+                continue;
+            }
+            read.sizes
+                .insert(offset, row.get::<_, i32>(1).max(0) as usize);
+            read.keys.insert(offset, key.map(key_hash));
+            if row.get::<_, bool>(2) {
+                read.taken.insert(offset, read.rows.len());
+                read.rows.push(row);
+            }
+        }
+        read
+    }
+}
+
+impl WindowRead {
+    /// Whether the message at `offset` was read whole.
+    pub(super) fn has(&self, offset: u64) -> bool {
+        self.taken.contains_key(&offset)
+    }
+
+    /// The message at `offset` if it was read whole.
+    ///
+    /// # Errors
+    /// A stored key or headers that do not decode.
+    pub(super) fn message(&self, offset: u64) -> Option<Result<Message<Bytes>, BackendError>> {
+        let &index = self.taken.get(&offset)?;
+        Some(message_of(&self.rows[index], 3))
+    }
+}
