@@ -7,6 +7,7 @@
 //! durable (a repeat never answers an offset a sync could still lose). Publishes without
 //! idempotency keys never take that lock.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::ops::Range;
 
@@ -175,20 +176,28 @@ impl DurableTopic {
         let now_ms = self.inner.clock.now_ms();
         seen.forget_old(log.written_end(), now_ms);
         let mut plans = Vec::with_capacity(keys.size_hint().0);
-        let mut in_batch: HashMap<&str, usize> = HashMap::new();
+        // Sized up front and probed once per key (the entry, not a get then an insert):
+        // hashing the keys was most of an idempotent publish's extra instructions.
+        let mut in_batch: HashMap<&str, usize> = HashMap::with_capacity(keys.size_hint().0);
         let mut written: Vec<usize> = Vec::with_capacity(keys.size_hint().0);
         for (index, key) in keys.clone().enumerate() {
             if let Some(offset) = key.and_then(|key| seen.offset_of(key)) {
                 plans.push(Plan::Seen(offset));
-            } else if let Some(&n) = key.and_then(|key| in_batch.get(key)) {
-                plans.push(Plan::Written(n, true));
-            } else {
-                if let Some(key) = key {
-                    in_batch.insert(key, written.len());
-                }
-                plans.push(Plan::Written(written.len(), false));
-                written.push(index);
+                continue;
             }
+            if let Some(key) = key {
+                match in_batch.entry(key) {
+                    Entry::Occupied(first) => {
+                        plans.push(Plan::Written(*first.get(), true));
+                        continue;
+                    }
+                    Entry::Vacant(slot) => {
+                        slot.insert(written.len());
+                    }
+                }
+            }
+            plans.push(Plan::Written(written.len(), false));
+            written.push(index);
         }
         let offsets = write(&written, now_ms)?;
         let mut next = written.iter().copied().zip(offsets.clone()).peekable();
