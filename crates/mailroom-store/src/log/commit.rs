@@ -192,8 +192,14 @@ impl Shared {
                 Step::Lead => {
                     let result = self.run_round(&mut state);
                     self.after_round(state, result.generation, result.failed);
-                    result.outcome?;
                     state = commit.state.lock();
+                    if let Err(error) = result.outcome {
+                        // Unless a roll synced the records meanwhile: then they are
+                        // published, and an error answer must mean they are not.
+                        if state.synced_end < target {
+                            return Err(error);
+                        }
+                    }
                 }
             }
         }
@@ -224,10 +230,13 @@ impl Shared {
                 Step::Lead => {
                     let result = self.run_round(&mut state);
                     self.after_round(state, result.generation, result.failed);
-                    if let Err(error) = result.outcome {
-                        return Plan::Done(Err(error));
-                    }
                     state = commit.state.lock();
+                    if let Err(error) = result.outcome {
+                        // As in `wait_durable`: records a roll synced are published.
+                        if state.synced_end < target {
+                            return Plan::Done(Err(error));
+                        }
+                    }
                 }
             }
         }
@@ -387,17 +396,28 @@ impl Shared {
             self.fail_stop_cutting(&writer, &error, None);
             return Err(error);
         }
-        {
-            let mut synced = self.synced.lock();
-            if synced.base_offset == claim.base_offset && claim.segment_bytes > synced.bytes {
-                synced.bytes = claim.segment_bytes;
-                synced.end_offset = claim.end_offset;
-            }
-        }
+        self.note_synced_by_round(claim)?;
         // Rounds run one at a time, so claims are written in order. A failure only
         // leaves an older (still true) claim: the data is durable, so it fails nothing.
         if let Err(error) = self.mark.lock().write(claim) {
             tracing::warn!(%error, "could not write the synced mark");
+        }
+        Ok(())
+    }
+
+    /// After a round's sync returned: records its claim as what a fail-stop cut keeps,
+    /// unless the log failed meanwhile. Both under the writer lock, which every cut holds
+    /// (`fail_stop_cutting`), because the sync ran without it: a roll or write that
+    /// failed during the sync may already have cut this round's records from the file
+    /// (the sync then returns success for a file without them), and one that fails after
+    /// this must find them in `synced` or it cuts records about to be confirmed.
+    fn note_synced_by_round(&self, claim: Claim) -> Result<(), StoreError> {
+        let _writer = self.writer.lock();
+        self.check_not_failed()?;
+        let mut synced = self.synced.lock();
+        if synced.base_offset == claim.base_offset && claim.segment_bytes > synced.bytes {
+            synced.bytes = claim.segment_bytes;
+            synced.end_offset = claim.end_offset;
         }
         Ok(())
     }

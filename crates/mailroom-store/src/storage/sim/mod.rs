@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 
 use super::{Storage, StorageFile};
 
@@ -58,6 +58,22 @@ pub struct SimStorage {
     state: Arc<Mutex<SimState>>,
     /// Kept outside the lock so a slow sync does not stall every other call.
     sync_delay: Arc<Mutex<Duration>>,
+    /// Holds file syncs part way, so a test can order other calls against a running sync.
+    gate: Arc<SyncGate>,
+}
+
+/// See [`SimStorage::hold_syncs`].
+#[derive(Debug, Default)]
+struct SyncGate {
+    state: Mutex<GateState>,
+    changed: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct GateState {
+    held: bool,
+    /// How many syncs are held at the gate now.
+    waiting: usize,
 }
 
 impl SimStorage {
@@ -75,6 +91,7 @@ impl SimStorage {
         SimStorage {
             state: Arc::new(Mutex::new(image)),
             sync_delay: Arc::default(),
+            gate: Arc::default(),
         }
     }
 
@@ -103,6 +120,38 @@ impl SimStorage {
     /// Makes every file sync take this long (outside any lock), like a slow disk.
     pub fn set_sync_delay(&self, delay: Duration) {
         *self.sync_delay.lock() = delay;
+    }
+
+    /// While held, every file sync that does not fail stops after it noted which writes
+    /// it covers (those made before the call) and before it makes them durable, until
+    /// released: a test can then make other calls while a sync is known to be running.
+    /// Releasing lets every held sync go on. A fault is taken before the gate, so a sync
+    /// made to fail returns at once.
+    pub fn hold_syncs(&self, held: bool) {
+        self.gate.state.lock().held = held;
+        self.gate.changed.notify_all();
+    }
+
+    /// Returns once `count` syncs are held (see [`Self::hold_syncs`]).
+    pub fn wait_for_held_syncs(&self, count: usize) {
+        let mut gate = self.gate.state.lock();
+        while gate.waiting < count {
+            self.gate.changed.wait(&mut gate);
+        }
+    }
+
+    /// Stops a sync at the gate while it is held.
+    fn pass_gate(&self) {
+        let mut gate = self.gate.state.lock();
+        if !gate.held {
+            return;
+        }
+        gate.waiting += 1;
+        self.gate.changed.notify_all();
+        while gate.held {
+            self.gate.changed.wait(&mut gate);
+        }
+        gate.waiting -= 1;
     }
 
     /// How many file syncs have succeeded so far.
@@ -179,6 +228,7 @@ impl StorageFile for SimFile {
             let inode = &state.inodes[self.ino];
             inode.ops_synced + inode.pending.len() as u64
         };
+        self.storage.pass_gate();
         let delay = *self.storage.sync_delay.lock();
         if !delay.is_zero() {
             std::thread::sleep(delay);
