@@ -203,15 +203,20 @@ fn failed_shared_sync_fails_every_waiter() {
     check_confirmed(&after, &confirmed);
 }
 
-// Proves that a sync round cannot confirm a record that a roll failing during the
+// Proves that a sync round cannot confirm a record that a write failing during the
 // round's sync cut from the segment (the cut keeps only what earlier syncs made durable,
 // and the round's sync then returns success for a file without the record): the round's
 // waiter is told the append failed, or the record survives a power cut. The syncs are
 // held at the sim's gate, so the order is fixed, not left to timing.
 #[test]
-fn roll_failing_during_a_round_cannot_cut_what_it_confirms() {
+fn write_failing_during_a_round_cannot_cut_what_it_confirms() {
     let storage = SimStorage::new();
-    let log = Arc::new(open_log(&storage, "/log", options()).unwrap());
+    // Room for a buffer-filling append, so it writes out at once instead of rolling.
+    let options = LogOptions {
+        segment_bytes_max: 4 << 20,
+        ..options()
+    };
+    let log = Arc::new(open_log(&storage, "/log", options.clone()).unwrap());
     let first = log.append(&[b"synced before"], 0).unwrap();
     storage.hold_syncs(true);
     let round = {
@@ -220,11 +225,11 @@ fn roll_failing_during_a_round_cannot_cut_what_it_confirms() {
         std::thread::spawn(move || log.append(&[b"in the round"], 1))
     };
     storage.wait_for_held_syncs(1);
-    storage.fail_next_syncs(1);
-    let roll = {
+    storage.fail_next_writes(1);
+    let failing = {
         let log = Arc::clone(&log);
-        let big = vec![b'r'; 4000];
-        // Too big for the segment: it rolls, the roll's sync fails, and the cut that
+        let big = vec![b'w'; 2 << 20];
+        // Past the write buffer's limit: written at once, which fails; the cut that
         // follows holds at the gate with the writer lock.
         std::thread::spawn(move || log.append(&[&big], 2))
     };
@@ -232,8 +237,8 @@ fn roll_failing_during_a_round_cannot_cut_what_it_confirms() {
     storage.hold_syncs(false);
     let round = round.join().unwrap();
     assert!(
-        matches!(roll.join().unwrap(), Err(StoreError::Io { .. })),
-        "the roll's failed sync fails its append"
+        matches!(failing.join().unwrap(), Err(StoreError::Io { .. })),
+        "the failed write fails its append"
     );
     let mut confirmed: Confirmed = vec![(first, vec![b"synced before".to_vec()])];
     if let Ok(range) = round {
@@ -241,7 +246,7 @@ fn roll_failing_during_a_round_cannot_cut_what_it_confirms() {
     }
     drop(log);
     for seed in 0..4 {
-        let after = open_log(&storage.crash(seed), "/log", options()).unwrap();
+        let after = open_log(&storage.crash(seed), "/log", options.clone()).unwrap();
         check_confirmed(&after, &confirmed);
     }
 }

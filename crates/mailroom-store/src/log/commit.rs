@@ -34,7 +34,6 @@ use event_listener::{Event, EventListener};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use super::mark::Claim;
-use super::recovery::io_error;
 use super::{Shared, SyncPolicy};
 use crate::StoreError;
 
@@ -385,11 +384,7 @@ impl Shared {
             };
             (active, claim)
         };
-        if let Err(error) = segment
-            .file
-            .sync()
-            .map_err(io_error("fdatasync", &segment.path))
-        {
+        if let Err(error) = self.segment_syncs.sync(&segment) {
             // Under Always the records of this round (and any written since) are cut
             // before their waiters learn of the failure; see `fail_stop_cutting`.
             let writer = self.writer.lock();
