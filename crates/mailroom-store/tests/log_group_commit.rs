@@ -202,3 +202,51 @@ fn failed_shared_sync_fails_every_waiter() {
     let after = open_log(&storage.crash(9), "/log", options()).unwrap();
     check_confirmed(&after, &confirmed);
 }
+
+// Proves that a sync round cannot confirm a record that a write failing during the
+// round's sync cut from the segment (the cut keeps only what earlier syncs made durable,
+// and the round's sync then returns success for a file without the record): the round's
+// waiter is told the append failed, or the record survives a power cut. The syncs are
+// held at the sim's gate, so the order is fixed, not left to timing.
+#[test]
+fn write_failing_during_a_round_cannot_cut_what_it_confirms() {
+    let storage = SimStorage::new();
+    // Room for a buffer-filling append, so it writes out at once instead of rolling.
+    let options = LogOptions {
+        segment_bytes_max: 4 << 20,
+        ..options()
+    };
+    let log = Arc::new(open_log(&storage, "/log", options.clone()).unwrap());
+    let first = log.append(&[b"synced before"], 0).unwrap();
+    storage.hold_syncs(true);
+    let round = {
+        let log = Arc::clone(&log);
+        // A lone blocking appender leads its own round, whose sync is now held.
+        std::thread::spawn(move || log.append(&[b"in the round"], 1))
+    };
+    storage.wait_for_held_syncs(1);
+    storage.fail_next_writes(1);
+    let failing = {
+        let log = Arc::clone(&log);
+        let big = vec![b'w'; 2 << 20];
+        // Past the write buffer's limit: written at once, which fails; the cut that
+        // follows holds at the gate with the writer lock.
+        std::thread::spawn(move || log.append(&[&big], 2))
+    };
+    storage.wait_for_held_syncs(2);
+    storage.hold_syncs(false);
+    let round = round.join().unwrap();
+    assert!(
+        matches!(failing.join().unwrap(), Err(StoreError::Io { .. })),
+        "the failed write fails its append"
+    );
+    let mut confirmed: Confirmed = vec![(first, vec![b"synced before".to_vec()])];
+    if let Ok(range) = round {
+        confirmed.push((range, vec![b"in the round".to_vec()]));
+    }
+    drop(log);
+    for seed in 0..4 {
+        let after = open_log(&storage.crash(seed), "/log", options.clone()).unwrap();
+        check_confirmed(&after, &confirmed);
+    }
+}

@@ -65,6 +65,7 @@ mod repair;
 mod retention;
 mod salvage;
 mod segment;
+mod segment_sync;
 mod sync_round;
 mod writer;
 
@@ -88,6 +89,7 @@ use self::flusher::Flusher;
 use self::mark::SyncedMark;
 use self::recovery::io_error;
 use self::segment::Segment;
+use self::segment_sync::SegmentSyncs;
 use self::writer::Writer;
 use crate::storage::Storage;
 use crate::StoreError;
@@ -133,6 +135,8 @@ struct Shared {
     /// made durable: what a failed write is cut back to under [`SyncPolicy::Always`]
     /// (`Shared::fail_stop_cutting`). Taken last, after the writer lock.
     synced: Mutex<SyncedLength>,
+    /// Every sync that confirms records goes through this (see `segment_sync.rs`).
+    segment_syncs: SegmentSyncs,
 }
 
 /// How many bytes of the segment at `base_offset` are known to be durable: those of
@@ -206,6 +210,7 @@ impl Log {
             flusher: Flusher::default(),
             mark: Mutex::new(mark),
             synced: Mutex::new(synced),
+            segment_syncs: SegmentSyncs::default(),
         });
         let background = match sync {
             SyncPolicy::Always => {

@@ -5,7 +5,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::mark::Claim;
-use super::recovery::io_error;
 use super::{Shared, SyncPolicy};
 use crate::StoreError;
 
@@ -41,28 +40,35 @@ impl Shared {
             };
             (active, claim)
         };
-        if let Err(error) = segment
-            .file
-            .sync()
-            .map_err(io_error("fdatasync", &segment.path))
-        {
+        if let Err(error) = self.segment_syncs.sync(&segment) {
             // Under Always the records of this round (and any written since) are cut
             // before their waiters learn of the failure; see `fail_stop_cutting`.
             let writer = self.writer.lock();
             self.fail_stop_cutting(&writer, &error, None);
             return Err(error);
         }
-        {
-            let mut synced = self.synced.lock();
-            if synced.base_offset == claim.base_offset && claim.segment_bytes > synced.bytes {
-                synced.bytes = claim.segment_bytes;
-                synced.end_offset = claim.end_offset;
-            }
-        }
+        self.note_synced_by_round(claim)?;
         // Rounds run one at a time, so claims are written in order. A failure only
         // leaves an older (still true) claim: the data is durable, so it fails nothing.
         if let Err(error) = self.mark.lock().write(claim) {
             tracing::warn!(%error, "could not write the synced mark");
+        }
+        Ok(())
+    }
+
+    /// After a round's sync returned: records its claim as what a fail-stop cut keeps,
+    /// unless the log failed meanwhile. Both under the writer lock, which every cut holds
+    /// (`fail_stop_cutting`), because the sync ran without it: a roll or write that
+    /// failed during the sync may already have cut this round's records from the file
+    /// (the sync then returns success for a file without them), and one that fails after
+    /// this must find them in `synced` or it cuts records about to be confirmed.
+    fn note_synced_by_round(&self, claim: Claim) -> Result<(), StoreError> {
+        let _writer = self.writer.lock();
+        self.check_not_failed()?;
+        let mut synced = self.synced.lock();
+        if synced.base_offset == claim.base_offset && claim.segment_bytes > synced.bytes {
+            synced.bytes = claim.segment_bytes;
+            synced.end_offset = claim.end_offset;
         }
         Ok(())
     }

@@ -406,7 +406,8 @@ impl Shared {
                 .set_len(bytes)
                 .map_err(io_error("truncate", &old.path))?;
         }
-        old.file.sync().map_err(io_error("fdatasync", &old.path))?;
+        // Through the gate: not after (or during) a round's failed sync of this file.
+        self.segment_syncs.sync(&old)?;
         // All of it is durable now, so a failure below cuts nothing of it.
         *self.synced.lock() = {
             let meta = old.meta.lock();

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 
 use super::{Storage, StorageFile};
 
@@ -27,7 +27,9 @@ use state::{
 /// file whose directory entry did not survive is gone; so is everything under a lost
 /// directory. (Cross-directory renames count as a change of the target directory.)
 ///
-/// Faults can be injected: failing syncs or writes (`EIO`), a full disk (`ENOSPC`), a
+/// Faults can be injected: failing syncs (`EIO`; the file's pending writes are then
+/// lost to a crash, as dirty pages are after a failed writeback) or writes (`EIO`), a
+/// full disk (`ENOSPC`), a
 /// read-only file system (`EROFS`), and a delay inside every sync that stands in for a
 /// slow disk so that concurrent appenders really overlap.
 ///
@@ -58,6 +60,22 @@ pub struct SimStorage {
     state: Arc<Mutex<SimState>>,
     /// Kept outside the lock so a slow sync does not stall every other call.
     sync_delay: Arc<Mutex<Duration>>,
+    /// Holds file syncs part way, so a test can order other calls against a running sync.
+    gate: Arc<SyncGate>,
+}
+
+/// See [`SimStorage::hold_syncs`].
+#[derive(Debug, Default)]
+struct SyncGate {
+    state: Mutex<GateState>,
+    changed: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct GateState {
+    held: bool,
+    /// How many syncs are held at the gate now.
+    waiting: usize,
 }
 
 impl SimStorage {
@@ -75,6 +93,7 @@ impl SimStorage {
         SimStorage {
             state: Arc::new(Mutex::new(image)),
             sync_delay: Arc::default(),
+            gate: Arc::default(),
         }
     }
 
@@ -103,6 +122,38 @@ impl SimStorage {
     /// Makes every file sync take this long (outside any lock), like a slow disk.
     pub fn set_sync_delay(&self, delay: Duration) {
         *self.sync_delay.lock() = delay;
+    }
+
+    /// While held, every file sync that does not fail stops after it noted which writes
+    /// it covers (those made before the call) and before it makes them durable, until
+    /// released: a test can then make other calls while a sync is known to be running.
+    /// Releasing lets every held sync go on. A fault is taken before the gate, so a sync
+    /// made to fail returns at once.
+    pub fn hold_syncs(&self, held: bool) {
+        self.gate.state.lock().held = held;
+        self.gate.changed.notify_all();
+    }
+
+    /// Returns once `count` syncs are held (see [`Self::hold_syncs`]).
+    pub fn wait_for_held_syncs(&self, count: usize) {
+        let mut gate = self.gate.state.lock();
+        while gate.waiting < count {
+            self.gate.changed.wait(&mut gate);
+        }
+    }
+
+    /// Stops a sync at the gate while it is held.
+    fn pass_gate(&self) {
+        let mut gate = self.gate.state.lock();
+        if !gate.held {
+            return;
+        }
+        gate.waiting += 1;
+        self.gate.changed.notify_all();
+        while gate.held {
+            self.gate.changed.wait(&mut gate);
+        }
+        gate.waiting -= 1;
     }
 
     /// How many file syncs have succeeded so far.
@@ -175,10 +226,21 @@ impl StorageFile for SimFile {
     fn sync(&self) -> io::Result<()> {
         let covered = {
             let mut state = self.storage.state.lock();
-            state.take_sync_fault()?;
+            if let Err(error) = state.take_sync_fault() {
+                // Like Linux after a failed writeback: the pages stay readable but are
+                // marked clean, so no later sync writes them and a crash loses them (the
+                // worst case: some may have reached the disk). A sync running meanwhile
+                // finds nothing left to apply and succeeds, as an `fdatasync` on the
+                // same open file does once another call was told of the error.
+                let inode = &mut state.inodes[self.ino];
+                inode.ops_synced += inode.pending.len() as u64;
+                inode.pending.clear();
+                return Err(error);
+            }
             let inode = &state.inodes[self.ino];
             inode.ops_synced + inode.pending.len() as u64
         };
+        self.storage.pass_gate();
         let delay = *self.storage.sync_delay.lock();
         if !delay.is_zero() {
             std::thread::sleep(delay);
