@@ -234,11 +234,7 @@ impl Shared {
                     self.after_round(state, result.generation, result.outcome.is_err());
                     state = commit.state.lock();
                     if let Err(error) = result.outcome {
-                        // Unless a roll synced the records meanwhile: then they are
-                        // published, and an error answer must mean they are not.
-                        if state.synced_end < target {
-                            return Err(error);
-                        }
+                        answer_failed_round(&state, target, error)?;
                     }
                 }
             }
@@ -261,8 +257,7 @@ impl Shared {
                     self.after_round(state, result.generation, result.outcome.is_err());
                     state = commit.state.lock();
                     if let Err(error) = result.outcome {
-                        // As in `wait_durable`: records a roll synced are published.
-                        if state.synced_end < target {
+                        if let Err(error) = answer_failed_round(&state, target, error) {
                             return Plan::Done(Err(error));
                         }
                     }
@@ -438,6 +433,20 @@ pub(crate) struct LeadRound {
     target: u64,
 }
 
+/// What a waiter for `target` that led a round whose sync failed (`error`) is told:
+/// `Ok` if a roll synced its records meanwhile (they are published, and an error answer
+/// must mean they are not), else the error.
+fn answer_failed_round(
+    state: &CommitState,
+    target: u64,
+    error: StoreError,
+) -> Result<(), StoreError> {
+    if state.synced_end >= target {
+        return Ok(());
+    }
+    Err(error)
+}
+
 impl LeadRound {
     /// Runs the round's sync here (blocking) and ends it. A failed sync answers the
     /// fail-stop error (which names the sync's error), as every other waiter of the round
@@ -454,13 +463,10 @@ impl LeadRound {
         let Err(error) = result.outcome else {
             return Ok(());
         };
-        // As in `wait_durable`: records a roll synced meanwhile are published, and an
-        // error answer must mean they are not.
-        if shared.commit.state.lock().synced_end >= self.target {
-            return Ok(());
-        }
-        // The round covered everything written when it began, the caller's records too.
-        Err(shared.check_not_failed().err().unwrap_or(error))
+        answer_failed_round(&shared.commit.state.lock(), self.target, error)
+            // The round covered everything written when it began, the caller's records
+            // too: it answers the fail-stop error, as the round's other waiters get.
+            .map_err(|error| shared.check_not_failed().err().unwrap_or(error))
     }
 }
 

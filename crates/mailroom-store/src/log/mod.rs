@@ -435,25 +435,6 @@ impl Log {
 }
 
 impl Shared {
-    /// Refuses to go on after an earlier write or sync failure.
-    fn check_not_failed(&self) -> Result<(), StoreError> {
-        match &*self.failure.lock() {
-            Some(reason) => Err(StoreError::FailStopped {
-                reason: reason.clone(),
-            }),
-            None => Ok(()),
-        }
-    }
-
-    /// Makes the log fail-stop, remembering the first failure.
-    fn fail_stop(&self, error: &StoreError) {
-        let mut failure = self.failure.lock();
-        if failure.is_none() {
-            tracing::error!(dir = %self.dir.display(), %error, "log is fail-stop: refusing further writes");
-            *failure = Some(error.to_string());
-        }
-    }
-
     /// What waiting for `end` says under a policy that does not wait for the disk.
     /// Records below `written_end` were written, so they were confirmed the moment their
     /// write returned, and stay in the log after a restart: their wait succeeds even if

@@ -306,6 +306,25 @@ impl Shared {
         self.flush_index(writer)
     }
 
+    /// Refuses to go on after an earlier write or sync failure.
+    pub(super) fn check_not_failed(&self) -> Result<(), StoreError> {
+        match &*self.failure.lock() {
+            Some(reason) => Err(StoreError::FailStopped {
+                reason: reason.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Makes the log fail-stop, remembering the first failure.
+    pub(super) fn fail_stop(&self, error: &StoreError) {
+        let mut failure = self.failure.lock();
+        if failure.is_none() {
+            tracing::error!(dir = %self.dir.display(), %error, "log is fail-stop: refusing further writes");
+            *failure = Some(error.to_string());
+        }
+    }
+
     /// Makes the log fail-stop after `error`, first cutting from the active segment what
     /// a failed write may have left in it that no caller will ever be told was
     /// published, so that an error answer always means "not published" (see
