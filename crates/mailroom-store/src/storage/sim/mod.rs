@@ -27,7 +27,9 @@ use state::{
 /// file whose directory entry did not survive is gone; so is everything under a lost
 /// directory. (Cross-directory renames count as a change of the target directory.)
 ///
-/// Faults can be injected: failing syncs or writes (`EIO`), a full disk (`ENOSPC`), a
+/// Faults can be injected: failing syncs (`EIO`; the file's pending writes and length
+/// changes are then lost to a crash, though still read back, as dirty pages may be after
+/// a failed writeback) or writes (`EIO`), a full disk (`ENOSPC`), a
 /// read-only file system (`EROFS`), and a delay inside every sync that stands in for a
 /// slow disk so that concurrent appenders really overlap.
 ///
@@ -224,11 +226,17 @@ impl StorageFile for SimFile {
     fn sync(&self) -> io::Result<()> {
         let covered = {
             let mut state = self.storage.state.lock();
-            // A failed sync keeps the file's pending writes for the next sync, which is
-            // kinder than Linux at worst (it may mark the pages clean and never write
-            // them). The stricter model makes simulation seed 45 find a sealed segment
-            // damaged after a failed sync and a crash: under investigation (issue 19).
-            state.take_sync_fault()?;
+            if let Err(error) = state.take_sync_fault() {
+                // Like Linux after a failed writeback: the pages stay readable but are
+                // marked clean, so no later sync writes them and a crash loses them (the
+                // worst case: some may have reached the disk). A sync running meanwhile
+                // finds nothing left to apply and succeeds, as an `fdatasync` on the
+                // same open file does once another call was told of the error.
+                let inode = &mut state.inodes[self.ino];
+                inode.ops_synced += inode.pending.len() as u64;
+                inode.pending.clear();
+                return Err(error);
+            }
             let inode = &state.inodes[self.ino];
             inode.ops_synced + inode.pending.len() as u64
         };
