@@ -412,7 +412,13 @@ fn dead_letters_read_concurrently_with_compaction() {
             .sum::<u64>()
     });
     assert!(reads > 0);
-    assert!(groups_segments(&sim) <= GROUPS_SEGMENTS_BOUND);
+    // Readers write due checkpoints too (after their read), so which thread compacts when
+    // varies from run to run; the bound holds all the same.
+    let segments = groups_segments(&sim);
+    assert!(
+        segments <= GROUPS_SEGMENTS_BOUND,
+        "{segments} groups-log segments after {reads} concurrent reads"
+    );
 }
 
 // Proves a damaged dead-letter record does not stop the store: checkpoints leave the log
