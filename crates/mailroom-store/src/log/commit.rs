@@ -463,10 +463,11 @@ impl LeadRound {
         let Err(error) = result.outcome else {
             return Ok(());
         };
-        answer_failed_round(&shared.commit.state.lock(), self.target, error)
-            // The round covered everything written when it began, the caller's records
-            // too: it answers the fail-stop error, as the round's other waiters get.
-            .map_err(|error| shared.check_not_failed().err().unwrap_or(error))
+        // Bound first, so the state lock is released before the failure is read.
+        let answer = answer_failed_round(&shared.commit.state.lock(), self.target, error);
+        // The round covered everything written when it began, the caller's records too:
+        // it answers the fail-stop error, as the round's other waiters get.
+        answer.map_err(|error| shared.check_not_failed().err().unwrap_or(error))
     }
 }
 

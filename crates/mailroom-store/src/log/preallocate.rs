@@ -18,7 +18,7 @@
 //!   unsynced records (`Shared::fail_stop_cutting`).
 //! - The zeros are not records: every reader stops at the segment's record bytes
 //!   (`SegmentMeta::bytes`), and recovery ends the records where a zero tail begins
-//!   (`recovery.rs`). A roll cuts them off before it syncs the segment it seals.
+//!   (`recovery/active.rs`). A roll cuts them off before it syncs the segment it seals.
 //! - A failed zero write is only logged: zeros past the records are harmless, however
 //!   many of them reached the file (a roll cuts whatever did), and the records' own
 //!   writes report a disk that is full or failing. The next try waits for another
