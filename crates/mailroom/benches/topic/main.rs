@@ -7,48 +7,20 @@
 //! Before criterion starts, it prints the memory each design needs per retained message
 //! beyond the payload, counted by a global allocator wrapper.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::collections::HashMap;
+mod naive;
+mod reports;
+
 use std::hint::black_box;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Barrier, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Barrier;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
 use mailroom::group::GroupConfig;
 use mailroom::topic::{Delivery, StartPosition, Topic};
-
-/// Counts live heap bytes, so the memory report measures rather than estimates.
-struct CountingAllocator;
-
-static LIVE_BYTES: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: defers every call to `System` with the caller's arguments unchanged; the
-// counter is only bookkeeping.
-unsafe impl GlobalAlloc for CountingAllocator {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE_BYTES.fetch_add(layout.size(), Ordering::Relaxed);
-        // SAFETY: forwarded from our caller, who upholds `GlobalAlloc::alloc`'s contract.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE_BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
-        // SAFETY: forwarded from our caller, who upholds `GlobalAlloc::dealloc`'s contract.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE_BYTES.fetch_add(new_size, Ordering::Relaxed);
-        LIVE_BYTES.fetch_sub(layout.size(), Ordering::Relaxed);
-        // SAFETY: forwarded from our caller, who upholds `GlobalAlloc::realloc`'s contract.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: CountingAllocator = CountingAllocator;
+use naive::Naive;
+use reports::{consumer_progress_report, memory_report};
 
 /// Messages per timed batch; a batch always starts from a fresh topic or group, so the
 /// log's size stays bounded however many iterations criterion asks for.
@@ -56,81 +28,6 @@ const BATCH: u64 = 1 << 20;
 
 /// Deliveries per batch poll and batch ack in the batch case of "poll_ack" (also its W).
 const BATCH_OF: u32 = 64;
-
-/// The peer: one lock around the whole topic, as a first implementation would have it.
-struct Naive<M> {
-    inner: Mutex<NaiveInner<M>>,
-}
-
-struct NaiveInner<M> {
-    log: Vec<M>,
-    groups: HashMap<String, NaiveGroup>,
-}
-
-struct NaiveGroup {
-    position: u64,
-    attempt: u32,
-    in_flight: bool,
-}
-
-impl<M: Clone> Naive<M> {
-    fn new() -> Self {
-        Naive {
-            inner: Mutex::new(NaiveInner {
-                log: Vec::new(),
-                groups: HashMap::new(),
-            }),
-        }
-    }
-
-    fn publish(&self, message: M) -> u64 {
-        let mut inner = self.inner.lock().unwrap();
-        inner.log.push(message);
-        inner.log.len() as u64 - 1
-    }
-
-    fn create_group(&self, name: &str, position: u64) {
-        let group = NaiveGroup {
-            position,
-            attempt: 0,
-            in_flight: false,
-        };
-        self.inner
-            .lock()
-            .unwrap()
-            .groups
-            .insert(name.to_owned(), group);
-    }
-
-    fn poll(&self, name: &str) -> Option<(u64, u32, M)> {
-        let mut inner = self.inner.lock().unwrap();
-        let NaiveInner { log, groups } = &mut *inner;
-        let group = groups.get_mut(name)?;
-        if !group.in_flight {
-            if group.position >= log.len() as u64 {
-                return None;
-            }
-            group.attempt += 1;
-            group.in_flight = true;
-        }
-        let message = log[group.position as usize].clone();
-        Some((group.position, group.attempt, message))
-    }
-
-    fn ack(&self, name: &str, offset: u64, attempt: u32) -> bool {
-        let mut inner = self.inner.lock().unwrap();
-        let Some(group) = inner.groups.get_mut(name) else {
-            return false;
-        };
-        if !group.in_flight || group.position != offset || group.attempt != attempt {
-            return false;
-        }
-        group.position += 1;
-        group.attempt = 0;
-        group.in_flight = false;
-        true
-    }
-}
 
 /// Runs `iters` operations in batches of at most [`BATCH`], timing only `run(batch)`.
 fn batched(iters: u64, mut run: impl FnMut(u64) -> Duration) -> Duration {
@@ -468,51 +365,6 @@ fn beside_consumer(publish: impl FnOnce() + Send, consume_one: impl Fn() + Sync)
     })
 }
 
-/// How far a consumer gets while one thread publishes `BATCH` messages: the share of them
-/// it has finished when the publisher is done. Printed, not benchmarked; it shows whether
-/// a design lets the reader proceed during publishing or serialises the two.
-fn consumer_progress_report() {
-    let topic = Topic::new();
-    topic.create_group("reader", 1).unwrap();
-    let reader = topic.group("reader").unwrap();
-    beside_consumer(
-        || {
-            (0..BATCH).for_each(|value| {
-                black_box(topic.publish(value));
-            })
-        },
-        || {
-            if let Some(delivery) = reader.poll().unwrap() {
-                reader.ack(delivery.id()).unwrap();
-            }
-        },
-    );
-    let mailroom = reader.position().unwrap();
-    let naive = Naive::new();
-    naive.create_group("reader", 0);
-    let finished = AtomicUsize::new(0);
-    beside_consumer(
-        || {
-            (0..BATCH).for_each(|value| {
-                black_box(naive.publish(value));
-            })
-        },
-        || {
-            if let Some((offset, attempt, _)) = naive.poll("reader") {
-                if naive.ack("reader", offset, attempt) {
-                    finished.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        },
-    );
-    let share = |done: u64| 100.0 * done as f64 / BATCH as f64;
-    println!(
-        "consumer progress while {BATCH} messages were published: mailroom {:.1}%, naive {:.1}%",
-        share(mailroom),
-        share(finished.load(Ordering::Relaxed) as u64),
-    );
-}
-
 /// Whole-log runs at 1M and 10M messages: the per-message cost of publishing them all and
 /// of one group consuming them all should not grow with the log.
 fn scaling(c: &mut Criterion) {
@@ -591,36 +443,6 @@ fn scaling(c: &mut Criterion) {
         });
     }
     group.finish();
-}
-
-/// Heap bytes per retained `u64` message beyond its 8 payload bytes, for both designs,
-/// counted by the global allocator.
-fn memory_report() {
-    println!("memory per retained u64 message beyond the 8-byte payload (counted heap bytes):");
-    for messages in [1_000_000u64, 10_000_000, 10_000_001] {
-        let before = LIVE_BYTES.load(Ordering::Relaxed);
-        let topic = Topic::new();
-        for value in 0..messages {
-            topic.publish(value);
-        }
-        topic.create_group("g", 3).unwrap();
-        let mailroom = LIVE_BYTES.load(Ordering::Relaxed) - before;
-        drop(topic);
-        let before = LIVE_BYTES.load(Ordering::Relaxed);
-        let naive = Naive::new();
-        for value in 0..messages {
-            naive.publish(value);
-        }
-        naive.create_group("g", 0);
-        let peer = LIVE_BYTES.load(Ordering::Relaxed) - before;
-        drop(naive);
-        let overhead = |bytes: usize| bytes as f64 / messages as f64 - 8.0;
-        println!(
-            "  {messages:>10} messages: mailroom {:>6.3} B/msg ({mailroom} B), naive {:>6.3} B/msg ({peer} B)",
-            overhead(mailroom),
-            overhead(peer),
-        );
-    }
 }
 
 fn main() {
