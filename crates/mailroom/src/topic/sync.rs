@@ -13,7 +13,7 @@ pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
 
 /// The append lock: `std`'s, behind `parking_lot`'s calling convention (`lock` returns
 /// the guard). With `parking_lot`'s, two racing publishers ran at 0.47× the naive peer
-/// of `benches/topic.rs` (which uses `std`'s); with this one, at 0.9–1.5×: `parking_lot`
+/// of `benches/topic/naive.rs` (which uses `std`'s); with this one, at 0.9–1.5×: `parking_lot`
 /// keeps the waiter spinning, so the lock's cache line ping-pongs on every publish.
 #[cfg(not(loom))]
 #[derive(Debug)]
