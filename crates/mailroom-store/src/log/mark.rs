@@ -35,6 +35,7 @@
 use std::path::{Path, PathBuf};
 
 use super::recovery::io_error;
+use super::segment::Segment;
 use crate::storage::{Storage, StorageFile};
 use crate::StoreError;
 
@@ -63,6 +64,28 @@ pub(crate) struct Claim {
     pub end_offset: u64,
     /// How many of its bytes were synced (always a record boundary).
     pub segment_bytes: u64,
+}
+
+impl Claim {
+    /// What `segment` holds now: its records' end and bytes. Under the writer lock that is
+    /// exactly what is in its file; it is a true claim once a sync covering it returned.
+    pub(crate) fn of(segment: &Segment) -> Claim {
+        let meta = segment.meta.lock();
+        Claim {
+            base_offset: segment.base_offset,
+            end_offset: meta.end_offset,
+            segment_bytes: meta.bytes,
+        }
+    }
+
+    /// The claim about an empty segment at `base_offset`.
+    pub(crate) fn empty(base_offset: u64) -> Claim {
+        Claim {
+            base_offset,
+            end_offset: base_offset,
+            segment_bytes: 0,
+        }
+    }
 }
 
 /// The open mark file of one log.

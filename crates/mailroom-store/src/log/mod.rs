@@ -86,7 +86,7 @@ pub use self::salvage::Cut;
 
 use self::commit::GroupCommit;
 use self::flusher::Flusher;
-use self::mark::SyncedMark;
+use self::mark::{Claim, SyncedMark};
 use self::recovery::io_error;
 use self::segment::Segment;
 use self::segment_sync::SegmentSyncs;
@@ -134,18 +134,9 @@ struct Shared {
     /// How much of the active segment an `fdatasync` (or the recovery that opened it)
     /// made durable: what a failed write is cut back to under [`SyncPolicy::Always`]
     /// (`Shared::fail_stop_cutting`). Taken last, after the writer lock.
-    synced: Mutex<SyncedLength>,
+    synced: Mutex<Claim>,
     /// Every sync that confirms records goes through this (see `segment_sync.rs`).
     segment_syncs: SegmentSyncs,
-}
-
-/// How many bytes of the segment at `base_offset` are known to be durable: those of
-/// its records below `end_offset`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct SyncedLength {
-    base_offset: u64,
-    end_offset: u64,
-    bytes: u64,
 }
 
 impl Log {
@@ -185,14 +176,7 @@ impl Log {
                 .last()
                 .expect("recover returns at least one segment"),
         );
-        let synced = {
-            let meta = active.meta.lock();
-            SyncedLength {
-                base_offset: active.base_offset,
-                end_offset: meta.end_offset,
-                bytes: meta.bytes,
-            }
-        };
+        let synced = Claim::of(&active);
         let writer = Writer::new(active, &options);
         let end = writer.next_offset;
         let sync = options.sync;

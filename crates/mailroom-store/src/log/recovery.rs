@@ -72,11 +72,7 @@ pub(crate) fn recover(
     let Some((&active_base, sealed_bases)) = bases.split_last() else {
         let base = mark::empty_log_base(&mark, claim)?;
         let segment = create_segment(storage, dir, base)?;
-        mark.write_synced(Claim {
-            base_offset: base,
-            end_offset: base,
-            segment_bytes: 0,
-        })?;
+        mark.write_synced(Claim::empty(base))?;
         let segments = vec![segment];
         return Ok(Recovered { segments, mark });
     };
@@ -101,16 +97,7 @@ pub(crate) fn recover(
         }
     }
     // Open synced the whole active segment: all of it is durable now.
-    let claim = {
-        let active = segments.last().expect("pushed above");
-        let meta = active.meta.lock();
-        Claim {
-            base_offset: active.base_offset,
-            end_offset: meta.end_offset,
-            segment_bytes: meta.bytes,
-        }
-    };
-    mark.write_synced(claim)?;
+    mark.write_synced(Claim::of(segments.last().expect("pushed above")))?;
     Ok(Recovered { segments, mark })
 }
 

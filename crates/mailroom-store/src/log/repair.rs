@@ -90,11 +90,7 @@ impl Log {
         let restarts_at = restart_offset(storage, dir, &bases, claim, options)?;
         let moved_to = dir.join(DAMAGED_DIR).join(format!("{restarts_at:020}"));
         create_dir_durable(storage, &moved_to).map_err(io_error("create directory", &moved_to))?;
-        mark.write_synced(Claim {
-            base_offset: restarts_at,
-            end_offset: restarts_at,
-            segment_bytes: 0,
-        })?;
+        mark.write_synced(Claim::empty(restarts_at))?;
         for base in bases {
             for extension in [segment::LOG_EXTENSION, segment::INDEX_EXTENSION] {
                 let from = segment::file_path(dir, base, extension);

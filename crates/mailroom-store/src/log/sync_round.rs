@@ -29,15 +29,7 @@ impl Shared {
             // Before the sync, so the sync below makes the new zeros durable too.
             self.preallocate(&mut writer);
             let active = Arc::clone(&writer.active);
-            // Under the writer lock the segment's meta is exactly what is in its file.
-            let claim = {
-                let meta = active.meta.lock();
-                Claim {
-                    base_offset: active.base_offset,
-                    end_offset: meta.end_offset,
-                    segment_bytes: meta.bytes,
-                }
-            };
+            let claim = Claim::of(&active);
             (active, claim)
         };
         if let Err(error) = self.segment_syncs.sync(&segment) {
@@ -66,9 +58,8 @@ impl Shared {
         let _writer = self.writer.lock();
         self.check_not_failed()?;
         let mut synced = self.synced.lock();
-        if synced.base_offset == claim.base_offset && claim.segment_bytes > synced.bytes {
-            synced.bytes = claim.segment_bytes;
-            synced.end_offset = claim.end_offset;
+        if synced.base_offset == claim.base_offset && claim.segment_bytes > synced.segment_bytes {
+            *synced = claim;
         }
         Ok(())
     }

@@ -6,12 +6,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::flusher::{WRITEBACK_PARTS, WRITEBACK_STEP_BYTES_MIN};
+use super::mark::Claim;
 use super::recovery::{self, io_error, note_record};
 use super::reindex;
 use super::segment::Segment;
-use super::{
-    index, LogOptions, Shared, SyncPolicy, SyncedLength, APPEND_BYTES_MAX, APPEND_RECORDS_MAX,
-};
+use super::{index, LogOptions, Shared, SyncPolicy, APPEND_BYTES_MAX, APPEND_RECORDS_MAX};
 use crate::record::{self, Decoded, RecordRef};
 use crate::StoreError;
 
@@ -349,7 +348,7 @@ impl Shared {
         let keep = if self.options.sync == SyncPolicy::Always {
             let synced = *self.synced.lock();
             debug_assert_eq!(synced.base_offset, writer.active.base_offset);
-            Some((synced.bytes, synced.end_offset))
+            Some((synced.segment_bytes, synced.end_offset))
         } else {
             // The failed write's records start at the writer's next offset.
             relaxed_cut_at.map(|at| (at, writer.next_offset))
@@ -428,23 +427,12 @@ impl Shared {
         // Through the gate: not after (or during) a round's failed sync of this file.
         self.segment_syncs.sync(&old)?;
         // All of it is durable now, so a failure below cuts nothing of it.
-        *self.synced.lock() = {
-            let meta = old.meta.lock();
-            SyncedLength {
-                base_offset: old.base_offset,
-                end_offset: meta.end_offset,
-                bytes: meta.bytes,
-            }
-        };
+        *self.synced.lock() = Claim::of(&old);
         self.note_synced_by_roll(writer.next_offset);
         let meta = old.meta.lock().clone();
         reindex::write_sealed_index(&old, &meta)?;
         let new = recovery::create_segment(self.storage.as_ref(), &self.dir, writer.next_offset)?;
-        *self.synced.lock() = SyncedLength {
-            base_offset: new.base_offset,
-            end_offset: new.base_offset,
-            bytes: 0,
-        };
+        *self.synced.lock() = Claim::empty(new.base_offset);
         self.segments.write().push(Arc::clone(&new));
         writer.active = new;
         writer.allocated_bytes = 0;
