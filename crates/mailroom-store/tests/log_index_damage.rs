@@ -3,11 +3,11 @@
 //! entry order, or an entry that does not point at the record it names) and rebuilt from
 //! the segment.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use mailroom_store::log::{Log, LogOptions};
-use mailroom_store::storage::{SimStorage, Storage};
-use mailroom_testkit::store::open_log;
+use mailroom_store::storage::SimStorage;
+use mailroom_testkit::store::{log_files, open_log};
 
 const DIR: &str = "/log";
 
@@ -25,14 +25,7 @@ fn payload(i: u64) -> Vec<u8> {
 }
 
 fn indexes(storage: &SimStorage) -> Vec<PathBuf> {
-    let mut found: Vec<PathBuf> = storage
-        .list_dir(Path::new(DIR))
-        .unwrap()
-        .into_iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "idx"))
-        .collect();
-    found.sort();
-    found
+    log_files(storage, DIR, "idx")
 }
 
 fn assert_reads_all(log: &Log, count: u64, what: &str) {

@@ -4,12 +4,12 @@
 //! failed writeback (pages marked clean that never reach the disk). Recovery in the same
 //! boot must not confirm what it read there until it is durable for real.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use mailroom_store::log::{Log, LogOptions, SyncPolicy};
 use mailroom_store::record::HEADER_BYTES;
-use mailroom_store::storage::{SimStorage, Storage};
-use mailroom_testkit::store::open_log;
+use mailroom_store::storage::SimStorage;
+use mailroom_testkit::store::{log_files, open_log};
 
 const DIR: &str = "/log";
 
@@ -28,14 +28,7 @@ fn payload(i: u64) -> Vec<u8> {
 }
 
 fn active_path(storage: &SimStorage) -> PathBuf {
-    let mut logs: Vec<PathBuf> = storage
-        .list_dir(Path::new(DIR))
-        .unwrap()
-        .into_iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "log"))
-        .collect();
-    logs.sort();
-    logs.pop().unwrap()
+    log_files(storage, DIR, "log").pop().unwrap()
 }
 
 fn assert_reads(log: &Log, count: u64) {

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 
 use mailroom_store::log::{Log, LogOptions, SyncPolicy};
 use mailroom_store::record::HEADER_BYTES;
-use mailroom_store::storage::{SimStorage, Storage};
+use mailroom_store::storage::SimStorage;
 use mailroom_store::StoreError;
-use mailroom_testkit::store::open_log;
+use mailroom_testkit::store::{log_files, open_log};
 use proptest::prelude::*;
 
 const DIR: &str = "/log";
@@ -29,14 +29,7 @@ fn payload(i: u64) -> Vec<u8> {
 }
 
 fn active_path(storage: &SimStorage) -> PathBuf {
-    let mut logs: Vec<PathBuf> = storage
-        .list_dir(Path::new(DIR))
-        .unwrap()
-        .into_iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "log"))
-        .collect();
-    logs.sort();
-    logs.pop().unwrap()
+    log_files(storage, DIR, "log").pop().unwrap()
 }
 
 /// A log of `count` records, one per append, closed: its active segment ends in zeros.

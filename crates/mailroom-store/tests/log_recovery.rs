@@ -1,13 +1,13 @@
 //! Black-box tests of log recovery and faults: torn tails, bit flips, fail-stop, full and
 //! read-only disks.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use mailroom_store::log::LogOptions;
 use mailroom_store::record::HEADER_BYTES;
 use mailroom_store::storage::{SimStorage, Storage};
 use mailroom_store::StoreError;
-use mailroom_testkit::store::open_log;
+use mailroom_testkit::store::{log_files, open_log};
 
 const DIR: &str = "/log";
 
@@ -24,14 +24,7 @@ fn payload(i: u64) -> Vec<u8> {
 }
 
 fn segment_paths(storage: &SimStorage) -> Vec<PathBuf> {
-    let mut logs: Vec<PathBuf> = storage
-        .list_dir(Path::new(DIR))
-        .unwrap()
-        .into_iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "log"))
-        .collect();
-    logs.sort();
-    logs
+    log_files(storage, DIR, "log")
 }
 
 /// A log of `count` records, one per append, on a fresh SimStorage.

@@ -5,7 +5,7 @@
 //! Every store helper opens at [`STORE_DIR`]; a test that looks at the files inside joins
 //! its paths onto that constant.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -200,6 +200,37 @@ impl RestartableTopic {
 /// ```
 pub fn open_log(storage: &SimStorage, dir: &str, options: LogOptions) -> Result<Log, StoreError> {
     Log::open(Arc::new(storage.clone()), Path::new(dir), options)
+}
+
+/// The files in log directory `dir` whose names end in `.{extension}` (`"log"` for the
+/// segments, `"idx"` for their indexes), oldest segment first.
+///
+/// # Panics
+///
+/// If `dir` cannot be listed.
+///
+/// # Examples
+///
+/// ```
+/// use mailroom_store::storage::SimStorage;
+/// use mailroom_testkit::store::{log_files, open_log};
+///
+/// let sim = SimStorage::new();
+/// let log = open_log(&sim, "/log", Default::default()).unwrap();
+/// log.append(&[b"x"], 0).unwrap();
+/// let segments = log_files(&sim, "/log", "log");
+/// assert_eq!(segments.len(), 1);
+/// assert!(segments[0].ends_with("00000000000000000000.log"));
+/// ```
+pub fn log_files(storage: &SimStorage, dir: &str, extension: &str) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = storage
+        .list_dir(Path::new(dir))
+        .expect("list the log directory")
+        .into_iter()
+        .filter(|path| path.extension().is_some_and(|e| e == extension))
+        .collect();
+    found.sort();
+    found
 }
 
 /// Small segments (1 KiB, an index entry per 128 bytes) and every write synced, with a

@@ -269,21 +269,7 @@ fn open_sealed(
         bytes,
         SCAN_CHUNK_BYTES,
     );
-    let end = segment::scan(
-        &mut window,
-        0,
-        base_offset,
-        options.record_bytes_max,
-        |record, position| {
-            note_record(
-                &mut meta,
-                base_offset,
-                record,
-                position,
-                options.index_interval_bytes,
-            );
-        },
-    )?;
+    let end = scan_into(&mut window, &mut meta, base_offset, options)?;
     if let ScanEnd::Damaged { position, reason } = end {
         return Err(StoreError::Corrupt {
             path: segment.path.clone(),
@@ -294,6 +280,32 @@ fn open_sealed(
     write_sealed_index(&segment, &meta)?;
     *segment.meta.lock() = meta;
     Ok(segment)
+}
+
+/// Scans `window` from where `meta` ends (its bytes and end offset), noting each valid
+/// record in `meta`, up to the first damaged record or the end of the window.
+pub(super) fn scan_into(
+    window: &mut Window<'_>,
+    meta: &mut SegmentMeta,
+    base_offset: u64,
+    options: &LogOptions,
+) -> Result<ScanEnd, StoreError> {
+    let (from, due) = (meta.bytes, meta.end_offset);
+    segment::scan(
+        window,
+        from,
+        due,
+        options.record_bytes_max,
+        |record, position| {
+            note_record(
+                meta,
+                base_offset,
+                record,
+                position,
+                options.index_interval_bytes,
+            );
+        },
+    )
 }
 
 /// Records that `record` sits at `position` of the segment. Returns the index entry it

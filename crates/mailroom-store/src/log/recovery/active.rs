@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use super::{io_error, note_record, open_files, SCAN_CHUNK_BYTES};
+use super::{io_error, open_files, scan_into, SCAN_CHUNK_BYTES};
 use crate::log::index::{self, IndexContents};
 use crate::log::mark::{self, Claim};
 use crate::log::reindex::rewrite_open_index;
@@ -52,21 +52,7 @@ pub(super) fn open_active(
         unflushed_bytes: 0,
         last_timestamp_ms: 0,
     };
-    let end = segment::scan(
-        &mut window,
-        meta.bytes,
-        meta.end_offset,
-        max,
-        |record, position| {
-            note_record(
-                &mut meta,
-                base_offset,
-                record,
-                position,
-                options.index_interval_bytes,
-            );
-        },
-    )?;
+    let end = scan_into(&mut window, &mut meta, base_offset, options)?;
     if let ScanEnd::Damaged { position, reason } = end {
         debug_assert_eq!(
             position, meta.bytes,
