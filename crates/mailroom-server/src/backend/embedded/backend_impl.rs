@@ -103,11 +103,8 @@ impl Backend for Embedded {
     }
 
     async fn publish(&self, topic: &str, payload: Bytes) -> Result<u64, BackendError> {
-        let offset = self
-            .durable(|store| store.topic(topic)?.publish_deferred(payload))
-            .await?;
-        self.long_polls.wake(topic);
-        Ok(offset)
+        self.publish_then_wake(topic, |t| t.publish_deferred(payload), |_| true)
+            .await
     }
 
     async fn publish_batch(
@@ -115,11 +112,8 @@ impl Backend for Embedded {
         topic: &str,
         payloads: &[Bytes],
     ) -> Result<Range<u64>, BackendError> {
-        let offsets = self
-            .durable(|store| store.topic(topic)?.publish_batch_deferred(payloads))
-            .await?;
-        self.long_polls.wake(topic);
-        Ok(offsets)
+        self.publish_then_wake(topic, |t| t.publish_batch_deferred(payloads), |_| true)
+            .await
     }
 
     async fn publish_messages(
@@ -127,11 +121,8 @@ impl Backend for Embedded {
         topic: &str,
         messages: &[NewMessage],
     ) -> Result<Range<u64>, BackendError> {
-        let offsets = self
-            .durable(|store| store.topic(topic)?.publish_messages_deferred(messages))
-            .await?;
-        self.long_polls.wake(topic);
-        Ok(offsets)
+        self.publish_then_wake(topic, |t| t.publish_messages_deferred(messages), |_| true)
+            .await
     }
 
     async fn publish_encoded(
@@ -139,13 +130,8 @@ impl Backend for Embedded {
         topic: &str,
         batch: &EncodedBatch,
     ) -> Result<Vec<Stored>, BackendError> {
-        let answers = self
-            .durable(|store| store.topic(topic)?.publish_encoded_deferred(batch))
-            .await?;
-        if answers.iter().any(|answer| !answer.duplicate) {
-            self.long_polls.wake(topic);
-        }
-        Ok(answers)
+        self.publish_then_wake(topic, |t| t.publish_encoded_deferred(batch), |a| any_new(a))
+            .await
     }
 
     async fn publish_once(
@@ -153,13 +139,8 @@ impl Backend for Embedded {
         topic: &str,
         messages: &[NewMessage],
     ) -> Result<Vec<Stored>, BackendError> {
-        let answers = self
-            .durable(|store| store.topic(topic)?.publish_once_deferred(messages))
-            .await?;
-        if answers.iter().any(|answer| !answer.duplicate) {
-            self.long_polls.wake(topic);
-        }
-        Ok(answers)
+        self.publish_then_wake(topic, |t| t.publish_once_deferred(messages), |a| any_new(a))
+            .await
     }
 
     async fn read_log(
@@ -468,4 +449,9 @@ impl Backend for Embedded {
             .map(Some)
             .map_err(|join| BackendError::Internal(join.to_string()))
     }
+}
+
+/// Whether an idempotent publish stored at least one message (not only duplicates).
+fn any_new(answers: &[Stored]) -> bool {
+    answers.iter().any(|answer| !answer.duplicate)
 }

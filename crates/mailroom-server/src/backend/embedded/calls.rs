@@ -6,6 +6,26 @@ use super::Embedded;
 use crate::backend::BackendError;
 
 impl Embedded {
+    /// A publish on `topic` through the store's deferred `call`, answered once durable
+    /// ([`Embedded::durable`]); then the topic's long polls are woken, if `stored_new`
+    /// says the answer stored something (an idempotent publish that found only
+    /// duplicates stored nothing, so no waiting poll has anything new to find).
+    ///
+    /// # Errors
+    /// As [`Embedded::durable`]; an unknown topic.
+    pub async fn publish_then_wake<T>(
+        &self,
+        topic: &str,
+        call: impl FnOnce(&DurableTopic) -> Result<Deferred<T>, StoreError>,
+        stored_new: impl FnOnce(&T) -> bool,
+    ) -> Result<T, BackendError> {
+        let answer = self.durable(|store| call(&store.topic(topic)?)).await?;
+        if stored_new(&answer) {
+            self.long_polls.wake(topic);
+        }
+        Ok(answer)
+    }
+
     /// Runs one of the store's hot calls (publish, poll, ack, nack and their batches)
     /// in its deferred form: the call part inline on the async worker, then an await
     /// until what it wrote (or saw) is durable. Used under every fsync policy.
