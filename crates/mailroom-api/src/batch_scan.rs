@@ -317,6 +317,7 @@ fn sort_names_once(pairs: &mut [(&str, &str)]) -> Option<()> {
 
 /// How many bytes of `rest` come before its closing quote, if they hold neither an
 /// escape nor a control character (which JSON refuses in a string); `None` otherwise.
+#[inline(always)]
 fn plain_string_len(rest: &[u8]) -> Option<usize> {
     crate::json_text::first_special(rest).filter(|&len| rest[len] == b'"')
 }
