@@ -6,6 +6,10 @@
 
 /// Where the first byte of `text` that a JSON string must escape stands: a quote, a
 /// backslash or a control character (below 0x20); `None` when there is none.
+// The scanner calls it for every string of a batch, most of them short: the long
+// strings' search is a function of its own so that this part stays small enough for the
+// compiler to inline where it pays.
+#[inline]
 pub(crate) fn first_special(text: &[u8]) -> Option<usize> {
     // Most strings of a batch are short (field names, keys, header names and values):
     // their first bytes go a word at a time, one pass for the three kinds alike.
@@ -33,16 +37,49 @@ pub(crate) fn first_special(text: &[u8]) -> Option<usize> {
         let found = special_bytes(word_at(text, last));
         return (found != 0).then(|| last + (found.trailing_zeros() / 8) as usize);
     }
+    first_special_after_words(text)
+}
+
+/// [`first_special`] for a text longer than [`WORDWISE_BYTES`], whose first
+/// `WORDWISE_BYTES` bytes hold no special byte.
+#[inline(never)]
+fn first_special_after_words(text: &[u8]) -> Option<usize> {
     // A long string (a payload): memchr's vector search for a quote or backslash, then
-    // a fold without an early exit (which the compiler makes a vector loop of) for a
-    // control character before it, found again byte by byte only when there is one.
+    // a check for a control character before it, found again byte by byte only when
+    // there is one.
+    let at = WORDWISE_BYTES;
     let rest = &text[at..];
     let end = memchr::memchr2(b'"', b'\\', rest).unwrap_or(rest.len());
-    let least = rest[..end].iter().fold(u8::MAX, |least, &b| least.min(b));
-    if least < 0x20 {
+    if has_control(&text[..at + end]) {
         return rest.iter().position(|&b| b < 0x20).map(|i| at + i);
     }
     (end < rest.len()).then_some(at + end)
+}
+
+/// Whether `clean` holds a control character, where it holds no quote or backslash,
+/// its first [`WORDWISE_BYTES`] bytes no special byte at all.
+fn has_control(clean: &[u8]) -> bool {
+    // A fold without an early exit over whole 32-byte runs, which the compiler makes a
+    // vector loop of, and the bytes after them a word at a time. The fold over all of
+    // them left up to 31 to the vector loop's byte-wise tail (about 4 instructions a
+    // byte), most of a 55-byte `traceparent` value's search; a fold over 16-lane
+    // chunks compiled to scalar code.
+    let rest = &clean[WORDWISE_BYTES..];
+    let whole = rest.len() & !31;
+    let least = rest[..whole].iter().fold(u8::MAX, |least, &b| least.min(b));
+    if least < 0x20 {
+        return true;
+    }
+    // The words that end the text, back to the last whole run: only a control
+    // character can be flagged in them (no quote or backslash), and a false flag needs
+    // a true one. Every word is there: it ends past WORDWISE_BYTES (at least 8).
+    let mut flags = 0;
+    let mut end = clean.len();
+    while end > WORDWISE_BYTES + whole {
+        flags |= special_bytes(word_at(clean, end - 8));
+        end -= 8;
+    }
+    flags != 0
 }
 
 /// How many bytes of a text [`first_special`] reads a word at a time before it hands
@@ -50,11 +87,13 @@ pub(crate) fn first_special(text: &[u8]) -> Option<usize> {
 pub(crate) const WORDWISE_BYTES: usize = 24;
 
 /// Whether a JSON string must escape `byte`.
+#[inline]
 pub(crate) fn special(byte: u8) -> bool {
     matches!(byte, b'"' | b'\\' | 0..0x20)
 }
 
 /// The eight bytes of `text` from `at` (which has them) as a little-endian word.
+#[inline]
 fn word_at(text: &[u8], at: usize) -> u64 {
     let mut word = [0; 8];
     word.copy_from_slice(&text[at..at + 8]);
@@ -63,6 +102,7 @@ fn word_at(text: &[u8], at: usize) -> u64 {
 
 /// The high bit of each byte of `word` set where [`special`] holds, exact for the
 /// lowest such byte (bytes above it may be flagged falsely, by a borrow).
+#[inline]
 fn special_bytes(word: u64) -> u64 {
     const ONES: u64 = u64::from_le_bytes([1; 8]);
     const HIGH: u64 = ONES << 7;

@@ -118,7 +118,11 @@ fn object(plain_only: bool) -> BoxedStrategy<String> {
             .prop_shuffle()
             .boxed()
     } else {
-        names.extend(["base64", "extra"]);
+        // Unknown names, some a known one's prefix or a known one with more after it
+        // (the scanner matches names byte by byte with their closing quote).
+        names.extend([
+            "base64", "extra", "payloa", "payload_", "keys", "header", "p",
+        ]);
         proptest::collection::vec(proptest::sample::select(names), 0..5).boxed()
     };
     fields
@@ -197,7 +201,8 @@ proptest! {
 fn common_shapes() {
     let body = br#" { "messages" : [ "a" , {"base64":"/w=="}, {"payload":"p","key":"k",
         "headers":{"traceparent":"00-ab","content-type":"application/json"},
-        "idempotency_key":"i"}, {"payload_base64":"AA=="}, {} ] } "#;
+        "idempotency_key":"i"}, {"payload_base64":"AA=="}, {}, { "payload" : "q" ,
+        "key"	:"k2" } ] } "#;
     for len in 20..30 {
         let text = "x".repeat(len);
         let body = format!(r#"{{"messages":["{text}"]}}"#);
@@ -205,12 +210,15 @@ fn common_shapes() {
         assert_eq!(batch.items, [ScannedItem::Text(&text)]);
     }
     let batch = scan_batch(body).expect("scanned");
-    assert_eq!(batch.items.len(), 5);
+    assert_eq!(batch.items.len(), 6);
     let general: BatchRequest = serde_json::from_slice(body).unwrap();
     assert_eq!(as_general(&batch), general.messages);
     for left in [
         &br#"{"messages":["a\u00e9"]}"#[..],
         br#"{"messages":[{"payload":null}]}"#,
+        // A known field name spelled with an escape, which the general decoder reads.
+        br#"{"messages":[{"p\u0061yload":"a"}]}"#,
+        br#"{"messages":[{"payload_base64x":"AA=="}]}"#,
         br#"{"messages":[{"payload":"a","payload":"b"}]}"#,
         br#"{"messages":[{"headers":{"a":"1","a":"2"}}]}"#,
         br#"{"messages":[{"base64":"/w==","key":"k"}]}"#,

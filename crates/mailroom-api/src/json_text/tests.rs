@@ -15,7 +15,7 @@ fn first_special_by_bytes(text: &[u8]) -> Option<usize> {
 // 0x7f beside it (which a borrow could flag wrongly), and lengths cut off after it.
 #[test]
 fn the_first_quote_backslash_or_control_character_is_found_wherever_it_stands() {
-    for len in 0..(WORDWISE_BYTES + 40) {
+    for len in 0..(WORDWISE_BYTES + 72) {
         for first in [b'"', b'\\', 0x00, 0x01, 0x1f] {
             for filler in [b'a', b' ', 0x21, 0x7f, 0x80, 0xff] {
                 for at in 0..len {
