@@ -315,10 +315,10 @@ async fn recreated_group_is_not_served_from_the_old_cache() {
     assert_eq!(after["max_in_flight"], 1, "{after}");
 }
 
-// A poll reads its window from the topic's own partition of the log, named by the topic
-// id A cached. Proves that when B deletes the topic (dropping that partition) and makes
-// it and the group again, A's next polls answer from the new topic, and that when B
-// deletes it for good, A answers 404: never the old topic's rows, never a failed call.
+// Proves that when B deletes the topic and makes it and the group again, A (which cached
+// the old group, and the old topic's id with it) answers its next polls from the new
+// topic, and that when B deletes it for good, A answers 404: never the old topic's rows,
+// never a failed call.
 #[tokio::test]
 async fn polls_after_the_topic_is_made_again_on_another_broker() {
     let Some((a, b)) = two_brokers().await else {
@@ -334,7 +334,7 @@ async fn polls_after_the_topic_is_made_again_on_another_broker() {
     ok(&b, Method::PUT, "/v1/topics/t", "").await;
     ok(&b, Method::PUT, GROUP, r#"{"max_attempts":3}"#).await;
     ok(&b, Method::POST, "/v1/topics/t/messages", "new").await;
-    // A still caches the old topic's id: its poll's guess reads a partition that is gone.
+    // A still caches the old topic's id: its poll's guess of the window reads by it.
     let new = ok(&a, Method::POST, &batch, r#"{"max":4}"#).await;
     let deliveries = new["deliveries"].as_array().expect("deliveries");
     assert_eq!(deliveries.len(), 1, "{new}");

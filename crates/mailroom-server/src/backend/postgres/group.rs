@@ -15,10 +15,9 @@ use futures_util::future::{try_join, try_join4};
 use mailroom::group::{DeadLetterEntry, DeadLetterNote, DeliveryId, GroupState};
 use mailroom::topic::{Delivery, Message, TopicError};
 use mailroom_store::StoreError;
-use tokio_postgres::error::SqlState;
 
 use super::encoding::decode;
-use super::group_window::{prepare_window, Window, WindowRead};
+use super::group_window::{Window, WindowRead, WINDOW_ROWS};
 use super::group_write::{Row, Write};
 use super::metadata::message_of;
 use super::txn::Open;
@@ -190,13 +189,32 @@ async fn call<R>(
         true => Some(Write::prepare(client, &at, &base.state, &state, now_ms).await?),
         false => None,
     };
-    let missed: Vec<i64> = planned
+    let offsets: Vec<i64> = planned
         .deliveries
         .iter()
         .filter(|id| !read.has(id.offset))
         .map(|id| big(id.offset))
         .collect();
-    let rows = second_pipeline(client, &at, write.as_ref(), &missed).await?;
+    let payloads = match offsets.is_empty() {
+        true => None,
+        false => Some(
+            client
+                .prepare_cached(PAYLOADS)
+                .await
+                .map_err(PgError::from)?,
+        ),
+    };
+    let reads = async {
+        match &payloads {
+            Some(statement) => client.query(statement, &[&locked.topic_id, &offsets]).await,
+            None => Ok(Vec::new()),
+        }
+    };
+    let tail = try_join(reads, client.batch_execute("COMMIT"));
+    let (rows, ()) = match &write {
+        Some(write) => write.send_with(client, &at, tail).await?,
+        None => tail.await.map_err(PgError::from)?,
+    };
     let deliveries = messages(&read, &rows, &planned.deliveries)?;
     let fresh = match changed {
         true => Cached {
@@ -209,38 +227,6 @@ async fn call<R>(
         false => base,
     };
     Ok((planned.answer, deliveries, fresh))
-}
-
-/// Sends the second pipeline: `write` (if the call changed the state), the payloads of
-/// the deliveries whose rows the window's read did not take whole (`missed`), and
-/// `COMMIT`; answers the payload rows.
-async fn second_pipeline(
-    client: &Object,
-    at: &Row<'_>,
-    write: Option<&Write>,
-    missed: &[i64],
-) -> Result<Vec<tokio_postgres::Row>, BackendError> {
-    let payloads = match missed.is_empty() {
-        true => None,
-        false => Some(
-            client
-                .prepare_cached(PAYLOADS)
-                .await
-                .map_err(PgError::from)?,
-        ),
-    };
-    let reads = async {
-        match &payloads {
-            Some(statement) => client.query(statement, &[&at.topic_id, &missed]).await,
-            None => Ok(Vec::new()),
-        }
-    };
-    let tail = try_join(reads, client.batch_execute("COMMIT"));
-    let (rows, ()) = match write {
-        Some(write) => write.send_with(client, at, tail).await?,
-        None => tail.await.map_err(PgError::from)?,
-    };
-    Ok(rows)
 }
 
 /// What the locked read of a group's row found.
@@ -267,25 +253,30 @@ async fn lock(
     cached: Option<Cached>,
     poll: Option<usize>,
 ) -> Result<(Locked, Cached, WindowRead), BackendError> {
-    let (locked, log, guessed, cached) =
-        match first_pipeline(client, topic, group, cached.as_ref(), poll).await {
-            Ok((locked, log, guessed)) => (locked, log, guessed, cached),
-            // The guess read the partition of the cached topic id, which is gone: another
-            // broker deleted the topic (and may have made it again) since this one cached
-            // the group. The failed read aborted the transaction, and nothing was planned
-            // yet: begin again without the cache.
-            Err(error) if cached.is_some() && error.code() == Some(&SqlState::UNDEFINED_TABLE) => {
-                client
-                    .batch_execute("ROLLBACK")
-                    .await
-                    .map_err(PgError::from)?;
-                let (locked, log, guessed) = first_pipeline(client, topic, group, None, poll)
-                    .await
-                    .map_err(PgError::from)?;
-                (locked, log, guessed, None)
-            }
-            Err(error) => return Err(PgError::from(error).into()),
-        };
+    let (cached_version, cached_group) = cached
+        .as_ref()
+        .map_or((-1, -1), |cached| (cached.version, cached.group_id));
+    let (lock, log) = try_join(
+        client.prepare_cached(LOCK_GROUP),
+        client.prepare_cached(LOG_AND_CLOCK),
+    )
+    .await
+    .map_err(PgError::from)?;
+    let guess = guess(client, cached.as_ref(), poll).await?;
+    let guessed = async {
+        match &guess {
+            Some((statement, topic_id, window)) => window.read(client, statement, *topic_id).await,
+            None => Ok(Vec::new()),
+        }
+    };
+    let ((), locked, log, guessed) = try_join4(
+        client.batch_execute("BEGIN"),
+        client.query_opt(&lock, &[&topic, &group, &cached_version, &cached_group]),
+        client.query_opt(&log, &[&topic]),
+        guessed,
+    )
+    .await
+    .map_err(PgError::from)?;
     let Some(locked) = locked else {
         return Err(match log {
             Some(_) => unknown_group(group),
@@ -325,57 +316,20 @@ async fn lock(
     Ok((found, base, read))
 }
 
-/// The rows of a call's first pipeline: `BEGIN`, the locked group row, the topic's log
-/// and clock row, and (for a poll on a cached state) the guessed window's rows.
-type FirstRows = (
-    Option<tokio_postgres::Row>,
-    Option<tokio_postgres::Row>,
-    Vec<tokio_postgres::Row>,
-);
-
-/// Sends the first pipeline (see [`lock`]) with the guess made from `cached`.
-async fn first_pipeline(
-    client: &Object,
-    topic: &str,
-    group: &str,
-    cached: Option<&Cached>,
-    poll: Option<usize>,
-) -> Result<FirstRows, tokio_postgres::Error> {
-    let (cached_version, cached_group) =
-        cached.map_or((-1, -1), |cached| (cached.version, cached.group_id));
-    let (lock, log) = try_join(
-        client.prepare_cached(LOCK_GROUP),
-        client.prepare_cached(LOG_AND_CLOCK),
-    )
-    .await?;
-    let guess = guess(client, cached, poll).await?;
-    let guessed = async {
-        match &guess {
-            Some((statement, topic_id, window)) => window.read(client, statement, *topic_id).await,
-            None => Ok(Vec::new()),
-        }
-    };
-    let ((), locked, log, guessed) = try_join4(
-        client.batch_execute("BEGIN"),
-        client.query_opt(&lock, &[&topic, &group, &cached_version, &cached_group]),
-        client.query_opt(&log, &[&topic]),
-        guessed,
-    )
-    .await?;
-    Ok((locked, log, guessed))
-}
-
 /// For a poll on a cached state, the read of that state's window (its statement
 /// prepared, the topic's row id, the window not yet trimmed to the log's end).
 async fn guess(
     client: &Object,
     cached: Option<&Cached>,
     poll: Option<usize>,
-) -> Result<Option<(tokio_postgres::Statement, i64, Window)>, tokio_postgres::Error> {
+) -> Result<Option<(tokio_postgres::Statement, i64, Window)>, BackendError> {
     let (Some(cached), Some(max)) = (cached, poll) else {
         return Ok(None);
     };
-    let statement = prepare_window(client, cached.topic_id).await?;
+    let statement = client
+        .prepare_cached(WINDOW_ROWS)
+        .await
+        .map_err(PgError::from)?;
     let window = Window::of(&cached.state, u64::MAX, max);
     Ok(Some((statement, cached.topic_id, window)))
 }
@@ -391,7 +345,8 @@ async fn window_read(
     if let Some(rows) = guessed {
         return Ok(window.found(rows));
     }
-    let statement = prepare_window(client, found.topic_id)
+    let statement = client
+        .prepare_cached(WINDOW_ROWS)
         .await
         .map_err(PgError::from)?;
     let rows = window

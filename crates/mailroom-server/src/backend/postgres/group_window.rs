@@ -20,7 +20,7 @@
 use std::collections::HashMap;
 
 use bytes::Bytes;
-use deadpool_postgres::{GenericClient, Object};
+use deadpool_postgres::GenericClient;
 use mailroom::group::{key_hash, GroupState, SlotPhase, KEYED_WINDOW_SPAN};
 use mailroom::topic::Message;
 use tokio_postgres::types::ToSql;
@@ -29,57 +29,23 @@ use tokio_postgres::{Row, Statement};
 use super::deliveries::POLL_BATCH_BYTES_MAX;
 use super::group::big;
 use super::metadata::message_of;
-use super::schema::topic_partition;
 use crate::backend::BackendError;
 
-/// The window's rows of topic `topic_id`: `offset, size, taken, payload,
-/// published_at_ms, key, headers, idempotency_key`, the payload and metadata only where
-/// `taken` (else `NULL`): a wanted row whose payload is at most `$8`, the poll's byte cap
-/// over the rows it wants, so that the rows taken whole never sum past the cap (a larger
-/// message is read in the second pipeline if the plan hands it out). A per-row bound, not
-/// a running sum: the sum would sort the rows, payloads and all, for every poll.
-///
-/// It reads the topic's own partition of the log, not `mailroom_messages`: over the
-/// parent, PostgreSQL 15 planned it afresh on every call (its generic plan spans every
-/// topic's partitions, so it never looked cheaper than a custom one), 0.24 ms a call and
-/// four times its execution (`bench/history/postgres-per-call-costs-planning-and-wakeups.md`);
-/// over the topic's partition it keeps the generic plan after five calls, whatever the
-/// number of topics. `$1` stays the topic's id, so a partition answers for its own rows
-/// only, as before.
-pub(super) fn window_rows(topic_id: i64) -> String {
-    format!(
-        "SELECT m.\"offset\", octet_length(m.payload), w.taken, \
-         CASE WHEN w.taken THEN m.payload END, m.published_at_ms, m.key, \
-         CASE WHEN w.taken THEN m.headers::text END, \
-         CASE WHEN w.taken THEN m.idempotency_key END \
-         FROM {partition} m, \
-         LATERAL (SELECT (m.\"offset\" = ANY($6) OR (m.\"offset\" >= $3 AND m.\"offset\" < $7)) \
-           AND octet_length(m.payload) <= $8::bigint) AS w(taken) \
-         WHERE m.topic_id = $1 AND (m.\"offset\" = ANY($2) \
-           OR (m.\"offset\" >= $9 AND m.\"offset\" < $4) \
-           OR (m.key IS NOT NULL AND m.\"offset\" >= $3 AND m.\"offset\" < $5))",
-        partition = topic_partition(topic_id)
-    )
-}
-
-/// The most statements a connection keeps prepared before a window statement is added:
-/// one window statement per topic polled on it would otherwise grow without bound (in the
-/// broker and in its PostgreSQL backend); past this the connection's cache is emptied and
-/// its hot statements are prepared again as they come.
-pub(super) const STATEMENTS_CACHED_MAX: usize = 128;
-
-/// The window statement of `topic_id`, prepared on `client` (once per connection, while
-/// its cache holds fewer than [`STATEMENTS_CACHED_MAX`]).
-pub(super) async fn prepare_window(
-    client: &Object,
-    topic_id: i64,
-) -> Result<Statement, tokio_postgres::Error> {
-    let text = window_rows(topic_id);
-    if client.statement_cache.size() >= STATEMENTS_CACHED_MAX {
-        client.statement_cache.clear();
-    }
-    client.prepare_cached(&text).await
-}
+/// The window's rows: `offset, size, taken, payload, published_at_ms, key, headers,
+/// idempotency_key`, the payload and metadata only where `taken` (else `NULL`): a wanted
+/// row whose payload is at most `$8`, the poll's byte cap over the rows it wants, so
+/// that the rows taken whole never sum past the cap (a larger message is read in the
+/// second pipeline if the plan hands it out). A per-row bound, not a running sum: the
+/// sum would sort the rows, payloads and all, for every poll.
+pub(super) const WINDOW_ROWS: &str = "SELECT m.\"offset\", octet_length(m.payload), w.taken, \
+     CASE WHEN w.taken THEN m.payload END, m.published_at_ms, m.key, \
+     CASE WHEN w.taken THEN m.headers::text END, CASE WHEN w.taken THEN m.idempotency_key END \
+     FROM mailroom_messages m, \
+     LATERAL (SELECT (m.\"offset\" = ANY($6) OR (m.\"offset\" >= $3 AND m.\"offset\" < $7)) \
+       AND octet_length(m.payload) <= $8::bigint) AS w(taken) \
+     WHERE m.topic_id = $1 AND (m.\"offset\" = ANY($2) \
+       OR (m.\"offset\" >= $9 AND m.\"offset\" < $4) \
+       OR (m.key IS NOT NULL AND m.\"offset\" >= $3 AND m.\"offset\" < $5))";
 
 /// The messages a poll of a state may look at (see the module docs), below the log's end.
 ///
@@ -160,7 +126,7 @@ impl Window {
         }
     }
 
-    /// Reads the window's rows ([`window_rows`], prepared by [`prepare_window`]).
+    /// Reads the window's rows ([`WINDOW_ROWS`], prepared).
     pub(super) async fn read(
         &self,
         client: &impl GenericClient,
