@@ -11,6 +11,8 @@
 #   BENCH_SYSTEMS="mailroom-pg pgq" bench/postgres.sh   # a subset of: mailroom-pg
 #                                           # mailroom-pg-2 mailroom-embedded pgq skiplocked
 #   BENCH_PROFILE=smoke bench/postgres.sh   # tiny counts, one round
+#   WORKLOADS="consume-1 consume" bench/postgres.sh  # a subset of: publish-1
+#                                           # publish-batch consume-1 consume retry
 #   CARGO_TARGET_DIR=/somewhere BENCH_NO_BUILD=1 bench/postgres.sh  # reuse built binaries
 #
 # The cluster: initdb in a temp dir (as the user `mailroom-ci` when root, as
@@ -18,7 +20,8 @@
 # = on, full_page_writes = on (the defaults: this is NOT scripts/postgres.sh's test
 # cluster, which runs with fsync off; synchronous_commit is set per row by ALTER SYSTEM
 # and checked), max_connections = 300 and pg_stat_statements
-# loaded. One database per system: mr1 (one broker), mr2 (two brokers), pgq, skiplocked.
+# loaded (with track_planning, so that the tables at the end show planning time too).
+# One database per system: mr1 (one broker), mr2 (two brokers), pgq, skiplocked.
 #
 # Rows (matched durability):
 #   strict : synchronous_commit = on for all (a commit waits for its WAL flush);
@@ -63,6 +66,7 @@ done
 PROFILE="${BENCH_PROFILE:-full}"
 SYSTEMS="${BENCH_SYSTEMS:-mailroom-pg mailroom-pg-2 mailroom-embedded pgq skiplocked}"
 ROWS="${ROWS:-strict}"
+WORKLOADS="${WORKLOADS:-publish-1 publish-batch consume-1 consume retry}"
 PREFETCH="${PREFETCH:-64}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 if [ "$PROFILE" = smoke ]; then
@@ -77,6 +81,7 @@ ci_user=mailroom-ci
 log() { printf '[postgres-bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 source bench/servers.sh
 wants() { case " $SYSTEMS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+runs() { case " $WORKLOADS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 # ---------------------------------------------------------------- install
 install_packages() {
@@ -126,7 +131,8 @@ start_postgres() {
         -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$PG_DIR \
             -c max_connections=300 -c fsync=on \
             -c full_page_writes=on -c shared_preload_libraries=pg_stat_statements \
-            -c pg_stat_statements.track=top -c shared_buffers=256MB" >/dev/null; then
+            -c pg_stat_statements.track=top -c pg_stat_statements.track_planning=on \
+            -c shared_buffers=256MB" >/dev/null; then
       PG_URL_BASE="postgres://mailroom@127.0.0.1:$port"
       PG_PID="$(head -1 "$PG_DIR/data/postmaster.pid")"
       break
@@ -182,12 +188,20 @@ workloads() { # label system address durability detail db-url pids
   # mailroom consumer is meant to run; a round with a rejection settles on its own.
   local fold=()
   [ "$2" = mailroom ] && fold=(--mailroom-shape ack-next)
-  bench "$@" publish --payload-bytes 1024 --count "$PUB"
-  bench "$@" publish --payload-bytes 1024 --count "$PUB_BATCH" --batch 100
-  bench "$@" consume --payload-bytes 1024 --count "$CONSUME_ONE" --prefetch 1 "${fold[@]}"
-  bench "$@" consume --payload-bytes 1024 --count "$CONSUME" --prefetch "$PREFETCH" "${fold[@]}"
-  bench "$@" retry --payload-bytes 1024 --count "$CONSUME" --prefetch "$PREFETCH" \
-    --fail-every 10 --max-attempts 3 "${fold[@]}"
+  if runs publish-1; then bench "$@" publish --payload-bytes 1024 --count "$PUB"; fi
+  if runs publish-batch; then
+    bench "$@" publish --payload-bytes 1024 --count "$PUB_BATCH" --batch 100
+  fi
+  if runs consume-1; then
+    bench "$@" consume --payload-bytes 1024 --count "$CONSUME_ONE" --prefetch 1 "${fold[@]}"
+  fi
+  if runs consume; then
+    bench "$@" consume --payload-bytes 1024 --count "$CONSUME" --prefetch "$PREFETCH" "${fold[@]}"
+  fi
+  if runs retry; then
+    bench "$@" retry --payload-bytes 1024 --count "$CONSUME" --prefetch "$PREFETCH" \
+      --fail-every 10 --max-attempts 3 "${fold[@]}"
+  fi
 }
 
 one_round() { # durability
@@ -218,6 +232,30 @@ one_round() { # durability
   if wants skiplocked; then
     workloads skiplocked skip-locked "$PG_URL_BASE/skiplocked" "$row" "$detail" "$PG_URL_BASE/skiplocked" ""
   fi
+}
+
+# The hot statements of each system's database over the whole run (all its workloads
+# and rounds, fills included): divide by the messages consumed to get them per message.
+statements() {
+  local db
+  echo
+  echo "## The hot statements (pg_stat_statements, whole run)"
+  for db in mr1 mr2 pgq skiplocked; do
+    echo
+    echo "Database \`$db\`:"
+    echo
+    echo '```'
+    "$PG_BIN/psql" "$PG_URL_BASE/$db" -X -q -P pager=off -c "SELECT calls, rows, \
+      round(total_exec_time::numeric, 1) AS ms, \
+      round((total_exec_time / greatest(calls, 1) * 1000)::numeric, 1) AS us_per_call, \
+      plans, round((total_plan_time / greatest(plans, 1) * 1000)::numeric, 1) AS us_per_plan, \
+      shared_blks_hit AS hit, shared_blks_read AS read, \
+      left(regexp_replace(query, '\s+', ' ', 'g'), 100) AS q \
+      FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database \
+      WHERE datname = current_database()) AND calls > 100 \
+      ORDER BY total_exec_time DESC LIMIT 12" || true
+    echo '```'
+  done
 }
 
 # ---------------------------------------------------------------- main
@@ -251,9 +289,10 @@ ELAPSED=$((SECONDS - T0))
   echo "- Ran: $STARTED_AT, $((ELAPSED / 60)) min $((ELAPSED % 60)) s; load average before $LOAD_BEFORE, after $LOAD_AFTER."
   echo "- Machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(. /etc/os-release; echo "$PRETTY_NAME"), kernel $(uname -r)."
   echo "- PostgreSQL $("$PG_BIN/postgres" --version | awk '{print $3}'), PgQ $(dpkg-query -W -f '${Version}' "postgresql-$("$PG_BIN/postgres" --version | awk '{print $3}' | cut -d. -f1)-pgq3" 2>/dev/null || echo '?'); mailroom $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')."
-  echo "- Command: \`${BENCH_CMD:-bench/postgres.sh}\` (rows $ROWS, $ROUNDS rounds; counts: publish $PUB unbatched, $PUB_BATCH in batches of 100; consume $CONSUME_ONE at prefetch 1, $CONSUME at prefetch $PREFETCH; retry $CONSUME at prefetch $PREFETCH)."
+  echo "- Command: \`${BENCH_CMD:-bench/postgres.sh}\` (rows $ROWS, $ROUNDS rounds; counts: publish $PUB unbatched, $PUB_BATCH in batches of 100; consume $CONSUME_ONE at prefetch 1, $CONSUME at prefetch $PREFETCH; retry $CONSUME at prefetch $PREFETCH; workloads $WORKLOADS)."
   echo
   "$BENCH_BIN" table --input "$RESULTS"
+  statements
 } >"$OUT_MD"
 cp "$RESULTS" "${OUT_MD%.md}.jsonl"
 log "table written to $OUT_MD ($ELAPSED s)"

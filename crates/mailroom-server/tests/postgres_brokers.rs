@@ -314,3 +314,42 @@ async fn recreated_group_is_not_served_from_the_old_cache() {
     let after = ok(&a, Method::GET, GROUP, "").await;
     assert_eq!(after["max_in_flight"], 1, "{after}");
 }
+
+// Proves that when B deletes the topic and makes it and the group again, A (which cached
+// the old group, and the old topic's id with it) answers its next polls from the new
+// topic, and that when B deletes it for good, A answers 404: never the old topic's rows,
+// never a failed call.
+#[tokio::test]
+async fn polls_after_the_topic_is_made_again_on_another_broker() {
+    let Some((a, b)) = two_brokers().await else {
+        return;
+    };
+    let batch = format!("{GROUP}/poll/batch");
+    ok(&a, Method::PUT, "/v1/topics/t", "").await;
+    ok(&a, Method::PUT, GROUP, r#"{"max_attempts":3}"#).await;
+    ok(&a, Method::POST, "/v1/topics/t/messages", "old").await;
+    let old = ok(&a, Method::POST, &batch, r#"{"max":4}"#).await;
+    assert_eq!(old["deliveries"][0]["payload"], "old", "{old}");
+    ok(&b, Method::DELETE, "/v1/topics/t", "").await;
+    ok(&b, Method::PUT, "/v1/topics/t", "").await;
+    ok(&b, Method::PUT, GROUP, r#"{"max_attempts":3}"#).await;
+    ok(&b, Method::POST, "/v1/topics/t/messages", "new").await;
+    // A still caches the old topic's id: its poll's guess of the window reads by it.
+    let new = ok(&a, Method::POST, &batch, r#"{"max":4}"#).await;
+    let deliveries = new["deliveries"].as_array().expect("deliveries");
+    assert_eq!(deliveries.len(), 1, "{new}");
+    assert_eq!(
+        (&deliveries[0]["offset"], &deliveries[0]["attempt"]),
+        (&json!(0), &json!(1)),
+        "{new}"
+    );
+    assert_eq!(deliveries[0]["payload"], "new", "{new}");
+    // Polled again, it is the same delivery (a repeated poll returns the consumer's own),
+    // from the cache the first poll made of the new topic.
+    let again = ok(&a, Method::POST, &batch, r#"{"max":4}"#).await;
+    assert_eq!(again["deliveries"], new["deliveries"], "{again}");
+    ok(&b, Method::DELETE, "/v1/topics/t", "").await;
+    let (status, gone) = send(&a, Method::POST, &batch, r#"{"max":4}"#).await;
+    assert_eq!(status, 404, "{gone}");
+    assert_eq!(gone["error"], "unknown_topic", "{gone}");
+}
