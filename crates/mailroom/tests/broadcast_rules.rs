@@ -363,3 +363,17 @@ fn errors_render_their_details() {
     let err = BroadcastError::SubscriberLimit { max_subscribers: 4 };
     assert_eq!(err.to_string(), "the subscriber limit (4) is reached");
 }
+
+#[test]
+fn weightless_messages_keep_the_mailbox_from_counting_as_empty() {
+    // Proves a message past the byte budget is dropped whenever the mailbox holds
+    // anything, also messages that weigh nothing: only an empty mailbox takes one alone
+    // (the model test found a zero-weight message let an over-budget one in).
+    let broker = Broker::with_mailbox_bytes(1, 4, 10, |m: &Vec<u8>| m.len()).unwrap();
+    let sub = broker.subscribe().unwrap();
+    assert_eq!(broker.publish(Vec::new()), Ok(delivery(1, 0)));
+    assert_eq!(broker.publish(vec![7; 11]), Ok(delivery(0, 1)));
+    assert_eq!(sub.poll(), Some(Vec::new()));
+    assert_eq!(broker.publish(vec![7; 11]), Ok(delivery(1, 0)));
+    assert_eq!(sub.queued_bytes(), 11);
+}

@@ -81,7 +81,11 @@ impl<T> Mailbox<T> {
         // Relaxed: consumers only ever lower the count, so a stale value is too high and
         // at worst drops a message that would have fitted.
         let queued = self.bytes.load(Ordering::Relaxed);
-        if queued != 0 && queued.saturating_add(size) > self.bytes_max {
+        // Past the budget only a message to an empty mailbox goes in. Empty means no
+        // message queued, not no bytes: messages may weigh nothing. (A stale length is
+        // too high, like a stale count, and at worst drops a message that would have
+        // gone in alone.)
+        if queued.saturating_add(size) > self.bytes_max && (queued != 0 || self.queue.len() != 0) {
             bump(&self.dropped);
             return false;
         }
