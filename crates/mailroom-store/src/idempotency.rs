@@ -20,8 +20,11 @@
 //! assert!(IdempotencyWindow { messages_max: 0, ..window }.check().is_err());
 //! ```
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+use std::hash::{BuildHasher, RandomState};
 use std::path::Path;
+
+use hashbrown::HashTable;
 
 use crate::log::Log;
 use crate::message::message_of;
@@ -117,23 +120,37 @@ impl TopicIdempotency {
     }
 }
 
-/// One key seen: where and when it was published.
+/// One key seen: where and when it was published, and its hash (so that dropping it
+/// from the index needs no second hash).
 #[derive(Debug)]
 struct Seen {
-    key: String,
+    key: Box<str>,
+    hash: u64,
     offset: u64,
     at_ms: u64,
 }
 
 /// The keys of a topic's window, in offset order, with an index by key.
+///
+/// Each key is hashed once per publish ([`KeysSeen::hash`]), and that hash serves the
+/// lookup, the batch's own repeat check and the insert; the entry keeps it for its
+/// removal. The key's bytes are held once, in `order`: the index holds sequence numbers
+/// into it. (Four SipHash runs and two copies of each key were most of an idempotent
+/// publish's extra instructions; see BENCHMARKS.md.)
 #[derive(Debug)]
 pub(crate) struct KeysSeen {
     window: IdempotencyWindow,
     /// In offset order (and so in publish-time order, as offsets are handed out under
     /// the log's writer lock with the clock read before it; a clock that steps back is
     /// taken as it comes: an entry is dropped once it is old or far, whichever first).
+    /// The entry with sequence number `n` is at `order[n - first_seq]`.
     order: VecDeque<Seen>,
-    offsets: HashMap<String, u64>,
+    /// The sequence number of `order`'s front.
+    first_seq: u64,
+    /// By key (hashed with `hasher`): the sequence number of the key's newest entry.
+    index: HashTable<u64>,
+    /// Keyed at random per window (std's SipHash): the keys come from clients.
+    hasher: RandomState,
 }
 
 impl KeysSeen {
@@ -142,7 +159,9 @@ impl KeysSeen {
         KeysSeen {
             window,
             order: VecDeque::new(),
-            offsets: HashMap::new(),
+            first_seq: 0,
+            index: HashTable::new(),
+            hasher: RandomState::new(),
         }
     }
 
@@ -182,11 +201,18 @@ impl KeysSeen {
             if let (Some(key), Some(at_ms)) =
                 (message.metadata.idempotency_key, message.published_at_ms)
             {
-                seen.insert(key, offset, at_ms);
+                let hash = seen.hash(&key);
+                seen.insert(&key, hash, offset, at_ms);
             }
         }
         seen.forget_old(end, now_ms);
         Ok(seen)
+    }
+
+    /// The hash of `key` that [`offset_of`](Self::offset_of) and
+    /// [`insert`](Self::insert) take.
+    pub(crate) fn hash(&self, key: &str) -> u64 {
+        self.hasher.hash_one(key)
     }
 
     /// Drops the keys that fell out of the window, given the log's end and the time.
@@ -197,29 +223,52 @@ impl KeysSeen {
             if front.offset >= lowest && front.at_ms >= oldest_ms {
                 break;
             }
-            let front = self.order.pop_front().expect("front exists");
-            // One probe: taken out, and put back in the rare case (a rebuild that met
-            // the key twice) where the index holds the key's newer publish.
-            if let Some(offset) = self.offsets.remove(&front.key) {
-                if offset != front.offset {
-                    self.offsets.insert(front.key, offset);
-                }
+            let seq = self.first_seq;
+            // The index names this entry unless a rebuild met the key again later (the
+            // newer publish is the one a repeat answers): then it stays.
+            if let Ok(entry) = self.index.find_entry(front.hash, |&n| n == seq) {
+                entry.remove();
             }
+            self.order.pop_front();
+            self.first_seq += 1;
         }
     }
 
-    /// The offset of `key`'s first publish, if it is in the window (after
-    /// [`forget_old`](Self::forget_old)).
-    pub(crate) fn offset_of(&self, key: &str) -> Option<u64> {
-        self.offsets.get(key).copied()
+    /// The offset of `key`'s first publish (`hash` from [`hash`](Self::hash)), if it is
+    /// in the window (after [`forget_old`](Self::forget_old)).
+    pub(crate) fn offset_of(&self, key: &str, hash: u64) -> Option<u64> {
+        let (order, first) = (&self.order, self.first_seq);
+        self.index
+            .find(hash, |&n| *order[(n - first) as usize].key == *key)
+            .map(|&n| order[(n - first) as usize].offset)
     }
 
-    /// Notes `key` as published at `offset` and `at_ms` (offsets only grow).
-    pub(crate) fn insert(&mut self, key: String, offset: u64, at_ms: u64) {
+    /// Notes `key` (`hash` from [`hash`](Self::hash)) as published at `offset` and
+    /// `at_ms` (offsets only grow).
+    pub(crate) fn insert(&mut self, key: &str, hash: u64, offset: u64, at_ms: u64) {
+        let KeysSeen {
+            order,
+            first_seq,
+            index,
+            ..
+        } = self;
+        let first = *first_seq;
+        let seq = first + order.len() as u64;
+        order.push_back(Seen {
+            key: key.into(),
+            hash,
+            offset,
+            at_ms,
+        });
         // Only a rebuild meets a key twice (a repeat stored past the window's time but
         // inside its count): the newer publish is the one a repeat answers.
-        self.offsets.insert(key.clone(), offset);
-        self.order.push_back(Seen { key, offset, at_ms });
+        let at = |n: u64| &order[(n - first) as usize];
+        match index.find_mut(hash, |&n| *at(n).key == *key) {
+            Some(newest) => *newest = seq,
+            None => {
+                index.insert_unique(hash, seq, |&n| at(n).hash);
+            }
+        }
     }
 
     /// The window's limits.
@@ -230,7 +279,7 @@ impl KeysSeen {
     /// How many keys the window holds.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.offsets.len()
+        self.index.len()
     }
 }
 
@@ -244,20 +293,20 @@ mod tests {
             messages_max: 3,
             age_ms_max: 100,
         });
-        seen.insert("a".into(), 0, 10);
-        seen.insert("b".into(), 1, 50);
+        for (key, offset, at_ms) in [("a", 0, 10), ("b", 1, 50)] {
+            let hash = seen.hash(key);
+            seen.insert(key, hash, offset, at_ms);
+        }
+        let of = |seen: &KeysSeen, key: &str| seen.offset_of(key, seen.hash(key));
         seen.forget_old(3, 60);
-        assert_eq!(
-            (seen.offset_of("a"), seen.offset_of("b")),
-            (Some(0), Some(1))
-        );
+        assert_eq!((of(&seen, "a"), of(&seen, "b")), (Some(0), Some(1)));
         // By count: offset 0 is no longer among the last 3 of 4.
         seen.forget_old(4, 60);
-        assert_eq!((seen.offset_of("a"), seen.offset_of("b")), (None, Some(1)));
+        assert_eq!((of(&seen, "a"), of(&seen, "b")), (None, Some(1)));
         // By time: published at 50, forgotten after 150.
         seen.forget_old(4, 150);
-        assert_eq!(seen.offset_of("b"), Some(1));
+        assert_eq!(of(&seen, "b"), Some(1));
         seen.forget_old(4, 151);
-        assert_eq!((seen.offset_of("b"), seen.len()), (None, 0));
+        assert_eq!((of(&seen, "b"), seen.len()), (None, 0));
     }
 }

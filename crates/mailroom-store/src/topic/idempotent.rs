@@ -7,9 +7,10 @@
 //! durable (a repeat never answers an offset a sync could still lose). Publishes without
 //! idempotency keys never take that lock.
 
-use std::collections::hash_map::Entry;
-use std::collections::HashMap;
 use std::ops::Range;
+
+use hashbrown::hash_table::Entry;
+use hashbrown::HashTable;
 
 use mailroom::topic::TopicError;
 
@@ -168,31 +169,34 @@ impl DurableTopic {
     /// others (their indices, in order, at the time given) and records their keys.
     fn write_once<'k>(
         &self,
-        keys: impl Iterator<Item = Option<&'k str>> + Clone,
+        keys: impl Iterator<Item = Option<&'k str>>,
         write: impl FnOnce(&[usize], u64) -> Result<Range<u64>, StoreError>,
     ) -> Result<Deferred<Vec<Stored>>, StoreError> {
         let log = &self.inner.messages;
         let mut seen = self.inner.keys_seen.lock();
         let now_ms = self.inner.clock.now_ms();
         seen.forget_old(log.written_end(), now_ms);
-        let mut plans = Vec::with_capacity(keys.size_hint().0);
-        // Sized up front and probed once per key (the entry, not a get then an insert):
-        // hashing the keys was most of an idempotent publish's extra instructions.
-        let mut in_batch: HashMap<&str, usize> = HashMap::with_capacity(keys.size_hint().0);
-        let mut written: Vec<usize> = Vec::with_capacity(keys.size_hint().0);
-        for (index, key) in keys.clone().enumerate() {
-            if let Some(offset) = key.and_then(|key| seen.offset_of(key)) {
+        // Each key hashed once, for the window's lookup, the batch's own repeats and the
+        // insert (four SipHash runs a key were most of an idempotent publish's extra).
+        let hashed: Vec<Option<(&str, u64)>> = keys
+            .map(|key| key.map(|key| (key, seen.hash(key))))
+            .collect();
+        let mut plans = Vec::with_capacity(hashed.len());
+        let mut in_batch: HashTable<(&str, u64, usize)> = HashTable::with_capacity(hashed.len());
+        let mut written: Vec<usize> = Vec::with_capacity(hashed.len());
+        for (index, &key) in hashed.iter().enumerate() {
+            if let Some(offset) = key.and_then(|(key, hash)| seen.offset_of(key, hash)) {
                 plans.push(Plan::Seen(offset));
                 continue;
             }
-            if let Some(key) = key {
-                match in_batch.entry(key) {
+            if let Some((key, hash)) = key {
+                match in_batch.entry(hash, |&(k, _, _)| k == key, |&(_, h, _)| h) {
                     Entry::Occupied(first) => {
-                        plans.push(Plan::Written(*first.get(), true));
+                        plans.push(Plan::Written(first.get().2, true));
                         continue;
                     }
                     Entry::Vacant(slot) => {
-                        slot.insert(written.len());
+                        slot.insert((key, hash, written.len()));
                     }
                 }
             }
@@ -200,13 +204,9 @@ impl DurableTopic {
             written.push(index);
         }
         let offsets = write(&written, now_ms)?;
-        let mut next = written.iter().copied().zip(offsets.clone()).peekable();
-        for (index, key) in keys.enumerate() {
-            if next.peek().is_some_and(|&(n, _)| n == index) {
-                let (_, offset) = next.next().expect("peeked");
-                if let Some(key) = key {
-                    seen.insert(key.to_owned(), offset, now_ms);
-                }
+        for (&index, offset) in written.iter().zip(offsets.clone()) {
+            if let Some((key, hash)) = hashed[index] {
+                seen.insert(key, hash, offset, now_ms);
             }
         }
         drop(seen);
