@@ -309,4 +309,28 @@ mod tests {
         seen.forget_old(4, 151);
         assert_eq!((of(&seen, "b"), seen.len()), (None, 0));
     }
+
+    // Proves a key met twice (only a rebuild does) answers its newer publish, keeps it
+    // when the older entry leaves the window, and goes when the newer one does.
+    #[test]
+    fn a_key_met_twice_answers_its_newer_publish() {
+        let mut seen = KeysSeen::new(IdempotencyWindow {
+            messages_max: 10,
+            age_ms_max: 1_000,
+        });
+        for (key, offset) in [("a", 0), ("b", 1), ("a", 5)] {
+            let hash = seen.hash(key);
+            seen.insert(key, hash, offset, 0);
+        }
+        let of = |seen: &KeysSeen, key: &str| seen.offset_of(key, seen.hash(key));
+        assert_eq!((of(&seen, "a"), seen.len()), (Some(5), 2));
+        // The older "a" (offset 0) and "b" (offset 1) fall out by count.
+        seen.forget_old(12, 0);
+        assert_eq!(
+            (of(&seen, "a"), of(&seen, "b"), seen.len()),
+            (Some(5), None, 1)
+        );
+        seen.forget_old(16, 0);
+        assert_eq!((of(&seen, "a"), seen.len()), (None, 0));
+    }
 }
