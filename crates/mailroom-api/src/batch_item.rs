@@ -42,9 +42,9 @@ const FIELDS: &[&str] = &[
 const EXPECTING: &str = "a string, {\"base64\": \"...\"} or {\"payload\" or \"payload_base64\", \
     \"key\", \"headers\", \"idempotency_key\"}";
 
-/// One field name of an item object.
+/// One field name of an item object (also the scanner's, `batch_scan.rs`).
 #[derive(Clone, Copy)]
-enum Field {
+pub(crate) enum Field {
     Payload,
     PayloadBase64,
     Key,

@@ -30,6 +30,8 @@
 
 use std::ops::Range;
 
+use crate::batch_item::Field;
+
 /// A batch body's items, their strings borrowed from the body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScannedBatch<'a> {
@@ -276,17 +278,6 @@ impl<'a> Scanner<'a> {
         sort_names_once(&mut self.headers[start..])?;
         Some(start..self.headers.len())
     }
-}
-
-/// The fields of an object item.
-#[derive(Clone, Copy)]
-enum Field {
-    Payload,
-    PayloadBase64,
-    Key,
-    Headers,
-    IdempotencyKey,
-    Base64,
 }
 
 /// Sorts `pairs` by name; `None` if a name is given twice.
