@@ -3,17 +3,10 @@
 //! consecutive publishes).
 #![cfg(not(loom))]
 
-use mailroom::broadcast::{
-    BroadcastError, Broker, BrokerStats, Delivery, Subscription, SubscriptionStats,
-};
+mod broadcast_support;
 
-fn delivery(delivered: usize, dropped: usize) -> Delivery {
-    Delivery { delivered, dropped }
-}
-
-fn drain<T>(sub: &Subscription<T>) -> Vec<T> {
-    std::iter::from_fn(|| sub.poll()).collect()
-}
+use broadcast_support::{delivery, drain};
+use mailroom::broadcast::{BroadcastError, Broker, BrokerStats, SubscriptionStats};
 
 #[test]
 fn poll_many_takes_the_oldest_in_order_and_respects_max() {

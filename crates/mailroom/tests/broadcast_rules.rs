@@ -2,18 +2,13 @@
 //! partial fan-out recipe, and one test per rule of the contract.
 #![cfg(not(loom))]
 
+mod broadcast_support;
+
+use broadcast_support::{delivery, drain};
 use mailroom::broadcast::{
-    BroadcastError, Broker, BrokerStats, Delivery, Subscription, SubscriptionStats,
-    MAILBOX_CAPACITY_MAX, SUBSCRIBERS_MAX,
+    BroadcastError, Broker, BrokerStats, Subscription, SubscriptionStats, MAILBOX_CAPACITY_MAX,
+    SUBSCRIBERS_MAX,
 };
-
-fn delivery(delivered: usize, dropped: usize) -> Delivery {
-    Delivery { delivered, dropped }
-}
-
-fn drain<T>(sub: &Subscription<T>) -> Vec<T> {
-    std::iter::from_fn(|| sub.poll()).collect()
-}
 
 #[test]
 fn worked_example_of_the_module_docs() {
