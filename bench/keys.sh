@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Ordering keys against unkeyed messages, consuming: one group with W = prefetch (256 by
 # default) drains a log of COUNT messages, every message acked (poll/batch + ack/batch),
-# in one run against one mailroom server (release). Each round consumes an unkeyed log
-# and a log whose messages carry one of KEYS distinct keys (drawn at random per message),
-# back to back, so a load change on the machine hits both alike. Prints each run's line,
-# the median msgs/s of each variant and the keyed median's ratio to the unkeyed one.
+# in one run against mailroom (release; a fresh server and store per run). Each round
+# consumes an unkeyed log and a log whose messages carry one of KEYS distinct keys (drawn
+# at random per message), back to back, so a load change on the machine hits both alike.
+# Prints each run's line, the median msgs/s of each variant and the keyed median's ratio to
+# the unkeyed one.
 #
 #   bench/keys.sh                          # defaults: fsync always, W 256, 1,000 keys
 #   ROUNDS=5 COUNT=100000 FSYNC=never bench/keys.sh

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Publishing with metadata (a key and two headers) and with idempotency keys against bare
-# publishes, in one run against one mailroom server (release): ROUNDS rounds, each running
-# the three variants back to back in turn, so a load change on the machine hits all three
-# alike. Prints each run's line and then the median msgs/s of each variant and its ratio
-# to bare.
+# publishes, in one run against mailroom (release; a fresh server and store per run):
+# ROUNDS rounds, each running the three variants back to back in turn, so a load change on
+# the machine hits all three alike. Prints each run's line and then the median msgs/s of
+# each variant and its ratio to bare.
 #
 #   bench/metadata.sh                  # defaults: fsync always, 4 publishers, batch 100
 #   ROUNDS=5 COUNT=50000 FSYNC=never bench/metadata.sh

@@ -16,6 +16,8 @@
 #   CARGO_TARGET_DIR=/somewhere bench/peers.sh  # build elsewhere (default: ./target)
 #   BENCH_NO_BUILD=1 bench/peers.sh             # reuse the binaries already built there
 #                                               # (repeated runs while others edit the tree)
+#   CPU_HOG=1 bench/peers.sh                    # with that many busy-looping processes
+#                                               # beside every run (the loaded case)
 #
 # What it does:
 #   1. apt-get installs redis-server, nats-server, rabbitmq-server if missing (without
@@ -137,7 +139,23 @@ stop_all() {
   done
 }
 
-cleanup() { stop_all; rm -rf "$WORK"; }
+# CPU_HOG busy loops run beside the whole run (not stopped between systems, unlike PIDS).
+HOG_PIDS=()
+start_hogs() {
+  local _
+  for _ in $(seq 1 "${CPU_HOG:-0}"); do
+    sh -c 'while :; do :; done' &
+    HOG_PIDS+=("$!")
+  done
+  [ "${CPU_HOG:-0}" -eq 0 ] || log "started ${CPU_HOG} CPU hog(s): ${HOG_PIDS[*]}"
+}
+
+cleanup() {
+  stop_all
+  local pid
+  for pid in "${HOG_PIDS[@]:-}"; do [ -n "$pid" ] && stop_pid "$pid"; done
+  rm -rf "$WORK"
+}
 trap cleanup EXIT
 
 # Refuses a port something else already listens on (another run of this script, say):
@@ -317,7 +335,9 @@ else
   if wants mailroom; then FAILED=1; fi
 fi
 
+start_hogs
 STARTED_AT="$(date -u +%Y-%m-%dT%H:%MZ)"
+LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
 T0=$SECONDS
 
 log "row strict"
@@ -372,7 +392,7 @@ ELAPSED=$((SECONDS - T0))
 {
   echo "# mailroom vs peers ($PROFILE profile)"
   echo
-  echo "- Ran: $STARTED_AT, $((ELAPSED / 60)) min $((ELAPSED % 60)) s."
+  echo "- Ran: $STARTED_AT, $((ELAPSED / 60)) min $((ELAPSED % 60)) s; load average $LOAD_BEFORE before, $(cut -d' ' -f1-3 /proc/loadavg) after; CPU hogs beside it: ${CPU_HOG:-0}."
   echo "- Machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1), $(. /etc/os-release; echo "$PRETTY_NAME"), kernel $(uname -r); shared and noisy."
   echo "- Versions: $(redis-server --version 2>/dev/null | awk '{print $1, $3}' || true); $(nats-server --version 2>/dev/null || true); RabbitMQ $(dpkg-query -W -f '${Version}' rabbitmq-server 2>/dev/null || true); mailroom $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?') (+ uncommitted work tree)."
   echo "- Command: \`${BENCH_CMD:-bench/peers.sh}\` ($BUILD build, profile $PROFILE; counts: publish $PUB_STRICT / $PUB_RELAXED unbatched, $PUB_MANY_STRICT / $PUB_MANY_RELAXED with 16 publishers or batches of 100; consume/retry/fanout $CONSUME_STRICT / $CONSUME_RELAXED (strict / relaxed); live $LIVE_COUNT msgs at $LIVE_RATE/s to $LIVE_SUBS subscribers)."

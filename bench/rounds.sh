@@ -1,12 +1,13 @@
-# Sourced by the benchmarks that compare variants of one workload against one mailroom
-# server (bench/keys.sh, bench/metadata.sh): builds the release binaries (unless
-# BENCH_NO_BUILD is set), starts `mailroom serve` on a free port with FSYNC in a
-# temporary directory (stopped and removed on exit), runs ROUNDS rounds of every variant
-# back to back, so a load change on the machine hits them all alike, and prints each
-# variant's runs, median msgs/s and ratio to the first variant.
+# Sourced by the benchmarks that compare variants of one workload against mailroom
+# (bench/keys.sh, bench/metadata.sh): builds the release binaries (unless BENCH_NO_BUILD is
+# set), runs ROUNDS rounds of every variant back to back, so a load change on the machine
+# hits them all alike, and prints each variant's runs, median msgs/s and ratio to the
+# first variant. Every run gets a fresh `mailroom serve` (FSYNC, a free port, an empty
+# store in a temporary directory), stopped and removed after it: a store that grows over
+# the rounds would otherwise slow the later runs and decide the medians.
 #
-#   source bench/rounds.sh            # sets TARGET, WORK, PID, ADDR; the server is up
-#   bench_run() { ... --out "$WORK/$1.jsonl"; }   # runs one variant once
+#   source bench/rounds.sh            # sets TARGET and WORK
+#   bench_run() { ... --address "$ADDR" --broker-pid "$PID" --out "$WORK/$1.jsonl"; }
 #   rounds_medians "bare" none key-headers        # the first variant's name in the ratio
 TARGET="${CARGO_TARGET_DIR:-target}/release"
 [ -n "${BENCH_NO_BUILD:-}" ] || cargo build --release --quiet -p mailroom-bench -p mailroom-cli
@@ -14,17 +15,26 @@ WORK="$(mktemp -d)"
 source bench/servers.sh
 PIDS=()
 trap 'stop_pids; rm -rf "$WORK"' EXIT
-start_mailroom_in "$WORK" "$TARGET/mailroom" --fsync "$FSYNC" ||
-  { echo "mailroom did not start: $(tail -5 "$WORK/log")" >&2; exit 1; }
-PID="$MAILROOM_PID" ADDR="$MAILROOM_ADDR"
 
-# Runs ROUNDS rounds of `bench_run VARIANT` for every variant after the first argument
-# (the name the ratio gives the first variant), then prints the medians.
+# Starts a fresh server for one run in $WORK/server (removing the last one's): sets PID
+# and ADDR.
+start_round_server() {
+  stop_pids
+  rm -rf "$WORK/server"
+  start_mailroom_in "$WORK/server" "$TARGET/mailroom" --fsync "$FSYNC" ||
+    { echo "mailroom did not start: $(tail -5 "$WORK/server/log")" >&2; exit 1; }
+  PID="$MAILROOM_PID" ADDR="$MAILROOM_ADDR"
+}
+
+# Runs ROUNDS rounds of `bench_run VARIANT`, each on a fresh server, for every variant
+# after the first argument (the name the ratio gives the first variant), then prints the
+# medians.
 rounds_medians() {
   local baseline="$1"
   shift
   for round in $(seq 1 "$ROUNDS"); do
     for variant in "$@"; do
+      start_round_server
       bench_run "$variant"
     done
   done
