@@ -127,8 +127,15 @@ fn summarise(report: &RunReport) {
     } else {
         format!("FAIL {:?}", report.verdict.problems)
     };
+    // The broker's usage is unknown for a peer whose pid was not given: a dash, not `None`.
+    let cpu = report
+        .broker_cpu_s
+        .map_or_else(|| "–".to_owned(), |s| format!("{s:.1} s"));
+    let rss = report
+        .broker_peak_rss_bytes
+        .map_or_else(|| "–".to_owned(), |b| format!("{b} B"));
     eprintln!(
-        "{} / {} / {} / {}: {} msgs in {:.2} s = {:.0} msgs/s, p50 {} µs p99 {} µs p99.9 {} µs, cpu {:?} s, rss {:?} B — {verdict}",
+        "{} / {} / {} / {}: {} msgs in {:.2} s = {:.0} msgs/s, p50 {} µs p99 {} µs p99.9 {} µs, cpu {cpu}, rss {rss} — {verdict}",
         report.workload,
         report.variant,
         report.durability,
@@ -139,8 +146,6 @@ fn summarise(report: &RunReport) {
         report.latency.p50_us,
         report.latency.p99_us,
         report.latency.p999_us,
-        report.broker_cpu_s.map(|s| (s * 10.0).round() / 10.0),
-        report.broker_peak_rss_bytes,
     );
 }
 

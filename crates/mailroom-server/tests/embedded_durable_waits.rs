@@ -1,5 +1,5 @@
 //! The embedded backend's durable calls under `--fsync always` on a multi-threaded
-//! runtime: workers that lead a lone sync in `block_in_place`, workers that await a
+//! runtime: workers that lead a lone sync on their own thread, workers that await a
 //! shared one, and threads blocking on the store directly, all at once; every call
 //! answers (within a bound, not hanging), and every answered publish is in the log.
 

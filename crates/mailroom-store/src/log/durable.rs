@@ -73,9 +73,9 @@ impl Durable {
     }
 
     /// For a caller that may block its thread but would rather not when others share
-    /// the sync (an executor worker that can hand its other tasks on, as tokio's
-    /// `block_in_place` does): decides, in the locked step that places every waiter,
-    /// whether this one runs the sync itself or listens.
+    /// the sync (an executor worker whose queued tasks other workers steal meanwhile):
+    /// decides, in the locked step that places every waiter, whether this one runs the
+    /// sync itself or listens.
     ///
     /// - [`Turn::Lead`] when it would have the sync to itself: under
     ///   [`SyncPolicy::Always`], its records not yet durable, no sync running and nobody

@@ -36,14 +36,20 @@ impl Embedded {
     /// `--fsync always` the wait is a future that the log's sync thread completes after
     /// the one `fdatasync` it shares with every concurrent caller, so no call hops to
     /// the blocking pool and back; under the other policies the future is ready at once.
-    /// One exception: a call that would have its sync to itself runs it on its own
-    /// worker, in `block_in_place` (the worker's other tasks move to another thread
-    /// meanwhile), which spares the lone request two thread hand-offs. The store decides
+    /// One exception: a call that would have its sync to itself runs it right here, on
+    /// its own worker, which spares the lone request the two thread hand-offs of
+    /// awaiting (waking the sync thread, being woken by it). The store decides
     /// ([`Deferred::lead_or_listen`]) in the same locked step that places every waiter,
     /// and begins the round there, so no other waiter slips in between; the worker
-    /// enters `block_in_place` only when it leads, never to await. The trade-off is
-    /// [`Embedded::blocking`]'s under the relaxed policies: the rare call part that does
-    /// touch the disk (a segment roll and its sync) stalls its worker for as long.
+    /// blocks only when it leads, never to await. It blocks plainly, not inside
+    /// `block_in_place`: that hands the worker's run queue to a fresh thread (one more
+    /// wake-up and futex round per lone request, measured in `BENCHMARKS.md`), while a
+    /// plain block leaves the queued tasks to the other workers, which steal them when
+    /// they run dry. So it is done only where another worker exists to steal
+    /// ([`may_block_a_worker`]); with one worker every call awaits the sync thread. The
+    /// trade-off is [`Embedded::blocking`]'s under the relaxed policies: the rare call
+    /// part that does touch the disk (a segment roll and its sync) stalls its worker
+    /// for as long.
     ///
     /// Cancellation: when the client goes away, axum drops the handler's future, and
     /// with it the [`Deferred`] mid-await. The call has happened by then (the call part
@@ -71,14 +77,14 @@ impl Embedded {
         }
         let histogram = self.sync_waits.as_ref().filter(|_| !self.calls_inline);
         let started = histogram.map(|_| std::time::Instant::now());
-        let answer = if may_block_in_place() {
+        let answer = if may_block_a_worker() {
             match written.lead_or_listen() {
                 DeferredTurn::Ready(answer) => answer,
                 // Nobody shares this sync: run it here, sparing the two thread hand-offs
                 // of awaiting (waking the sync thread, being woken by it), which were a
-                // third of a lone strict publish's time beyond the fdatasync.
-                // `block_in_place` moves this worker's other tasks to another thread.
-                DeferredTurn::Lead(leader) => tokio::task::block_in_place(|| leader.sync()),
+                // third of a lone strict publish's time beyond the fdatasync. The other
+                // workers steal what waits in this one's queue meanwhile.
+                DeferredTurn::Lead(leader) => leader.sync(),
                 DeferredTurn::Listen(listening) => listening.await,
             }
         } else {
@@ -151,32 +157,38 @@ impl Embedded {
     }
 }
 
-/// Whether this thread is a worker of a multi-threaded tokio runtime, the only kind on
-/// which `block_in_place` may be called (it panics on a current-thread runtime, which
-/// tests and embedders may use).
-fn may_block_in_place() -> bool {
-    tokio::runtime::Handle::try_current()
-        .is_ok_and(|handle| handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
+/// Whether this thread is a worker of a multi-threaded tokio runtime with at least one
+/// other worker, which steals this one's queued tasks while it blocks on a lone sync. On
+/// a current-thread runtime (tests and embedders may use one) or with a single worker,
+/// blocking would stall every other connection for the whole `fdatasync`.
+fn may_block_a_worker() -> bool {
+    tokio::runtime::Handle::try_current().is_ok_and(|handle| {
+        handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+            && handle.metrics().num_workers() >= 2
+    })
 }
 
 #[cfg(test)]
 mod tests {
-    use super::may_block_in_place;
+    use super::may_block_a_worker;
 
     #[test]
-    fn outside_a_runtime_no_block_in_place() {
-        assert!(!may_block_in_place());
+    fn outside_a_runtime_no_worker_blocks() {
+        assert!(!may_block_a_worker());
     }
 
     #[tokio::test(flavor = "current_thread")]
-    async fn a_current_thread_runtime_may_not_block_in_place() {
-        assert!(!may_block_in_place());
+    async fn a_current_thread_runtime_never_blocks_its_thread() {
+        assert!(!may_block_a_worker());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_lone_worker_never_blocks() {
+        assert!(!may_block_a_worker());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_multi_thread_worker_may_block_in_place() {
-        assert!(may_block_in_place());
-        // And doing so runs the closure here.
-        assert_eq!(tokio::task::block_in_place(|| 7), 7);
+    async fn one_of_two_workers_may_block() {
+        assert!(may_block_a_worker());
     }
 }
