@@ -46,7 +46,7 @@ impl Embedded {
     /// wake-up and futex round per lone request, measured in `BENCHMARKS.md`), while a
     /// plain block leaves the queued tasks to the other workers, which steal them when
     /// they run dry. So it is done only where another worker exists to steal
-    /// ([`may_block_a_worker`]); with one worker every call awaits the sync thread. The
+    /// (`may_block_a_worker`); with one worker every call awaits the sync thread. The
     /// trade-off is [`Embedded::blocking`]'s under the relaxed policies: the rare call
     /// part that does touch the disk (a segment roll and its sync) stalls its worker
     /// for as long.
