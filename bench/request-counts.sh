@@ -6,7 +6,7 @@
 #
 #   bench/request-counts.sh                 # N = 500, the release build in $CARGO_TARGET_DIR
 #   N=2000 bench/request-counts.sh
-#   RUST_LOG=warn bench/request-counts.sh   # without the access log line per request
+#   RUST_LOG=info bench/request-counts.sh   # with the access log line per request (off by default)
 #
 # Needs strace, perf and python3; heaptrack optional. Every process it starts, it stops by
 # pid.

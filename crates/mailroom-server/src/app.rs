@@ -25,11 +25,7 @@ pub fn router(state: AppState) -> Router {
         .merge(operations)
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
-            browser::origins::refuse_cross_site,
-        ))
-        .route_layer(middleware::from_fn_with_state(
-            state.clone(),
-            record_latency,
+            guard_and_record,
         ))
         .split_for_parts();
     // The web console's page and files: no token (the page asks for it), no OpenAPI entry.
@@ -128,18 +124,24 @@ fn same_secret(presented: &[u8], expected: &[u8]) -> bool {
         == 0
 }
 
-/// Records each request's latency under its route pattern, and writes its access-log
-/// line at INFO (target `mailroom::access`): method, route pattern, status and
-/// duration. Never the raw path or query string, which may carry a ticket or names a
-/// log reader should not need, and never a header.
-async fn record_latency(State(state): State<AppState>, request: Request, next: Next) -> Response {
+/// Refuses a cross-site request ([`browser::origins::cross_site_refusal`]) or runs it,
+/// then records its latency under its route pattern and writes its access-log line at
+/// INFO (target `mailroom::access`, off in `mailroom serve` unless `RUST_LOG` turns it
+/// on): method, route pattern, status and duration. Never the raw path or query string,
+/// which may carry a ticket or names a log reader should not need, and never a header.
+/// One layer for both: each layer boxes the request's future and clones its service.
+async fn guard_and_record(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let started = Instant::now();
     let method = request.method().to_string();
     let route = request
         .extensions()
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_owned(), |path| path.as_str().to_owned());
-    let response = next.run(request).await;
+    let response = match browser::origins::cross_site_refusal(&request, &state.config.cors_origins)
+    {
+        Some(refused) => refused,
+        None => next.run(request).await,
+    };
     let elapsed = started.elapsed();
     let status = response.status().as_u16();
     tracing::info!(
