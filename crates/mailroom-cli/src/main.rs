@@ -23,6 +23,14 @@ use mailroom_client::Client;
 
 use crate::output::Output;
 
+/// The server's requests allocate and free small buffers on every call (hyper's header
+/// maps, axum's boxed futures and extractors, the JSON answer), often on another worker
+/// than the one that allocated them; glibc's allocator spent about 30% of the server's
+/// user-space instructions on them in a relaxed publish profile, mimalloc a third of
+/// that (BENCHMARKS.md, "The server's allocator and its access log").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The mailroom message broker.
 #[derive(Debug, Parser)]
 #[command(name = "mailroom", version, about)]

@@ -212,3 +212,31 @@ impl WaitOutput for std::process::Child {
         text
     }
 }
+
+/// Serves one request on a server logging to a file with `rust_log` (`None`: unset), stops
+/// it, and returns what it logged.
+fn log_of_one_request(rust_log: Option<&str>) -> String {
+    let dir = temp_dir();
+    let log = dir.path().join("stderr");
+    let server = ServerProcess::start_logging_to(&dir.path().join("data"), &log, rust_log);
+    let output = mailroom(&server, &["topic", "create", "logged"], b"");
+    assert!(output.status.success(), "{output:?}");
+    assert!(server.terminate().success());
+    std::fs::read_to_string(&log).expect("the server's stderr")
+}
+
+// Proves the access log is off by default (one line per request costs every request a
+// `write(2)` and its formatting, see BENCHMARKS.md) and on with RUST_LOG=info, where its
+// line names the route pattern and the status.
+#[test]
+fn access_log_is_off_unless_asked_for() {
+    let quiet = log_of_one_request(None);
+    assert!(!quiet.contains("mailroom::access"), "{quiet}");
+    let logged = log_of_one_request(Some("info"));
+    let line = logged
+        .lines()
+        .find(|line| line.contains("mailroom::access"))
+        .unwrap_or_else(|| panic!("no access-log line in {logged}"));
+    assert!(line.contains("/v1/topics/{topic}"), "{line}");
+    assert!(line.contains("status=201"), "{line}");
+}

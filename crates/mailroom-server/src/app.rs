@@ -16,20 +16,21 @@ use crate::metrics::RequestLabels;
 use crate::routes::{routes, Routes};
 use crate::state::AppState;
 
+/// What every route of [`Routes::v1`] starts with, and no other route: the routes the
+/// token guards.
+pub const V1_PREFIX: &str = "/v1/";
+
 /// The whole API as an axum router over `state`.
 pub fn router(state: AppState) -> Router {
     let Routes { v1, operations } = routes(state.config.payload_bytes_max);
     // The document is served from `crate::openapi::document`, built from the same routes.
-    let v1 = v1.route_layer(middleware::from_fn_with_state(state.clone(), require_token));
+    // One route layer for every route: the token check of the `/v1` routes is part of it
+    // (by their `/v1/` prefix, which `routes` guarantees), not a layer of its own.
     let (app, _document) = v1
         .merge(operations)
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
-            browser::origins::refuse_cross_site,
-        ))
-        .route_layer(middleware::from_fn_with_state(
-            state.clone(),
-            record_latency,
+            guard_and_record,
         ))
         .split_for_parts();
     // The web console's page and files: no token (the page asks for it), no OpenAPI entry.
@@ -59,11 +60,7 @@ async fn not_found(request: Request) -> ApiError {
 /// Refuses `/v1` calls without the configured bearer token: in `Authorization`, or for
 /// a browser stream a ticket (`GET` only) or the WebSocket bearer subprotocol
 /// ([`crate::browser`]). A `?ticket=` is taken out of the URI first, token or not.
-async fn require_token(
-    State(state): State<AppState>,
-    mut request: Request,
-    next: Next,
-) -> Response {
+async fn require_token(state: &AppState, mut request: Request, next: Next) -> Response {
     let ticket = credentials::take_ticket(&mut request);
     let Some(expected) = state.config.token.as_deref() else {
         // A browser client written for a server with a token offers the bearer
@@ -128,18 +125,28 @@ fn same_secret(presented: &[u8], expected: &[u8]) -> bool {
         == 0
 }
 
-/// Records each request's latency under its route pattern, and writes its access-log
-/// line at INFO (target `mailroom::access`): method, route pattern, status and
-/// duration. Never the raw path or query string, which may carry a ticket or names a
-/// log reader should not need, and never a header.
-async fn record_latency(State(state): State<AppState>, request: Request, next: Next) -> Response {
+/// Refuses a cross-site request ([`browser::origins::cross_site_refusal`]), then a
+/// `/v1` request without the token ([`require_token`]), or runs it; then records its
+/// latency under its route pattern and writes its access-log line at INFO (target
+/// `mailroom::access`, off in `mailroom serve` unless `RUST_LOG` turns it on): method,
+/// route pattern, status and duration. Never the raw path or query string, which may
+/// carry a ticket or names a log reader should not need, and never a header. One layer
+/// for all three: each layer boxes the request's future and clones its service again
+/// (the token's own layer cost about 2,500 of a relaxed 1 KiB publish's 43,000
+/// instructions, BENCHMARKS.md).
+async fn guard_and_record(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let started = Instant::now();
     let method = request.method().to_string();
     let route = request
         .extensions()
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_owned(), |path| path.as_str().to_owned());
-    let response = next.run(request).await;
+    let refused = browser::origins::cross_site_refusal(&request, &state.config.cors_origins);
+    let response = match refused {
+        Some(refused) => refused,
+        None if route.starts_with(V1_PREFIX) => require_token(&state, request, next).await,
+        None => next.run(request).await,
+    };
     let elapsed = started.elapsed();
     let status = response.status().as_u16();
     tracing::info!(

@@ -5,7 +5,6 @@
 //!
 //! The router runs in-process over a temporary store (`tower::ServiceExt::oneshot`).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -34,7 +33,7 @@ async fn app(tickets: Option<Tickets>) -> (tempfile::TempDir, Router) {
     let store = mailroom_store::Store::open(dir.path(), store_options(&config)).unwrap();
     let mut state = AppState::new(store, config);
     if let Some(tickets) = tickets {
-        state.tickets = Arc::new(tickets);
+        state = state.with_tickets(tickets);
     }
     let app = router(state);
     let create = authorized(Method::PUT, "/v1/channels/c", "{}");

@@ -107,7 +107,11 @@ struct ClientFlags {
 /// The line `mailroom listening on http://ADDR` goes to stdout (flushed) once the socket
 /// is bound, so scripts and tests can find a port picked with `--listen 127.0.0.1:0`.
 pub async fn run(args: Args, token: Option<String>) -> anyhow::Result<()> {
-    crate::init_logging("info");
+    // The access log is off unless RUST_LOG asks for it (`info` does): a line per
+    // request is a `write(2)` and its formatting on every request, about a fifth of a
+    // relaxed publish's instructions (BENCHMARKS.md, "The server's allocator and its
+    // access log"); brokers do not log every message by default.
+    crate::init_logging("info,mailroom::access=off");
     let file = args
         .config
         .as_deref()

@@ -80,6 +80,27 @@ impl ServerProcess {
         Self::spawn(command, data, extra, &[])
     }
 
+    /// As [`ServerProcess::start`], with the server's stderr written to `log` and
+    /// `RUST_LOG` as given (`None`: unset, so the server's own default filter applies):
+    /// a shell redirects stderr and `exec`s the server, which keeps the shell's pid.
+    pub fn start_logging_to(data: &Path, log: &Path, rust_log: Option<&str>) -> ServerProcess {
+        let mut command = Command::new("sh");
+        command
+            .arg("-c")
+            .arg(match rust_log {
+                None => "unset RUST_LOG; exec \"$0\" \"$@\" 2>\"$LOG_FILE\"",
+                Some(_) => "exec \"$0\" \"$@\" 2>\"$LOG_FILE\"",
+            })
+            .arg(env!("CARGO_BIN_EXE_mailroom"))
+            .env("LOG_FILE", log);
+        Self::spawn(
+            command,
+            data,
+            &[],
+            &[("RUST_LOG", rust_log.unwrap_or("warn"))],
+        )
+    }
+
     fn spawn(
         mut command: Command,
         data: &Path,

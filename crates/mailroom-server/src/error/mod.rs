@@ -301,7 +301,9 @@ fn code_for_status(status: StatusCode) -> ErrorCode {
 /// text as the message. 422 becomes 400: the API documents one status for bad input.
 pub async fn errors_as_json(request: Request<Body>, next: Next) -> Response {
     let method = request.method().clone();
-    let path = request.uri().path().to_owned();
+    // A clone of the URI shares its bytes: no copy of the path on every request for the
+    // rare answer that names it.
+    let uri = request.uri().clone();
     let response = next.run(request).await;
     let status = response.status();
     let is_json = response
@@ -317,7 +319,8 @@ pub async fn errors_as_json(request: Request<Body>, next: Next) -> Response {
         // worked, is added outside this layer, so the message can only point to it.
         _ if status == StatusCode::METHOD_NOT_ALLOWED => {
             format!(
-                "{method} is not allowed on {path}; the Allow header lists the methods that are"
+                "{method} is not allowed on {}; the Allow header lists the methods that are",
+                uri.path()
             )
         }
         Ok(bytes) if !bytes.is_empty() => String::from_utf8_lossy(&bytes).into_owned(),
