@@ -6,7 +6,8 @@
 
 /// Where the first byte of `text` that a JSON string must escape stands: a quote, a
 /// backslash or a control character (below 0x20); `None` when there is none.
-// The scanner calls it for every string of a batch, most of them short: the long
+// The writer calls it for every string of a batch, most of them short (the scanner
+// searches a string's first words itself, `batch_scan::plain_string_len`): the long
 // strings' search is a function of its own so that this part stays small enough for the
 // compiler to inline where it pays.
 #[inline]
@@ -15,8 +16,13 @@ pub(crate) fn first_special(text: &[u8]) -> Option<usize> {
     // their first bytes go a word at a time, one pass for the three kinds alike.
     // memchr's vector search costs more than that for them (about 67 instructions a
     // call in callgrind, `bench/metadata-instructions.sh`), and a byte-wise
-    // control-character test costs about 4 instructions a byte.
-    let words = text.len().min(WORDWISE_BYTES);
+    // control-character test costs about 4 instructions a byte. A whole text of at
+    // most SHORT_TEXT_BYTES_MAX (the writer's strings, whose end is known) goes word by
+    // word to its end: memchr's setup and the control-character pass after it cost
+    // about 210 instructions for a 55-byte `traceparent` value in callgrind, the words
+    // to its end about 130.
+    let short = text.len() <= SHORT_TEXT_BYTES_MAX;
+    let words = if short { text.len() } else { WORDWISE_BYTES };
     let mut at = 0;
     while at + 8 <= words {
         let found = special_bytes(word_at(text, at));
@@ -26,7 +32,7 @@ pub(crate) fn first_special(text: &[u8]) -> Option<usize> {
         }
         at += 8;
     }
-    if text.len() <= WORDWISE_BYTES {
+    if short {
         if text.len() < 8 {
             return text.iter().position(|&b| special(b));
         }
@@ -43,7 +49,7 @@ pub(crate) fn first_special(text: &[u8]) -> Option<usize> {
 /// [`first_special`] for a text longer than [`WORDWISE_BYTES`], whose first
 /// `WORDWISE_BYTES` bytes hold no special byte.
 #[inline(never)]
-fn first_special_after_words(text: &[u8]) -> Option<usize> {
+pub(crate) fn first_special_after_words(text: &[u8]) -> Option<usize> {
     // A long string (a payload): memchr's vector search for a quote or backslash, then
     // a check for a control character before it, found again byte by byte only when
     // there is one.
@@ -81,6 +87,19 @@ fn has_control(clean: &[u8]) -> bool {
     }
     flags != 0
 }
+
+/// Where the first special byte (as [`special`] says) of the eight bytes of `text` from
+/// `at` stands, counted from the start of `text`; `None` when none of them is one.
+/// `text` must hold the eight bytes.
+#[inline(always)]
+pub(crate) fn first_special_in_word(text: &[u8], at: usize) -> Option<usize> {
+    let found = special_bytes(word_at(text, at));
+    // Little-endian: the lowest flagged byte is the first one in the text.
+    (found != 0).then(|| at + (found.trailing_zeros() / 8) as usize)
+}
+
+/// The longest text [`first_special`] reads a word at a time to its end.
+pub(crate) const SHORT_TEXT_BYTES_MAX: usize = 64;
 
 /// How many bytes of a text [`first_special`] reads a word at a time before it hands
 /// the rest to memchr.

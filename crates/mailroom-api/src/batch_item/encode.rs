@@ -41,14 +41,16 @@ impl BatchRequestRef<'_> {
     }
 
     /// About how long the body will be when nothing needs an escape, so the buffer
-    /// is allocated once.
+    /// is allocated once (it grows if a guess falls short).
     fn encoded_len_hint(&self) -> usize {
         let strings = |object: &BatchObjectRef<'_>| {
             let fields = [object.payload, object.key, object.idempotency_key];
-            let headers = object.headers.into_iter().flatten();
+            // Each header is guessed, not measured: the buffer grows if the guess
+            // falls short, which costs less than walking every map once more here.
+            let headers = object.headers.map_or(0, BTreeMap::len) * HEADER_BYTES_GUESS;
             fields.iter().flatten().map(|s| s.len()).sum::<usize>()
                 + object.payload_base64.as_ref().map_or(0, String::len)
-                + headers.map(|(n, v)| n.len() + v.len() + 6).sum::<usize>()
+                + headers
         };
         let items = self.messages.iter().map(|item| match item {
             BatchItemRef::Text(text) => text.len() + 3,
@@ -59,7 +61,16 @@ impl BatchRequestRef<'_> {
     }
 }
 
+/// The bytes [`BatchRequestRef::to_json`] sets aside for each header: a trace context's
+/// `traceparent` and its 55-byte value take 73 with their punctuation.
+const HEADER_BYTES_GUESS: usize = 80;
+
 /// One object item, its fields in [`BatchObjectRef`]'s order, the absent ones left out.
+// Each field's name is written in one copy of a constant that holds its quotes, the
+// colon and the opening quote of its value, and each string's closing quote goes with
+// the separator after it. Byte by byte, with the length hint walking the headers too,
+// that punctuation cost about 80 instructions more an item with a key and two headers
+// in callgrind (`to_json` and this function 347 -> 265, outside the strings' search).
 fn message(out: &mut Vec<u8>, object: &BatchObjectRef<'_>) {
     let mut separator = b'{';
     let mut field = |out: &mut Vec<u8>, name: &[u8]| {
@@ -68,24 +79,24 @@ fn message(out: &mut Vec<u8>, object: &BatchObjectRef<'_>) {
         out.extend_from_slice(name);
     };
     if let Some(payload) = object.payload {
-        field(out, b"\"payload\":");
-        string(out, payload);
+        field(out, b"\"payload\":\"");
+        string_rest(out, payload);
     }
     if let Some(base64) = &object.payload_base64 {
-        field(out, b"\"payload_base64\":");
-        string(out, base64);
+        field(out, b"\"payload_base64\":\"");
+        string_rest(out, base64);
     }
     if let Some(key) = object.key {
-        field(out, b"\"key\":");
-        string(out, key);
+        field(out, b"\"key\":\"");
+        string_rest(out, key);
     }
     if let Some(headers) = object.headers {
         field(out, b"\"headers\":");
         map(out, headers);
     }
     if let Some(key) = object.idempotency_key {
-        field(out, b"\"idempotency_key\":");
-        string(out, key);
+        field(out, b"\"idempotency_key\":\"");
+        string_rest(out, key);
     }
     if separator == b'{' {
         out.push(b'{');
@@ -94,14 +105,16 @@ fn message(out: &mut Vec<u8>, object: &BatchObjectRef<'_>) {
 }
 
 fn map(out: &mut Vec<u8>, headers: &BTreeMap<String, String>) {
-    out.push(b'{');
-    for (i, (name, value)) in headers.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        string(out, name);
-        out.push(b':');
-        string(out, value);
+    let mut opening: &[u8] = b"{\"";
+    for (name, value) in headers {
+        out.extend_from_slice(opening);
+        opening = b",\"";
+        string_rest(out, name);
+        out.extend_from_slice(b":\"");
+        string_rest(out, value);
+    }
+    if headers.is_empty() {
+        out.push(b'{');
     }
     out.push(b'}');
 }
@@ -111,6 +124,11 @@ fn map(out: &mut Vec<u8>, headers: &BTreeMap<String, String>) {
 /// `\u00xx` otherwise.
 fn string(out: &mut Vec<u8>, text: &str) {
     out.push(b'"');
+    string_rest(out, text);
+}
+
+/// [`string`] after its opening quote: the text, escaped, and the closing quote.
+fn string_rest(out: &mut Vec<u8>, text: &str) {
     let mut rest = text.as_bytes();
     while let Some(at) = first_special(rest) {
         out.extend_from_slice(&rest[..at]);

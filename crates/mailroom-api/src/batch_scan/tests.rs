@@ -274,4 +274,11 @@ proptest! {
             prop_assert_eq!(pairs.iter().map(|p| p.0).collect::<Vec<_>>(), expected);
         }
     }
+
+    // Proves the names' order by first byte is `str`'s order, empty names and
+    // non-ASCII ones included.
+    #[test]
+    fn name_order_is_str_order(a in "[a-c\u{e9}]{0,3}", b in "[a-c\u{e9}]{0,3}") {
+        prop_assert_eq!(name_order(&a, &b), a.cmp(&b));
+    }
 }
