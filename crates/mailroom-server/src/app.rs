@@ -12,7 +12,7 @@ use axum::Router;
 
 use crate::browser::{self, credentials};
 use crate::error::{errors_as_json, ApiError, ErrorCode};
-use crate::metrics::RequestLabels;
+use crate::metrics::{method_label, RequestLabels};
 use crate::routes::{routes, Routes};
 use crate::state::AppState;
 
@@ -136,7 +136,7 @@ fn same_secret(presented: &[u8], expected: &[u8]) -> bool {
 /// instructions, BENCHMARKS.md).
 async fn guard_and_record(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let started = Instant::now();
-    let method = request.method().to_string();
+    let method = method_label(request.method());
     let route = request
         .extensions()
         .get::<MatchedPath>()
@@ -160,7 +160,7 @@ async fn guard_and_record(State(state): State<AppState>, request: Request, next:
     let labels = RequestLabels {
         method,
         route,
-        status: status.to_string(),
+        status,
     };
     state
         .metrics

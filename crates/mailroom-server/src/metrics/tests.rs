@@ -16,9 +16,9 @@ fn render_shows_series() {
     metrics
         .request_seconds
         .get_or_create(&RequestLabels {
-            method: "GET".into(),
+            method: "GET",
             route: "/healthz".into(),
-            status: "200".into(),
+            status: 200,
         })
         .observe(0.002);
     let text = metrics.render();
@@ -125,4 +125,39 @@ fn retention_removals_are_counters() {
     }
     metrics.forget_topic("t", &[]);
     assert!(!metrics.render().contains("topic=\"t\""));
+}
+
+// Proves the method label is the method's own name for the standard methods and one
+// `other` for every extension method, however many a client makes up: one series each
+// at most, whatever is sent.
+proptest::proptest! {
+    #[test]
+    fn method_labels_are_bounded(name in "[A-Z]{1,12}") {
+        let method = Method::from_bytes(name.as_bytes()).unwrap();
+        let label = method_label(&method);
+        let standard = ["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS", "CONNECT", "TRACE"];
+        if standard.contains(&name.as_str()) {
+            proptest::prop_assert_eq!(label, name.as_str());
+        } else {
+            proptest::prop_assert_eq!(label, "other");
+        }
+    }
+}
+
+// Proves every standard method keeps its name (the property above rarely draws them).
+#[test]
+fn standard_methods_keep_their_names() {
+    for method in [
+        Method::GET,
+        Method::POST,
+        Method::PUT,
+        Method::DELETE,
+        Method::PATCH,
+        Method::HEAD,
+        Method::OPTIONS,
+        Method::CONNECT,
+        Method::TRACE,
+    ] {
+        assert_eq!(method_label(&method), method.as_str());
+    }
 }
