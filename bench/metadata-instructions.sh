@@ -16,19 +16,13 @@ COUNT="${COUNT:-20000}" PUBLISHERS="${PUBLISHERS:-4}" BATCH="${BATCH:-100}" SIZE
 MAILROOM="${MAILROOM:-$TARGET/mailroom}"
 command -v valgrind >/dev/null || { echo "valgrind is needed (Debian: valgrind)" >&2; exit 1; }
 WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
+trap 'stop_pids; rm -rf "$WORK"' EXIT
+source bench/servers.sh
+PIDS=()
 for variant in startup none key-headers idempotent; do
-  valgrind --tool=callgrind --callgrind-out-file="$WORK/$variant.cg" "$MAILROOM" serve \
-    --listen 127.0.0.1:0 --data "$WORK/$variant-data" --fsync never \
-    >"$WORK/$variant.out" 2>"$WORK/$variant.log" &
-  PID=$!
-  ADDR=""
-  for _ in $(seq 1 600); do
-    ADDR="$(sed -n 's|^mailroom listening on http://||p' "$WORK/$variant.out" | head -1)"
-    [ -n "$ADDR" ] && break
-    sleep 0.1
-  done
-  [ -n "$ADDR" ] || { echo "mailroom did not start: $(tail -5 "$WORK/$variant.log")" >&2; exit 1; }
+  start_mailroom_callgrind_in "$WORK/$variant" "$WORK/$variant.cg" "$MAILROOM" --fsync never ||
+    { echo "mailroom did not start: $(tail -5 "$WORK/$variant/log")" >&2; exit 1; }
+  PID="$MAILROOM_PID" ADDR="$MAILROOM_ADDR"
   # One request first: a signal that comes before the server installs its handler
   # would end it without callgrind's file (and the start-up count holds a request too).
   curl -sf -X PUT "http://$ADDR/v1/topics/warm" >/dev/null

@@ -17,19 +17,13 @@ COUNT="${COUNT:-20000}" PUBLISHERS="${PUBLISHERS:-16}" SIZE="${SIZE:-1024}"
 MAILROOM="${MAILROOM:-$TARGET/mailroom}"
 command -v valgrind >/dev/null || { echo "valgrind is needed (Debian: valgrind)" >&2; exit 1; }
 WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
+trap 'stop_pids; rm -rf "$WORK"' EXIT
+source bench/servers.sh
+PIDS=()
 for run in startup publish; do
-  valgrind --tool=callgrind --callgrind-out-file="$WORK/$run.cg" "$MAILROOM" serve \
-    --listen 127.0.0.1:0 --data "$WORK/$run-data" --fsync interval:1000 \
-    >"$WORK/$run.out" 2>"$WORK/$run.log" &
-  PID=$!
-  ADDR=""
-  for _ in $(seq 1 600); do
-    ADDR="$(sed -n 's|^mailroom listening on http://||p' "$WORK/$run.out" | head -1)"
-    [ -n "$ADDR" ] && break
-    sleep 0.1
-  done
-  [ -n "$ADDR" ] || { echo "mailroom did not start: $(tail -5 "$WORK/$run.log")" >&2; exit 1; }
+  start_mailroom_callgrind_in "$WORK/$run" "$WORK/$run.cg" "$MAILROOM" --fsync interval:1000 ||
+    { echo "mailroom did not start: $(tail -5 "$WORK/$run/log")" >&2; exit 1; }
+  PID="$MAILROOM_PID" ADDR="$MAILROOM_ADDR"
   # One request first: a signal before the server installs its handler would end it
   # without callgrind's file.
   curl -sf -X PUT "http://$ADDR/v1/topics/warm" >/dev/null

@@ -1,5 +1,6 @@
 # Sourced by the bench scripts that start servers of their own (bench/peers.sh,
-# bench/postgres.sh, bench/rounds.sh, bench/metadata-ab.sh, bench/strict-ab.sh):
+# bench/postgres.sh, bench/rounds.sh, bench/metadata-ab.sh, bench/strict-ab.sh,
+# bench/request-instructions.sh, bench/metadata-instructions.sh):
 # installing what is missing from Debian, starting a mailroom server and waiting until it
 # listens, waiting for a port, and stopping what was started, by pid.
 #
@@ -54,8 +55,22 @@ port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 # caller says so, with "$DIR/log".
 start_mailroom_in() { # dir binary serve-args...
   local dir="$1" binary="$2"; shift 2
+  serve_in "$dir" "$binary" serve --listen 127.0.0.1:0 --data "$dir/data" "$@"
+}
+
+# The same under valgrind's callgrind, its profile written to OUT (and OUT.<pid>-<tid>
+# files, one a thread); the pid is valgrind's, which passes signals on to the server.
+start_mailroom_callgrind_in() { # dir out binary serve-args...
+  local dir="$1" out="$2" binary="$3"; shift 3
+  serve_in "$dir" valgrind --tool=callgrind --callgrind-out-file="$out" \
+    "$binary" serve --listen 127.0.0.1:0 --data "$dir/data" "$@"
+}
+
+serve_in() { # dir command...
+  local dir="$1"; shift
   mkdir -p "$dir"
-  "$binary" serve --listen 127.0.0.1:0 --data "$dir/data" "$@" >"$dir/stdout" 2>"$dir/log" &
+  : >"$dir/stdout"
+  "$@" >"$dir/stdout" 2>"$dir/log" &
   MAILROOM_PID=$!; PIDS+=("$MAILROOM_PID")
   MAILROOM_ADDR=""
   for _ in $(seq 1 600); do
