@@ -1,6 +1,8 @@
 //! The metrics' unit tests: series in the exposition, families described from the
 //! start, counters caught up with the store.
 
+use axum::http::Method;
+
 use super::*;
 
 // Proves bumped counters and histograms appear in the exposition under their names.
