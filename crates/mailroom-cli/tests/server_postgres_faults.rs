@@ -217,10 +217,14 @@ async fn a_frozen_broker_loses_its_transaction() {
     signal(a.pid(), "STOP");
     held.commit().await.unwrap();
     // B's poll waits for the row lock until A's transaction ends, one way or the other.
-    let (b_status, b_body) =
-        answer_of(http.post(b.at("/v1/topics/t/groups/g/poll?consumer=b"))).await;
+    let (b_status, b_body) = answer_of(
+        http.post(b.at("/v1/topics/t/groups/g/poll?consumer=b"))
+            .send()
+            .await,
+    )
+    .await;
     signal(a.pid(), "CONT");
-    let (a_status, a_body) = answer_of_sent(frozen_poll.await.unwrap()).await;
+    let (a_status, a_body) = answer_of(frozen_poll.await.unwrap()).await;
     let delivered = |status: u16, body: &str| {
         status == 200
             && serde_json::from_str::<Value>(body)
@@ -256,12 +260,8 @@ async fn a_frozen_broker_loses_its_transaction() {
     assert!(ack.status().is_success(), "{outcome}: ack {}", ack.status());
 }
 
-/// Sends `request` and answers its status and body text.
-async fn answer_of(request: reqwest::RequestBuilder) -> (u16, String) {
-    answer_of_sent(request.send().await).await
-}
-
-async fn answer_of_sent(sent: reqwest::Result<reqwest::Response>) -> (u16, String) {
+/// The status and body text of a request's answer.
+async fn answer_of(sent: reqwest::Result<reqwest::Response>) -> (u16, String) {
     let response = sent.unwrap();
     let status = response.status().as_u16();
     (status, response.text().await.unwrap())

@@ -116,13 +116,14 @@ async fn read_capped(
         if over(total) {
             return Err(too_large(Some(limit), length));
         }
-        match first.take() {
-            None if joined.is_empty() => first = Some(data),
-            earlier => {
-                joined.extend_from_slice(&earlier.unwrap_or_default());
-                joined.extend_from_slice(&data);
-            }
+        if first.is_none() && joined.is_empty() {
+            first = Some(data);
+            continue;
         }
+        if let Some(earlier) = first.take() {
+            joined.extend_from_slice(&earlier);
+        }
+        joined.extend_from_slice(&data);
     }
     Ok(first.unwrap_or_else(|| joined.freeze()))
 }

@@ -108,7 +108,7 @@ struct ClientFlags {
 /// is bound, so scripts and tests can find a port picked with `--listen 127.0.0.1:0`.
 pub async fn run(args: Args, token: Option<String>) -> anyhow::Result<()> {
     // The access log is off unless RUST_LOG asks for it (`info` does): a line per
-    // request is a `write(2)` and its formatting on every request, about a fifth of a
+    // request is a `write(2)` and its formatting on every request, about 14% of a
     // relaxed publish's instructions (BENCHMARKS.md, "The server's allocator and its
     // access log"); brokers do not log every message by default.
     crate::init_logging("info,mailroom::access=off");

@@ -93,12 +93,8 @@ impl ServerProcess {
             })
             .arg(env!("CARGO_BIN_EXE_mailroom"))
             .env("LOG_FILE", log);
-        Self::spawn(
-            command,
-            data,
-            &[],
-            &[("RUST_LOG", rust_log.unwrap_or("warn"))],
-        )
+        let env = rust_log.map(|filter| ("RUST_LOG", filter));
+        Self::spawn(command, data, &[], env.as_slice())
     }
 
     fn spawn(
