@@ -12,13 +12,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 TARGET="${CARGO_TARGET_DIR:-target}/release"
 COUNT="${COUNT:-20000}" PUBLISHERS="${PUBLISHERS:-4}" BATCH="${BATCH:-100}" SIZE="${SIZE:-256}"
-[ -n "${BENCH_NO_BUILD:-}" ] || cargo build --release --quiet -p mailroom-bench -p mailroom-cli
-MAILROOM="${MAILROOM:-$TARGET/mailroom}"
-command -v valgrind >/dev/null || { echo "valgrind is needed (Debian: valgrind)" >&2; exit 1; }
-WORK="$(mktemp -d)"
-trap 'stop_pids; rm -rf "$WORK"' EXIT
 source bench/servers.sh
-PIDS=()
+callgrind_setup "$TARGET"
 for variant in startup none key-headers idempotent; do
   start_mailroom_callgrind_in "$WORK/$variant" "$WORK/$variant.cg" "$MAILROOM" --fsync never ||
     { echo "mailroom did not start: $(tail -5 "$WORK/$variant/log")" >&2; exit 1; }

@@ -13,13 +13,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 TARGET="${CARGO_TARGET_DIR:-target}/release"
 COUNT="${COUNT:-20000}" PUBLISHERS="${PUBLISHERS:-16}" SIZE="${SIZE:-1024}"
-[ -n "${BENCH_NO_BUILD:-}" ] || cargo build --release --quiet -p mailroom-bench -p mailroom-cli
-MAILROOM="${MAILROOM:-$TARGET/mailroom}"
-command -v valgrind >/dev/null || { echo "valgrind is needed (Debian: valgrind)" >&2; exit 1; }
-WORK="$(mktemp -d)"
-trap 'stop_pids; rm -rf "$WORK"' EXIT
 source bench/servers.sh
-PIDS=()
+callgrind_setup "$TARGET"
 for run in startup publish; do
   start_mailroom_callgrind_in "$WORK/$run" "$WORK/$run.cg" "$MAILROOM" --fsync interval:1000 ||
     { echo "mailroom did not start: $(tail -5 "$WORK/$run/log")" >&2; exit 1; }

@@ -2,7 +2,8 @@
 # bench/postgres.sh, bench/rounds.sh, bench/metadata-ab.sh, bench/strict-ab.sh,
 # bench/request-instructions.sh, bench/metadata-instructions.sh):
 # installing what is missing from Debian, starting a mailroom server and waiting until it
-# listens, waiting for a port, and stopping what was started, by pid.
+# listens, waiting for a port, stopping what was started, by pid, and the set-up of the
+# scripts that count a server's instructions under callgrind.
 #
 # The script that sources it defines the array PIDS (every pid it started, which
 # `stop_pids` stops) and, to use `apt_install`, `log` (a line to stderr).
@@ -64,6 +65,20 @@ start_mailroom_callgrind_in() { # dir out binary serve-args...
   local dir="$1" out="$2" binary="$3"; shift 3
   serve_in "$dir" valgrind --tool=callgrind --callgrind-out-file="$out" \
     "$binary" serve --listen 127.0.0.1:0 --data "$dir/data" "$@"
+}
+
+# The set-up bench/request-instructions.sh and bench/metadata-instructions.sh share:
+# builds the release binaries (unless BENCH_NO_BUILD is set), sets MAILROOM to
+# TARGET/mailroom unless it is set, checks for valgrind, and sets WORK to a fresh
+# temporary directory and PIDS to an empty list. On exit, every pid in PIDS is stopped
+# and WORK removed (a trap set in a function is the script's).
+callgrind_setup() { # target
+  [ -n "${BENCH_NO_BUILD:-}" ] || cargo build --release --quiet -p mailroom-bench -p mailroom-cli
+  MAILROOM="${MAILROOM:-$1/mailroom}"
+  command -v valgrind >/dev/null || { echo "valgrind is needed (Debian: valgrind)" >&2; exit 1; }
+  WORK="$(mktemp -d)"
+  trap 'stop_pids; rm -rf "$WORK"' EXIT
+  PIDS=()
 }
 
 serve_in() { # dir command...

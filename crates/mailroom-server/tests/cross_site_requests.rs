@@ -6,13 +6,13 @@
 //!
 //! The router runs in-process over a temporary store (`tower::ServiceExt::oneshot`).
 
+mod embedded_support;
+
 use axum::body::Body;
 use axum::http::{header, HeaderMap, Method, Request, StatusCode};
 use axum::Router;
 use http_body_util::BodyExt as _;
-use mailroom_server::config::FsyncPolicy;
-use mailroom_server::state::AppState;
-use mailroom_server::{app::router, server::store_options, Config};
+use mailroom_server::Config;
 use serde_json::Value;
 use tower::ServiceExt as _;
 
@@ -24,14 +24,10 @@ const FOREIGN: &str = "http://evil.example";
 /// A server over a fresh store allowing `origins`, with topic `t` (one message), group
 /// `g` and channel `c`.
 async fn server(origins: &[&str]) -> (tempfile::TempDir, Router) {
-    let dir = tempfile::tempdir().unwrap();
-    let config = Config {
-        fsync: FsyncPolicy::Never,
+    let (dir, app) = embedded_support::router_over(Config {
         cors_origins: origins.iter().map(|origin| (*origin).to_owned()).collect(),
-        ..Config::default()
-    };
-    let store = mailroom_store::Store::open(dir.path(), store_options(&config)).unwrap();
-    let app = router(AppState::new(store, config));
+        ..embedded_support::config()
+    });
     for (method, uri, body) in [
         (Method::PUT, "/v1/topics/t", ""),
         (Method::POST, "/v1/topics/t/messages", "first"),
@@ -83,25 +79,11 @@ fn cors_headers(headers: &HeaderMap) -> Vec<String> {
 
 /// Every writing operation of the document, with its path's names filled in.
 fn writing_routes() -> Vec<(Method, String)> {
-    let document = mailroom_server::openapi::document();
-    let mut routes = Vec::new();
-    for (path, item) in &document.paths.paths {
-        let uri = path
-            .replace("{topic}", "t")
-            .replace("{group}", "g")
-            .replace("{channel}", "c");
-        let operations = [
-            (Method::POST, item.post.is_some()),
-            (Method::PUT, item.put.is_some()),
-            (Method::PATCH, item.patch.is_some()),
-            (Method::DELETE, item.delete.is_some()),
-        ];
-        for (method, present) in operations {
-            if present {
-                routes.push((method, uri.clone()));
-            }
-        }
-    }
+    let routes: Vec<(Method, String)> = embedded_support::operations()
+        .into_iter()
+        .filter(|operation| operation.method != Method::GET)
+        .map(|operation| (operation.method, operation.uri))
+        .collect();
     assert!(
         routes.len() > 15,
         "the document lists the writes: {routes:?}"

@@ -5,6 +5,8 @@
 //!
 //! The router runs in-process over a temporary store (`tower::ServiceExt::oneshot`).
 
+mod embedded_support;
+
 use std::time::Duration;
 
 use axum::body::Body;
@@ -12,9 +14,7 @@ use axum::http::{header, Method, Request, StatusCode};
 use axum::Router;
 use http_body_util::BodyExt as _;
 use mailroom_server::browser::tickets::{Tickets, TICKET_LIFETIME_MS};
-use mailroom_server::config::FsyncPolicy;
-use mailroom_server::state::AppState;
-use mailroom_server::{app::router, server::store_options, Config};
+use mailroom_server::{app::router, Config};
 use serde_json::{json, Value};
 use tower::ServiceExt as _;
 
@@ -24,14 +24,10 @@ const EVENTS: &str = "/v1/channels/c/events";
 /// A server with [`TOKEN`] over a fresh store, with channel `c`; `tickets` replaces the
 /// default ticket map when given.
 async fn app(tickets: Option<Tickets>) -> (tempfile::TempDir, Router) {
-    let dir = tempfile::tempdir().unwrap();
-    let config = Config {
-        fsync: FsyncPolicy::Never,
+    let (dir, mut state) = embedded_support::state_over(Config {
         token: Some(TOKEN.to_owned()),
-        ..Config::default()
-    };
-    let store = mailroom_store::Store::open(dir.path(), store_options(&config)).unwrap();
-    let mut state = AppState::new(store, config);
+        ..embedded_support::config()
+    });
     if let Some(tickets) = tickets {
         state = state.with_tickets(tickets);
     }

@@ -6,52 +6,35 @@
 //!
 //! The router runs in-process over a temporary store (`tower::ServiceExt::oneshot`).
 
+mod embedded_support;
+
 use axum::body::Body;
 use axum::http::{header, Method, Request, StatusCode};
 use axum::Router;
-use mailroom_server::app::{router, V1_PREFIX};
-use mailroom_server::config::FsyncPolicy;
+use mailroom_server::app::V1_PREFIX;
 use mailroom_server::routes::routes;
-use mailroom_server::state::AppState;
-use mailroom_server::{server::store_options, Config};
+use mailroom_server::Config;
 use tower::ServiceExt as _;
 
 const TOKEN: &str = "s3cret";
 
 fn server() -> (tempfile::TempDir, Router) {
-    let dir = tempfile::tempdir().unwrap();
-    let config = Config {
-        fsync: FsyncPolicy::Never,
+    embedded_support::router_over(Config {
         token: Some(TOKEN.to_owned()),
-        ..Config::default()
-    };
-    let store = mailroom_store::Store::open(dir.path(), store_options(&config)).unwrap();
-    (dir, router(AppState::new(store, config)))
+        ..embedded_support::config()
+    })
 }
 
-/// Every operation of the document, with its path's names filled in.
+/// Every operation of the document, with its path's names filled in, and whether it is
+/// a `/v1` route (one the token guards).
 fn operations() -> Vec<(Method, String, bool)> {
-    let document = mailroom_server::openapi::document();
-    let mut found = Vec::new();
-    for (path, item) in &document.paths.paths {
-        let uri = path
-            .replace("{topic}", "t")
-            .replace("{group}", "g")
-            .replace("{channel}", "c");
-        let guarded = path.starts_with(V1_PREFIX);
-        for (method, present) in [
-            (Method::GET, item.get.is_some()),
-            (Method::POST, item.post.is_some()),
-            (Method::PUT, item.put.is_some()),
-            (Method::PATCH, item.patch.is_some()),
-            (Method::DELETE, item.delete.is_some()),
-        ] {
-            if present {
-                found.push((method, uri.clone(), guarded));
-            }
-        }
-    }
-    found
+    embedded_support::operations()
+        .into_iter()
+        .map(|operation| {
+            let guarded = operation.path.starts_with(V1_PREFIX);
+            (operation.method, operation.uri, guarded)
+        })
+        .collect()
 }
 
 async fn status(app: &Router, method: Method, uri: &str, token: Option<&str>) -> StatusCode {
