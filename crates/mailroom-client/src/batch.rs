@@ -3,11 +3,11 @@
 //! two per message, or one when it acks a batch with its next poll
 //! ([`Client::ack_then_poll_batch`]).
 
+use http::Method;
 use mailroom_api::batch::{
     AckBatchRequest, AckItem, AckOutcome, AckResults, NackBatchRequest, NackItem, NackResults,
     PollBatchRequest, PolledBatch,
 };
-use reqwest::Method;
 
 use crate::{BatchItemError, Client, ClientError, Delivery, DeliveryId, NackOptions, NackOutcome};
 

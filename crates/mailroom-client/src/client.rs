@@ -4,13 +4,18 @@
 
 use base64::Engine as _;
 use bytes::Bytes;
+use http::{Method, StatusCode};
+use http_body_util::Full;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
 use mailroom_api::batch_item::{BatchItemRef, BatchRequestRef};
 use mailroom_api::channels::{ChannelList, CreateChannel};
 use mailroom_api::topics::TopicList;
 use mailroom_api::topics::{Base64Message, BatchPublished, Published};
 use mailroom_api::NameKind;
-use reqwest::{Method, RequestBuilder, StatusCode};
 use url::Url;
+
+use crate::call::Call;
 
 use crate::subscription::{self, SubscribeOptions, Subscription};
 use crate::timeouts::Timeouts;
@@ -36,7 +41,7 @@ use crate::{ChannelDelivery, ChannelInfo, ClientError, TopicInfo, TopicSummary};
 /// ```
 #[derive(Debug, Clone)]
 pub struct Client {
-    http: reqwest::Client,
+    http: hyper_util::client::legacy::Client<HttpConnector, Full<Bytes>>,
     base: Url,
     token: Option<String>,
     timeouts: Timeouts,
@@ -64,8 +69,7 @@ impl Client {
     /// ```
     ///
     /// # Errors
-    /// [`ClientError::InvalidUrl`] if `base_url` is not an absolute `http://` URL;
-    /// [`ClientError::Http`] if the HTTP client cannot be set up.
+    /// [`ClientError::InvalidUrl`] if `base_url` is not an absolute `http://` URL.
     pub fn with_timeouts(base_url: &str, timeouts: Timeouts) -> Result<Client, ClientError> {
         let base = Url::parse(base_url).map_err(|e| ClientError::InvalidUrl(e.to_string()))?;
         if base.scheme() != "http" || base.cannot_be_a_base() {
@@ -73,9 +77,13 @@ impl Client {
                 "{base_url}: expected an http:// URL"
             )));
         }
-        let http = reqwest::Client::builder()
-            .connect_timeout(timeouts.connect)
-            .build()?;
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(timeouts.connect));
+        // One request waits for its answer before the next: Nagle would hold a request's
+        // last segment back for the previous answer's ACK.
+        connector.set_nodelay(true);
+        let http =
+            hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(connector);
         Ok(Client {
             http,
             base,
@@ -149,16 +157,18 @@ impl Client {
         Ok(path)
     }
 
-    pub(crate) fn request(
-        &self,
-        method: Method,
-        segments: &[&str],
-    ) -> Result<RequestBuilder, ClientError> {
-        let mut request = self.http.request(method, self.url(segments)?);
-        if let Some(token) = &self.token {
-            request = request.bearer_auth(token);
-        }
-        Ok(request)
+    /// The request `method` of `segments`, with the token if the client has one.
+    pub(crate) fn request(&self, method: Method, segments: &[&str]) -> Result<Call, ClientError> {
+        let call = Call::new(method, self.url(segments)?);
+        Ok(match &self.token {
+            Some(token) => call.bearer_auth(token),
+            None => call,
+        })
+    }
+
+    /// The pooled HTTP connections the calls go over.
+    pub(crate) fn http(&self) -> &hyper_util::client::legacy::Client<HttpConnector, Full<Bytes>> {
+        &self.http
     }
 
     /// The batch publish request of `body` to `topic`, its JSON written by
@@ -168,12 +178,11 @@ impl Client {
         &self,
         topic: &str,
         body: &BatchRequestRef<'_>,
-    ) -> Result<RequestBuilder, ClientError> {
+    ) -> Result<Call, ClientError> {
         let path = Self::topic_path(topic, &["messages", "batch"])?;
         Ok(self
             .request(Method::POST, &path)?
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body.to_json()))
+            .body("application/json", body.to_json()))
     }
 
     /// Checks that the server is up (`GET /healthz`).
@@ -181,7 +190,8 @@ impl Client {
     /// # Errors
     /// Any transport error, or an error status.
     pub async fn health(&self) -> Result<(), ClientError> {
-        self.send(self.http.get(self.url(&["healthz"])?)).await?;
+        self.send(Call::new(Method::GET, self.url(&["healthz"])?))
+            .await?;
         Ok(())
     }
 
@@ -227,8 +237,7 @@ impl Client {
     ) -> Result<u64, ClientError> {
         let request = self
             .request(Method::POST, &Self::topic_path(topic, &["messages"])?)?
-            .header("content-type", "application/octet-stream")
-            .body(payload.into());
+            .body("application/octet-stream", payload.into());
         let published: Published = self.json(request).await?;
         Ok(published.offset)
     }
@@ -321,8 +330,7 @@ impl Client {
     ) -> Result<ChannelDelivery, ClientError> {
         let request = self
             .request(Method::POST, &Self::channel_path(channel, &["messages"])?)?
-            .header("content-type", "application/octet-stream")
-            .body(payload.into());
+            .body("application/octet-stream", payload.into());
         self.json(request).await
     }
 
@@ -362,7 +370,9 @@ impl Client {
     /// # Errors
     /// Any transport error, or an error status.
     pub async fn metrics(&self) -> Result<String, ClientError> {
-        let answer = self.send(self.http.get(self.url(&["metrics"])?)).await?;
+        let answer = self
+            .send(Call::new(Method::GET, self.url(&["metrics"])?))
+            .await?;
         Ok(String::from_utf8_lossy(&answer.body).into_owned())
     }
 }

@@ -3,8 +3,8 @@
 
 use std::ops::Range;
 
+use http::Method;
 use mailroom_api::dead_letters::{DeadLetterQuery, DeadLetters, DeadLettersTaken, OffsetRange};
-use reqwest::Method;
 
 use crate::{Client, ClientError, DeadLetter};
 

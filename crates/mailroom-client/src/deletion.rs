@@ -1,6 +1,6 @@
 //! Removing things: topic and group deletion, durable on the server.
 
-use reqwest::Method;
+use http::Method;
 
 use crate::{Client, ClientError};
 

@@ -1,8 +1,8 @@
 //! One delivery at a time, with the options beyond a plain poll and nack: consumer
 //! identities, nack kinds with a delay and a reason, and lease extension (`touch`).
 
+use http::{Method, StatusCode};
 use mailroom_api::deliveries::{DeliveryBody, NackRequest, Nacked, PollRequest};
-use reqwest::{Method, StatusCode};
 
 use crate::exchange::Answer;
 use crate::{Client, ClientError, Delivery, DeliveryId, NackKind, NackOutcome};

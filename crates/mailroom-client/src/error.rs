@@ -40,9 +40,13 @@ pub enum ClientError {
         /// How long it was (for a long poll, the wait plus the request limit).
         after: Duration,
     },
+    /// A request could not be encoded (a header value with a line break, say); nothing
+    /// was sent.
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
     /// The HTTP request failed: connection refused, reset, ...
     #[error("http: {0}")]
-    Http(#[from] reqwest::Error),
+    Http(#[from] HttpError),
     /// The WebSocket handshake or stream failed.
     #[error("websocket: {0}")]
     WebSocket(#[from] Box<tokio_tungstenite::tungstenite::Error>),
@@ -150,5 +154,92 @@ impl ClientError {
 impl From<tokio_tungstenite::tungstenite::Error> for ClientError {
     fn from(error: tokio_tungstenite::tungstenite::Error) -> Self {
         ClientError::WebSocket(Box::new(error))
+    }
+}
+
+/// A failure of the HTTP transport under a call ([`ClientError::Http`]): the connection
+/// could not be made, broke, or the answer could not be read. The cause is its
+/// [`source`](std::error::Error::source).
+///
+/// ```no_run
+/// # async fn demo() {
+/// use mailroom_client::{Client, ClientError};
+/// // Nothing listens on port 9 here: the connection is refused.
+/// let client = Client::new("http://127.0.0.1:9").unwrap();
+/// match client.list_topics().await {
+///     Err(ClientError::Http(http)) => assert!(http.is_connect()),
+///     other => panic!("expected a transport error, got {other:?}"),
+/// }
+/// # }
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[error("{what}: {root}")]
+pub struct HttpError {
+    what: &'static str,
+    /// The innermost cause's message (`Connection refused (os error 111)`), which the
+    /// transport's own message ("client error (Connect)") does not say.
+    root: String,
+    connect: bool,
+    #[source]
+    source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl HttpError {
+    /// Whether the connection could not be made (refused, unreachable, name not found).
+    pub fn is_connect(&self) -> bool {
+        self.connect
+    }
+
+    /// Whether an I/O timeout is among the causes (the connect limit, enforced by the
+    /// connector).
+    pub(crate) fn timed_out(&self) -> bool {
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(self.source.as_ref());
+        while let Some(error) = cause {
+            if error
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+            {
+                return true;
+            }
+            cause = error.source();
+        }
+        false
+    }
+}
+
+impl HttpError {
+    fn new(
+        what: &'static str,
+        connect: bool,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    ) -> HttpError {
+        let mut root: &(dyn std::error::Error + 'static) = source.as_ref();
+        while let Some(cause) = root.source() {
+            root = cause;
+        }
+        HttpError {
+            what,
+            root: root.to_string(),
+            connect,
+            source,
+        }
+    }
+}
+
+impl From<hyper_util::client::legacy::Error> for HttpError {
+    fn from(error: hyper_util::client::legacy::Error) -> Self {
+        let connect = error.is_connect();
+        let what = if connect {
+            "could not connect"
+        } else {
+            "the request failed"
+        };
+        HttpError::new(what, connect, Box::new(error))
+    }
+}
+
+impl From<hyper::Error> for HttpError {
+    fn from(error: hyper::Error) -> Self {
+        HttpError::new("the answer could not be read", false, Box::new(error))
     }
 }

@@ -4,9 +4,12 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use reqwest::{RequestBuilder, StatusCode};
+use http::StatusCode;
+use http_body_util::BodyExt as _;
 use serde::de::DeserializeOwned;
 
+use crate::call::Call;
+use crate::error::HttpError;
 use crate::timeouts::within;
 use crate::{Client, ClientError, TimeoutLimit};
 
@@ -19,7 +22,7 @@ pub(crate) struct Answer {
 impl Client {
     /// Sends the request and reads the whole answer within the request time limit,
     /// turning an error status into [`ClientError::Api`].
-    pub(crate) async fn send(&self, request: RequestBuilder) -> Result<Answer, ClientError> {
+    pub(crate) async fn send(&self, request: Call) -> Result<Answer, ClientError> {
         self.send_within(request, self.timeouts().request).await
     }
 
@@ -27,13 +30,23 @@ impl Client {
     /// (a long poll's wait plus the request limit).
     pub(crate) async fn send_within(
         &self,
-        request: RequestBuilder,
+        request: Call,
         limit: Duration,
     ) -> Result<Answer, ClientError> {
+        let request = request.into_request()?;
         let exchange = async {
-            let response = request.send().await?;
+            let response = self
+                .http()
+                .request(request)
+                .await
+                .map_err(HttpError::from)?;
             let status = response.status();
-            Ok::<_, reqwest::Error>((status, response.bytes().await?))
+            let body = response
+                .into_body()
+                .collect()
+                .await
+                .map_err(HttpError::from)?;
+            Ok::<_, HttpError>((status, body.to_bytes()))
         };
         let (status, body) = within(TimeoutLimit::Request, limit, exchange)
             .await
@@ -44,11 +57,11 @@ impl Client {
         Err(ClientError::from_answer(status.as_u16(), &body))
     }
 
-    /// reqwest enforces the connect limit inside its connection pool and reports it as
-    /// a connect error caused by a timeout; this names it like every other limit.
+    /// The connector enforces the connect limit inside the connection pool and reports
+    /// it as a connect error caused by a timeout; this names it like every other limit.
     fn connect_timeout_named(&self, error: ClientError) -> ClientError {
         match error {
-            ClientError::Http(http) if http.is_connect() && http.is_timeout() => {
+            ClientError::Http(http) if http.is_connect() && http.timed_out() => {
                 ClientError::Timeout {
                     limit: TimeoutLimit::Connect,
                     after: self.timeouts().connect,
@@ -59,10 +72,7 @@ impl Client {
     }
 
     /// Sends the request and decodes the answer's JSON body.
-    pub(crate) async fn json<T: DeserializeOwned>(
-        &self,
-        request: RequestBuilder,
-    ) -> Result<T, ClientError> {
+    pub(crate) async fn json<T: DeserializeOwned>(&self, request: Call) -> Result<T, ClientError> {
         Self::decode(&self.send(request).await?)
     }
 

@@ -1,8 +1,8 @@
 //! Consumer groups in full: creating one with its settings (lease, backoff,
 //! `max_in_flight`) and reading its detailed state.
 
+use http::Method;
 use mailroom_api::groups::CreateGroup;
-use reqwest::Method;
 
 use crate::{Backoff, Client, ClientError, GroupDetail, GroupInfo, StartPosition};
 

@@ -1,8 +1,8 @@
 //! Healing failed topics: reopen a stopped or unreadable one, repair a damaged one
 //! (`mailroom_api::topic_health`).
 
+use http::Method;
 use mailroom_api::topic_health::{TopicRecovered, TopicRepairReport};
-use reqwest::Method;
 
 use crate::{Client, ClientError};
 

@@ -38,6 +38,7 @@
 //! ```
 
 mod batch;
+mod call;
 mod client;
 mod consume_stream;
 mod dead_letters;
@@ -61,7 +62,7 @@ pub use client::Client;
 pub use consume_stream::{ConsumeStream, Settled, SettledOutcome, StreamEvent};
 pub use dead_letters::{DeadLetterPage, DEAD_LETTERS_PAGE_MAX};
 pub use deliveries::NackOptions;
-pub use error::{ClientError, TimeoutLimit};
+pub use error::{ClientError, HttpError, TimeoutLimit};
 pub use groups::GroupOptions;
 pub use messages::NewMessage;
 pub use publish_stream::{Confirmation, PublishStream, PUBLISH_WINDOW_DEFAULT, PUBLISH_WINDOW_MAX};

@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
+use http::Method;
 use mailroom_api::groups::{GroupSeeked, SeekGroup};
 use mailroom_api::reads::{ReadMessage, ReadPage, ReadQuery};
-use reqwest::Method;
 
 use crate::types::payload_bytes;
 use crate::{Client, ClientError};

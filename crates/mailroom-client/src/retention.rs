@@ -4,8 +4,8 @@
 //! Limits are [`RetentionSettings`]: each absent (at creation the server's default; in
 //! a change, unchanged), `Some(None)` (unlimited) or `Some(Some(n))`.
 
+use http::{Method, StatusCode};
 use mailroom_api::topics::{IdempotencySettings, TopicCreateRequest, TopicUpdateRequest};
-use reqwest::{Method, StatusCode};
 
 use crate::{Client, ClientError, RetentionSettings, TopicInfo};
 

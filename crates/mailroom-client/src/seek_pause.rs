@@ -1,8 +1,8 @@
 //! Moving and pausing a group: [`Client::seek`], [`Client::pause`] and
 //! [`Client::resume`].
 
+use http::Method;
 use mailroom_api::groups::{GroupPause, GroupSeeked, PauseGroup, SeekGroup, StartName};
-use reqwest::Method;
 
 use crate::{Client, ClientError, StartPosition};
 

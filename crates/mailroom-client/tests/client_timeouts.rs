@@ -155,3 +155,48 @@ fn new_uses_the_default_limits() {
     assert_eq!(client.timeouts().connect, Duration::from_secs(5));
     assert_eq!(client.timeouts().request, Duration::from_secs(30));
 }
+
+// Proves a connection that is never made fails with the connect limit, named as such:
+// a listener whose accept queue is full drops new SYNs, so the connect hangs.
+#[tokio::test]
+async fn a_connection_never_made_fails_with_the_connect_limit() {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.bind("127.0.0.1:0".parse().unwrap()).expect("bind");
+    let listener = socket.listen(1).expect("listen");
+    let address = listener.local_addr().expect("address");
+    // Connections the listener never accepts, until one is not made: the queue is full.
+    let mut held = Vec::new();
+    let full = loop {
+        let connect = tokio::net::TcpStream::connect(address);
+        match tokio::time::timeout(Duration::from_millis(300), connect).await {
+            Ok(Ok(stream)) if held.len() < 16 => held.push(stream),
+            Ok(_) => break false,
+            Err(_) => break true,
+        }
+    };
+    assert!(
+        full,
+        "the accept queue never filled: {} connections made",
+        held.len()
+    );
+    let limit = Duration::from_millis(300);
+    let timeouts = Timeouts {
+        connect: limit,
+        request: Duration::from_secs(5),
+    };
+    let client = Client::with_timeouts(&format!("http://{address}"), timeouts).expect("url");
+    let outcome = tokio::time::timeout(FAILSAFE, client.list_topics())
+        .await
+        .unwrap_or_else(|_| panic!("still connecting after {FAILSAFE:?}"));
+    match outcome {
+        Err(ClientError::Timeout {
+            limit: which,
+            after,
+        }) => {
+            assert_eq!(which, TimeoutLimit::Connect);
+            assert_eq!(after, limit);
+        }
+        other => panic!("expected the connect limit, got {other:?}"),
+    }
+    drop(listener);
+}
