@@ -44,15 +44,7 @@ run() { # label system address workload args...
   local label="$1" system="$2" address="$3" workload="$4"; shift 4
   "$BENCH" run --system "$system" --address "$address" --durability strict \
     --workload "$workload" --out "$WORK/results.jsonl" "$@" >/dev/null
-  # Tag the line just written with who ran and which round.
-  python3 - "$WORK/results.jsonl" "$label" "$ROUND" <<'PY'
-import json, sys
-path, label, round_ = sys.argv[1], sys.argv[2], sys.argv[3]
-lines = open(path).read().splitlines()
-last = json.loads(lines[-1]); last["ab_label"] = label; last["ab_round"] = int(round_)
-lines[-1] = json.dumps(last)
-open(path, "w").write("\n".join(lines) + "\n")
-PY
+  python3 bench/ab_results.py tag "$WORK/results.jsonl" "$label" "$ROUND"
 }
 
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -74,34 +66,5 @@ for ROUND in $(seq 1 "$ROUNDS"); do
 done
 cp "$WORK/results.jsonl" "${AB_RESULTS:-/tmp/strict-ab-results.jsonl}"
 echo "results: ${AB_RESULTS:-/tmp/strict-ab-results.jsonl}"
-python3 - "$WORK/results.jsonl" <<'PY'
-import json, statistics, sys
-rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
-failed = [r for r in rows if not r["verdict"]["passed"]]
-rates = {}
-for r in rows:
-    key = (r["workload"], r["variant"])
-    rates.setdefault(key, {}).setdefault(r["ab_label"], []).append(r["msgs_per_s"])
-labels = ["disk", "baseline", "candidate", "redis"]
-print("| row | " + " | ".join(labels) + " | candidate / baseline | candidate / redis |")
-print("|---|" + "---:|" * (len(labels) + 2))
-for (workload, variant), by in rates.items():
-    med = {l: statistics.median(by[l]) for l in labels if l in by}
-    cells = []
-    for l in labels:
-        runs = ", ".join(f"{v:,.0f}" for v in by.get(l, []))
-        cells.append(f"{runs} (median {med[l]:,.0f})" if l in med else "")
-    ratio = lambda a, b: f"{med[a] / med[b]:.2f}" if a in med and b in med else ""
-    print(f"| {workload} {variant} | " + " | ".join(cells) + f" | {ratio('candidate', 'baseline')} | {ratio('candidate', 'redis')} |")
-# Within one round both servers met much the same disk: the paired ratio per round.
-by_round = {(r["workload"], r["variant"], r["ab_round"], r["ab_label"]): r["msgs_per_s"] for r in rows}
-for workload, variant in rates:
-    rounds = sorted({k[2] for k in by_round if k[:2] == (workload, variant)})
-    paired = [by_round[(workload, variant, n, "candidate")] / by_round[(workload, variant, n, "baseline")]
-              for n in rounds if (workload, variant, n, "candidate") in by_round
-              and (workload, variant, n, "baseline") in by_round]
-    if paired:
-        print(f"{workload} {variant}: candidate / baseline per round " + ", ".join(f"{p:.2f}" for p in paired))
-print(f"{len(failed)} runs failed their check")
-sys.exit(1 if failed else 0)
-PY
+python3 bench/ab_results.py table "$WORK/results.jsonl" disk baseline candidate redis \
+  --ratio candidate/baseline --ratio candidate/redis
