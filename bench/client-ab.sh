@@ -20,10 +20,8 @@ BASELINE_BENCH="${BASELINE_BENCH:?BASELINE_BENCH=path of the baseline mailroom-b
 CANDIDATE_BENCH="${CANDIDATE_BENCH:-$TARGET/mailroom-bench}"
 MAILROOM="${MAILROOM:-$TARGET/mailroom}"
 ROUNDS="${ROUNDS:-3}"
-WORK="$(mktemp -d "${TMPDIR:-/tmp}/mailroom-client-ab.XXXXXX")"
 source bench/servers.sh
-PIDS=()
-trap 'stop_pids; rm -rf "$WORK"' EXIT
+work_dir_with_cleanup client-ab
 
 start_redis() { # name appendfsync; sets REDIS_ADDR and REDIS_PID
   local port; port="$(free_port)"

@@ -76,9 +76,15 @@ callgrind_setup() { # target
   [ -n "${BENCH_NO_BUILD:-}" ] || cargo build --release --quiet -p mailroom-bench -p mailroom-cli
   MAILROOM="${MAILROOM:-$1/mailroom}"
   command -v valgrind >/dev/null || { echo "valgrind is needed (Debian: valgrind)" >&2; exit 1; }
-  WORK="$(mktemp -d)"
-  trap 'stop_pids; rm -rf "$WORK"' EXIT
+  work_dir_with_cleanup callgrind
+}
+
+# Sets WORK to a fresh temporary directory (`mailroom-NAME.XXXXXX` under TMPDIR) and PIDS
+# to an empty list; on exit, every pid in PIDS is stopped and WORK removed.
+work_dir_with_cleanup() { # name
+  WORK="$(mktemp -d "${TMPDIR:-/tmp}/mailroom-$1.XXXXXX")"
   PIDS=()
+  trap 'stop_pids; rm -rf "$WORK"' EXIT
 }
 
 serve_in() { # dir command...

@@ -22,10 +22,8 @@ ROUNDS="${ROUNDS:-3}"
 PUBLISH_COUNT="${PUBLISH_COUNT:-6000}"
 CONSUME_COUNT="${CONSUME_COUNT:-3000}"
 REDIS_PORT="${REDIS_PORT:-16479}"
-WORK="$(mktemp -d "${TMPDIR:-/tmp}/mailroom-strict-ab.XXXXXX")"
 source bench/servers.sh
-PIDS=()
-trap 'stop_pids; rm -rf "$WORK"' EXIT
+work_dir_with_cleanup strict-ab
 
 start_mailroom() { # name binary; sets ADDRESS (not in a subshell: PIDS must keep the pid)
   start_mailroom_in "$WORK/$1" "$2" --fsync always && { ADDRESS="$MAILROOM_ADDR"; return 0; }
