@@ -56,6 +56,7 @@ pub fn code(error: &anyhow::Error) -> &str {
         ClientError::Api { code, .. } => code.as_str(),
         ClientError::InvalidUrl(_) => "invalid_url",
         ClientError::InvalidName(_) => "invalid_name",
+        ClientError::InvalidRequest(_) => "invalid_request",
         ClientError::Timeout { .. } => "timeout",
         ClientError::Http(http) if http.is_connect() => "unreachable",
         ClientError::Http(_) => "http",
@@ -203,5 +204,15 @@ mod tests {
             "request timed out after 200 ms (is http://x a mailroom server, and not \
              overloaded? a slow server may need a longer --timeout or MAILROOM_TIMEOUT)"
         );
+    }
+
+    // Proves a request the client could not encode (a token with a line break, say)
+    // reports as such, not as a transport failure.
+    #[test]
+    fn an_unencodable_request_has_its_own_code() {
+        let error = anyhow::Error::new(ClientError::InvalidRequest(
+            "the value of the header authorization is not a valid header value".into(),
+        ));
+        assert_eq!(code(&error), "invalid_request");
     }
 }
