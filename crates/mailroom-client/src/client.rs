@@ -16,10 +16,12 @@ use mailroom_api::NameKind;
 use url::Url;
 
 use crate::call::Call;
-
 use crate::subscription::{self, SubscribeOptions, Subscription};
 use crate::timeouts::Timeouts;
 use crate::{ChannelDelivery, ChannelInfo, ClientError, TopicInfo, TopicSummary};
+
+/// hyper's pooled HTTP/1.1 client, which every call goes over.
+type Pool = hyper_util::client::legacy::Client<HttpConnector, Full<Bytes>>;
 
 /// A handle to one mailroom server. Cheap to clone; clones share a connection pool.
 ///
@@ -41,7 +43,7 @@ use crate::{ChannelDelivery, ChannelInfo, ClientError, TopicInfo, TopicSummary};
 /// ```
 #[derive(Debug, Clone)]
 pub struct Client {
-    http: hyper_util::client::legacy::Client<HttpConnector, Full<Bytes>>,
+    http: Pool,
     base: Url,
     token: Option<String>,
     timeouts: Timeouts,
@@ -167,7 +169,7 @@ impl Client {
     }
 
     /// The pooled HTTP connections the calls go over.
-    pub(crate) fn http(&self) -> &hyper_util::client::legacy::Client<HttpConnector, Full<Bytes>> {
+    pub(crate) fn http(&self) -> &Pool {
         &self.http
     }
 
