@@ -66,15 +66,14 @@ impl Call {
     }
 
     /// `value` as the JSON body.
-    pub(crate) fn json<T: Serialize + ?Sized>(self, value: &T) -> Call {
+    pub(crate) fn json<T: Serialize + ?Sized>(mut self, value: &T) -> Call {
         match serde_json::to_vec(value) {
             Ok(json) => self.body("application/json", json),
             Err(error) => {
-                let mut call = self;
-                call.refuse(ClientError::InvalidRequest(format!(
+                self.refuse(ClientError::InvalidRequest(format!(
                     "the body could not be written as JSON: {error}"
                 )));
-                call
+                self
             }
         }
     }
