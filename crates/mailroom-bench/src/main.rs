@@ -18,6 +18,13 @@ use mailroom_bench::workload::Measured;
 
 mod cli;
 
+/// The same allocator as the server's (`mailroom-allocator`), for every system's client
+/// alike: the clients allocate per request (header maps, futures, JSON), and under
+/// glibc's allocator that was about a tenth of the bench client's instructions per
+/// unbatched publish (BENCHMARKS.md, "A connection pool of its own for the client").
+#[global_allocator]
+static ALLOCATOR: mailroom_allocator::Allocator = mailroom_allocator::Allocator;
+
 use cli::args::{Cli, Command, RunArgs};
 use cli::dispatch::measure;
 

@@ -4,7 +4,6 @@
 //! `http://127.0.0.1:7070`). `--json` prints one JSON document per result for scripts.
 //! `--timeout` bounds how long any request waits for the server.
 
-mod allocator;
 mod api;
 mod commands;
 mod dates;
@@ -28,10 +27,10 @@ use crate::output::Output;
 /// maps, axum's boxed futures and extractors, the JSON answer), often on another worker
 /// than the one that allocated them; glibc's allocator spent about 30% of the server's
 /// user-space instructions on them in a relaxed publish profile, mimalloc a third of
-/// that (BENCHMARKS.md, "The server's allocator and its access log"); `allocator.rs` says
-/// why it is not `mimalloc::MiMalloc` as such.
+/// that (BENCHMARKS.md, "The server's allocator and its access log"); `mailroom-allocator`
+/// says why it is not `mimalloc::MiMalloc` as such.
 #[global_allocator]
-static ALLOCATOR: allocator::Allocator = allocator::Allocator;
+static ALLOCATOR: mailroom_allocator::Allocator = mailroom_allocator::Allocator;
 
 /// The mailroom message broker.
 #[derive(Debug, Parser)]

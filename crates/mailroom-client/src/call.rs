@@ -1,5 +1,6 @@
-//! One request before it is sent: method, URL, headers and body, built up by the call
-//! methods and sent by [`Client::send`](crate::Client) over hyper's pooled client.
+//! One request before it is sent: method, path and query, headers and body, built up by
+//! the call methods and sent by [`Client::send`](crate::Client) over the client's own
+//! connections (`connections.rs`).
 //!
 //! The client talks to hyper directly rather than through a general-purpose HTTP client:
 //! mailroom's calls need no redirects, proxies or cookies, and the layers that provide
@@ -11,7 +12,6 @@ use http::header::{HeaderName, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use http::{HeaderMap, Method, Request, Uri};
 use http_body_util::Full;
 use serde::Serialize;
-use url::Url;
 
 use crate::ClientError;
 
@@ -20,18 +20,21 @@ use crate::ClientError;
 #[derive(Debug)]
 pub(crate) struct Call {
     method: Method,
-    url: Url,
+    /// The percent-encoded path, then `?` and the query if there is one: the request's
+    /// target in origin form, which is all an HTTP/1.1 request to its server names.
+    target: String,
     headers: HeaderMap,
     body: Bytes,
     refused: Option<ClientError>,
 }
 
 impl Call {
-    /// A bodiless `method` request of `url`.
-    pub(crate) fn new(method: Method, url: Url) -> Call {
+    /// A bodiless `method` request of `path` (percent-encoded, from the client's
+    /// `path`).
+    pub(crate) fn new(method: Method, path: String) -> Call {
         Call {
             method,
-            url,
+            target: path,
             headers: HeaderMap::new(),
             body: Bytes::new(),
             refused: None,
@@ -78,11 +81,18 @@ impl Call {
         }
     }
 
-    /// `value`'s fields as the URL's query (`name=value&...`, form-encoded).
+    /// `value`'s fields as the query (`name=value&...`, form-encoded), in place of any
+    /// query before.
     pub(crate) fn query<T: Serialize + ?Sized>(mut self, value: &T) -> Call {
+        if let Some(start) = self.target.find('?') {
+            self.target.truncate(start);
+        }
         match serde_urlencoded::to_string(value) {
-            Ok(query) if query.is_empty() => self.url.set_query(None),
-            Ok(query) => self.url.set_query(Some(&query)),
+            Ok(query) if query.is_empty() => {}
+            Ok(query) => {
+                self.target.push('?');
+                self.target.push_str(&query);
+            }
             Err(error) => self.refuse(ClientError::InvalidRequest(format!(
                 "the query could not be written: {error}"
             ))),
@@ -95,11 +105,8 @@ impl Call {
         if let Some(refused) = self.refused {
             return Err(refused);
         }
-        let uri: Uri = self
-            .url
-            .as_str()
-            .parse()
-            .map_err(|error: http::uri::InvalidUri| ClientError::InvalidUrl(error.to_string()))?;
+        let uri = Uri::from_maybe_shared(Bytes::from(self.target))
+            .map_err(|error| ClientError::InvalidUrl(error.to_string()))?;
         let mut request = Request::new(Full::new(self.body));
         *request.method_mut() = self.method;
         *request.uri_mut() = uri;
@@ -117,10 +124,7 @@ mod tests {
     use super::*;
 
     fn call() -> Call {
-        Call::new(
-            Method::POST,
-            Url::parse("http://127.0.0.1:7070/v1/topics/t").unwrap(),
-        )
+        Call::new(Method::POST, "/v1/topics/t".to_owned())
     }
 
     // Proves the parts set on a call are the parts of the request it becomes.
@@ -134,10 +138,7 @@ mod tests {
             .into_request()
             .unwrap();
         assert_eq!(request.method(), Method::POST);
-        assert_eq!(
-            request.uri().to_string(),
-            "http://127.0.0.1:7070/v1/topics/t?from=3"
-        );
+        assert_eq!(request.uri().to_string(), "/v1/topics/t?from=3");
         assert_eq!(request.headers()[AUTHORIZATION], "Bearer secret");
         assert_eq!(request.headers()["idempotency-key"], "k-1");
         assert_eq!(request.headers()[CONTENT_TYPE], "application/json");
@@ -164,9 +165,6 @@ mod tests {
     fn an_empty_query_adds_nothing() {
         let none: [(&str, u64); 0] = [];
         let request = call().query(&none).into_request().unwrap();
-        assert_eq!(
-            request.uri().to_string(),
-            "http://127.0.0.1:7070/v1/topics/t"
-        );
+        assert_eq!(request.uri().to_string(), "/v1/topics/t");
     }
 }

@@ -2,26 +2,24 @@
 //! topics and live channels. Groups, deliveries, batches and dead letters have their own
 //! files.
 
+use std::time::Duration;
+
 use base64::Engine as _;
 use bytes::Bytes;
-use http::{Method, StatusCode};
-use http_body_util::Full;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+use http::{HeaderValue, Method, StatusCode};
 use mailroom_api::batch_item::{BatchItemRef, BatchRequestRef};
 use mailroom_api::channels::{ChannelList, CreateChannel};
 use mailroom_api::topics::TopicList;
 use mailroom_api::topics::{Base64Message, BatchPublished, Published};
 use mailroom_api::NameKind;
+use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
 use url::Url;
 
 use crate::call::Call;
+use crate::connections::Connections;
 use crate::subscription::{self, SubscribeOptions, Subscription};
 use crate::timeouts::Timeouts;
 use crate::{ChannelDelivery, ChannelInfo, ClientError, TopicInfo, TopicSummary};
-
-/// hyper's pooled HTTP/1.1 client, which every call goes over.
-type Pool = hyper_util::client::legacy::Client<HttpConnector, Full<Bytes>>;
 
 /// A handle to one mailroom server. Cheap to clone; clones share a connection pool.
 ///
@@ -43,8 +41,10 @@ type Pool = hyper_util::client::legacy::Client<HttpConnector, Full<Bytes>>;
 /// ```
 #[derive(Debug, Clone)]
 pub struct Client {
-    http: Pool,
+    connections: Connections,
     base: Url,
+    /// The base URL's path without its trailing `/`, which every call's path extends.
+    base_path: String,
     token: Option<String>,
     timeouts: Timeouts,
 }
@@ -79,16 +79,16 @@ impl Client {
                 "{base_url}: expected an http:// URL"
             )));
         }
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(timeouts.connect));
-        // One request waits for its answer before the next: Nagle would hold a request's
-        // last segment back for the previous answer's ACK.
-        connector.set_nodelay(true);
-        let http =
-            hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(connector);
+        let connections = connections_to(&base, timeouts.connect)?;
+        let base_path = base
+            .path()
+            .strip_suffix('/')
+            .unwrap_or(base.path())
+            .to_owned();
         Ok(Client {
-            http,
+            connections,
             base,
+            base_path,
             token: None,
             timeouts,
         })
@@ -112,6 +112,19 @@ impl Client {
 
     pub(crate) fn token(&self) -> Option<&str> {
         self.token.as_deref()
+    }
+
+    /// The path of `segments` under the base URL's, each segment percent-encoded as the
+    /// URL standard encodes a path segment: what [`url`](Self::url)'s path would be,
+    /// without building and serializing a whole URL per call.
+    pub(crate) fn path(&self, segments: &[&str]) -> String {
+        let mut path = String::with_capacity(self.base_path.len() + 64);
+        path.push_str(&self.base_path);
+        for segment in segments {
+            path.push('/');
+            path.extend(utf8_percent_encode(segment, PATH_SEGMENT));
+        }
+        path
     }
 
     /// The URL of `segments` under the base URL, each segment percent-encoded.
@@ -161,16 +174,16 @@ impl Client {
 
     /// The request `method` of `segments`, with the token if the client has one.
     pub(crate) fn request(&self, method: Method, segments: &[&str]) -> Result<Call, ClientError> {
-        let call = Call::new(method, self.url(segments)?);
+        let call = Call::new(method, self.path(segments));
         Ok(match &self.token {
             Some(token) => call.bearer_auth(token),
             None => call,
         })
     }
 
-    /// The pooled HTTP connections the calls go over.
-    pub(crate) fn http(&self) -> &Pool {
-        &self.http
+    /// The kept-open HTTP connections the calls go over.
+    pub(crate) fn connections(&self) -> &Connections {
+        &self.connections
     }
 
     /// The batch publish request of `body` to `topic`, its JSON written by
@@ -192,7 +205,7 @@ impl Client {
     /// # Errors
     /// Any transport error, or an error status.
     pub async fn health(&self) -> Result<(), ClientError> {
-        self.send(Call::new(Method::GET, self.url(&["healthz"])?))
+        self.send(Call::new(Method::GET, self.path(&["healthz"])))
             .await?;
         Ok(())
     }
@@ -373,16 +386,49 @@ impl Client {
     /// Any transport error, or an error status.
     pub async fn metrics(&self) -> Result<String, ClientError> {
         let answer = self
-            .send(Call::new(Method::GET, self.url(&["metrics"])?))
+            .send(Call::new(Method::GET, self.path(&["metrics"])))
             .await?;
         Ok(String::from_utf8_lossy(&answer.body).into_owned())
     }
 }
 
+/// The URL standard's percent-encode set for a path segment of an `http` URL (the path
+/// set, then `/`, `%` and, for special schemes, `\\`), as `url` encodes them.
+const PATH_SEGMENT: &AsciiSet = &CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'<')
+    .add(b'>')
+    .add(b'`')
+    .add(b'#')
+    .add(b'?')
+    .add(b'{')
+    .add(b'}')
+    .add(b'/')
+    .add(b'%')
+    .add(b'\\');
+
+/// The connections to `base`'s host and port, each request's `Host` header the base's
+/// host with its port unless it is the default.
+fn connections_to(base: &Url, connect_timeout: Duration) -> Result<Connections, ClientError> {
+    let invalid =
+        || ClientError::InvalidUrl(format!("{base}: expected an http:// URL with a host"));
+    let host = match base.host().ok_or_else(invalid)? {
+        url::Host::Ipv6(address) => address.to_string(),
+        other => other.to_string(),
+    };
+    let host_str = base.host_str().ok_or_else(invalid)?;
+    let host_header = match base.port() {
+        Some(port) => HeaderValue::from_str(&format!("{host_str}:{port}")),
+        None => HeaderValue::from_str(host_str),
+    }
+    .map_err(|_| invalid())?;
+    let port = base.port_or_known_default().unwrap_or(80);
+    Ok(Connections::new(host, port, host_header, connect_timeout))
+}
+
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
 
     // Proves names are percent-encoded into single path segments, so a hostile name can
@@ -392,6 +438,45 @@ mod tests {
         let client = Client::new("http://127.0.0.1:7070/").unwrap();
         let url = client.url(&["v1", "topics", "a/b?c"]).unwrap();
         assert_eq!(url.as_str(), "http://127.0.0.1:7070/v1/topics/a%2Fb%3Fc");
+    }
+
+    proptest::proptest! {
+        // Proves a call's path is the path `url` would make of the same segments under
+        // the same base, with or without a base path and its trailing `/`: the direct
+        // writer encodes exactly as the URL standard does. (Tabs and line breaks, which
+        // `url` drops, and `%`, whose dot forms it reads as `.`, are not in the names the
+        // calls send: the name rule refuses them.)
+        #[test]
+        fn paths_are_what_url_would_make(
+            base in proptest::sample::select(vec![
+                "http://127.0.0.1:7070",
+                "http://127.0.0.1:7070/",
+                "http://[::1]:7070/under/",
+                "http://example.test/under",
+            ]),
+            segments in proptest::collection::vec("[^\t\n\r%]{1,12}", 1..6),
+        ) {
+            proptest::prop_assume!(segments.iter().all(|s| s != "." && s != ".."));
+            let client = Client::new(base).unwrap();
+            let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
+            let url = client.url(&segments).unwrap();
+            proptest::prop_assert_eq!(client.path(&segments), url.path());
+        }
+    }
+
+    // Proves the `Host` header names the port only when it is not the default, and an
+    // IPv6 host is connected to without the brackets it has in the header.
+    #[test]
+    fn the_host_header_is_the_base_authority() {
+        let cases = [
+            ("http://127.0.0.1:7070", "127.0.0.1", 7070, "127.0.0.1:7070"),
+            ("http://example.test/", "example.test", 80, "example.test"),
+            ("http://[::1]:9/", "::1", 9, "[::1]:9"),
+        ];
+        for (base, host, port, header) in cases {
+            let connections = connections_to(&Url::parse(base).unwrap(), Duration::ZERO).unwrap();
+            assert_eq!(connections.target(), (host, port, header), "{base}");
+        }
     }
 
     // Proves only absolute http URLs are accepted as a base.
