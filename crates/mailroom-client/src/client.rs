@@ -2,11 +2,13 @@
 //! topics and live channels. Groups, deliveries, batches and dead letters have their own
 //! files.
 
-use std::time::Duration;
-
 use base64::Engine as _;
 use bytes::Bytes;
-use http::{HeaderValue, Method, StatusCode};
+use http::uri::Authority;
+use http::{Method, StatusCode};
+use http_body_util::Full;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
 use mailroom_api::batch_item::{BatchItemRef, BatchRequestRef};
 use mailroom_api::channels::{ChannelList, CreateChannel};
 use mailroom_api::topics::TopicList;
@@ -16,10 +18,12 @@ use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
 use url::Url;
 
 use crate::call::Call;
-use crate::connections::Connections;
 use crate::subscription::{self, SubscribeOptions, Subscription};
 use crate::timeouts::Timeouts;
 use crate::{ChannelDelivery, ChannelInfo, ClientError, TopicInfo, TopicSummary};
+
+/// hyper's pooled HTTP/1.1 client, which every call goes over.
+type Pool = hyper_util::client::legacy::Client<HttpConnector, Full<Bytes>>;
 
 /// A handle to one mailroom server. Cheap to clone; clones share a connection pool.
 ///
@@ -41,8 +45,11 @@ use crate::{ChannelDelivery, ChannelInfo, ClientError, TopicInfo, TopicSummary};
 /// ```
 #[derive(Debug, Clone)]
 pub struct Client {
-    connections: Connections,
+    http: Pool,
     base: Url,
+    /// The base URL's host and port (the port only if not the default), which every
+    /// call's URI carries: parsed once here, not once a call.
+    authority: Authority,
     /// The base URL's path without its trailing `/`, which every call's path extends.
     base_path: String,
     token: Option<String>,
@@ -79,15 +86,23 @@ impl Client {
                 "{base_url}: expected an http:// URL"
             )));
         }
-        let connections = connections_to(&base, timeouts.connect)?;
+        let authority = authority_of(&base)?;
         let base_path = base
             .path()
             .strip_suffix('/')
             .unwrap_or(base.path())
             .to_owned();
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(timeouts.connect));
+        // One request waits for its answer before the next: Nagle would hold a request's
+        // last segment back for the previous answer's ACK.
+        connector.set_nodelay(true);
+        let http =
+            hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build(connector);
         Ok(Client {
-            connections,
+            http,
             base,
+            authority,
             base_path,
             token: None,
             timeouts,
@@ -181,9 +196,14 @@ impl Client {
         })
     }
 
-    /// The kept-open HTTP connections the calls go over.
-    pub(crate) fn connections(&self) -> &Connections {
-        &self.connections
+    /// The pooled HTTP connections the calls go over.
+    pub(crate) fn http(&self) -> &Pool {
+        &self.http
+    }
+
+    /// The authority every call's URI carries.
+    pub(crate) fn authority(&self) -> &Authority {
+        &self.authority
     }
 
     /// The batch publish request of `body` to `topic`, its JSON written by
@@ -408,27 +428,23 @@ const PATH_SEGMENT: &AsciiSet = &CONTROLS
     .add(b'%')
     .add(b'\\');
 
-/// The connections to `base`'s host and port, each request's `Host` header the base's
-/// host with its port unless it is the default.
-fn connections_to(base: &Url, connect_timeout: Duration) -> Result<Connections, ClientError> {
+/// `base`'s host and its port unless it is the default: what hyper's pool keys a
+/// connection by and sends as `Host`.
+fn authority_of(base: &Url) -> Result<Authority, ClientError> {
     let invalid =
         || ClientError::InvalidUrl(format!("{base}: expected an http:// URL with a host"));
-    let host = match base.host().ok_or_else(invalid)? {
-        url::Host::Ipv6(address) => address.to_string(),
-        other => other.to_string(),
+    let host = base.host_str().ok_or_else(invalid)?;
+    let text = match base.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_owned(),
     };
-    let host_str = base.host_str().ok_or_else(invalid)?;
-    let host_header = match base.port() {
-        Some(port) => HeaderValue::from_str(&format!("{host_str}:{port}")),
-        None => HeaderValue::from_str(host_str),
-    }
-    .map_err(|_| invalid())?;
-    let port = base.port_or_known_default().unwrap_or(80);
-    Ok(Connections::new(host, port, host_header, connect_timeout))
+    text.parse().map_err(|_| invalid())
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     // Proves names are percent-encoded into single path segments, so a hostile name can
@@ -464,18 +480,18 @@ mod tests {
         }
     }
 
-    // Proves the `Host` header names the port only when it is not the default, and an
-    // IPv6 host is connected to without the brackets it has in the header.
+    // Proves a call's authority is the base URL's host, with its port only when it is not
+    // the default.
     #[test]
-    fn the_host_header_is_the_base_authority() {
+    fn the_authority_is_the_base_host_and_port() {
         let cases = [
-            ("http://127.0.0.1:7070", "127.0.0.1", 7070, "127.0.0.1:7070"),
-            ("http://example.test/", "example.test", 80, "example.test"),
-            ("http://[::1]:9/", "::1", 9, "[::1]:9"),
+            ("http://127.0.0.1:7070", "127.0.0.1:7070"),
+            ("http://example.test/", "example.test"),
+            ("http://[::1]:9/", "[::1]:9"),
         ];
-        for (base, host, port, header) in cases {
-            let connections = connections_to(&Url::parse(base).unwrap(), Duration::ZERO).unwrap();
-            assert_eq!(connections.target(), (host, port, header), "{base}");
+        for (base, authority) in cases {
+            let client = Client::new(base).unwrap();
+            assert_eq!(client.authority().as_str(), authority, "{base}");
         }
     }
 

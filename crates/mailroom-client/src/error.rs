@@ -190,8 +190,25 @@ impl HttpError {
         self.connect
     }
 
-    /// `what` failed because of `source`; `connect` if no connection was made.
-    pub(crate) fn new(
+    /// Whether an I/O timeout is among the causes (the connect limit, enforced by the
+    /// connector).
+    pub(crate) fn timed_out(&self) -> bool {
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(self.source.as_ref());
+        while let Some(error) = cause {
+            if error
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
+            {
+                return true;
+            }
+            cause = error.source();
+        }
+        false
+    }
+}
+
+impl HttpError {
+    fn new(
         what: &'static str,
         connect: bool,
         source: Box<dyn std::error::Error + Send + Sync>,
@@ -206,6 +223,18 @@ impl HttpError {
             connect,
             source,
         }
+    }
+}
+
+impl From<hyper_util::client::legacy::Error> for HttpError {
+    fn from(error: hyper_util::client::legacy::Error) -> Self {
+        let connect = error.is_connect();
+        let what = if connect {
+            "could not connect"
+        } else {
+            "the request failed"
+        };
+        HttpError::new(what, connect, Box::new(error))
     }
 }
 

@@ -5,9 +5,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::StatusCode;
+use http_body_util::BodyExt as _;
 use serde::de::DeserializeOwned;
 
 use crate::call::Call;
+use crate::error::HttpError;
 use crate::timeouts::within;
 use crate::{Client, ClientError, TimeoutLimit};
 
@@ -31,17 +33,42 @@ impl Client {
         request: Call,
         limit: Duration,
     ) -> Result<Answer, ClientError> {
-        let request = request.into_request()?;
-        let (status, body) = within(
-            TimeoutLimit::Request,
-            limit,
-            self.connections().exchange(request),
-        )
-        .await?;
+        let request = request.into_request(self.authority())?;
+        let exchange = async {
+            let response = self
+                .http()
+                .request(request)
+                .await
+                .map_err(HttpError::from)?;
+            let status = response.status();
+            let body = response
+                .into_body()
+                .collect()
+                .await
+                .map_err(HttpError::from)?;
+            Ok::<_, HttpError>((status, body.to_bytes()))
+        };
+        let (status, body) = within(TimeoutLimit::Request, limit, exchange)
+            .await
+            .map_err(|error| self.connect_timeout_named(error))?;
         if status.is_success() {
             return Ok(Answer { status, body });
         }
         Err(ClientError::from_answer(status.as_u16(), &body))
+    }
+
+    /// The connector enforces the connect limit inside the connection pool and reports
+    /// it as a connect error caused by a timeout; this names it like every other limit.
+    fn connect_timeout_named(&self, error: ClientError) -> ClientError {
+        match error {
+            ClientError::Http(http) if http.is_connect() && http.timed_out() => {
+                ClientError::Timeout {
+                    limit: TimeoutLimit::Connect,
+                    after: self.timeouts().connect,
+                }
+            }
+            other => other,
+        }
     }
 
     /// Sends the request and decodes the answer's JSON body.

@@ -23,12 +23,6 @@
 //! default, a long poll's wait added on top); a server that never answers makes the
 //! call fail with [`ClientError::Timeout`], which names the limit that ran out.
 //!
-//! A client and its clones keep their HTTP/1.1 connections open and reuse them, one call
-//! at a time on each: calls in flight at once each take a connection, at most
-//! [`IDLE_CONNECTIONS_MAX`] are kept idle, and one idle for [`IDLE_TIMEOUT`] is closed.
-//! A request is never sent twice: only one that an idle connection could not send (the
-//! server had just closed it) goes again, over a new connection.
-//!
 //! The client speaks plain `http://` only; put a TLS-terminating proxy in front of the
 //! server if the network is not trusted.
 //!
@@ -46,7 +40,6 @@
 mod batch;
 mod call;
 mod client;
-mod connections;
 mod consume_stream;
 mod dead_letters;
 mod deletion;
@@ -66,7 +59,6 @@ mod types;
 
 pub use batch::BatchPoll;
 pub use client::Client;
-pub use connections::{IDLE_CONNECTIONS_MAX, IDLE_TIMEOUT};
 pub use consume_stream::{ConsumeStream, Settled, SettledOutcome, StreamEvent};
 pub use dead_letters::{DeadLetterPage, DEAD_LETTERS_PAGE_MAX};
 pub use deliveries::NackOptions;

@@ -1,7 +1,8 @@
-//! The client's kept-open connections against a scripted HTTP/1.1 server that counts the
-//! connections and requests it sees: calls reuse one connection, a connection the server
-//! closes is replaced without the caller seeing an error, a request that was sent is
-//! never sent again, and concurrent calls each get a connection of their own.
+//! The client's pooled connections (hyper's pool) against a scripted HTTP/1.1 server
+//! that counts the connections and requests it sees: calls reuse one connection, a
+//! connection the server closes is replaced without the caller seeing an error, a
+//! request that was sent is never sent again, and concurrent calls each get a connection
+//! of their own. Whatever pools the client's connections must keep to these.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
