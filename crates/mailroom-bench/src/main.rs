@@ -21,7 +21,8 @@ mod cli;
 /// The same allocator as the server's (`mailroom-allocator`), for every system's client
 /// alike: the clients allocate per request (header maps, futures, JSON), and under
 /// glibc's allocator that was about a tenth of the bench client's instructions per
-/// unbatched publish (BENCHMARKS.md, "A connection pool of its own for the client").
+/// unbatched publish (BENCHMARKS.md, "Requests' URIs put together directly, the bench
+/// client on mimalloc").
 #[global_allocator]
 static ALLOCATOR: mailroom_allocator::Allocator = mailroom_allocator::Allocator;
 
