@@ -176,7 +176,7 @@ impl Client {
             ack: (!request.ack.is_empty()).then(|| request.ack.to_vec()),
         };
         let path = Self::group_path(topic, group, &["poll", "batch"])?;
-        let call = self.request(Method::POST, &path)?.json(&body);
+        let call = self.request(Method::POST, &path).json(&body);
         // The server may hold the request `wait_ms` before it starts answering.
         let limit = self.timeouts().long_poll(request.wait_ms);
         let polled: PolledBatch = Self::decode(&self.send_within(call, limit).await?)?;
@@ -232,7 +232,7 @@ impl Client {
             deliveries: deliveries.to_vec(),
         };
         let path = Self::group_path(topic, group, &["ack", "batch"])?;
-        let call = self.request(Method::POST, &path)?.json(&body);
+        let call = self.request(Method::POST, &path).json(&body);
         let answer: AckResults = self.json(call).await?;
         let results = match_results(deliveries, answer.results)?;
         Ok(results
@@ -272,7 +272,7 @@ impl Client {
             reason: options.reason.clone(),
         };
         let path = Self::group_path(topic, group, &["nack", "batch"])?;
-        let call = self.request(Method::POST, &path)?.json(&body);
+        let call = self.request(Method::POST, &path).json(&body);
         let answer: NackResults = self.json(call).await?;
         match_results(deliveries, answer.results)
     }

@@ -188,12 +188,12 @@ impl Client {
     }
 
     /// The request `method` of `segments`, with the token if the client has one.
-    pub(crate) fn request(&self, method: Method, segments: &[&str]) -> Result<Call, ClientError> {
+    pub(crate) fn request(&self, method: Method, segments: &[&str]) -> Call {
         let call = Call::new(method, self.path(segments));
-        Ok(match &self.token {
+        match &self.token {
             Some(token) => call.bearer_auth(token),
             None => call,
-        })
+        }
     }
 
     /// The pooled HTTP connections the calls go over.
@@ -216,7 +216,7 @@ impl Client {
     ) -> Result<Call, ClientError> {
         let path = Self::topic_path(topic, &["messages", "batch"])?;
         Ok(self
-            .request(Method::POST, &path)?
+            .request(Method::POST, &path)
             .body("application/json", body.to_json()))
     }
 
@@ -236,7 +236,7 @@ impl Client {
     /// `invalid_name` (400), `unauthorized` (401), or a transport error.
     pub async fn create_topic(&self, topic: &str) -> Result<bool, ClientError> {
         let answer = self
-            .send(self.request(Method::PUT, &Self::topic_path(topic, &[])?)?)
+            .send(self.request(Method::PUT, &Self::topic_path(topic, &[])?))
             .await?;
         Ok(answer.status == StatusCode::CREATED)
     }
@@ -247,7 +247,7 @@ impl Client {
     /// `unauthorized` (401), or a transport error.
     pub async fn list_topics(&self) -> Result<Vec<TopicSummary>, ClientError> {
         let topics: TopicList = self
-            .json(self.request(Method::GET, &["v1", "topics"])?)
+            .json(self.request(Method::GET, &["v1", "topics"]))
             .await?;
         Ok(topics.topics)
     }
@@ -257,7 +257,7 @@ impl Client {
     /// # Errors
     /// `unknown_topic` (404), or a transport error.
     pub async fn topic_info(&self, topic: &str) -> Result<TopicInfo, ClientError> {
-        self.json(self.request(Method::GET, &Self::topic_path(topic, &[])?)?)
+        self.json(self.request(Method::GET, &Self::topic_path(topic, &[])?))
             .await
     }
 
@@ -271,7 +271,7 @@ impl Client {
         payload: impl Into<Bytes>,
     ) -> Result<u64, ClientError> {
         let request = self
-            .request(Method::POST, &Self::topic_path(topic, &["messages"])?)?
+            .request(Method::POST, &Self::topic_path(topic, &["messages"])?)
             .body("application/octet-stream", payload.into());
         let published: Published = self.json(request).await?;
         Ok(published.offset)
@@ -337,7 +337,7 @@ impl Client {
         settings: &CreateChannel,
     ) -> Result<bool, ClientError> {
         let request = self
-            .request(Method::PUT, &Self::channel_path(channel, &[])?)?
+            .request(Method::PUT, &Self::channel_path(channel, &[])?)
             .json(settings);
         let answer = self.send(request).await?;
         Ok(answer.status == StatusCode::CREATED)
@@ -349,7 +349,7 @@ impl Client {
     /// `unauthorized` (401), or a transport error.
     pub async fn list_channels(&self) -> Result<Vec<ChannelInfo>, ClientError> {
         let channels: ChannelList = self
-            .json(self.request(Method::GET, &["v1", "channels"])?)
+            .json(self.request(Method::GET, &["v1", "channels"]))
             .await?;
         Ok(channels.channels)
     }
@@ -364,7 +364,7 @@ impl Client {
         payload: impl Into<Bytes>,
     ) -> Result<ChannelDelivery, ClientError> {
         let request = self
-            .request(Method::POST, &Self::channel_path(channel, &["messages"])?)?
+            .request(Method::POST, &Self::channel_path(channel, &["messages"])?)
             .body("application/octet-stream", payload.into());
         self.json(request).await
     }
@@ -374,7 +374,7 @@ impl Client {
     /// # Errors
     /// `unknown_channel` (404), or a transport error.
     pub async fn close_channel(&self, channel: &str) -> Result<(), ClientError> {
-        self.send(self.request(Method::DELETE, &Self::channel_path(channel, &[])?)?)
+        self.send(self.request(Method::DELETE, &Self::channel_path(channel, &[])?))
             .await?;
         Ok(())
     }

@@ -52,7 +52,7 @@ impl Client {
             from: Some(from),
             limit: Some(limit),
         };
-        let request = self.request(Method::GET, &path)?.query(&query);
+        let request = self.request(Method::GET, &path).query(&query);
         let page: DeadLetters = self.json(request).await?;
         let dead_letters = page
             .dead_letters
@@ -131,7 +131,7 @@ impl Client {
             None => OffsetRange::default(),
         };
         let path = Self::group_path(topic, group, &["dead-letters", action])?;
-        let request = self.request(Method::POST, &path)?.json(&body);
+        let request = self.request(Method::POST, &path).json(&body);
         let taken: DeadLettersTaken = self.json(request).await?;
         Ok(taken.count)
     }

@@ -17,7 +17,7 @@ impl Client {
     /// # Errors
     /// `unknown_topic` (404), `invalid_name` (400), or a transport error.
     pub async fn delete_topic(&self, topic: &str) -> Result<(), ClientError> {
-        self.send(self.request(Method::DELETE, &Self::topic_path(topic, &[])?)?)
+        self.send(self.request(Method::DELETE, &Self::topic_path(topic, &[])?))
             .await?;
         Ok(())
     }
@@ -35,7 +35,7 @@ impl Client {
     /// `unknown_topic` or `unknown_group` (404), or a transport error.
     pub async fn delete_group(&self, topic: &str, group: &str) -> Result<(), ClientError> {
         let path = Self::group_path(topic, group, &[])?;
-        self.send(self.request(Method::DELETE, &path)?).await?;
+        self.send(self.request(Method::DELETE, &path)).await?;
         Ok(())
     }
 }

@@ -38,7 +38,7 @@ impl Client {
     /// # Errors
     /// `unknown_topic` or `unknown_group` (404), or a transport error.
     pub async fn poll(&self, topic: &str, group: &str) -> Result<Option<Delivery>, ClientError> {
-        let request = self.request(Method::POST, &Self::group_path(topic, group, &["poll"])?)?;
+        let request = self.request(Method::POST, &Self::group_path(topic, group, &["poll"])?);
         Self::delivery_from(&self.send(request).await?)
     }
 
@@ -78,7 +78,7 @@ impl Client {
         delivery: DeliveryId,
     ) -> Result<NackOutcome, ClientError> {
         let request = self
-            .request(Method::POST, &Self::group_path(topic, group, &["nack"])?)?
+            .request(Method::POST, &Self::group_path(topic, group, &["nack"])?)
             .json(&delivery);
         let nacked: Nacked = self.json(request).await?;
         Ok(nacked.outcome)
@@ -96,7 +96,7 @@ impl Client {
         consumer: &str,
     ) -> Result<Option<Delivery>, ClientError> {
         let request = self
-            .request(Method::POST, &Self::group_path(topic, group, &["poll"])?)?
+            .request(Method::POST, &Self::group_path(topic, group, &["poll"])?)
             .json(&PollRequest {
                 consumer: Some(consumer.to_owned()),
             });
@@ -116,7 +116,7 @@ impl Client {
         options: &NackOptions,
     ) -> Result<NackOutcome, ClientError> {
         let request = self
-            .request(Method::POST, &Self::group_path(topic, group, &["nack"])?)?
+            .request(Method::POST, &Self::group_path(topic, group, &["nack"])?)
             .json(&options.request(delivery));
         let nacked: Nacked = self.json(request).await?;
         Ok(nacked.outcome)
@@ -145,7 +145,7 @@ impl Client {
         delivery: DeliveryId,
     ) -> Result<(), ClientError> {
         let request = self
-            .request(Method::POST, &Self::group_path(topic, group, &[verb])?)?
+            .request(Method::POST, &Self::group_path(topic, group, &[verb])?)
             .json(&delivery);
         self.send(request).await?;
         Ok(())

@@ -66,7 +66,7 @@ impl Client {
             max_in_flight: None,
         };
         let request = self
-            .request(Method::PUT, &Self::group_path(topic, group, &[])?)?
+            .request(Method::PUT, &Self::group_path(topic, group, &[])?)
             .json(&body);
         self.send(request).await?;
         Ok(())
@@ -77,7 +77,7 @@ impl Client {
     /// # Errors
     /// `unknown_topic` or `unknown_group` (404), or a transport error.
     pub async fn group_info(&self, topic: &str, group: &str) -> Result<GroupInfo, ClientError> {
-        self.json(self.request(Method::GET, &Self::group_path(topic, group, &[])?)?)
+        self.json(self.request(Method::GET, &Self::group_path(topic, group, &[])?))
             .await
     }
 
@@ -93,7 +93,7 @@ impl Client {
         options: &GroupOptions,
     ) -> Result<(), ClientError> {
         let request = self
-            .request(Method::PUT, &Self::group_path(topic, group, &[])?)?
+            .request(Method::PUT, &Self::group_path(topic, group, &[])?)
             .json(&options.body());
         self.send(request).await?;
         Ok(())
@@ -104,7 +104,7 @@ impl Client {
     /// # Errors
     /// `unknown_topic` or `unknown_group` (404), or a transport error.
     pub async fn group_detail(&self, topic: &str, group: &str) -> Result<GroupDetail, ClientError> {
-        let request = self.request(Method::GET, &Self::group_path(topic, group, &[])?)?;
+        let request = self.request(Method::GET, &Self::group_path(topic, group, &[])?);
         self.json(request).await
     }
 }

@@ -23,7 +23,7 @@ impl Client {
     /// transport error.
     pub async fn recover_topic(&self, topic: &str) -> Result<bool, ClientError> {
         let path = Self::topic_path(topic, &["recover"])?;
-        let answer: TopicRecovered = self.json(self.request(Method::POST, &path)?).await?;
+        let answer: TopicRecovered = self.json(self.request(Method::POST, &path)).await?;
         Ok(answer.recovered)
     }
 
@@ -46,6 +46,6 @@ impl Client {
     /// transport error.
     pub async fn repair_topic(&self, topic: &str) -> Result<TopicRepairReport, ClientError> {
         let path = Self::topic_path(topic, &["repair"])?;
-        self.json(self.request(Method::POST, &path)?).await
+        self.json(self.request(Method::POST, &path)).await
     }
 }

@@ -114,7 +114,7 @@ impl Client {
             ReadFrom::Time(time_ms) => query.from_time_ms = Some(time_ms),
         }
         let path = Self::topic_path(topic, &["messages"])?;
-        let call = self.request(Method::GET, &path)?.query(&query);
+        let call = self.request(Method::GET, &path).query(&query);
         // The server may hold the request `wait_ms` before it starts answering.
         let limit = self.timeouts().long_poll(wait_ms);
         let page: ReadPage = Self::decode(&self.send_within(call, limit).await?)?;
@@ -148,7 +148,7 @@ impl Client {
             ..SeekGroup::default()
         };
         let path = Self::group_path(topic, group, &["seek"])?;
-        let request = self.request(Method::POST, &path)?.json(&body);
+        let request = self.request(Method::POST, &path).json(&body);
         let seeked: GroupSeeked = self.json(request).await?;
         Ok(seeked.position)
     }

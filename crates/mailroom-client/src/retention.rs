@@ -73,7 +73,7 @@ impl Client {
     /// `PUT /v1/topics/{topic}` with `body`: `true` if it created the topic.
     async fn put_topic(&self, topic: &str, body: &TopicCreateRequest) -> Result<bool, ClientError> {
         let call = self
-            .request(Method::PUT, &Self::topic_path(topic, &[])?)?
+            .request(Method::PUT, &Self::topic_path(topic, &[])?)
             .json(body);
         let answer = self.send(call).await?;
         Ok(answer.status == StatusCode::CREATED)
@@ -102,7 +102,7 @@ impl Client {
     ) -> Result<TopicInfo, ClientError> {
         let body = TopicUpdateRequest { retention: *change };
         let call = self
-            .request(Method::PATCH, &Self::topic_path(topic, &[])?)?
+            .request(Method::PATCH, &Self::topic_path(topic, &[])?)
             .json(&body);
         self.json(call).await
     }

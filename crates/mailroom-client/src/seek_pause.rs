@@ -36,7 +36,7 @@ impl Client {
             },
         };
         let path = Self::group_path(topic, group, &["seek"])?;
-        let request = self.request(Method::POST, &path)?.json(&body);
+        let request = self.request(Method::POST, &path).json(&body);
         let seeked: GroupSeeked = self.json(request).await?;
         Ok(seeked.position)
     }
@@ -56,7 +56,7 @@ impl Client {
     ) -> Result<GroupPause, ClientError> {
         let path = Self::group_path(topic, group, &["pause"])?;
         let request = self
-            .request(Method::POST, &path)?
+            .request(Method::POST, &path)
             .json(&PauseGroup { until_ms });
         self.json(request).await
     }
@@ -67,7 +67,7 @@ impl Client {
     /// 404s, or a transport error.
     pub async fn resume(&self, topic: &str, group: &str) -> Result<GroupPause, ClientError> {
         let path = Self::group_path(topic, group, &["resume"])?;
-        let request = self.request(Method::POST, &path)?;
+        let request = self.request(Method::POST, &path);
         self.json(request).await
     }
 }
