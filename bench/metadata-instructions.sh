@@ -12,6 +12,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 TARGET="${CARGO_TARGET_DIR:-target}/release"
 COUNT="${COUNT:-20000}" PUBLISHERS="${PUBLISHERS:-4}" BATCH="${BATCH:-100}" SIZE="${SIZE:-256}"
+# How the batches are written: binary (the Rust client's default) or json.
+ENCODING="${ENCODING:-binary}"
 source bench/servers.sh
 callgrind_setup "$TARGET"
 for variant in startup none key-headers idempotent; do
@@ -24,7 +26,8 @@ for variant in startup none key-headers idempotent; do
   if [ "$variant" != startup ]; then
     "$TARGET/mailroom-bench" run --system mailroom --address "$ADDR" --workload publish \
       --count "$COUNT" --publishers "$PUBLISHERS" --batch "$BATCH" --payload-bytes "$SIZE" \
-      --durability "fsync never" --metadata "$variant" --out "$WORK/$variant.jsonl" \
+      --durability "fsync never" --metadata "$variant" \
+      --batch-encoding "$ENCODING" --out "$WORK/$variant.jsonl" \
       >/dev/null 2>"$WORK/$variant.bench"
   fi
   kill -INT "$PID"

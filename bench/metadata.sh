@@ -11,11 +11,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS="${ROUNDS:-3}" COUNT="${COUNT:-20000}" FSYNC="${FSYNC:-always}"
 PUBLISHERS="${PUBLISHERS:-4}" BATCH="${BATCH:-100}" SIZE="${SIZE:-256}"
+# How the batches are written: binary (the Rust client's default) or json.
+ENCODING="${ENCODING:-binary}"
 source bench/rounds.sh
 bench_run() {
   "$TARGET/mailroom-bench" run --system mailroom --address "$ADDR" --broker-pid "$PID" \
     --workload publish --count "$COUNT" --publishers "$PUBLISHERS" --batch "$BATCH" \
-    --payload-bytes "$SIZE" --durability "fsync $FSYNC" --metadata "$1" \
+    --payload-bytes "$SIZE" --durability "fsync $FSYNC" --metadata "$1" --batch-encoding "$ENCODING" \
     --out "$WORK/$1.jsonl"
 }
 rounds_medians bare none key-headers idempotent

@@ -28,6 +28,10 @@ mkdir -p "$work/ts"
 
 echo "openapi-clients: Python client"
 # No post hooks: they would format the code with ruff, which is not needed to run it.
+# The batch publish's second body type, the binary encoding (application/vnd.mailroom.batch),
+# is one the generator does not know: it warns and generates the JSON body only (mapping
+# the type to application/octet-stream made code that does not run), so the check below
+# publishes a JSON batch through it.
 printf 'post_hooks: []\n' >"$work/generator.yaml"
 (cd "$work" && venv/bin/openapi-python-client generate --path openapi.json \
   --meta none --config generator.yaml --output-path mailroom_generated >/dev/null)
@@ -36,8 +40,8 @@ import os
 
 from mailroom_generated import Client
 from mailroom_generated.api.groups import ack, create_group, poll
-from mailroom_generated.api.topics import create_topic, publish
-from mailroom_generated.models import CreateGroup, DeliveryRef
+from mailroom_generated.api.topics import create_topic, publish, publish_batch
+from mailroom_generated.models import BatchRequest, CreateGroup, DeliveryRef
 from mailroom_generated.types import File
 
 client = Client(base_url=os.environ["MAILROOM_URL"])
@@ -61,7 +65,12 @@ acked = ack.sync_detailed(
 assert acked.status_code == 200, acked
 again = poll.sync_detailed("orders", "billing", client=client)
 assert again.status_code == 204, again
-print("openapi-clients: Python publish -> poll -> ack round trip ok")
+batch = publish_batch.sync_detailed(
+    "orders", client=client, body=BatchRequest(messages=["a", "b"])
+)
+assert batch.status_code == 201, batch
+assert batch.parsed.offsets == [1, 2], batch.parsed
+print("openapi-clients: Python publish -> poll -> ack round trip and a batch publish ok")
 PY
 
 echo "openapi-clients: TypeScript types"

@@ -8,7 +8,7 @@
 //! # Modules
 //!
 //! One per resource: [`topics`], [`groups`], [`deliveries`] (one at a time) and
-//! [`batch`] (many at a time), [`dead_letters`], [`channels`], [`publish_stream`],
+//! [`batch`] (many at a time; [`batch_binary`] is the batch publish without JSON), [`dead_letters`], [`channels`], [`publish_stream`],
 //! [`tickets`] (how a browser opens a stream), [`reads`] (the log without a group), [`ops`]; and what they share: [`error`] (every error is `{"error": "<code>",
 //! "message": "..."}` with a stable [`ErrorCode`]), [`names`], [`limits`], [`whole`].
 //!
@@ -38,6 +38,7 @@
 //! ```
 
 pub mod batch;
+pub mod batch_binary;
 pub mod batch_item;
 pub mod batch_scan;
 pub mod channels;

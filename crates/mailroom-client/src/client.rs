@@ -2,17 +2,15 @@
 //! their name checks are in `client/paths.rs`; groups, deliveries, batches and dead
 //! letters have their own files.
 
-use base64::Engine as _;
 use bytes::Bytes;
 use http::uri::Authority;
 use http::{Method, StatusCode};
 use http_body_util::Full;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use mailroom_api::batch_item::{BatchItemRef, BatchRequestRef};
 use mailroom_api::channels::{ChannelList, CreateChannel};
 use mailroom_api::topics::TopicList;
-use mailroom_api::topics::{Base64Message, BatchPublished, Published};
+use mailroom_api::topics::{BatchPublished, Published};
 use url::Url;
 
 use crate::call::Call;
@@ -21,7 +19,7 @@ mod paths;
 
 use crate::subscription::{self, SubscribeOptions, Subscription};
 use crate::timeouts::Timeouts;
-use crate::{ChannelDelivery, ChannelInfo, ClientError, TopicInfo, TopicSummary};
+use crate::{BatchEncoding, ChannelDelivery, ChannelInfo, ClientError, TopicInfo, TopicSummary};
 use paths::authority_of;
 
 /// hyper's pooled HTTP/1.1 client, which every call goes over.
@@ -56,6 +54,8 @@ pub struct Client {
     base_path: String,
     token: Option<String>,
     timeouts: Timeouts,
+    /// How batch publishes are written (see `batch_body.rs`).
+    pub(crate) batch_encoding: BatchEncoding,
 }
 
 impl Client {
@@ -108,6 +108,7 @@ impl Client {
             base_path,
             token: None,
             timeouts,
+            batch_encoding: BatchEncoding::default(),
         })
     }
 
@@ -148,20 +149,6 @@ impl Client {
     /// The authority every call's URI carries.
     pub(crate) fn authority(&self) -> &Authority {
         &self.authority
-    }
-
-    /// The batch publish request of `body` to `topic`, its JSON written by
-    /// [`BatchRequestRef::to_json`] (serde_json's bytes, written in a fraction of its
-    /// time: most of a batch publish's client time was serde_json escaping strings).
-    pub(crate) fn batch_publish(
-        &self,
-        topic: &str,
-        body: &BatchRequestRef<'_>,
-    ) -> Result<Call, ClientError> {
-        let path = Self::topic_path(topic, &["messages", "batch"])?;
-        Ok(self
-            .request(Method::POST, &path)
-            .body("application/json", body.to_json()))
     }
 
     /// Checks that the server is up (`GET /healthz`).
@@ -221,8 +208,9 @@ impl Client {
         Ok(published.offset)
     }
 
-    /// Publishes several messages in one call and returns their offsets, in order.
-    /// Payloads that are not UTF-8 travel as base64.
+    /// Publishes several messages in one call and returns their offsets, in order,
+    /// written in the client's [`BatchEncoding`](crate::BatchEncoding) (under JSON,
+    /// payloads that are not UTF-8 travel as base64).
     ///
     /// # Errors
     /// `unknown_topic` (404), `invalid_argument` (400, empty or oversized batch),
@@ -232,18 +220,7 @@ impl Client {
         topic: &str,
         payloads: &[Bytes],
     ) -> Result<Vec<u64>, ClientError> {
-        // Borrowed, as `publish_once` encodes its items: the payloads are not copied
-        // into `String`s before they are written as JSON.
-        let messages = payloads
-            .iter()
-            .map(|payload| match std::str::from_utf8(payload) {
-                Ok(text) => BatchItemRef::Text(text),
-                Err(_) => BatchItemRef::Binary(Base64Message {
-                    base64: base64::engine::general_purpose::STANDARD.encode(payload),
-                }),
-            })
-            .collect();
-        let request = self.batch_publish(topic, &BatchRequestRef { messages })?;
+        let request = self.bare_batch_publish(topic, payloads)?;
         let published: BatchPublished = self.json(request).await?;
         Ok(published.offsets)
     }

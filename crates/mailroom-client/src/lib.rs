@@ -38,6 +38,7 @@
 //! ```
 
 mod batch;
+mod batch_body;
 mod call;
 mod client;
 mod consume_stream;
@@ -58,6 +59,7 @@ mod timeouts;
 mod types;
 
 pub use batch::BatchPoll;
+pub use batch_body::BatchEncoding;
 pub use client::Client;
 pub use consume_stream::{ConsumeStream, Settled, SettledOutcome, StreamEvent};
 pub use dead_letters::{DeadLetterPage, DEAD_LETTERS_PAGE_MAX};

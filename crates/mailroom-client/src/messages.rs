@@ -7,7 +7,6 @@ use std::collections::BTreeMap;
 
 use base64::Engine as _;
 use bytes::Bytes;
-use mailroom_api::batch_item::{BatchItemRef, BatchObjectRef, BatchRequestRef};
 use mailroom_api::topics::{BatchMessageObject, BatchPublished};
 
 use crate::{Client, ClientError};
@@ -61,24 +60,6 @@ impl NewMessage {
         self
     }
 
-    /// The batch item this message travels as, borrowed from it.
-    fn item(&self) -> BatchItemRef<'_> {
-        let (payload, payload_base64) = match std::str::from_utf8(&self.payload) {
-            Ok(text) => (Some(text), None),
-            Err(_) => (
-                None,
-                Some(base64::engine::general_purpose::STANDARD.encode(&self.payload)),
-            ),
-        };
-        BatchItemRef::Message(BatchObjectRef {
-            payload,
-            payload_base64,
-            key: self.key.as_deref(),
-            headers: (!self.headers.is_empty()).then_some(&self.headers),
-            idempotency_key: self.idempotency_key.as_deref(),
-        })
-    }
-
     /// The object form of this message (a batch item's, a publish stream's JSON text
     /// frame), with the payload as text when it is UTF-8 and as base64 otherwise.
     pub(crate) fn object(&self) -> BatchMessageObject {
@@ -128,8 +109,7 @@ impl Client {
         topic: &str,
         messages: &[NewMessage],
     ) -> Result<BatchPublished, ClientError> {
-        let messages = messages.iter().map(NewMessage::item).collect();
-        let request = self.batch_publish(topic, &BatchRequestRef { messages })?;
+        let request = self.messages_batch_publish(topic, messages)?;
         self.json(request).await
     }
 }

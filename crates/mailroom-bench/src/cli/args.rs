@@ -165,6 +165,10 @@ pub(crate) struct RunArgs {
     /// poll/batch + ack/batch (mailroom's consume, retry and fanout workloads).
     #[arg(long)]
     pub(crate) mailroom_stream: bool,
+    /// How mailroom's batch publishes are written: the binary batch encoding (the
+    /// client's default) or JSON.
+    #[arg(long, value_enum, default_value_t = BatchBody::Binary)]
+    pub(crate) batch_encoding: BatchBody,
     /// How Redis acks (parallel workload).
     #[arg(long, value_enum, default_value_t = RedisShape::Separate)]
     pub(crate) redis_shape: RedisShape,
@@ -191,6 +195,13 @@ pub(crate) struct RunArgs {
     /// The JSON-lines file to append the result to.
     #[arg(long)]
     pub(crate) out: Option<PathBuf>,
+}
+
+/// `--batch-encoding`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum BatchBody {
+    Binary,
+    Json,
 }
 
 /// `--metadata`.

@@ -3,7 +3,7 @@
 
 use anyhow::Result;
 
-use super::args::{Metadata, PublishMode, RedisShape, RunArgs, Shape, System, Workload};
+use super::args::{BatchBody, Metadata, PublishMode, RedisShape, RunArgs, Shape, System, Workload};
 use mailroom_bench::database_probe::DatabaseProbe;
 use mailroom_bench::ledger::FailurePlan;
 use mailroom_bench::probe::Probe;
@@ -20,6 +20,7 @@ use mailroom_bench::workload::live::{self, LiveParams};
 use mailroom_bench::workload::parallel::{self, ParallelParams, WindowSystem};
 use mailroom_bench::workload::publish::{self, PublishParams};
 use mailroom_bench::workload::Measured;
+use mailroom_client::BatchEncoding;
 
 /// Runs the workload `args` name against the system they name.
 pub(crate) async fn measure(args: &RunArgs) -> Result<Measured> {
@@ -82,7 +83,13 @@ pub(crate) async fn measure(args: &RunArgs) -> Result<Measured> {
                 .map(|address| format!("http://{address}"))
                 .collect();
             let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
-            let mut system = Mailroom::brokers(&urls, shape)?.with_metadata(metadata);
+            let encoding = match args.batch_encoding {
+                BatchBody::Binary => BatchEncoding::Binary,
+                BatchBody::Json => BatchEncoding::Json,
+            };
+            let mut system = Mailroom::brokers(&urls, shape)?
+                .with_metadata(metadata)
+                .with_batch_encoding(encoding);
             if args.mailroom_stream {
                 system = system.streamed();
             }

@@ -52,6 +52,12 @@ pub(crate) fn checked(
     }
 }
 
+/// `error` about batch item `index`, its field named as the JSON body names it
+/// (`messages[3].key`).
+pub(crate) fn item_refusal(index: usize, error: ArgumentError) -> ApiError {
+    renamed(error, |field| format!("messages[{index}].{field}"))
+}
+
 /// The library's refusal in the server's wording, its field named by `name`.
 fn renamed(error: ArgumentError, name: impl Fn(&str) -> String) -> ApiError {
     match error {

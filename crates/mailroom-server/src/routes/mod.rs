@@ -19,6 +19,7 @@ use crate::body::{body_limit, BodyLimit, JSON_BODY_BYTES_MAX};
 use crate::state::AppState;
 
 pub mod arguments;
+mod batch_binary;
 mod batch_encode;
 pub mod channels;
 pub mod consume_stream;

@@ -32,6 +32,15 @@ impl Brokers {
         })
     }
 
+    /// The same brokers, their clients writing batch publishes in `encoding`.
+    pub fn with_batch_encoding(self, encoding: mailroom_client::BatchEncoding) -> Brokers {
+        let clients = self.clients.iter().cloned();
+        Brokers {
+            clients: clients.map(|c| c.with_batch_encoding(encoding)).collect(),
+            next: self.next,
+        }
+    }
+
     /// The client for the next call.
     pub fn pick(&self) -> &Client {
         let index = self.next.fetch_add(1, Ordering::Relaxed) % self.clients.len();

@@ -103,6 +103,12 @@ impl Mailroom {
         self
     }
 
+    /// With batch publishes written in `encoding`.
+    pub fn with_batch_encoding(mut self, encoding: mailroom_client::BatchEncoding) -> Mailroom {
+        self.client = self.client.with_batch_encoding(encoding);
+        self
+    }
+
     /// This handle, consuming the log workloads over the consume stream (one WebSocket
     /// per group, window = the prefetch) instead of `poll/batch` + `ack/batch`.
     pub fn streamed(mut self) -> Mailroom {

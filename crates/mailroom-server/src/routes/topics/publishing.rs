@@ -1,5 +1,5 @@
 //! Publishing to a topic: one message (the raw body, its metadata in headers) and a
-//! batch (a JSON list of messages, or the binary batch encoding of `batch_encode`).
+//! batch (a JSON list of messages, or the binary batch encoding of `batch_binary`).
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -17,6 +17,7 @@ use crate::body::{parse, RawBody};
 use crate::error::{ApiError, ErrorBody};
 use crate::metrics::TopicLabels;
 use crate::paths::TopicPath;
+use crate::routes::batch_binary;
 use crate::routes::batch_encode::{self, FastBatch};
 use crate::routes::metadata;
 use crate::state::AppState;
@@ -77,10 +78,17 @@ pub async fn publish(
 /// Publishes several messages in one durable write.
 #[utoipa::path(post, path = "/v1/topics/{topic}/messages/batch", tag = "topics",
     params(("topic" = crate::names::Name, Path, description = "Topic name")),
-    request_body(content = BatchRequest, description = "Messages as strings, {\"base64\": ...} or {\"payload\" or \"payload_base64\", \"key\", \"headers\"}"),
+    request_body(content(
+            (BatchRequest = "application/json"),
+            (String = "application/vnd.mailroom.batch")),
+        description = "JSON: messages as strings, {\"base64\": ...} or {\"payload\" or \"payload_base64\", \"key\", \"headers\", \"idempotency_key\"}. \
+            Or the binary batch encoding (`application/vnd.mailroom.batch`): `MRB1`, a u32 count, then per message a flags byte \
+            (bit 0 key, bit 1 idempotency key, bit 2 headers), the payload as a u32 length and its bytes, then the key, the \
+            idempotency key and the headers (a u32 count, then name and value) as flagged, each string a u32 length and UTF-8; \
+            every integer little-endian."),
     responses(
         (status = 201, description = "All stored, with consecutive offsets", body = BatchPublished),
-        (status = 400, description = "Invalid name, empty batch, bad base64 or bad JSON", body = ErrorBody),
+        (status = 400, description = "Invalid name, empty batch, bad base64, bad JSON or a binary body that breaks its layout", body = ErrorBody),
         (status = 401, description = "Missing or wrong token", body = ErrorBody),
         (status = 404, description = "Unknown topic", body = ErrorBody),
         (status = 413, description = "A message or the body is too large", body = ErrorBody),
@@ -88,11 +96,17 @@ pub async fn publish(
 pub async fn publish_batch(
     State(state): State<AppState>,
     TopicPath { topic }: TopicPath,
+    request_headers: HeaderMap,
     body: Result<RawBody, ApiError>,
 ) -> Result<Response, ApiError> {
     let RawBody(body) = body?;
     let payload_bytes_max = state.config.payload_bytes_max;
-    let published = match batch_encode::fast_batch(&body, payload_bytes_max) {
+    let fast = if batch_binary::is_binary(&request_headers, &body) {
+        Some(batch_binary::binary_batch(&body, payload_bytes_max)?)
+    } else {
+        batch_encode::fast_batch(&body, payload_bytes_max)
+    };
+    let published = match fast {
         Some(FastBatch::Bare(payloads)) => bare_published(&state, &topic, &payloads).await?,
         Some(FastBatch::Encoded(batch)) => {
             published_of(&state.backend.publish_encoded(&topic, &batch).await?)
