@@ -145,12 +145,18 @@ pub enum DecodeError {
 /// [`DecodeError`], saying where the body breaks the layout.
 pub fn decode(body: &[u8]) -> Result<Batch<'_>, DecodeError> {
     let rest = body.strip_prefix(MAGIC).ok_or(DecodeError::Magic)?;
+    let Some((count, rest)) = rest.split_first_chunk() else {
+        return Err(DecodeError::Truncated {
+            at: "count".to_owned(),
+            part: "count",
+        });
+    };
+    let count = u32::from_le_bytes(*count);
     let mut reader = Reader {
         rest,
         index: 0,
         spans: Vec::new(),
     };
-    let count = reader.u32("count")?;
     if count == 0 || count as usize > BATCH_MESSAGES_MAX {
         return Err(DecodeError::Count { count });
     }
@@ -203,10 +209,6 @@ impl<'a> Reader<'a> {
                 self.rest = rest;
                 Ok(u32::from_le_bytes([*a, *b, *c, *d]))
             }
-            _ if part == "count" => Err(DecodeError::Truncated {
-                at: "count".to_owned(),
-                part,
-            }),
             _ => Err(self.truncated(part)),
         }
     }

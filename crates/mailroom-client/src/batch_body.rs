@@ -33,8 +33,8 @@ pub enum BatchEncoding {
     Json,
 }
 
-/// The guess of a header's encoded bytes the binary body's buffer starts with, rather
-/// than walking every header map twice.
+/// A guess of a header's encoded bytes, for the binary body's first allocation (the
+/// writer then reserves each message's exact size as it adds it).
 const HEADER_BYTES_GUESS: usize = 80;
 
 impl Client {
@@ -63,8 +63,8 @@ impl Client {
             }
             return self.binary_batch_publish(topic, writer);
         }
-        // Borrowed, as `NewMessage::item` does: the payloads are not copied into
-        // `String`s before they are written as JSON.
+        // Borrowed, as `item` below does: the payloads are not copied into `String`s
+        // before they are written as JSON.
         let messages = payloads
             .iter()
             .map(|payload| match std::str::from_utf8(payload) {

@@ -1,6 +1,7 @@
 //! The batch publish in the binary encoding (`mailroom_api::batch_binary`): a body sent
-//! as `application/vnd.mailroom.batch` goes into record bodies as the JSON fast path's
-//! does (`batch_encode`), its payloads and strings borrowed from the request body.
+//! as `application/vnd.mailroom.batch`, or starting with its magic, goes into record
+//! bodies as the JSON fast path's does (`batch_encode`), its payloads and strings
+//! borrowed from the request body.
 //!
 //! Unlike the JSON path there is no general decoder behind it, so each refusal is
 //! worded here: a layout error names the message and part, a payload over the limit is
@@ -66,8 +67,15 @@ pub(crate) fn binary_batch(body: &Bytes, payload_bytes_max: u64) -> Result<FastB
     // every length in four bytes), so it bounds the buffer.
     let mut encoded = EncodedBatch::with_capacity(batch.items.len(), body.len());
     for (index, item) in batch.items.iter().enumerate() {
+        let metadata = metadata_of(&batch, item);
+        if metadata.is_empty() {
+            // As the JSON fast path does: a bare payload stays a slice of the body.
+            within(index, item.payload)?;
+            encoded.push_bare(body.slice_ref(item.payload));
+            continue;
+        }
         encoded
-            .push(&metadata_of(&batch, item), item.payload)
+            .push(&metadata, item.payload)
             .map_err(|error| metadata::item_refusal(index, error))?;
         within(index, item.payload)?;
     }

@@ -111,7 +111,7 @@ pub struct Log {
 
 /// The writer's lock: the standard library's, which on Linux spins briefly and then sleeps
 /// on a futex, where parking_lot's spins, then yields the CPU in a loop (`sched_yield`,
-/// 11,000-22,000 a 100,000 contended relaxed publishes) before it parks: with the
+/// 4,700-22,000 a 100,000 contended relaxed publishes, BENCHMARKS.md) before it parks: with the
 /// clients on the same cores, those yields were CPU taken from them. A writer that
 /// panicked leaves the lock usable, as parking_lot's did (the log's own fail-stop state
 /// says whether writing may go on).

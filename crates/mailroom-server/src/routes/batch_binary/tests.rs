@@ -127,8 +127,9 @@ proptest! {
     }
 }
 
-// Proves bare payloads are slices of the body, not copies, and that a binary body is
-// recognized by its content type (whatever its case and parameters) or by its magic.
+// Proves bare payloads are slices of the body, not copies (in a bare batch and beside
+// messages with metadata), and that a binary body is recognized by its content type
+// (whatever its case and parameters) or by its magic.
 #[test]
 fn bare_payloads_are_borrowed_and_the_content_type_is_recognized() {
     let mut writer = BatchWriter::new();
@@ -142,6 +143,22 @@ fn bare_payloads_are_borrowed_and_the_content_type_is_recognized() {
     assert!(
         body.as_ptr_range().contains(&payloads[0].as_ptr()),
         "copied"
+    );
+
+    // Beside a message with metadata too.
+    let mut writer = BatchWriter::new();
+    writer.push_bare(b"bare").unwrap();
+    let headers = std::iter::empty();
+    writer.push(b"keyed", Some("k"), None, headers).unwrap();
+    let mixed = Bytes::from(writer.finish());
+    let Ok(FastBatch::Encoded(batch)) = binary_batch(&mixed, 1024) else {
+        panic!("not encoded")
+    };
+    let bare = &batch.to_messages()[0].payload;
+    assert_eq!(bare, &b"bare"[..]);
+    assert!(
+        mixed.as_ptr_range().contains(&bare.as_ptr()),
+        "copied beside metadata"
     );
 
     let with = |value: &str, body: &[u8]| {
