@@ -3,92 +3,81 @@
 //!
 //! JSON makes every payload, key and header a string that the writer escapes and the
 //! reader searches for its end, and a payload that is not UTF-8 travels as base64. Here
-//! each is a length and its bytes, so neither side looks inside them (the server still
-//! checks that keys and headers are UTF-8), and any payload goes as it is. The Rust
-//! client sends its batches this way; JSON stays for everyone else.
+//! each message is its record body as the store writes it: the metadata block
+//! ([`crate::metadata_block`]) if the message has a key, headers or an idempotency key,
+//! then the payload as it is. The server checks the block (its layout, UTF-8, header
+//! order, the limits) and writes the body to disk without taking it apart, as Kafka
+//! writes a producer's record batch. The Rust client sends its batches this way; JSON
+//! stays for everyone else.
 //!
 //! The layout (every integer unsigned, little-endian):
 //!
 //! | part | bytes | holds |
 //! |---|---|---|
-//! | magic | 4 | `MRB1`: the encoding and its version |
+//! | magic | 4 | `MRB2`: the encoding and its version |
 //! | count | u32 | the number of messages, 1 to [`BATCH_MESSAGES_MAX`] |
 //! | then `count` times: | | |
-//! | flags | u8 | bit 0: a key follows; bit 1: an idempotency key; bit 2: headers. Other bits are 0 |
-//! | payload | u32 + bytes | the payload's length, then the payload |
-//! | key | u32 + bytes | if bit 0: the key, UTF-8 |
-//! | idempotency key | u32 + bytes | if bit 1: the idempotency key, UTF-8 |
-//! | headers | u32, then pairs | if bit 2: the number of headers, then each name and value as u32 + UTF-8 bytes |
+//! | word | u32 | bit 31: the body opens with a metadata block; bits 0 to 30: the body's bytes |
+//! | body | as the word says | the metadata block (if bit 31), then the payload |
 //!
-//! Nothing may follow the last message. Headers may come in any order; a name given
-//! twice in one message is refused. The limits are those of the JSON body
-//! ([`crate::limits`]), checked by the server.
+//! Nothing may follow the last message. A block's headers go in name order (bytewise),
+//! each name once, or the server refuses the message. The limits are those of the JSON
+//! body ([`crate::limits`]), checked by the server. `MRB1`, the version before (lengths
+//! of four bytes, headers in any order), is refused with a word that says so.
 //!
 //! ```
-//! use mailroom_api::batch_binary::{decode, BatchWriter};
+//! use mailroom_api::batch_binary::{BatchWriter, Reader};
 //!
 //! let mut writer = BatchWriter::new();
 //! writer.push_bare(b"\xff binary is fine")?;
 //! writer.push(b"hello", Some("customer-1"), None, [("trace", "t1")].into_iter())?;
 //! let body = writer.finish();
 //!
-//! let batch = decode(&body).unwrap();
-//! assert_eq!(batch.items[0].payload, b"\xff binary is fine");
-//! assert_eq!(batch.items[1].key, Some("customer-1"));
-//! assert_eq!(batch.headers(&batch.items[1]), [("trace", "t1")]);
+//! let mut reader = Reader::new(&body).unwrap();
+//! let first = reader.next_message().unwrap().unwrap();
+//! assert_eq!((first.payload, first.block.is_none()), (&b"\xff binary is fine"[..], true));
+//! let second = reader.next_message().unwrap().unwrap();
+//! let block = second.block.unwrap();
+//! assert_eq!(block.key(), Some("customer-1"));
+//! assert_eq!(block.headers().collect::<Vec<_>>(), [("trace", "t1")]);
+//! assert_eq!(second.body, [block.bytes(), b"hello"].concat());
+//! assert!(reader.next_message().unwrap().is_none());
 //! # Ok::<(), mailroom_api::batch_binary::TooLong>(())
 //! ```
 
-use std::ops::Range;
-
 use crate::limits::BATCH_MESSAGES_MAX;
+use crate::metadata_block::{
+    read_block, write_block, BlockError, BlockRef, HeaderAt, LENGTH_BYTES,
+};
+
+pub use crate::metadata_block::TooLong;
 
 /// The request content type of a body in this encoding.
 pub const CONTENT_TYPE: &str = "application/vnd.mailroom.batch";
 
 /// The body's first four bytes: the encoding's name and version.
-pub const MAGIC: &[u8; 4] = b"MRB1";
+pub const MAGIC: &[u8; 4] = b"MRB2";
 
-const KEY: u8 = 1;
-const IDEMPOTENCY_KEY: u8 = 1 << 1;
-const HEADERS: u8 = 1 << 2;
+/// What every version's magic opens with: a body that starts with it is meant to be
+/// binary, whatever its content type says.
+pub const MAGIC_NAME: &[u8; 3] = b"MRB";
 
-/// A decoded body's messages, every payload and string borrowed from the body.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Batch<'a> {
-    /// The messages, in order.
-    pub items: Vec<Item<'a>>,
-    /// Every message's headers, each message's a range of this, in name order.
-    headers: Vec<(&'a str, &'a str)>,
-}
-
-/// One message of a [`Batch`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Item<'a> {
-    /// The payload.
-    pub payload: &'a [u8],
-    /// The key, if the message has one.
-    pub key: Option<&'a str>,
-    /// The idempotency key, if the message has one.
-    pub idempotency_key: Option<&'a str>,
-    /// Its headers: a range of the batch's (see [`Batch::headers`]).
-    headers: Range<usize>,
-}
-
-impl<'a> Batch<'a> {
-    /// `item`'s headers, in name order, each name once; empty when it has none.
-    pub fn headers(&self, item: &Item<'a>) -> &[(&'a str, &'a str)] {
-        &self.headers[item.headers.clone()]
-    }
-}
+/// The word's bit that says a body opens with a metadata block.
+const HAS_BLOCK: u32 = 1 << 31;
 
 /// Why a body is not a binary batch. Each names the message it is about as
 /// `messages[i]`, as the JSON body's refusals do.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
     /// The body does not start with [`MAGIC`].
-    #[error("the body does not start with \"MRB1\", the binary batch encoding's magic")]
+    #[error("the body does not start with \"MRB2\", the binary batch encoding's magic")]
     Magic,
+    /// The body is in another version of the encoding.
+    #[error("the body is in binary batch version {found:?}; this server reads \"MRB2\" (a newer client writes it)")]
+    Version {
+        /// The magic the body starts with.
+        found: String,
+    },
     /// The count is 0 or over [`BATCH_MESSAGES_MAX`].
     #[error("messages: a batch holds 1 to {BATCH_MESSAGES_MAX} messages; the body says {count}")]
     Count {
@@ -96,36 +85,20 @@ pub enum DecodeError {
         count: u32,
     },
     /// The body ends before what it announced.
-    #[error("{at}: the body ends inside its {part}")]
+    #[error("{at}: the request body ends inside its {part}")]
     Truncated {
         /// `messages[i]`, or `count`.
         at: String,
-        /// The part that is cut short (`payload`, `key`, `header value`, ...).
+        /// The part that is cut short (`count`, `length word`, `record body`, `metadata block`).
         part: &'static str,
     },
-    /// A flags byte has a bit this version does not know.
-    #[error("messages[{index}]: unknown flag bits {bits:#04x} (this version knows 0x07)")]
-    Flags {
+    /// A message's metadata block breaks its layout.
+    #[error("messages[{index}]: {error}")]
+    Block {
         /// The message.
         index: usize,
-        /// The unknown bits.
-        bits: u8,
-    },
-    /// A key or header is not UTF-8.
-    #[error("messages[{index}].{part} is not UTF-8")]
-    NotUtf8 {
-        /// The message.
-        index: usize,
-        /// `key`, `idempotency_key`, `header name` or `header value`.
-        part: &'static str,
-    },
-    /// A message names one header twice.
-    #[error("messages[{index}].headers names {name:?} twice")]
-    RepeatedHeader {
-        /// The message.
-        index: usize,
-        /// The name.
-        name: String,
+        /// What is wrong with the block.
+        error: BlockError,
     },
     /// Bytes follow the last message.
     #[error("{extra} bytes follow the last of the {count} messages")]
@@ -137,213 +110,138 @@ pub enum DecodeError {
     },
 }
 
-/// Reads `body` as a binary batch. Checks the layout and that strings are UTF-8; the
-/// caller checks the limits of payloads, keys and headers.
-///
-/// # Errors
-///
-/// [`DecodeError`], saying where the body breaks the layout.
-pub fn decode(body: &[u8]) -> Result<Batch<'_>, DecodeError> {
-    let rest = body.strip_prefix(MAGIC).ok_or(DecodeError::Magic)?;
-    let Some((count, rest)) = rest.split_first_chunk() else {
-        return Err(DecodeError::Truncated {
-            at: "count".to_owned(),
-            part: "count",
-        });
-    };
-    let count = u32::from_le_bytes(*count);
-    let mut reader = Reader {
-        rest,
-        index: 0,
-        spans: Vec::new(),
-    };
-    if count == 0 || count as usize > BATCH_MESSAGES_MAX {
-        return Err(DecodeError::Count { count });
-    }
-    let mut batch = Batch {
-        items: Vec::with_capacity(count as usize),
-        headers: Vec::new(),
-    };
-    for index in 0..count as usize {
-        reader.index = index;
-        let item = reader.item(&mut batch.headers)?;
-        batch.items.push(item);
-    }
-    match reader.rest.len() {
-        0 => Ok(batch),
-        extra => Err(DecodeError::Trailing {
-            count: count as usize,
-            extra,
-        }),
-    }
+/// One message of a body, read by [`Reader::next_message`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Message<'a, 'h> {
+    /// Its place in the batch, from 0.
+    pub index: usize,
+    /// Its record body: the block, if any, then the payload.
+    pub body: &'a [u8],
+    /// The payload.
+    pub payload: &'a [u8],
+    /// Its metadata block, read and checked; `None` for a bare message.
+    pub block: Option<BlockRef<'a, 'h>>,
 }
 
-/// The unread part of a body, and the message being read.
-struct Reader<'a> {
+/// Reads a body message by message: each block's headers go into one list that the
+/// next message reuses, so reading allocates once per batch, not per message.
+#[derive(Debug)]
+pub struct Reader<'a> {
     rest: &'a [u8],
+    count: usize,
     index: usize,
-    /// Where the message's headers' names and values are, reused from message to message.
-    spans: Vec<(Range<usize>, Range<usize>)>,
+    headers: Vec<HeaderAt>,
 }
 
 impl<'a> Reader<'a> {
-    fn truncated(&self, part: &'static str) -> DecodeError {
-        DecodeError::Truncated {
-            at: format!("messages[{}]", self.index),
-            part,
-        }
-    }
-
-    fn take(&mut self, bytes: usize, part: &'static str) -> Result<&'a [u8], DecodeError> {
-        if self.rest.len() < bytes {
-            return Err(self.truncated(part));
-        }
-        let (taken, rest) = self.rest.split_at(bytes);
-        self.rest = rest;
-        Ok(taken)
-    }
-
-    fn u32(&mut self, part: &'static str) -> Result<u32, DecodeError> {
-        match self.rest {
-            [a, b, c, d, rest @ ..] => {
-                self.rest = rest;
-                Ok(u32::from_le_bytes([*a, *b, *c, *d]))
-            }
-            _ => Err(self.truncated(part)),
-        }
-    }
-
-    /// A u32 length and that many bytes.
-    fn bytes(&mut self, part: &'static str) -> Result<&'a [u8], DecodeError> {
-        let length = self.u32(part)?;
-        self.take(length as usize, part)
-    }
-
-    /// A u32 length and that many bytes, as a range of `run` (which the reader is in).
-    fn span(&mut self, run: &'a [u8], part: &'static str) -> Result<Range<usize>, DecodeError> {
-        let bytes = self.bytes(part)?;
-        let end = run.len() - self.rest.len();
-        Ok(end - bytes.len()..end)
-    }
-
-    fn item(&mut self, headers: &mut Vec<(&'a str, &'a str)>) -> Result<Item<'a>, DecodeError> {
-        let [flags] = self.take(1, "flags")? else {
-            unreachable!("one byte taken")
-        };
-        let flags = *flags;
-        if flags & !(KEY | IDEMPOTENCY_KEY | HEADERS) != 0 {
-            return Err(DecodeError::Flags {
-                index: self.index,
-                bits: flags & !(KEY | IDEMPOTENCY_KEY | HEADERS),
+    /// A reader of `body`, its magic and count checked.
+    ///
+    /// # Errors
+    ///
+    /// [`DecodeError::Magic`], [`DecodeError::Version`], [`DecodeError::Count`], or
+    /// [`DecodeError::Truncated`] for a body cut inside its count.
+    pub fn new(body: &'a [u8]) -> Result<Reader<'a>, DecodeError> {
+        let Some(rest) = body.strip_prefix(MAGIC) else {
+            return Err(match body.get(..MAGIC.len()) {
+                Some(magic) if magic.starts_with(MAGIC_NAME) => DecodeError::Version {
+                    found: String::from_utf8_lossy(magic).into_owned(),
+                },
+                _ => DecodeError::Magic,
             });
-        }
-        let payload = self.bytes("payload")?;
-        // The strings and their lengths are one run of bytes; where every length is
-        // under 128 (its bytes are ASCII) the run is UTF-8 exactly when its strings
-        // are, so it is checked once instead of string by string (`Run::text`).
-        let run = self.rest;
-        let key = (flags & KEY != 0)
-            .then(|| self.span(run, "key"))
-            .transpose()?;
-        let idempotency_key = (flags & IDEMPOTENCY_KEY != 0)
-            .then(|| self.span(run, "idempotency_key"))
-            .transpose()?;
-        let mut spans = std::mem::take(&mut self.spans);
-        spans.clear();
-        if flags & HEADERS != 0 {
-            let count = self.u32("headers")?;
-            for _ in 0..count {
-                let name = self.span(run, "header name")?;
-                spans.push((name, self.span(run, "header value")?));
-            }
-        }
-        let run = Run::of(&run[..run.len() - self.rest.len()], self.index);
-        let key = key.map(|span| run.text(span, "key")).transpose()?;
-        let idempotency_key = idempotency_key
-            .map(|span| run.text(span, "idempotency_key"))
-            .transpose()?;
-        let start = headers.len();
-        for (name, value) in spans.drain(..) {
-            headers.push((
-                run.text(name, "header name")?,
-                run.text(value, "header value")?,
-            ));
-        }
-        self.spans = spans;
-        self.in_name_order(&mut headers[start..])?;
-        Ok(Item {
-            payload,
-            key,
-            idempotency_key,
-            headers: start..headers.len(),
-        })
-    }
-
-    /// Puts one message's headers in name order, refusing a name given twice.
-    fn in_name_order(&self, headers: &mut [(&'a str, &'a str)]) -> Result<(), DecodeError> {
-        if !headers.windows(2).all(|pair| pair[0].0 < pair[1].0) {
-            headers.sort_by(|a, b| a.0.cmp(b.0));
-            if let Some(pair) = headers.windows(2).find(|pair| pair[0].0 == pair[1].0) {
-                return Err(DecodeError::RepeatedHeader {
-                    index: self.index,
-                    name: pair[0].0.to_owned(),
-                });
-            }
-        }
-        Ok(())
-    }
-}
-
-/// A message's strings with their lengths, the bytes after its payload.
-struct Run<'a> {
-    bytes: &'a [u8],
-    /// The whole run, where it is UTF-8.
-    text: Option<&'a str>,
-    index: usize,
-}
-
-impl<'a> Run<'a> {
-    fn of(bytes: &'a [u8], index: usize) -> Run<'a> {
-        let text = std::str::from_utf8(bytes).ok();
-        Run { bytes, text, index }
-    }
-
-    /// The string at `span`. Cut from a UTF-8 run, it is UTF-8 if it starts and ends on
-    /// character boundaries; otherwise (a length's bytes were not UTF-8, or a string
-    /// is not) it is checked on its own.
-    fn text(&self, span: Range<usize>, part: &'static str) -> Result<&'a str, DecodeError> {
-        let text = match self.text {
-            Some(run) => run.get(span),
-            None => self
-                .bytes
-                .get(span)
-                .and_then(|bytes| std::str::from_utf8(bytes).ok()),
         };
-        text.ok_or(DecodeError::NotUtf8 {
-            index: self.index,
-            part,
+        let Some((count, rest)) = rest.split_first_chunk() else {
+            return Err(DecodeError::Truncated {
+                at: "count".to_owned(),
+                part: "count",
+            });
+        };
+        let count = u32::from_le_bytes(*count);
+        if count == 0 || count as usize > BATCH_MESSAGES_MAX {
+            return Err(DecodeError::Count { count });
+        }
+        Ok(Reader {
+            rest,
+            count: count as usize,
+            index: 0,
+            headers: Vec::new(),
         })
     }
-}
 
-/// A length past `u32::MAX`, which the encoding cannot carry.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("a message's {part} of {bytes} bytes is longer than the binary batch encoding carries")]
-pub struct TooLong {
-    /// The part (`payload`, `key`, ...).
-    pub part: &'static str,
-    /// Its length.
-    pub bytes: usize,
+    /// How many messages the body says it holds.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// The next message, or `None` after the last (once the body is checked to end
+    /// there).
+    ///
+    /// # Errors
+    ///
+    /// [`DecodeError`]: where the body breaks the layout.
+    pub fn next_message(&mut self) -> Result<Option<Message<'a, '_>>, DecodeError> {
+        if self.index == self.count {
+            return match self.rest.len() {
+                0 => Ok(None),
+                extra => Err(DecodeError::Trailing {
+                    count: self.count,
+                    extra,
+                }),
+            };
+        }
+        let index = self.index;
+        let truncated = |part| DecodeError::Truncated {
+            at: format!("messages[{index}]"),
+            part,
+        };
+        let (word, rest) = self
+            .rest
+            .split_first_chunk()
+            .ok_or_else(|| truncated("length word"))?;
+        let word = u32::from_le_bytes(*word);
+        let body_bytes = (word & !HAS_BLOCK) as usize;
+        if rest.len() < body_bytes {
+            return Err(truncated("record body"));
+        }
+        let (body, rest) = rest.split_at(body_bytes);
+        self.rest = rest;
+        self.index += 1;
+        if word & HAS_BLOCK == 0 {
+            return Ok(Some(Message {
+                index,
+                body,
+                payload: body,
+                block: None,
+            }));
+        }
+        let block_bytes = match body.first_chunk::<LENGTH_BYTES>() {
+            Some(length) => u32::from_le_bytes(*length) as usize,
+            None => return Err(truncated("metadata block")),
+        };
+        if block_bytes > body.len() {
+            return Err(truncated("metadata block"));
+        }
+        let (block, payload) = body.split_at(block_bytes);
+        let block = read_block(block, &mut self.headers)
+            .map_err(|error| DecodeError::Block { index, error })?;
+        Ok(Some(Message {
+            index,
+            body,
+            payload,
+            block: Some(block),
+        }))
+    }
 }
 
 /// Writes a binary batch body, one message at a time.
 ///
 /// ```
-/// use mailroom_api::batch_binary::{decode, BatchWriter};
+/// use mailroom_api::batch_binary::{BatchWriter, Reader};
 /// let mut writer = BatchWriter::new();
 /// writer.push(b"p", None, Some("retry-7"), std::iter::empty())?;
 /// let body = writer.finish();
-/// assert_eq!(decode(&body).unwrap().items[0].idempotency_key, Some("retry-7"));
+/// let mut reader = Reader::new(&body).unwrap();
+/// let message = reader.next_message().unwrap().unwrap();
+/// assert_eq!(message.block.unwrap().idempotency_key(), Some("retry-7"));
 /// # Ok::<(), mailroom_api::batch_binary::TooLong>(())
 /// ```
 #[derive(Debug, Clone)]
@@ -376,17 +274,27 @@ impl BatchWriter {
     ///
     /// # Errors
     ///
-    /// [`TooLong`] for a payload of 4 GiB or more; nothing is added.
+    /// [`TooLong`] for a payload of 2 GiB or more; nothing is added.
     pub fn push_bare(&mut self, payload: &[u8]) -> Result<(), TooLong> {
-        self.push(payload, None, None, std::iter::empty())
+        // Its own path: a bare message is the word and the payload, and most batches
+        // are all bare.
+        let word = word_of(payload.len(), false)?;
+        self.body.reserve(4 + payload.len());
+        self.body.extend_from_slice(&word.to_le_bytes());
+        self.body.extend_from_slice(payload);
+        self.count += 1;
+        Ok(())
     }
 
-    /// Adds a message with its metadata.
+    /// Adds a message with its metadata. Headers are written in name order whatever
+    /// order they come in; a name given twice is written twice, which the server
+    /// refuses, as it refuses a JSON object naming a header twice.
     ///
     /// # Errors
     ///
-    /// [`TooLong`] for a part of 4 GiB or more (or more than `u32::MAX` headers);
-    /// nothing is added. (`headers` is walked twice, once to size the message.)
+    /// [`TooLong`] for a key, header or idempotency key of 64 KiB or more, more than
+    /// 65,535 headers, or a message of 2 GiB or more (every limit of the API is far
+    /// below these); nothing is added.
     pub fn push<'h>(
         &mut self,
         payload: &[u8],
@@ -394,48 +302,38 @@ impl BatchWriter {
         idempotency_key: Option<&str>,
         headers: impl ExactSizeIterator<Item = (&'h str, &'h str)> + Clone,
     ) -> Result<(), TooLong> {
-        // Every length is checked first, so nothing of a message the encoding cannot
-        // carry is written and the body grows at most once a message.
-        let mut bytes = 1 + part_bytes("payload", payload)?;
-        let mut flags = 0;
-        if let Some(key) = key {
-            flags |= KEY;
-            bytes += part_bytes("key", key.as_bytes())?;
+        let start = self.body.len();
+        let written = self.write_message(payload, key, idempotency_key, headers);
+        if written.is_err() {
+            self.body.truncate(start);
+        } else {
+            self.count += 1;
         }
-        if let Some(key) = idempotency_key {
-            flags |= IDEMPOTENCY_KEY;
-            bytes += part_bytes("idempotency_key", key.as_bytes())?;
-        }
-        let header_count = headers.len();
-        if header_count > 0 {
-            flags |= HEADERS;
-            length_of("headers", header_count)?;
-            bytes += 4;
-            for (name, value) in headers.clone() {
-                bytes += part_bytes("header name", name.as_bytes())?;
-                bytes += part_bytes("header value", value.as_bytes())?;
-            }
-        }
+        written
+    }
+
+    fn write_message<'h>(
+        &mut self,
+        payload: &[u8],
+        key: Option<&str>,
+        idempotency_key: Option<&str>,
+        headers: impl ExactSizeIterator<Item = (&'h str, &'h str)> + Clone,
+    ) -> Result<(), TooLong> {
         let body = &mut self.body;
-        body.reserve(bytes);
-        let start = body.len();
-        body.push(flags);
-        put(body, payload);
-        if let Some(key) = key {
-            put(body, key.as_bytes());
+        body.reserve(4 + payload.len() + 64);
+        let word_at = body.len();
+        body.extend_from_slice(&[0; 4]);
+        if in_name_order(headers.clone()) {
+            write_block(key, idempotency_key, headers, body)?;
+        } else {
+            let mut sorted: Vec<(&str, &str)> = headers.collect();
+            sorted.sort_by(|a, b| a.0.cmp(b.0));
+            write_block(key, idempotency_key, sorted.into_iter(), body)?;
         }
-        if let Some(key) = idempotency_key {
-            put(body, key.as_bytes());
-        }
-        if header_count > 0 {
-            body.extend_from_slice(&(header_count as u32).to_le_bytes());
-            for (name, value) in headers {
-                put(body, name.as_bytes());
-                put(body, value.as_bytes());
-            }
-        }
-        debug_assert_eq!(body.len() - start, bytes, "the message was sized right");
-        self.count += 1;
+        let has_block = body.len() > word_at + 4;
+        body.extend_from_slice(payload);
+        let word = word_of(body.len() - word_at - 4, has_block)?;
+        body[word_at..word_at + 4].copy_from_slice(&word.to_le_bytes());
         Ok(())
     }
 
@@ -458,21 +356,28 @@ impl BatchWriter {
     }
 }
 
-/// Appends `bytes` with its length (checked by [`part_bytes`] before).
-#[inline]
-fn put(body: &mut Vec<u8>, bytes: &[u8]) {
-    body.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
-    body.extend_from_slice(bytes);
+/// The length word of a body of `bytes` that opens with a block or not.
+fn word_of(bytes: usize, has_block: bool) -> Result<u32, TooLong> {
+    let word = u32::try_from(bytes)
+        .ok()
+        .filter(|&bytes| bytes & HAS_BLOCK == 0)
+        .ok_or(TooLong {
+            part: "message",
+            bytes,
+        })?;
+    Ok(if has_block { word | HAS_BLOCK } else { word })
 }
 
-/// What `bytes` takes as a part: its length and itself.
-fn part_bytes(part: &'static str, bytes: &[u8]) -> Result<usize, TooLong> {
-    length_of(part, bytes.len())?;
-    Ok(4 + bytes.len())
-}
-
-fn length_of(part: &'static str, bytes: usize) -> Result<u32, TooLong> {
-    u32::try_from(bytes).map_err(|_| TooLong { part, bytes })
+/// Whether `headers` come in name order with no name twice.
+fn in_name_order<'h>(mut headers: impl Iterator<Item = (&'h str, &'h str)>) -> bool {
+    let Some((mut before, _)) = headers.next() else {
+        return true;
+    };
+    headers.all(|(name, _)| {
+        let ordered = before < name;
+        before = name;
+        ordered
+    })
 }
 
 #[cfg(test)]

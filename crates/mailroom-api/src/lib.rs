@@ -9,7 +9,7 @@
 //!
 //! One per resource: [`topics`], [`groups`], [`deliveries`] (one at a time) and
 //! [`batch`] (many at a time; [`batch_binary`] is the batch publish without JSON), [`dead_letters`], [`channels`], [`publish_stream`],
-//! [`tickets`] (how a browser opens a stream), [`reads`] (the log without a group), [`ops`]; and what they share: [`error`] (every error is `{"error": "<code>",
+//! [`tickets`] (how a browser opens a stream), [`reads`] (the log without a group), [`ops`]; and what they share: [`metadata_block`] (a message's key and headers as the store and the binary batch both lay them out), [`error`] (every error is `{"error": "<code>",
 //! "message": "..."}` with a stable [`ErrorCode`]), [`names`], [`limits`], [`whole`].
 //!
 //! # Features
@@ -50,6 +50,7 @@ pub mod groups;
 mod json_text;
 pub mod limits;
 mod message_body;
+pub mod metadata_block;
 pub mod names;
 pub mod object;
 pub mod ops;

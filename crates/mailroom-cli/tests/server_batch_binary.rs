@@ -8,6 +8,7 @@ mod common;
 
 use common::{temp_dir, ServerProcess};
 use mailroom_client::api::batch_binary::{BatchWriter, CONTENT_TYPE};
+use mailroom_client::api::metadata_block::write_block;
 use mailroom_client::{BatchEncoding, NewMessage, ReadFrom};
 use serde_json::{json, Value};
 
@@ -92,10 +93,24 @@ async fn a_binary_batch_stores_what_it_carries() {
 
 /// A body of `count` and then `items` as they are.
 fn raw(count: u32, items: &[u8]) -> Vec<u8> {
-    let mut body = b"MRB1".to_vec();
+    let mut body = b"MRB2".to_vec();
     body.extend_from_slice(&count.to_le_bytes());
     body.extend_from_slice(items);
     body
+}
+
+/// One message: its length word, then `block` (if not empty) and `payload`.
+fn message(block: &[u8], payload: &[u8]) -> Vec<u8> {
+    let flag = if block.is_empty() { 0 } else { 1 << 31 };
+    let word = (block.len() + payload.len()) as u32 | flag;
+    [&word.to_le_bytes()[..], block, payload].concat()
+}
+
+/// The metadata block of a key and headers.
+fn block(key: Option<&str>, headers: &[(&str, &str)]) -> Vec<u8> {
+    let mut block = Vec::new();
+    write_block(key, None, headers.iter().copied(), &mut block).unwrap();
+    block
 }
 
 // Proves every breach of the layout and every limit is a 4xx with a JSON body naming
@@ -106,30 +121,30 @@ async fn bad_binary_bodies_are_refused_and_store_nothing() {
     let server = ServerProcess::start(dir.path(), &["--max-payload-bytes", "300"]);
     let http = reqwest::Client::new();
     http.put(server.at("/v1/topics/t")).send().await.unwrap();
-    let one = |flags: u8, parts: &[&[u8]]| {
-        let mut item = vec![flags];
-        for part in parts {
-            item.extend_from_slice(&(part.len() as u32).to_le_bytes());
-            item.extend_from_slice(part);
-        }
-        item
-    };
     let long_key = "k".repeat(1025);
-    let mut twice = one(0b100, &[b"p"]);
-    twice.extend_from_slice(&2u32.to_le_bytes());
-    twice.extend_from_slice(&one(0, &[b"h", b"1", b"h", b"2"])[1..]);
+    let mut flagged = block(Some("k"), &[]);
+    flagged[4] |= 0b1000;
+    let mut not_utf8 = block(Some("k"), &[]);
+    *not_utf8.last_mut().unwrap() = 0xff;
+    let bare = message(&[], b"p");
     let cases: Vec<(Vec<u8>, u16, &str, String)> = vec![
         (
             br#"{"messages":["a"]}"#.to_vec(),
             400,
             "invalid_argument",
-            "\"MRB1\"".into(),
+            "\"MRB2\"".into(),
+        ),
+        (
+            [&b"MRB1"[..], &raw(1, &bare)[4..]].concat(),
+            400,
+            "invalid_argument",
+            "version \"MRB1\"".into(),
         ),
         (
             raw(1, &[]),
             400,
             "invalid_argument",
-            "messages[0]: the body ends inside its flags".into(),
+            "messages[0]: the request body ends inside its length word".into(),
         ),
         (
             raw(0, &[]),
@@ -138,40 +153,46 @@ async fn bad_binary_bodies_are_refused_and_store_nothing() {
             "messages must list 1..=10000 messages, got 0".into(),
         ),
         (
-            raw(1, &one(0b1000, &[b"p"])),
+            raw(1, &message(&flagged, b"p")),
             400,
             "invalid_argument",
-            "unknown flag bits 0x08".into(),
+            "messages[0]: unknown metadata flag bits 0x08".into(),
         ),
         (
-            raw(1, &one(1, &[b"p", b"\xff"])),
+            raw(1, &message(&not_utf8, b"p")),
             400,
             "invalid_argument",
-            "messages[0].key is not UTF-8".into(),
+            "messages[0]: the metadata's key is not UTF-8".into(),
         ),
         (
-            raw(1, &twice),
+            raw(1, &message(&block(None, &[("h", "1"), ("h", "2")]), b"p")),
             400,
             "invalid_argument",
-            "messages[0].headers names \"h\" twice".into(),
+            "messages[0]: headers names \"h\" twice".into(),
+        ),
+        (
+            raw(1, &message(&block(None, &[("z", "1"), ("a", "2")]), b"p")),
+            400,
+            "invalid_argument",
+            "messages[0]: headers are not in name order".into(),
         ),
         (
             raw(
                 2,
-                &[one(0, &[b"p"]), one(1, &[b"p", long_key.as_bytes()])].concat(),
+                &[bare.clone(), message(&block(Some(&long_key), &[]), b"p")].concat(),
             ),
             400,
             "invalid_argument",
             "messages[1].key must be 1..=1024 bytes long, got 1025".into(),
         ),
         (
-            raw(1, &one(0, &[&[b'x'; 301]])),
+            raw(1, &message(&[], &[b'x'; 301])),
             413,
             "payload_too_large",
             "messages[0] is 301 bytes".into(),
         ),
         (
-            [raw(1, &one(0, &[b"p"])), vec![0]].concat(),
+            [raw(1, &bare), vec![0]].concat(),
             400,
             "invalid_argument",
             "1 bytes follow".into(),

@@ -6,7 +6,9 @@
 //! metadata ([`MetadataRef`]) instead: each message's block and payload are written
 //! once, into one buffer for the whole batch, and the log writes them from there. A
 //! message without metadata keeps its payload as it came (a [`Bytes`] that may share
-//! the request's buffer), so it is not copied at all before the log write.
+//! the request's buffer), so it is not copied at all before the log write; nor is a
+//! record body that came whole, its metadata block read and checked
+//! ([`push_record`](EncodedBatch::push_record): the binary batch publish).
 //!
 //! What the publish stores is what [`DurableTopic::publish_once`](crate::DurableTopic::publish_once)
 //! stores for the same messages: the record bodies are the same bytes.
@@ -38,7 +40,8 @@ use std::ops::Range;
 
 use bytes::Bytes;
 use mailroom::group::ArgumentError;
-use mailroom::topic::MetadataRef;
+use mailroom::topic::{check_metadata_lengths, MetadataRef};
+use mailroom_api::metadata_block::BlockRef;
 
 use crate::message::{decode_block, encode_block_ref, NewMessage};
 use crate::record::METADATA_LENGTH_BYTES;
@@ -58,12 +61,14 @@ enum Body {
     Joined(Range<usize>),
     /// A payload without metadata, as it came.
     Bare(Bytes),
+    /// Block and payload, as they came.
+    Record(Bytes),
 }
 
 #[derive(Debug, Clone)]
 struct Encoded {
     body: Body,
-    /// Where the idempotency key's text is in `joined`.
+    /// Where the idempotency key's text is in the body.
     idempotency_key: Option<Range<usize>>,
 }
 
@@ -109,18 +114,73 @@ impl EncodedBatch {
         let idempotency_key = metadata.idempotency_key.map(|key| {
             // The block writes the key (after the key's own u16 length and text, if
             // any) as a u16 length and the text: find it there instead of copying it.
-            let mut at = start + METADATA_LENGTH_BYTES + 1 + 2;
+            let mut at = METADATA_LENGTH_BYTES + 1 + 2;
             if let Some(message_key) = metadata.key {
                 at += message_key.len() + 2;
             }
             at..at + key.len()
         });
+        self.push_encoded(Body::Joined(start..self.joined.len()), idempotency_key);
+        Ok(())
+    }
+
+    /// Adds a message whose record body came whole: `block`, read and checked by
+    /// [`mailroom_api::metadata_block::read_block`], then the payload. The body is not
+    /// copied. The limits of its metadata are checked here.
+    ///
+    /// # Errors
+    ///
+    /// As [`MetadataRef::check`]; nothing is added then.
+    ///
+    /// # Panics
+    ///
+    /// If `body` does not open with `block`'s bytes.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use mailroom_api::metadata_block::{read_block, write_block};
+    /// use mailroom_store::EncodedBatch;
+    ///
+    /// let mut body = Vec::new();
+    /// write_block(Some("k"), None, [("trace", "t1")].into_iter(), &mut body)?;
+    /// let block_bytes = body.len();
+    /// body.extend_from_slice(b"payload");
+    /// let body = Bytes::from(body);
+    /// let mut headers = Vec::new();
+    /// let block = read_block(&body[..block_bytes], &mut headers).unwrap();
+    /// let mut batch = EncodedBatch::default();
+    /// batch.push_record(body.clone(), &block)?;
+    /// let message = &batch.to_messages()[0];
+    /// assert_eq!((&message.payload[..], message.metadata.key.as_deref()), (&b"payload"[..], Some("k")));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn push_record(
+        &mut self,
+        body: Bytes,
+        block: &BlockRef<'_, '_>,
+    ) -> Result<(), ArgumentError> {
+        let bytes = block.bytes();
+        // The same buffer (the server's case) is told by its address; anything else is
+        // compared.
+        let opens_with_block = body
+            .get(..bytes.len())
+            .is_some_and(|head| std::ptr::eq(head, bytes) || head == bytes);
+        assert!(opens_with_block, "a record body opens with its block");
+        let (key, idempotency_key, header_count, headers) = block.lengths();
+        check_metadata_lengths(key, idempotency_key, header_count, headers)?;
+        self.push_encoded(Body::Record(body), block.idempotency_key_range());
+        Ok(())
+    }
+
+    /// Adds a body whose idempotency key is at `idempotency_key`.
+    fn push_encoded(&mut self, body: Body, idempotency_key: Option<Range<usize>>) {
         self.idempotency_keys += usize::from(idempotency_key.is_some());
         self.messages.push(Encoded {
-            body: Body::Joined(start..self.joined.len()),
+            body,
             idempotency_key,
         });
-        Ok(())
     }
 
     /// How many messages it holds.
@@ -142,7 +202,7 @@ impl EncodedBatch {
     pub fn has_metadata(&self) -> bool {
         self.messages
             .iter()
-            .any(|message| matches!(message.body, Body::Joined(_)))
+            .any(|message| !matches!(message.body, Body::Bare(_)))
     }
 
     /// Message `n`'s record body, and whether it starts with a metadata block.
@@ -150,6 +210,7 @@ impl EncodedBatch {
         match &self.messages[n].body {
             Body::Joined(range) => (&self.joined[range.clone()], true),
             Body::Bare(payload) => (payload, false),
+            Body::Record(body) => (body, true),
         }
     }
 
@@ -157,7 +218,7 @@ impl EncodedBatch {
     pub(crate) fn idempotency_key(&self, n: usize) -> Option<&str> {
         let range = self.messages[n].idempotency_key.clone()?;
         // The text was a `&str` when it was pushed.
-        Some(std::str::from_utf8(&self.joined[range]).expect("pushed as UTF-8"))
+        Some(std::str::from_utf8(&self.body(n).0[range]).expect("pushed as UTF-8"))
     }
 
     /// The messages as [`NewMessage`]s (decoded again: for a home that takes no
@@ -166,18 +227,19 @@ impl EncodedBatch {
         (0..self.len())
             .map(|n| match &self.messages[n].body {
                 Body::Bare(payload) => NewMessage::bare(payload.clone()),
-                Body::Joined(range) => {
-                    let body = &self.joined[range.clone()];
-                    let block_bytes = u32::from_le_bytes(
-                        body[..METADATA_LENGTH_BYTES].try_into().expect("4 bytes"),
-                    ) as usize;
-                    NewMessage {
-                        payload: Bytes::copy_from_slice(&body[block_bytes..]),
-                        metadata: decode_block(&body[..block_bytes]).expect("encoded here"),
-                    }
-                }
+                Body::Joined(_) | Body::Record(_) => decoded(self.body(n).0),
             })
             .collect()
+    }
+}
+
+/// The message of a record body that opens with its block.
+fn decoded(body: &[u8]) -> NewMessage {
+    let block_bytes =
+        u32::from_le_bytes(body[..METADATA_LENGTH_BYTES].try_into().expect("4 bytes")) as usize;
+    NewMessage {
+        payload: Bytes::copy_from_slice(&body[block_bytes..]),
+        metadata: decode_block(&body[..block_bytes]).expect("encoded or checked here"),
     }
 }
 
@@ -230,5 +292,43 @@ mod tests {
         };
         assert!(batch.push(&refused, b"p").is_err());
         assert_eq!(batch.len(), 3, "a refused message adds nothing");
+    }
+
+    // Proves a record body pushed whole is the body `push` writes for the same
+    // metadata, is kept without a copy, gives its idempotency key, and that its limits
+    // are checked.
+    #[test]
+    fn a_record_body_is_kept_as_it_came() {
+        use mailroom_api::metadata_block::{read_block, write_block};
+        let mut written = Vec::new();
+        let headers = [("a", "1"), ("b", "")];
+        write_block(Some("key"), Some("once"), headers.into_iter(), &mut written).unwrap();
+        let block_bytes = written.len();
+        written.extend_from_slice(b"payload");
+        let body = Bytes::from(written);
+        let mut scratch = Vec::new();
+        let block = read_block(&body[..block_bytes], &mut scratch).unwrap();
+        let mut batch = EncodedBatch::default();
+        batch.push_record(body.clone(), &block).unwrap();
+        let metadata = MetadataRef {
+            key: Some("key"),
+            headers: &headers,
+            idempotency_key: Some("once"),
+        };
+        batch.push(&metadata, b"payload").unwrap();
+        assert_eq!(batch.body(0), batch.body(1));
+        assert_eq!(batch.body(0).0.as_ptr(), body.as_ptr(), "copied");
+        assert_eq!(batch.idempotency_key(0), Some("once"));
+        assert!(batch.has_idempotency_keys() && batch.has_metadata());
+
+        let mut empty_key = Vec::new();
+        write_block(Some(""), None, std::iter::empty(), &mut empty_key).unwrap();
+        let block = read_block(&empty_key, &mut scratch).unwrap();
+        let refused = batch.push_record(Bytes::from(empty_key.clone()), &block);
+        assert!(matches!(
+            refused,
+            Err(ArgumentError::LengthOutOfRange { field: "key", .. })
+        ));
+        assert_eq!(batch.len(), 2, "a refused record adds nothing");
     }
 }

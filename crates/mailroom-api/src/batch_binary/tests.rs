@@ -56,21 +56,27 @@ fn encode(messages: &[Message]) -> Vec<u8> {
 }
 
 fn decoded(body: &[u8]) -> Result<Vec<Message>, DecodeError> {
-    let batch = decode(body)?;
-    Ok(batch
-        .items
-        .iter()
-        .map(|item| Message {
-            payload: item.payload.to_vec(),
-            key: item.key.map(str::to_owned),
-            idempotency_key: item.idempotency_key.map(str::to_owned),
-            headers: batch
-                .headers(item)
-                .iter()
-                .map(|&(n, v)| (n.to_owned(), v.to_owned()))
+    let mut reader = Reader::new(body)?;
+    let mut messages = Vec::new();
+    while let Some(message) = reader.next_message()? {
+        assert_eq!(message.index, messages.len());
+        let block = message.block;
+        let block_bytes = block.map_or(&[][..], |block| block.bytes());
+        assert_eq!(message.body, [block_bytes, message.payload].concat());
+        messages.push(Message {
+            payload: message.payload.to_vec(),
+            key: block.and_then(|block| block.key()).map(str::to_owned),
+            idempotency_key: block
+                .and_then(|block| block.idempotency_key())
+                .map(str::to_owned),
+            headers: block
+                .into_iter()
+                .flat_map(|block| block.headers())
+                .map(|(n, v)| (n.to_owned(), v.to_owned()))
                 .collect(),
-        })
-        .collect())
+        });
+    }
+    Ok(messages)
 }
 
 proptest! {
@@ -80,11 +86,6 @@ proptest! {
     fn what_is_written_reads_back(messages in proptest::collection::vec(message(), 1..8)) {
         let body = encode(&messages);
         prop_assert_eq!(decoded(&body), Ok(messages.clone()));
-        let batch = decode(&body).unwrap();
-        for item in &batch.items {
-            let headers = batch.headers(item);
-            prop_assert!(headers.windows(2).all(|pair| pair[0].0 < pair[1].0));
-        }
     }
 
     // Proves that every strict prefix of a body is refused (the count announces more
@@ -96,11 +97,11 @@ proptest! {
     ) {
         let body = encode(&messages);
         let at = cut.index(body.len());
-        prop_assert!(decode(&body[..at]).is_err(), "prefix of {} bytes of {} read", at, body.len());
+        prop_assert!(decoded(&body[..at]).is_err(), "prefix of {} bytes of {} read", at, body.len());
         let mut longer = body.clone();
         longer.push(0);
         prop_assert_eq!(
-            decode(&longer),
+            decoded(&longer),
             Err(DecodeError::Trailing { count: messages.len(), extra: 1 })
         );
     }
@@ -115,29 +116,26 @@ proptest! {
     ) {
         let mut body = MAGIC.to_vec();
         body.extend_from_slice(&tail);
-        let _ = decode(&body);
+        let _ = decoded(&body);
         let mut body = encode(&messages);
         let at = flip.0.index(body.len());
         body[at] ^= flip.1;
-        let _ = decode(&body);
+        let _ = decoded(&body);
     }
 }
 
-/// One message's bytes: flags, then parts as given.
-fn item(flags: u8, parts: &[&[u8]]) -> Vec<u8> {
-    let mut bytes = vec![flags];
-    for part in parts {
-        bytes.extend_from_slice(&(part.len() as u32).to_le_bytes());
-        bytes.extend_from_slice(part);
-    }
-    bytes
+/// One message's bytes: its word, then its body (the block as given, then `payload`).
+fn message_bytes(block: &[u8], payload: &[u8]) -> Vec<u8> {
+    let flag = if block.is_empty() { 0 } else { 1 << 31 };
+    let word = (block.len() + payload.len()) as u32 | flag;
+    [&word.to_le_bytes()[..], block, payload].concat()
 }
 
-fn body(count: u32, items: &[Vec<u8>]) -> Vec<u8> {
+fn body(count: u32, messages: &[Vec<u8>]) -> Vec<u8> {
     let mut body = MAGIC.to_vec();
     body.extend_from_slice(&count.to_le_bytes());
-    for item in items {
-        body.extend_from_slice(item);
+    for message in messages {
+        body.extend_from_slice(message);
     }
     body
 }
@@ -148,81 +146,131 @@ fn the_layout_is_as_documented() {
     writer
         .push(b"p", Some("k"), None, [("h", "v")].into_iter())
         .unwrap();
+    writer.push_bare(b"q").unwrap();
     let expected: &[u8] = &[
-        b'M', b'R', b'B', b'1', 1, 0, 0, 0,     // magic, count
-        0b101, // flags: a key and headers
-        1, 0, 0, 0, b'p', // payload
-        1, 0, 0, 0, b'k', // key
-        1, 0, 0, 0, // one header
-        1, 0, 0, 0, b'h', 1, 0, 0, 0, b'v',
+        b'M', b'R', b'B', b'2', 2, 0, 0, 0, // magic, count
+        17, 0, 0, 0x80, // word: a block, 17 bytes of body
+        16, 0, 0, 0, 0b011, // block: its length, flags (a key, headers)
+        1, 0, b'k', // key
+        1, 0, 1, 0, 1, 0, b'h', b'v', // one header, h: v
+        b'p', // payload
+        1, 0, 0, 0, b'q', // a bare message: its word and payload
     ];
     assert_eq!(writer.finish(), expected);
 }
 
 #[test]
-fn headers_in_any_order_are_sorted_and_a_repeated_name_is_refused() {
-    let mut unsorted = item(0b100, &[b"p"]);
-    unsorted.extend_from_slice(&3u32.to_le_bytes());
-    unsorted.extend_from_slice(&item(0, &[b"z", b"1", b"a", b"2", b"m", b"3"])[1..]);
-    let batch_body = body(1, &[unsorted]);
-    let batch = decode(&batch_body).unwrap();
+fn headers_in_any_order_are_written_in_name_order() {
+    let mut writer = BatchWriter::new();
+    let headers = [("z", "1"), ("a", "2"), ("m", "3")];
+    writer.push(b"p", None, None, headers.into_iter()).unwrap();
+    let body = writer.finish();
+    let mut reader = Reader::new(&body).unwrap();
+    let message = reader.next_message().unwrap().unwrap();
     assert_eq!(
-        batch.headers(&batch.items[0]),
+        message.block.unwrap().headers().collect::<Vec<_>>(),
         [("a", "2"), ("m", "3"), ("z", "1")]
     );
+}
 
-    let mut twice = item(0b100, &[b"p"]);
-    twice.extend_from_slice(&2u32.to_le_bytes());
-    twice.extend_from_slice(&item(0, &[b"a", b"1", b"a", b"2"])[1..]);
+#[test]
+fn a_repeated_header_or_one_out_of_order_is_refused_by_message() {
+    let mut twice = BatchWriter::new();
+    twice.push_bare(b"x").unwrap();
+    twice
+        .push(b"p", None, None, [("a", "1"), ("a", "2")].into_iter())
+        .unwrap();
     assert_eq!(
-        decode(&body(2, &[item(0, &[b"x"]), twice])),
-        Err(DecodeError::RepeatedHeader {
+        decoded(&twice.finish()),
+        Err(DecodeError::Block {
             index: 1,
-            name: "a".to_owned()
+            error: BlockError::RepeatedHeader {
+                name: "a".to_owned()
+            }
+        })
+    );
+    let mut block = Vec::new();
+    write_block(None, None, [("b", "1"), ("a", "2")].into_iter(), &mut block).unwrap();
+    assert_eq!(
+        decoded(&body(1, &[message_bytes(&block, b"p")])),
+        Err(DecodeError::Block {
+            index: 0,
+            error: BlockError::HeaderOrder {
+                before: "b".to_owned(),
+                after: "a".to_owned()
+            }
         })
     );
 }
 
 #[test]
 fn each_breach_of_the_layout_is_named() {
-    assert_eq!(decode(b"{\"messages\": []}"), Err(DecodeError::Magic));
+    assert_eq!(decoded(b"{\"messages\": []}"), Err(DecodeError::Magic));
     assert_eq!(
-        decode(b"MRB1\x01"),
+        decoded(b"MRB1\x01\0\0\0"),
+        Err(DecodeError::Version {
+            found: "MRB1".to_owned()
+        })
+    );
+    assert_eq!(
+        decoded(b"MRB2\x01"),
         Err(DecodeError::Truncated {
             at: "count".to_owned(),
             part: "count"
         })
     );
-    assert_eq!(decode(&body(0, &[])), Err(DecodeError::Count { count: 0 }));
+    assert_eq!(decoded(&body(0, &[])), Err(DecodeError::Count { count: 0 }));
     let over = BATCH_MESSAGES_MAX as u32 + 1;
     assert_eq!(
-        decode(&body(over, &[])),
+        decoded(&body(over, &[])),
         Err(DecodeError::Count { count: over })
     );
+    let bare = message_bytes(&[], b"p");
     assert_eq!(
-        decode(&body(1, &[item(0b1000, &[b"p"])])),
-        Err(DecodeError::Flags {
-            index: 0,
-            bits: 0b1000
-        })
-    );
-    assert_eq!(
-        decode(&body(1, &[item(0b1, &[b"p", b"\xff"])])),
-        Err(DecodeError::NotUtf8 {
-            index: 0,
-            part: "key"
-        })
-    );
-    assert_eq!(
-        decode(&body(2, &[item(0, &[b"p"]), item(0b10, &[b"p"])])),
+        decoded(&body(2, &[bare.clone(), bare[..2].to_vec()])),
         Err(DecodeError::Truncated {
             at: "messages[1]".to_owned(),
-            part: "idempotency_key"
+            part: "length word"
+        })
+    );
+    assert_eq!(
+        decoded(&body(1, &[bare[..4].to_vec()])),
+        Err(DecodeError::Truncated {
+            at: "messages[0]".to_owned(),
+            part: "record body"
+        })
+    );
+    let mut block = Vec::new();
+    write_block(Some("\u{e9}"), None, std::iter::empty(), &mut block).unwrap();
+    let claims_more = [&((block.len() + 9) as u32).to_le_bytes()[..], &block[4..]].concat();
+    assert_eq!(
+        decoded(&body(1, &[message_bytes(&claims_more, b"p")])),
+        Err(DecodeError::Truncated {
+            at: "messages[0]".to_owned(),
+            part: "metadata block"
+        })
+    );
+    let mut not_utf8 = block.clone();
+    *not_utf8.last_mut().unwrap() = 0xff;
+    assert_eq!(
+        decoded(&body(1, &[message_bytes(&not_utf8, b"p")])),
+        Err(DecodeError::Block {
+            index: 0,
+            error: BlockError::NotUtf8 { part: "key" }
+        })
+    );
+    let mut flagged = block.clone();
+    flagged[LENGTH_BYTES] |= 0b1000;
+    assert_eq!(
+        decoded(&body(1, &[message_bytes(&flagged, b"p")])),
+        Err(DecodeError::Block {
+            index: 0,
+            error: BlockError::Flags { bits: 0b1000 }
         })
     );
     // A payload may be any bytes.
-    let batch_body = body(1, &[item(0, &[b"\xff\x00"])]);
-    assert_eq!(decode(&batch_body).unwrap().items[0].payload, b"\xff\x00");
+    let payload = decoded(&body(1, &[message_bytes(&[], b"\xff\x00")])).unwrap();
+    assert_eq!(payload[0].payload, b"\xff\x00");
 }
 
 #[test]
@@ -230,7 +278,7 @@ fn the_count_is_filled_in_and_an_empty_writer_says_zero() {
     let writer = BatchWriter::with_capacity(16);
     assert!(writer.is_empty());
     assert_eq!(
-        decode(&writer.finish()),
+        decoded(&writer.finish()),
         Err(DecodeError::Count { count: 0 })
     );
     let mut writer = BatchWriter::new();
@@ -238,28 +286,24 @@ fn the_count_is_filled_in_and_an_empty_writer_says_zero() {
         writer.push_bare(b"").unwrap();
     }
     assert_eq!(writer.len(), 3);
-    assert_eq!(decode(&writer.finish()).unwrap().items.len(), 3);
+    assert_eq!(decoded(&writer.finish()).unwrap().len(), 3);
 }
 
-// Proves a string that is not UTF-8 on its own is refused even when the bytes around it
-// make the message's strings UTF-8 together: here a key of one lead byte, 0xC3, followed
-// by the idempotency key's length 169 (0xA9), which reads as "é".
+// Proves a message too long for the word, or a key too long for the block, is refused
+// whole: the writer's body is as it was.
 #[test]
-fn a_string_is_checked_on_its_own_boundaries() {
-    let mut body = MAGIC.to_vec();
-    body.extend_from_slice(&1u32.to_le_bytes());
-    body.push(0b11);
-    body.extend_from_slice(&1u32.to_le_bytes());
-    body.push(b'p');
-    body.extend_from_slice(&1u32.to_le_bytes());
-    body.push(0xC3);
-    body.extend_from_slice(&169u32.to_le_bytes());
-    body.extend_from_slice(&[b'i'; 169]);
+fn what_the_encoding_cannot_carry_adds_nothing() {
+    let mut writer = BatchWriter::new();
+    writer.push_bare(b"kept").unwrap();
+    let long = "k".repeat(usize::from(u16::MAX) + 1);
+    let refused = writer.push(b"p", Some(&long), None, std::iter::empty());
     assert_eq!(
-        decode(&body),
-        Err(DecodeError::NotUtf8 {
-            index: 0,
-            part: "key"
+        refused,
+        Err(TooLong {
+            part: "key",
+            bytes: long.len()
         })
     );
+    assert_eq!(writer.len(), 1);
+    assert_eq!(decoded(&writer.finish()).unwrap()[0].payload, b"kept");
 }

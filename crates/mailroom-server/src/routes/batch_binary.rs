@@ -1,7 +1,8 @@
 //! The batch publish in the binary encoding (`mailroom_api::batch_binary`): a body sent
-//! as `application/vnd.mailroom.batch`, or starting with its magic, goes into record
-//! bodies as the JSON fast path's does (`batch_encode`), its payloads and strings
-//! borrowed from the request body.
+//! as `application/vnd.mailroom.batch`, or starting with its magic, goes into the log as
+//! the JSON fast path's does (`batch_encode`), except that a message with metadata is
+//! already its record body: its block is read and checked, and the body is written as
+//! a slice of the request's buffer, never copied.
 //!
 //! Unlike the JSON path there is no general decoder behind it, so each refusal is
 //! worded here: a layout error names the message and part, a payload over the limit is
@@ -10,8 +11,7 @@
 
 use axum::http::{header, HeaderMap};
 use bytes::Bytes;
-use mailroom::topic::MetadataRef;
-use mailroom_api::batch_binary::{self, Batch, DecodeError, Item};
+use mailroom_api::batch_binary::{self, DecodeError, Reader};
 use mailroom_api::limits::BATCH_MESSAGES_MAX;
 use mailroom_store::EncodedBatch;
 
@@ -22,9 +22,10 @@ use crate::error::ApiError;
 /// Whether the batch body is in the binary encoding: sent as its content type (parameters
 /// after `;` and the case of the type are ignored), or starting with its magic, which no
 /// JSON text can (so, as JSON bodies are, a binary body is read whatever the content type
-/// a client or generator sends with it).
+/// a client or generator sends with it). Any version's magic counts, so that a body of
+/// another version is refused as such.
 pub(crate) fn is_binary(headers: &HeaderMap, body: &[u8]) -> bool {
-    body.starts_with(batch_binary::MAGIC)
+    body.starts_with(batch_binary::MAGIC_NAME)
         || headers
             .get(header::CONTENT_TYPE)
             .and_then(|value| value.to_str().ok())
@@ -37,10 +38,10 @@ pub(crate) fn is_binary(headers: &HeaderMap, body: &[u8]) -> bool {
 }
 
 /// `body` read as a binary batch, its messages checked against the limits in the JSON
-/// body's order (item by item; in each the metadata, then the payload's size), so a body
-/// breaking several limits is refused for the same one as its JSON form.
+/// body's order (message by message; in each the metadata, then the payload's size), so
+/// a body breaking several limits is refused for the same one as its JSON form.
 pub(crate) fn binary_batch(body: &Bytes, payload_bytes_max: u64) -> Result<FastBatch, ApiError> {
-    let batch = batch_binary::decode(body).map_err(refusal)?;
+    let mut reader = Reader::new(body).map_err(refusal)?;
     let within = |index: usize, payload: &[u8]| {
         if payload.len() as u64 > payload_bytes_max {
             return Err(ApiError::payload_over_limit(
@@ -51,43 +52,37 @@ pub(crate) fn binary_batch(body: &Bytes, payload_bytes_max: u64) -> Result<FastB
         }
         Ok(())
     };
-    if batch
-        .items
-        .iter()
-        .all(|item| metadata_of(&batch, item).is_empty())
-    {
-        let mut payloads = Vec::with_capacity(batch.items.len());
-        for (index, item) in batch.items.iter().enumerate() {
-            within(index, item.payload)?;
-            payloads.push(body.slice_ref(item.payload));
-        }
-        return Ok(FastBatch::Bare(payloads));
-    }
-    // The body is longer than the records' blocks and payloads together (it carries
-    // every length in four bytes), so it bounds the buffer.
-    let mut encoded = EncodedBatch::with_capacity(batch.items.len(), body.len());
-    for (index, item) in batch.items.iter().enumerate() {
-        let metadata = metadata_of(&batch, item);
-        if metadata.is_empty() {
-            // As the JSON fast path does: a bare payload stays a slice of the body.
-            within(index, item.payload)?;
-            encoded.push_bare(body.slice_ref(item.payload));
+    // Bare payloads until the first message with metadata, then every message in one
+    // `EncodedBatch` (a batch of bare payloads takes the log's plainer write).
+    let mut payloads = Vec::with_capacity(reader.count());
+    let mut encoded: Option<EncodedBatch> = None;
+    while let Some(message) = reader.next_message().map_err(refusal)? {
+        let index = message.index;
+        let Some(block) = message.block else {
+            within(index, message.payload)?;
+            let payload = body.slice_ref(message.payload);
+            match &mut encoded {
+                Some(encoded) => encoded.push_bare(payload),
+                None => payloads.push(payload),
+            }
             continue;
-        }
+        };
+        let encoded = encoded.get_or_insert_with(|| {
+            let mut encoded = EncodedBatch::with_capacity(payloads.capacity(), 0);
+            payloads
+                .drain(..)
+                .for_each(|payload| encoded.push_bare(payload));
+            encoded
+        });
         encoded
-            .push(&metadata, item.payload)
+            .push_record(body.slice_ref(message.body), &block)
             .map_err(|error| metadata::item_refusal(index, error))?;
-        within(index, item.payload)?;
+        within(index, message.payload)?;
     }
-    Ok(FastBatch::Encoded(encoded))
-}
-
-fn metadata_of<'a>(batch: &'a Batch<'a>, item: &Item<'a>) -> MetadataRef<'a> {
-    MetadataRef {
-        key: item.key,
-        headers: batch.headers(item),
-        idempotency_key: item.idempotency_key,
-    }
+    Ok(match encoded {
+        Some(encoded) => FastBatch::Encoded(encoded),
+        None => FastBatch::Bare(payloads),
+    })
 }
 
 fn refusal(error: DecodeError) -> ApiError {

@@ -195,11 +195,44 @@ fn check_parts<'a>(
     header_count: usize,
     headers: impl Iterator<Item = (&'a str, &'a str)>,
 ) -> Result<(), ArgumentError> {
+    let lengths = headers.map(|(name, value)| (name.len(), value.len()));
+    check_metadata_lengths(
+        key.map(str::len),
+        idempotency_key.map(str::len),
+        header_count,
+        lengths,
+    )
+}
+
+/// Checks the limits of [`Metadata::check`] from the lengths alone, in bytes: the key's,
+/// the idempotency key's, and each header's name and value (`header_count` of them),
+/// with its errors. For metadata that is not yet taken apart into strings, as a
+/// record's metadata block from the wire.
+///
+/// # Errors
+///
+/// As [`Metadata::check`].
+///
+/// # Example
+///
+/// ```
+/// use mailroom::topic::{check_metadata_lengths, KEY_BYTES_MAX};
+///
+/// assert!(check_metadata_lengths(Some(3), None, 1, [(5, 40)].into_iter()).is_ok());
+/// assert!(check_metadata_lengths(Some(KEY_BYTES_MAX + 1), None, 0, std::iter::empty()).is_err());
+/// ```
+#[inline]
+pub fn check_metadata_lengths(
+    key: Option<usize>,
+    idempotency_key: Option<usize>,
+    header_count: usize,
+    headers: impl Iterator<Item = (usize, usize)>,
+) -> Result<(), ArgumentError> {
     if let Some(key) = key {
-        check_length("key", key, 1, KEY_BYTES_MAX)?;
+        check_length_of("key", key, 1, KEY_BYTES_MAX)?;
     }
     if let Some(key) = idempotency_key {
-        check_length("idempotency_key", key, 1, IDEMPOTENCY_KEY_BYTES_MAX)?;
+        check_length_of("idempotency_key", key, 1, IDEMPOTENCY_KEY_BYTES_MAX)?;
     }
     if header_count > HEADERS_MAX {
         return Err(ArgumentError::CountOutOfRange {
@@ -212,22 +245,14 @@ fn check_parts<'a>(
     }
     let mut bytes = 0;
     for (name, value) in headers {
-        check_length("headers.name", name, 1, HEADER_NAME_BYTES_MAX)?;
-        check_length("headers.value", value, 0, HEADER_VALUE_BYTES_MAX)?;
-        bytes += name.len() + value.len();
+        check_length_of("headers.name", name, 1, HEADER_NAME_BYTES_MAX)?;
+        check_length_of("headers.value", value, 0, HEADER_VALUE_BYTES_MAX)?;
+        bytes += name + value;
     }
     check_length_of("headers", bytes, 0, HEADERS_BYTES_MAX)
 }
 
-fn check_length(
-    field: &'static str,
-    text: &str,
-    min: usize,
-    max: usize,
-) -> Result<(), ArgumentError> {
-    check_length_of(field, text.len(), min, max)
-}
-
+#[inline]
 fn check_length_of(
     field: &'static str,
     got: usize,

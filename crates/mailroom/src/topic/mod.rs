@@ -209,8 +209,8 @@ pub use crate::group::DeliveryId;
 pub use batch::{check_batch_len, check_batch_poll};
 pub use handle::GroupHandle;
 pub use message::{
-    Message, Metadata, MetadataRef, HEADERS_BYTES_MAX, HEADERS_MAX, HEADER_NAME_BYTES_MAX,
-    HEADER_VALUE_BYTES_MAX, IDEMPOTENCY_KEY_BYTES_MAX, KEY_BYTES_MAX,
+    check_metadata_lengths, Message, Metadata, MetadataRef, HEADERS_BYTES_MAX, HEADERS_MAX,
+    HEADER_NAME_BYTES_MAX, HEADER_VALUE_BYTES_MAX, IDEMPOTENCY_KEY_BYTES_MAX, KEY_BYTES_MAX,
 };
 pub use types::{DeadLetter, DeadLetterInfo, Delivery, GroupInfo, Nack, StartPosition, TopicError};
 

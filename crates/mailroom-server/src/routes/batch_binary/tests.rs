@@ -179,12 +179,23 @@ fn bare_payloads_are_borrowed_and_the_content_type_is_recognized() {
 
 #[test]
 fn a_broken_layout_is_a_400_naming_the_place() {
-    let error = binary_batch(&Bytes::from_static(b"MRB1\x01\x00\x00\x00\x00"), 1024).unwrap_err();
+    let cut = b"MRB2\x01\x00\x00\x00\x05\x00\x00\x00abc";
+    let error = binary_batch(&Bytes::from_static(cut), 1024).unwrap_err();
     assert_eq!(error.code.to_string(), "invalid_argument");
     assert_eq!(
         error.message,
-        "messages[0]: the body ends inside its payload"
+        "messages[0]: the request body ends inside its record body"
     );
     let error = binary_batch(&Bytes::from_static(b"[\"a\"]"), 1024).unwrap_err();
-    assert!(error.message.contains("MRB1"), "{}", error.message);
+    assert!(error.message.contains("MRB2"), "{}", error.message);
+    // The version before is named as such, and read as binary whatever the type says.
+    let old = b"MRB1\x01\x00\x00\x00\x00\x01\x00\x00\x00p";
+    assert!(is_binary(&HeaderMap::new(), old));
+    let error = binary_batch(&Bytes::from_static(old), 1024).unwrap_err();
+    assert_eq!(error.code.to_string(), "invalid_argument");
+    assert!(
+        error.message.contains("version \"MRB1\""),
+        "{}",
+        error.message
+    );
 }

@@ -82,9 +82,10 @@ pub async fn publish(
             (BatchRequest = "application/json"),
             (String = "application/vnd.mailroom.batch")),
         description = "JSON: messages as strings, {\"base64\": ...} or {\"payload\" or \"payload_base64\", \"key\", \"headers\", \"idempotency_key\"}. \
-            Or the binary batch encoding (`application/vnd.mailroom.batch`): `MRB1`, a u32 count, then per message a flags byte \
-            (bit 0 key, bit 1 idempotency key, bit 2 headers), the payload as a u32 length and its bytes, then the key, the \
-            idempotency key and the headers (a u32 count, then name and value) as flagged, each string a u32 length and UTF-8; \
+            Or the binary batch encoding (`application/vnd.mailroom.batch`): `MRB2`, a u32 count, then per message a u32 word \
+            (bit 31: the body opens with a metadata block; bits 0-30: the body's bytes) and the body: the metadata block as the \
+            store writes it (u32 length, flags byte: 1 key, 2 headers, 4 idempotency key; then each as a u16 length and UTF-8, \
+            headers as a u16 count and name/value pairs in name order), then the payload; \
             every integer little-endian."),
     responses(
         (status = 201, description = "All stored, with consecutive offsets", body = BatchPublished),
