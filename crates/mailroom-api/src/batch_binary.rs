@@ -214,7 +214,9 @@ impl<'a> Reader<'a> {
             }));
         }
         let block_bytes = match body.first_chunk::<LENGTH_BYTES>() {
-            Some(length) => u32::from_le_bytes(*length) as usize,
+            // A length under its own four bytes is read with them, for `read_block` to
+            // refuse by what it says.
+            Some(length) => (u32::from_le_bytes(*length) as usize).max(LENGTH_BYTES),
             None => return Err(truncated("metadata block")),
         };
         if block_bytes > body.len() {

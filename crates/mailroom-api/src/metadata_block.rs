@@ -304,10 +304,10 @@ pub fn read_block<'a, 'h>(
     headers: &'h mut Vec<HeaderAt>,
 ) -> Result<BlockRef<'a, 'h>, BlockError> {
     headers.clear();
-    let claimed = match block.first_chunk::<LENGTH_BYTES>() {
-        Some(length) => u32::from_le_bytes(*length),
-        None => u32::MAX,
+    let Some(length) = block.first_chunk::<LENGTH_BYTES>() else {
+        return Err(BlockError::Truncated { part: "length" });
     };
+    let claimed = u32::from_le_bytes(*length);
     if claimed as usize != block.len() || block.len() < FIELDS_AT {
         return Err(BlockError::Length {
             claimed: u64::from(claimed),

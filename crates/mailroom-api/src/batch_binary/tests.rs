@@ -250,6 +250,21 @@ fn each_breach_of_the_layout_is_named() {
             part: "metadata block"
         })
     );
+    let too_short = [&2u32.to_le_bytes()[..], b"xp"].concat();
+    let mut word_and_body = ((too_short.len() as u32) | (1 << 31))
+        .to_le_bytes()
+        .to_vec();
+    word_and_body.extend_from_slice(&too_short);
+    assert_eq!(
+        decoded(&body(1, &[word_and_body])),
+        Err(DecodeError::Block {
+            index: 0,
+            error: BlockError::Length {
+                claimed: 2,
+                actual: 4
+            }
+        })
+    );
     let mut not_utf8 = block.clone();
     *not_utf8.last_mut().unwrap() = 0xff;
     assert_eq!(
