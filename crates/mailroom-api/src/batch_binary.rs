@@ -304,39 +304,30 @@ impl BatchWriter {
         idempotency_key: Option<&str>,
         headers: impl ExactSizeIterator<Item = (&'h str, &'h str)> + Clone,
     ) -> Result<(), TooLong> {
-        let start = self.body.len();
-        let written = self.write_message(payload, key, idempotency_key, headers);
-        if written.is_err() {
-            self.body.truncate(start);
-        } else {
-            self.count += 1;
+        let body = &mut self.body;
+        let start = body.len();
+        let write = || {
+            body.reserve(4 + payload.len() + 64);
+            body.extend_from_slice(&[0; 4]);
+            if in_name_order(headers.clone()) {
+                write_block(key, idempotency_key, headers, body)?;
+            } else {
+                let mut sorted: Vec<(&str, &str)> = headers.collect();
+                sorted.sort_by(|a, b| a.0.cmp(b.0));
+                write_block(key, idempotency_key, sorted.into_iter(), body)?;
+            }
+            let has_block = body.len() > start + 4;
+            body.extend_from_slice(payload);
+            let word = word_of(body.len() - start - 4, has_block)?;
+            body[start..start + 4].copy_from_slice(&word.to_le_bytes());
+            Ok(())
+        };
+        let written = write();
+        match written {
+            Ok(()) => self.count += 1,
+            Err(_) => self.body.truncate(start),
         }
         written
-    }
-
-    fn write_message<'h>(
-        &mut self,
-        payload: &[u8],
-        key: Option<&str>,
-        idempotency_key: Option<&str>,
-        headers: impl ExactSizeIterator<Item = (&'h str, &'h str)> + Clone,
-    ) -> Result<(), TooLong> {
-        let body = &mut self.body;
-        body.reserve(4 + payload.len() + 64);
-        let word_at = body.len();
-        body.extend_from_slice(&[0; 4]);
-        if in_name_order(headers.clone()) {
-            write_block(key, idempotency_key, headers, body)?;
-        } else {
-            let mut sorted: Vec<(&str, &str)> = headers.collect();
-            sorted.sort_by(|a, b| a.0.cmp(b.0));
-            write_block(key, idempotency_key, sorted.into_iter(), body)?;
-        }
-        let has_block = body.len() > word_at + 4;
-        body.extend_from_slice(payload);
-        let word = word_of(body.len() - word_at - 4, has_block)?;
-        body[word_at..word_at + 4].copy_from_slice(&word.to_le_bytes());
-        Ok(())
     }
 
     /// The messages added so far.

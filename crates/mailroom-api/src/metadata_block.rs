@@ -49,7 +49,8 @@ const FLAGS_KNOWN: u8 = FLAG_KEY | FLAG_HEADERS | FLAG_IDEMPOTENCY_KEY;
 const FIELDS_AT: usize = LENGTH_BYTES + 1;
 
 /// A string or a count the block's u16 fields cannot carry (64 KiB and more; every
-/// limit of the API is far below it), or a block past 4 GiB.
+/// limit of the API is far below it), a block past 4 GiB, or (in
+/// [`crate::batch_binary`]) a message past its length word's 2 GiB.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("a message's {part} of {bytes} is longer than the binary encoding carries")]
 pub struct TooLong {
@@ -368,6 +369,50 @@ pub fn read_block<'a, 'h>(
         idempotency_key,
         headers,
     })
+}
+
+/// Where the key is in `block` (a range of it), read without the rest of the block: what
+/// the planner of ordering keys asks of every fresh message. `None` for a block without
+/// a key, or one too short to hold the key it claims ([`read_block`] says why).
+///
+/// ```
+/// use mailroom_api::metadata_block::{key_at, write_block};
+/// let mut block = Vec::new();
+/// write_block(Some("k1"), None, [("h", "v")].into_iter(), &mut block)?;
+/// assert_eq!(key_at(&block).map(|at| &block[at]), Some(&b"k1"[..]));
+/// # Ok::<(), mailroom_api::metadata_block::TooLong>(())
+/// ```
+pub fn key_at(block: &[u8]) -> Option<Range<usize>> {
+    leading_field_at(block, FLAG_KEY)
+}
+
+/// Where the idempotency key is in `block`, as [`key_at`] finds the key.
+///
+/// ```
+/// use mailroom_api::metadata_block::{idempotency_key_at, write_block};
+/// let mut block = Vec::new();
+/// write_block(Some("k1"), Some("once"), std::iter::empty(), &mut block)?;
+/// assert_eq!(idempotency_key_at(&block).map(|at| &block[at]), Some(&b"once"[..]));
+/// # Ok::<(), mailroom_api::metadata_block::TooLong>(())
+/// ```
+pub fn idempotency_key_at(block: &[u8]) -> Option<Range<usize>> {
+    leading_field_at(block, FLAG_IDEMPOTENCY_KEY)
+}
+
+/// The key or the idempotency key (`flag`), the two fields before the headers.
+fn leading_field_at(block: &[u8], flag: u8) -> Option<Range<usize>> {
+    let flags = *block.get(LENGTH_BYTES)?;
+    if flags & flag == 0 {
+        return None;
+    }
+    let mut fields = Fields {
+        block,
+        at: FIELDS_AT,
+    };
+    if flag == FLAG_IDEMPOTENCY_KEY && flags & FLAG_KEY != 0 {
+        fields.text("key").ok()?;
+    }
+    fields.text("field").ok().map(Span::range)
 }
 
 /// Whether every byte is ASCII, eight at a time: about 50 instructions for a key and

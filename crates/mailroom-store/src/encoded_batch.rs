@@ -41,10 +41,10 @@ use std::ops::Range;
 use bytes::Bytes;
 use mailroom::group::ArgumentError;
 use mailroom::topic::{check_metadata_lengths, MetadataRef};
-use mailroom_api::metadata_block::BlockRef;
+use mailroom_api::metadata_block::{idempotency_key_at, BlockRef};
 
 use crate::message::{decode_block, encode_block_ref, NewMessage};
-use crate::record::METADATA_LENGTH_BYTES;
+use crate::record::metadata_block_bytes;
 
 /// Messages to publish, each already encoded as its record body (see the module docs).
 #[derive(Debug, Clone, Default)]
@@ -110,16 +110,9 @@ impl EncodedBatch {
         }
         let start = self.joined.len();
         encode_block_ref(metadata, &mut self.joined);
+        // Found in the block just written instead of copied.
+        let idempotency_key = idempotency_key_at(&self.joined[start..]);
         self.joined.extend_from_slice(payload);
-        let idempotency_key = metadata.idempotency_key.map(|key| {
-            // The block writes the key (after the key's own u16 length and text, if
-            // any) as a u16 length and the text: find it there instead of copying it.
-            let mut at = METADATA_LENGTH_BYTES + 1 + 2;
-            if let Some(message_key) = metadata.key {
-                at += message_key.len() + 2;
-            }
-            at..at + key.len()
-        });
         self.push_encoded(Body::Joined(start..self.joined.len()), idempotency_key);
         Ok(())
     }
@@ -235,8 +228,7 @@ impl EncodedBatch {
 
 /// The message of a record body that opens with its block.
 fn decoded(body: &[u8]) -> NewMessage {
-    let block_bytes =
-        u32::from_le_bytes(body[..METADATA_LENGTH_BYTES].try_into().expect("4 bytes")) as usize;
+    let block_bytes = metadata_block_bytes(body).expect("encoded or checked here");
     NewMessage {
         payload: Bytes::copy_from_slice(&body[block_bytes..]),
         metadata: decode_block(&body[..block_bytes]).expect("encoded or checked here"),

@@ -22,10 +22,9 @@
 
 use bytes::Bytes;
 use mailroom::topic::{Message, Metadata, MetadataRef};
-use mailroom_api::metadata_block::{read_block, write_block, FLAG_KEY};
+use mailroom_api::metadata_block::{key_at, read_block, write_block};
 
 use crate::log::Record;
-use crate::record::METADATA_LENGTH_BYTES;
 
 /// A message to publish: its payload and what the publisher says about it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -56,8 +55,8 @@ pub fn encode_block(metadata: &Metadata, out: &mut Vec<u8>) {
         .headers
         .iter()
         .map(|(name, value)| (name.as_str(), value.as_str()));
-    let parts = (metadata.key.as_deref(), metadata.idempotency_key.as_deref());
-    encode_parts(parts, headers, out);
+    let (key, idempotency_key) = (metadata.key.as_deref(), metadata.idempotency_key.as_deref());
+    write_block(key, idempotency_key, headers, out).expect("metadata checked");
 }
 
 /// [`encode_block`] of borrowed metadata: the same bytes, written straight from the
@@ -80,17 +79,8 @@ pub fn encode_block(metadata: &Metadata, out: &mut Vec<u8>) {
 /// assert_eq!(from_ref, from_owned);
 /// ```
 pub fn encode_block_ref(metadata: &MetadataRef<'_>, out: &mut Vec<u8>) {
-    let parts = (metadata.key, metadata.idempotency_key);
-    encode_parts(parts, metadata.headers.iter().copied(), out);
-}
-
-/// The block of a key and an idempotency key (`parts`) and the headers.
-fn encode_parts<'a>(
-    (key, idempotency_key): (Option<&str>, Option<&str>),
-    headers: impl ExactSizeIterator<Item = (&'a str, &'a str)>,
-    out: &mut Vec<u8>,
-) {
-    write_block(key, idempotency_key, headers, out).expect("metadata checked");
+    let headers = metadata.headers.iter().copied();
+    write_block(metadata.key, metadata.idempotency_key, headers, out).expect("metadata checked");
 }
 
 /// Reads a metadata block (as `encode_block` wrote it, length field included).
@@ -127,13 +117,7 @@ pub fn decode_block(block: &[u8]) -> Result<Metadata, String> {
 /// assert_eq!(key_of_block(&block), Some(&b"k"[..]));
 /// ```
 pub fn key_of_block(block: &[u8]) -> Option<&[u8]> {
-    let flags = *block.get(METADATA_LENGTH_BYTES)?;
-    if flags & FLAG_KEY == 0 {
-        return None;
-    }
-    let at = METADATA_LENGTH_BYTES + 1;
-    let len = u16::from_le_bytes(block.get(at..at + 2)?.try_into().ok()?);
-    block.get(at + 2..at + 2 + usize::from(len))
+    key_at(block).map(|at| &block[at])
 }
 
 /// The message a record of the message log holds.

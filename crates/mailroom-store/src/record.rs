@@ -51,7 +51,7 @@ const TIMESTAMP_AT: usize = 16;
 pub const METADATA_FLAG: u32 = 1 << 31;
 
 /// The bytes of a metadata block's own length field.
-pub const METADATA_LENGTH_BYTES: usize = 4;
+pub const METADATA_LENGTH_BYTES: usize = mailroom_api::metadata_block::LENGTH_BYTES;
 
 /// The size of a record header in bytes.
 pub const HEADER_BYTES: usize = 24;

@@ -184,6 +184,24 @@ proptest! {
         }
     }
 
+    // Proves the key and the idempotency key are found where the reader reads them, and
+    // that a cut block gives no place past its end.
+    #[test]
+    fn leading_fields_are_found_without_reading_the_rest(
+        metadata in metadata(),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let block = metadata.block();
+        prop_assume!(!block.is_empty());
+        let text = |at: Option<Range<usize>>| at.map(|at| std::str::from_utf8(&block[at]).unwrap().to_owned());
+        prop_assert_eq!(text(key_at(&block)), metadata.key.clone());
+        prop_assert_eq!(text(idempotency_key_at(&block)), metadata.idempotency_key.clone());
+        let cut = &block[..cut.index(block.len())];
+        for at in [key_at(cut), idempotency_key_at(cut)].into_iter().flatten() {
+            prop_assert!(at.end <= cut.len());
+        }
+    }
+
     // Proves a cut or lengthened block is refused, never misread, even with its length
     // field made to match.
     #[test]
