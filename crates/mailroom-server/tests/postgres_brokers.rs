@@ -315,10 +315,10 @@ async fn recreated_group_is_not_served_from_the_old_cache() {
     assert_eq!(after["max_in_flight"], 1, "{after}");
 }
 
-// Proves that when B deletes the topic and makes it and the group again, A (which cached
-// the old group, and the old topic's id with it) answers its next polls from the new
-// topic, and that when B deletes it for good, A answers 404: never the old topic's rows,
-// never a failed call.
+// A poll reads its window from the topic's own partition of the log, named by the topic
+// id A cached. Proves that when B deletes the topic (dropping that partition) and makes
+// it and the group again, A's next polls answer from the new topic, and that when B
+// deletes it for good, A answers 404: never the old topic's rows, never a failed call.
 #[tokio::test]
 async fn polls_after_the_topic_is_made_again_on_another_broker() {
     let Some((a, b)) = two_brokers().await else {
@@ -334,7 +334,7 @@ async fn polls_after_the_topic_is_made_again_on_another_broker() {
     ok(&b, Method::PUT, "/v1/topics/t", "").await;
     ok(&b, Method::PUT, GROUP, r#"{"max_attempts":3}"#).await;
     ok(&b, Method::POST, "/v1/topics/t/messages", "new").await;
-    // A still caches the old topic's id: its poll's guess of the window reads by it.
+    // A still caches the old topic's id: its poll's guess reads a partition that is gone.
     let new = ok(&a, Method::POST, &batch, r#"{"max":4}"#).await;
     let deliveries = new["deliveries"].as_array().expect("deliveries");
     assert_eq!(deliveries.len(), 1, "{new}");
@@ -352,4 +352,79 @@ async fn polls_after_the_topic_is_made_again_on_another_broker() {
     let (status, gone) = send(&a, Method::POST, &batch, r#"{"max":4}"#).await;
     assert_eq!(status, 404, "{gone}");
     assert_eq!(gone["error"], "unknown_topic", "{gone}");
+}
+
+// Proves the other brokers hear of a write only while one of them may be waiting: a
+// publish, poll and ack with no long poll anywhere tell no one; then, with a long poll on
+// B waiting for the window's one slot (its waiting mark written), an ack on A wakes it
+// promptly, far below the 5 s recheck a lost wake would fall back to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn writes_are_told_only_while_another_broker_waits() {
+    let Some(cluster) = postgres_support::cluster_url() else {
+        return;
+    };
+    let url = postgres_support::fresh_database(&cluster).await;
+    let (backend_a, a) = postgres_support::broker(&url).await;
+    let (_, b) = postgres_support::broker(&url).await;
+    ok(&a, Method::PUT, "/v1/topics/t", "").await;
+    ok(
+        &a,
+        Method::PUT,
+        GROUP,
+        r#"{"max_attempts":3,"max_in_flight":1}"#,
+    )
+    .await;
+    for payload in ["zero", "one", "two"] {
+        ok(&a, Method::POST, "/v1/topics/t/messages", payload).await;
+    }
+    let as_x = r#"{"consumer":"x","max":1}"#;
+    let route = format!("{GROUP}/poll/batch");
+    let first = ok(&a, Method::POST, &route, as_x).await["deliveries"][0].clone();
+    ok(&a, Method::POST, &format!("{GROUP}/ack"), &id(&first)).await;
+    let second = ok(&a, Method::POST, &route, as_x).await["deliveries"][0].clone();
+    assert_eq!(second["offset"], 1, "{second}");
+    assert_eq!(
+        backend_a.writes_told(),
+        0,
+        "no broker waits, so no one is told"
+    );
+
+    let waiting = {
+        let b = b.clone();
+        tokio::spawn(async move {
+            // Another consumer: the window's one slot is x's.
+            let body = r#"{"consumer":"y","max":1,"wait_ms":10000}"#;
+            let answer = ok(&b, Method::POST, &format!("{GROUP}/poll/batch"), body).await;
+            (answer, std::time::Instant::now())
+        })
+    };
+    wait_for_mark(&url).await;
+    let acked = std::time::Instant::now();
+    ok(&a, Method::POST, &format!("{GROUP}/ack"), &id(&second)).await;
+    assert_eq!(backend_a.writes_told(), 1, "B waits: the ack is told");
+    let (answer, woken) = waiting.await.unwrap();
+    assert_eq!(answer["deliveries"][0]["offset"], 2, "{answer}");
+    assert!(woken.duration_since(acked) < std::time::Duration::from_secs(2));
+}
+
+/// Waits until a broker has written topic `t`'s waiting mark.
+async fn wait_for_mark(url: &str) {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("connect to the test database");
+    tokio::spawn(connection);
+    for _ in 0..2_000 {
+        let row = client
+            .query_one(
+                "SELECT waiting_broker FROM mailroom_topics WHERE name = 't'",
+                &[],
+            )
+            .await
+            .expect("read the waiting mark");
+        if row.get::<_, i64>(0) != 0 {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    panic!("no broker wrote the waiting mark in 10 s");
 }

@@ -124,6 +124,7 @@ impl Backend for Postgres {
     async fn delete_topic(&self, topic: &str) -> Result<Vec<String>, BackendError> {
         let groups = self.watched(self.delete_topic_row(topic).await)?;
         self.long_polls.forget(topic);
+        self.notifier.marks.forget(topic);
         self.notifier.mark(topic);
         Ok(groups)
     }
@@ -150,7 +151,9 @@ impl Backend for Postgres {
         topic: &str,
         messages: &[NewMessage],
     ) -> Result<Range<u64>, BackendError> {
-        let answers = self.watched(append_messages(&self.pool, topic, messages, None).await)?;
+        let answers = self.watched(
+            append_messages(&self.pool, &self.notifier.marks, topic, messages, None).await,
+        )?;
         let (first, last) = (answers.first(), answers.last());
         let Some((first, last)) = first.zip(last) else {
             return Ok(0..0);
@@ -165,7 +168,9 @@ impl Backend for Postgres {
         messages: &[NewMessage],
     ) -> Result<Vec<Stored>, BackendError> {
         let window = Some(self.options.idempotency);
-        let answers = self.watched(append_messages(&self.pool, topic, messages, window).await)?;
+        let answers = self.watched(
+            append_messages(&self.pool, &self.notifier.marks, topic, messages, window).await,
+        )?;
         if answers.iter().any(|answer| !answer.duplicate) {
             self.wake(topic);
         }
@@ -198,7 +203,7 @@ impl Backend for Postgres {
     async fn delete_group(&self, topic: &str, group: &str) -> Result<(), BackendError> {
         self.watched(self.delete_group_row(topic, group).await)?;
         // Its long polls re-poll, find the group gone and answer 404 `unknown_group`.
-        self.wake(topic);
+        self.wake_everywhere(topic);
         Ok(())
     }
 
@@ -210,8 +215,8 @@ impl Backend for Postgres {
     ) -> Result<Option<MessageDelivery>, BackendError> {
         let polled_at = Instant::now();
         let delivery = self.watched(self.poll_one(topic, group, consumer).await)?;
-        self.long_polls
-            .leased_if(topic, group, polled_at, delivery.is_some());
+        self.after_poll(topic, group, polled_at, delivery.is_some())
+            .await;
         Ok(delivery)
     }
 

@@ -15,12 +15,14 @@ use futures_util::future::{try_join, try_join4};
 use mailroom::group::{DeadLetterEntry, DeadLetterNote, DeliveryId, GroupState};
 use mailroom::topic::{Delivery, Message, TopicError};
 use mailroom_store::StoreError;
+use tokio_postgres::error::SqlState;
 
 use super::encoding::decode;
-use super::group_window::{Window, WindowRead, WINDOW_ROWS};
+use super::group_window::{prepare_window, Window, WindowRead};
 use super::group_write::{Row, Write};
 use super::metadata::message_of;
 use super::txn::Open;
+use super::waiting::Mark;
 use super::{PgError, Postgres};
 use crate::backend::BackendError;
 
@@ -35,6 +37,9 @@ pub(super) struct Cached {
     pub version: i64,
     pub state: GroupState,
     pub clock_ms: u64,
+    /// The log's end as the call that left this read it (a poll that handed out nothing
+    /// checks it again before it waits: `waiting.rs`).
+    pub log_end: u64,
 }
 
 /// What a call's plan works on: the state (changed in place), the log and the time.
@@ -86,8 +91,10 @@ const LOCK_GROUP: &str = "SELECT t.id, g.version, \
      WHERE t.name = $1 AND g.name = $2 FOR UPDATE OF g";
 // Sent right behind the lock in the same pipeline, so it runs once the lock is held and
 // reads the log's end as of then, not as of before the wait.
+// With the topic's waiting mark, read behind the group's lock as well (`waiting.rs`).
 const LOG_AND_CLOCK: &str = "SELECT next_offset, \
-     (extract(epoch FROM clock_timestamp()) * 1000)::bigint, start_offset \
+     (extract(epoch FROM clock_timestamp()) * 1000)::bigint, start_offset, \
+     waiting_until_ms, waiting_broker \
      FROM mailroom_topics WHERE name = $1";
 const DEAD_LETTERS: &str = "SELECT \"offset\", attempts, reason, at_ms \
      FROM mailroom_dead_letters WHERE topic_id = $1 AND group_name = $2 ORDER BY seq";
@@ -138,7 +145,8 @@ impl Postgres {
         let result = call(open.client(), topic, group, cached, poll, plan).await;
         open.finish(result.is_ok()).await;
         match result {
-            Ok((answer, deliveries, fresh)) => {
+            Ok((answer, deliveries, fresh, mark)) => {
+                self.notifier.marks.observe(topic, mark);
                 self.cache.lock().insert(key, fresh);
                 Ok((answer, deliveries))
             }
@@ -160,7 +168,7 @@ async fn call<R>(
     cached: Option<Cached>,
     poll: Option<usize>,
     plan: impl FnOnce(&mut Planning) -> Result<Planned<R>, BackendError>,
-) -> Result<(R, Vec<Delivery<Message<Bytes>>>, Cached), BackendError> {
+) -> Result<(R, Vec<Delivery<Message<Bytes>>>, Cached, Mark), BackendError> {
     let (locked, base, mut read) = lock(client, topic, group, cached, poll).await?;
     let now_ms = locked.db_now_ms.max(base.clock_ms);
     let mut planning = Planning {
@@ -189,13 +197,41 @@ async fn call<R>(
         true => Some(Write::prepare(client, &at, &base.state, &state, now_ms).await?),
         false => None,
     };
-    let offsets: Vec<i64> = planned
+    let missed: Vec<i64> = planned
         .deliveries
         .iter()
         .filter(|id| !read.has(id.offset))
         .map(|id| big(id.offset))
         .collect();
-    let payloads = match offsets.is_empty() {
+    let rows = second_pipeline(client, &at, write.as_ref(), &missed).await?;
+    let deliveries = messages(&read, &rows, &planned.deliveries)?;
+    let fresh = match changed {
+        true => Cached {
+            group_id: locked.group_id,
+            topic_id: locked.topic_id,
+            version: locked.version + 1,
+            state,
+            clock_ms: now_ms,
+            log_end: locked.log_end,
+        },
+        false => Cached {
+            log_end: locked.log_end,
+            ..base
+        },
+    };
+    Ok((planned.answer, deliveries, fresh, locked.mark))
+}
+
+/// Sends the second pipeline: `write` (if the call changed the state), the payloads of
+/// the deliveries whose rows the window's read did not take whole (`missed`), and
+/// `COMMIT`; answers the payload rows.
+async fn second_pipeline(
+    client: &Object,
+    at: &Row<'_>,
+    write: Option<&Write>,
+    missed: &[i64],
+) -> Result<Vec<tokio_postgres::Row>, BackendError> {
+    let payloads = match missed.is_empty() {
         true => None,
         false => Some(
             client
@@ -206,27 +242,16 @@ async fn call<R>(
     };
     let reads = async {
         match &payloads {
-            Some(statement) => client.query(statement, &[&locked.topic_id, &offsets]).await,
+            Some(statement) => client.query(statement, &[&at.topic_id, &missed]).await,
             None => Ok(Vec::new()),
         }
     };
     let tail = try_join(reads, client.batch_execute("COMMIT"));
-    let (rows, ()) = match &write {
-        Some(write) => write.send_with(client, &at, tail).await?,
+    let (rows, ()) = match write {
+        Some(write) => write.send_with(client, at, tail).await?,
         None => tail.await.map_err(PgError::from)?,
     };
-    let deliveries = messages(&read, &rows, &planned.deliveries)?;
-    let fresh = match changed {
-        true => Cached {
-            group_id: locked.group_id,
-            topic_id: locked.topic_id,
-            version: locked.version + 1,
-            state,
-            clock_ms: now_ms,
-        },
-        false => base,
-    };
-    Ok((planned.answer, deliveries, fresh))
+    Ok(rows)
 }
 
 /// What the locked read of a group's row found.
@@ -238,6 +263,8 @@ struct Locked {
     log_end: u64,
     log_start: u64,
     db_now_ms: u64,
+    /// The topic's waiting mark, read with the log's end.
+    mark: Mark,
 }
 
 /// Begins the transaction and locks the group's row, in one pipeline with the read of
@@ -253,30 +280,25 @@ async fn lock(
     cached: Option<Cached>,
     poll: Option<usize>,
 ) -> Result<(Locked, Cached, WindowRead), BackendError> {
-    let (cached_version, cached_group) = cached
-        .as_ref()
-        .map_or((-1, -1), |cached| (cached.version, cached.group_id));
-    let (lock, log) = try_join(
-        client.prepare_cached(LOCK_GROUP),
-        client.prepare_cached(LOG_AND_CLOCK),
-    )
-    .await
-    .map_err(PgError::from)?;
-    let guess = guess(client, cached.as_ref(), poll).await?;
-    let guessed = async {
-        match &guess {
-            Some((statement, topic_id, window)) => window.read(client, statement, *topic_id).await,
-            None => Ok(Vec::new()),
-        }
-    };
-    let ((), locked, log, guessed) = try_join4(
-        client.batch_execute("BEGIN"),
-        client.query_opt(&lock, &[&topic, &group, &cached_version, &cached_group]),
-        client.query_opt(&log, &[&topic]),
-        guessed,
-    )
-    .await
-    .map_err(PgError::from)?;
+    let (locked, log, guessed, cached) =
+        match first_pipeline(client, topic, group, cached.as_ref(), poll).await {
+            Ok((locked, log, guessed)) => (locked, log, guessed, cached),
+            // The guess read the partition of the cached topic id, which is gone: another
+            // broker deleted the topic (and may have made it again) since this one cached
+            // the group. The failed read aborted the transaction, and nothing was planned
+            // yet: begin again without the cache.
+            Err(error) if cached.is_some() && error.code() == Some(&SqlState::UNDEFINED_TABLE) => {
+                client
+                    .batch_execute("ROLLBACK")
+                    .await
+                    .map_err(PgError::from)?;
+                let (locked, log, guessed) = first_pipeline(client, topic, group, None, poll)
+                    .await
+                    .map_err(PgError::from)?;
+                (locked, log, guessed, None)
+            }
+            Err(error) => return Err(PgError::from(error).into()),
+        };
     let Some(locked) = locked else {
         return Err(match log {
             Some(_) => unknown_group(group),
@@ -292,6 +314,11 @@ async fn lock(
         log_end: log.get::<_, i64>(0) as u64,
         db_now_ms: log.get::<_, i64>(1).max(0) as u64,
         log_start: log.get::<_, i64>(2) as u64,
+        mark: Mark {
+            until_ms: log.get(3),
+            broker: log.get(4),
+            read_at_ms: log.get(1),
+        },
     };
     let stored: Option<Vec<u8>> = locked.get(2);
     let (base, hit) = match (stored, cached) {
@@ -316,20 +343,57 @@ async fn lock(
     Ok((found, base, read))
 }
 
+/// The rows of a call's first pipeline: `BEGIN`, the locked group row, the topic's log
+/// and clock row, and (for a poll on a cached state) the guessed window's rows.
+type FirstRows = (
+    Option<tokio_postgres::Row>,
+    Option<tokio_postgres::Row>,
+    Vec<tokio_postgres::Row>,
+);
+
+/// Sends the first pipeline (see [`lock`]) with the guess made from `cached`.
+async fn first_pipeline(
+    client: &Object,
+    topic: &str,
+    group: &str,
+    cached: Option<&Cached>,
+    poll: Option<usize>,
+) -> Result<FirstRows, tokio_postgres::Error> {
+    let (cached_version, cached_group) =
+        cached.map_or((-1, -1), |cached| (cached.version, cached.group_id));
+    let (lock, log) = try_join(
+        client.prepare_cached(LOCK_GROUP),
+        client.prepare_cached(LOG_AND_CLOCK),
+    )
+    .await?;
+    let guess = guess(client, cached, poll).await?;
+    let guessed = async {
+        match &guess {
+            Some((statement, topic_id, window)) => window.read(client, statement, *topic_id).await,
+            None => Ok(Vec::new()),
+        }
+    };
+    let ((), locked, log, guessed) = try_join4(
+        client.batch_execute("BEGIN"),
+        client.query_opt(&lock, &[&topic, &group, &cached_version, &cached_group]),
+        client.query_opt(&log, &[&topic]),
+        guessed,
+    )
+    .await?;
+    Ok((locked, log, guessed))
+}
+
 /// For a poll on a cached state, the read of that state's window (its statement
 /// prepared, the topic's row id, the window not yet trimmed to the log's end).
 async fn guess(
     client: &Object,
     cached: Option<&Cached>,
     poll: Option<usize>,
-) -> Result<Option<(tokio_postgres::Statement, i64, Window)>, BackendError> {
+) -> Result<Option<(tokio_postgres::Statement, i64, Window)>, tokio_postgres::Error> {
     let (Some(cached), Some(max)) = (cached, poll) else {
         return Ok(None);
     };
-    let statement = client
-        .prepare_cached(WINDOW_ROWS)
-        .await
-        .map_err(PgError::from)?;
+    let statement = prepare_window(client, cached.topic_id).await?;
     let window = Window::of(&cached.state, u64::MAX, max);
     Ok(Some((statement, cached.topic_id, window)))
 }
@@ -345,8 +409,7 @@ async fn window_read(
     if let Some(rows) = guessed {
         return Ok(window.found(rows));
     }
-    let statement = client
-        .prepare_cached(WINDOW_ROWS)
+    let statement = prepare_window(client, found.topic_id)
         .await
         .map_err(PgError::from)?;
     let rows = window
@@ -407,6 +470,8 @@ pub(super) async fn restore(
         version,
         state,
         clock_ms: stored.clock_ms,
+        // Not read with the state; the call that restores it sets it.
+        log_end: u64::MAX,
     })
 }
 

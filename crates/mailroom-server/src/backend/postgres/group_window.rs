@@ -20,7 +20,8 @@
 use std::collections::HashMap;
 
 use bytes::Bytes;
-use deadpool_postgres::GenericClient;
+use deadpool_postgres::{GenericClient, Object};
+use futures_util::future::try_join3;
 use mailroom::group::{key_hash, GroupState, SlotPhase, KEYED_WINDOW_SPAN};
 use mailroom::topic::Message;
 use tokio_postgres::types::ToSql;
@@ -29,23 +30,64 @@ use tokio_postgres::{Row, Statement};
 use super::deliveries::POLL_BATCH_BYTES_MAX;
 use super::group::big;
 use super::metadata::message_of;
+use super::schema::topic_partition;
 use crate::backend::BackendError;
 
-/// The window's rows: `offset, size, taken, payload, published_at_ms, key, headers,
-/// idempotency_key`, the payload and metadata only where `taken` (else `NULL`): a wanted
-/// row whose payload is at most `$8`, the poll's byte cap over the rows it wants, so
-/// that the rows taken whole never sum past the cap (a larger message is read in the
-/// second pipeline if the plan hands it out). A per-row bound, not a running sum: the
-/// sum would sort the rows, payloads and all, for every poll.
-pub(super) const WINDOW_ROWS: &str = "SELECT m.\"offset\", octet_length(m.payload), w.taken, \
-     CASE WHEN w.taken THEN m.payload END, m.published_at_ms, m.key, \
-     CASE WHEN w.taken THEN m.headers::text END, CASE WHEN w.taken THEN m.idempotency_key END \
-     FROM mailroom_messages m, \
-     LATERAL (SELECT (m.\"offset\" = ANY($6) OR (m.\"offset\" >= $3 AND m.\"offset\" < $7)) \
-       AND octet_length(m.payload) <= $8::bigint) AS w(taken) \
-     WHERE m.topic_id = $1 AND (m.\"offset\" = ANY($2) \
-       OR (m.\"offset\" >= $9 AND m.\"offset\" < $4) \
-       OR (m.key IS NOT NULL AND m.\"offset\" >= $3 AND m.\"offset\" < $5))";
+/// The window's rows of topic `topic_id`: `offset, size, taken, payload,
+/// published_at_ms, key, headers, idempotency_key`, the payload and metadata only where
+/// `taken` (else `NULL`): a wanted row whose payload is at most `$8`, the poll's byte cap
+/// over the rows it wants, so that the rows taken whole never sum past the cap (a larger
+/// message is read in the second pipeline if the plan hands it out). A per-row bound, not
+/// a running sum: the sum would sort the rows, payloads and all, for every poll.
+///
+/// Left to choose, PostgreSQL 15 planned this statement afresh on every call, 0.2 ms a
+/// call and four times its execution (`bench/history/postgres-per-call-costs-planning-and-wakeups.md`):
+/// a generic plan, made without the parameters' values, never looked cheaper than a
+/// custom one. So [`Window::read`] forces the generic plan, and the statement reads the
+/// topic's own partition of the log, not `mailroom_messages`: a generic plan over the
+/// parent would lock every topic's partitions on every call, while over the topic's
+/// partition it locks that topic's segments only (one per 2^20 offsets retained) and
+/// prunes the rest as it runs. `$1` stays the topic's id, so a partition answers for its
+/// own rows only, as before.
+pub(super) fn window_rows(topic_id: i64) -> String {
+    format!(
+        "SELECT m.\"offset\", octet_length(m.payload), w.taken, \
+         CASE WHEN w.taken THEN m.payload END, m.published_at_ms, m.key, \
+         CASE WHEN w.taken THEN m.headers::text END, \
+         CASE WHEN w.taken THEN m.idempotency_key END \
+         FROM {partition} m, \
+         LATERAL (SELECT (m.\"offset\" = ANY($6) OR (m.\"offset\" >= $3 AND m.\"offset\" < $7)) \
+           AND octet_length(m.payload) <= $8::bigint) AS w(taken) \
+         WHERE m.topic_id = $1 AND (m.\"offset\" = ANY($2) \
+           OR (m.\"offset\" >= $9 AND m.\"offset\" < $4) \
+           OR (m.key IS NOT NULL AND m.\"offset\" >= $3 AND m.\"offset\" < $5))",
+        partition = topic_partition(topic_id)
+    )
+}
+
+/// Makes the transaction's next statements run their generic plans.
+const GENERIC_PLANS: &str = "SET LOCAL plan_cache_mode = force_generic_plan";
+/// Gives the choice of plan back to PostgreSQL for the rest of the transaction.
+const CHOSEN_PLANS: &str = "SET LOCAL plan_cache_mode = DEFAULT";
+
+/// The most statements a connection keeps prepared before a window statement is added:
+/// one window statement per topic polled on it would otherwise grow without bound (in the
+/// broker and in its PostgreSQL backend); past this the connection's cache is emptied and
+/// its hot statements are prepared again as they come.
+pub(super) const STATEMENTS_CACHED_MAX: usize = 128;
+
+/// The window statement of `topic_id`, prepared on `client` (once per connection, while
+/// its cache holds fewer than [`STATEMENTS_CACHED_MAX`]).
+pub(super) async fn prepare_window(
+    client: &Object,
+    topic_id: i64,
+) -> Result<Statement, tokio_postgres::Error> {
+    let text = window_rows(topic_id);
+    if client.statement_cache.size() >= STATEMENTS_CACHED_MAX {
+        client.statement_cache.clear();
+    }
+    client.prepare_cached(&text).await
+}
 
 /// The messages a poll of a state may look at (see the module docs), below the log's end.
 ///
@@ -126,7 +168,7 @@ impl Window {
         }
     }
 
-    /// Reads the window's rows ([`WINDOW_ROWS`], prepared).
+    /// Reads the window's rows ([`window_rows`], prepared by [`prepare_window`]).
     pub(super) async fn read(
         &self,
         client: &impl GenericClient,
@@ -144,7 +186,17 @@ impl Window {
             &big(self.take_bytes),
             &big(self.position),
         ];
-        client.query(statement, &params).await
+        // The plan is forced generic for this one statement, and only for it: left to
+        // itself PostgreSQL planned it afresh on every call (see `window_rows`), while the
+        // transaction's other reads of the log go through the parent table, where a
+        // generic plan would lock every topic's partitions. The three ride in one pipeline.
+        let (_, rows, _) = try_join3(
+            client.batch_execute(GENERIC_PLANS),
+            client.query(statement, &params),
+            client.batch_execute(CHOSEN_PLANS),
+        )
+        .await?;
+        Ok(rows)
     }
 
     /// Whether `offset` is in this window (a slot, or a fresh message it reads).

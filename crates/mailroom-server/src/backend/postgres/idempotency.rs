@@ -32,12 +32,13 @@ use super::group::{big, unknown_topic};
 use super::metadata::encode;
 use super::schema::extend_segments;
 use super::topics::own_window;
+use super::waiting::{Mark, Marks};
 use super::PgError;
 use crate::backend::BackendError;
 
 const LOCK_TOPIC: &str = "SELECT id, next_offset, segments_end, \
      (extract(epoch FROM clock_timestamp()) * 1000)::bigint, \
-     idempotency_messages, idempotency_age_ms \
+     idempotency_messages, idempotency_age_ms, waiting_until_ms, waiting_broker \
      FROM mailroom_topics WHERE name = $1 FOR UPDATE";
 // Sent right behind the lock in the same pipeline: it runs once the lock is held, with
 // a snapshot of its own, so it sees the keys of every publish committed before.
@@ -67,6 +68,8 @@ struct LockedTopic {
     now_ms: u64,
     /// The topic's own idempotency window, read under its lock.
     own_window: TopicIdempotency,
+    /// The topic's waiting mark, read under its lock (`waiting.rs`).
+    mark: Mark,
 }
 
 /// Publishes `messages` (metadata checked here) to `topic` in one transaction; with
@@ -77,6 +80,7 @@ struct LockedTopic {
 /// errors (503 `store_unavailable` for a lost connection: nothing was confirmed).
 pub(super) async fn append_messages(
     pool: &Pool,
+    marks: &Marks,
     topic: &str,
     messages: &[NewMessage],
     window: Option<IdempotencyWindow>,
@@ -108,6 +112,7 @@ pub(super) async fn append_messages(
         write(&transaction, &locked, &written, window.is_some()).await?;
     }
     transaction.commit().await.map_err(PgError::from)?;
+    marks.observe(topic, locked.mark);
     Ok(plans
         .into_iter()
         .map(|plan| match plan {
@@ -150,6 +155,11 @@ async fn lock_topic(
         segments_end: row.get::<_, i64>(2) as u64,
         now_ms: row.get::<_, i64>(3).max(0) as u64,
         own_window: own_window(row.get(4), row.get(5)),
+        mark: Mark {
+            until_ms: row.get(6),
+            broker: row.get(7),
+            read_at_ms: row.get(3),
+        },
     };
     let seen = rows
         .into_iter()

@@ -54,6 +54,7 @@ mod schema;
 mod seek_pause;
 mod topics;
 mod txn;
+mod waiting;
 
 pub use channel_relay::RELAYED_PAYLOAD_BYTES_MAX;
 pub use schema::{version_known, SEGMENT_OFFSETS};
@@ -241,6 +242,27 @@ impl Postgres {
         })
     }
 
+    /// How many of this broker's writes it has told the other brokers of. A write is told
+    /// only while another broker may have a long poll waiting on its topic (the topic's
+    /// waiting mark, `docs/scale-out.md`, "Long polls across brokers"); several writes
+    /// told close together ride in one notification.
+    ///
+    /// ```no_run
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::sync::Arc;
+    /// use mailroom_server::backend::Postgres;
+    /// use mailroom_server::long_poll::LongPolls;
+    ///
+    /// let url = "postgres://mailroom@127.0.0.1:5432/mailroom";
+    /// let backend = Postgres::connect(url, Arc::new(LongPolls::default())).await?;
+    /// assert_eq!(backend.writes_told(), 0);
+    /// # Ok(()) }
+    /// ```
+    pub fn writes_told(&self) -> u64 {
+        self.notifier.marked()
+    }
+
     /// A pooled connection, or 503 `store_unavailable`.
     async fn client(&self) -> Result<deadpool_postgres::Object, BackendError> {
         self.pool.get().await.map_err(|error| {
@@ -257,6 +279,8 @@ impl Postgres {
         if let BackendError::Unavailable(why) = error {
             *self.failure.lock() = Some(why.clone());
             self.cache.lock().clear();
+            // Read again, as the states are, from whichever database answers next.
+            self.notifier.marks.clear();
         }
     }
 
@@ -286,8 +310,16 @@ impl Postgres {
     }
 
     /// Wakes this broker's long polls of `topic` and, through the notifier, every other
-    /// broker's.
+    /// broker's, if one may be waiting (the topic's waiting mark as this broker last read
+    /// it, in the transaction of the write that wakes: `waiting.rs`).
     fn wake(&self, topic: &str) {
+        self.long_polls.wake(topic);
+        self.notifier.mark_if_waited(topic);
+    }
+
+    /// Wakes every broker's long polls of `topic`, whatever its waiting mark: after a
+    /// deletion, whose transaction reads no mark.
+    fn wake_everywhere(&self, topic: &str) {
         self.long_polls.wake(topic);
         self.notifier.mark(topic);
     }

@@ -7,6 +7,7 @@
 //! other brokers' channel messages (`channel_relay.rs`).
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,6 +18,7 @@ use tokio::sync::Notify;
 use tokio_postgres::{AsyncMessage, NoTls};
 
 use super::channel_relay::{Relay, CHANNEL_MESSAGES};
+use super::waiting::{Marks, MANY};
 use crate::long_poll::LongPolls;
 
 /// The channel every broker notifies and listens on.
@@ -33,6 +35,10 @@ pub(super) struct Notifier {
     ready: Notify,
     /// This broker's id, sent with each notification so it ignores its own.
     broker_id: u64,
+    /// The newest waiting mark read of each topic: whether to notify at all.
+    pub marks: Marks,
+    /// How many writes were marked for the other brokers to hear of.
+    marked: AtomicU64,
 }
 
 impl Notifier {
@@ -50,15 +56,40 @@ impl Notifier {
             dirty: Mutex::new(BTreeSet::new()),
             ready: Notify::new(),
             broker_id: u64::from_le_bytes(id),
+            marks: Marks::default(),
+            marked: AtomicU64::new(0),
         }
+    }
+
+    /// How many writes were marked for the other brokers to hear of.
+    pub(super) fn marked(&self) -> u64 {
+        self.marked.load(Ordering::Relaxed)
     }
 
     pub(super) fn broker_id(&self) -> u64 {
         self.broker_id
     }
 
+    /// This broker as a topic's waiting mark names it: its id, never 0 (no broker) or
+    /// [`MANY`].
+    pub(super) fn broker_mark(&self) -> i64 {
+        match self.broker_id as i64 {
+            0 | MANY => 1,
+            id => id,
+        }
+    }
+
+    /// Marks `topic` written if another broker may be waiting on it (its waiting mark,
+    /// `waiting.rs`): they hear of it with the next notification.
+    pub(super) fn mark_if_waited(&self, topic: &str) {
+        if self.marks.others_wait(topic, self.broker_mark()) {
+            self.mark(topic);
+        }
+    }
+
     /// Marks `topic` written: the other brokers hear of it with the next notification.
     pub(super) fn mark(&self, topic: &str) {
+        self.marked.fetch_add(1, Ordering::Relaxed);
         let mut dirty = self.dirty.lock();
         if !dirty.contains(topic) {
             dirty.insert(topic.to_owned());

@@ -24,8 +24,8 @@ impl Postgres {
         let polled_at = Instant::now();
         let polled = self.poll_many(topic, group, consumer, max, scope).await;
         let deliveries = self.watched(polled)?;
-        self.long_polls
-            .leased_if(topic, group, polled_at, !deliveries.is_empty());
+        self.after_poll(topic, group, polled_at, !deliveries.is_empty())
+            .await;
         Ok(deliveries)
     }
 
@@ -45,8 +45,24 @@ impl Postgres {
             .await;
         let (acked, polled) = self.watched(result)?;
         self.woken_by(topic, &acked);
-        self.long_polls
-            .leased_if(topic, group, polled_at, !polled.is_empty());
+        self.after_poll(topic, group, polled_at, !polled.is_empty())
+            .await;
         Ok((acked, polled))
+    }
+
+    /// After a poll made at `polled_at`: tells the long polls of the leases it made or,
+    /// when it handed out nothing (its caller may wait next), marks the topic as waited
+    /// on for the other brokers (`waiting.rs`).
+    pub(super) async fn after_poll(
+        &self,
+        topic: &str,
+        group: &str,
+        polled_at: Instant,
+        made_any: bool,
+    ) {
+        self.long_polls.leased_if(topic, group, polled_at, made_any);
+        if !made_any {
+            self.mark_waiting(topic, group).await;
+        }
     }
 }

@@ -60,14 +60,26 @@ impl PgPublisher {
                 // A stream that stopped waiting for an answer is gone: nothing to tell.
                 match batch {
                     Batch::Payloads(payloads, answer) => {
-                        let result = append(&publishing.pool, &topic, &payloads).await;
+                        let result = append(
+                            &publishing.pool,
+                            &publishing.notifier.marks,
+                            &topic,
+                            &payloads,
+                        )
+                        .await;
                         publishing.noted(&topic, result.as_ref().map(|r| !r.is_empty()));
                         let _ = answer.send(result);
                     }
                     Batch::Messages(messages, once, answer) => {
                         let window = once.then_some(publishing.window);
-                        let result =
-                            append_messages(&publishing.pool, &topic, &messages, window).await;
+                        let result = append_messages(
+                            &publishing.pool,
+                            &publishing.notifier.marks,
+                            &topic,
+                            &messages,
+                            window,
+                        )
+                        .await;
                         let stored = result
                             .as_ref()
                             .map(|answers| answers.iter().any(|answer| !answer.duplicate));
@@ -88,7 +100,7 @@ impl Publishing {
         match stored {
             Ok(true) => {
                 self.long_polls.wake(topic);
-                self.notifier.mark(topic);
+                self.notifier.mark_if_waited(topic);
                 *self.failure.lock() = None;
             }
             Ok(false) => {}

@@ -101,6 +101,14 @@ pub const MIGRATIONS: &[&str] = &[
     CREATE INDEX mailroom_messages_keyed ON mailroom_messages (topic_id, "offset")
         WHERE key IS NOT NULL;
     "#,
+    // 5: the waiting mark: until when, and which broker (-1: more than one), a broker may
+    // have a long poll waiting on the topic, so that writes notify the other brokers only
+    // then (`waiting.rs`; `docs/scale-out.md`, "Long polls across brokers").
+    r#"
+    ALTER TABLE mailroom_topics
+        ADD COLUMN waiting_until_ms bigint NOT NULL DEFAULT 0,
+        ADD COLUMN waiting_broker   bigint NOT NULL DEFAULT 0;
+    "#,
 ];
 
 /// The version this binary brings a database to.

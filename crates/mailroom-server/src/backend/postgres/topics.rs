@@ -12,6 +12,7 @@ use super::encoding::encode;
 use super::group::{big, unknown_group, unknown_topic};
 use super::retention::{limit_columns, RETENTION_COLUMNS};
 use super::schema::{create_topic_partition, extend_segments, topic_partition};
+use super::waiting::{Mark, Marks};
 use deadpool_postgres::Pool;
 
 use super::{PgError, Postgres};
@@ -192,7 +193,7 @@ impl Postgres {
         topic: &str,
         payloads: &[Bytes],
     ) -> Result<Range<u64>, BackendError> {
-        append(&self.pool, topic, payloads).await
+        append(&self.pool, &self.notifier.marks, topic, payloads).await
     }
     /// Creates `group` on `topic` at `start` with `config`, with the embedded store's
     /// checks and errors.
@@ -331,9 +332,11 @@ fn check_group(group: &str, config: &GroupConfig) -> Result<(), BackendError> {
 
 /// Publishes `payloads` to `topic` with consecutive offsets, in one transaction under the
 /// topic row's lock (`docs/scale-out.md`, "Offsets"): the body of
-/// [`Postgres::append`], shared with the publish stream's task.
+/// [`Postgres::append`], shared with the publish stream's task. The topic's waiting mark,
+/// read under that lock, goes to `marks` once the publish has committed.
 pub(super) async fn append(
     pool: &Pool,
+    marks: &Marks,
     topic: &str,
     payloads: &[Bytes],
 ) -> Result<Range<u64>, BackendError> {
@@ -345,7 +348,9 @@ pub(super) async fn append(
     let take = transaction
         .prepare_cached(
             "UPDATE mailroom_topics SET next_offset = next_offset + $2, bytes = bytes + $3 \
-                 WHERE name = $1 RETURNING id, next_offset - $2, segments_end",
+                 WHERE name = $1 RETURNING id, next_offset - $2, segments_end, \
+                 waiting_until_ms, waiting_broker, \
+                 (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
         )
         .await
         .map_err(PgError::from)?;
@@ -382,5 +387,13 @@ pub(super) async fn append(
         .await
         .map_err(PgError::from)?;
     transaction.commit().await.map_err(PgError::from)?;
+    marks.observe(
+        topic,
+        Mark {
+            until_ms: row.get(3),
+            broker: row.get(4),
+            read_at_ms: row.get(5),
+        },
+    );
     Ok(first..end)
 }
