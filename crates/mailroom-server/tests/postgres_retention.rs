@@ -205,3 +205,61 @@ async fn segments_below_the_start_are_dropped_whole() {
     let delivery = ok(&a, Method::POST, "/v1/topics/t/groups/g/poll", "").await;
     assert_eq!(delivery["offset"], start);
 }
+
+// A publish is one statement while the topic's segments hold its offsets, and a
+// transaction that makes the next segment first when they do not. Proves publishes that
+// reach past a segment's end, one message or a batch straddling it, are each stored once,
+// at consecutive offsets, with the segment made once.
+#[tokio::test]
+async fn publishes_past_a_segments_end_are_stored_once() {
+    let Some(cluster) = cluster_url() else { return };
+    let url = fresh_database(&cluster).await;
+    let (_, a) = broker(&url).await;
+    ok(&a, Method::PUT, "/v1/topics/t", "").await;
+    publish(&a, 1, "first").await;
+    let client = database(&url).await;
+    // The first segment exists; the log now ends two offsets before its end.
+    let near = (SEGMENT_OFFSETS - 2) as i64;
+    client
+        .execute("UPDATE mailroom_topics SET next_offset = $1", &[&near])
+        .await
+        .unwrap();
+    for n in 0..2 {
+        ok(
+            &a,
+            Method::POST,
+            "/v1/topics/t/messages",
+            &format!("single{n}"),
+        )
+        .await;
+    }
+    publish(&a, 3, "batch").await;
+    ok(&a, Method::POST, "/v1/topics/t/messages", "after").await;
+    let rows = client
+        .query(
+            "SELECT \"offset\", convert_from(payload, 'UTF8') FROM mailroom_messages \
+             ORDER BY \"offset\"",
+            &[],
+        )
+        .await
+        .unwrap();
+    let found: Vec<(i64, String)> = rows.iter().map(|row| (row.get(0), row.get(1))).collect();
+    let expected: Vec<(i64, String)> = [(0, "first"), (near, "single0"), (near + 1, "single1")]
+        .into_iter()
+        .chain((0..3).map(|n| (near + 2 + n, "batch")))
+        .chain([(near + 5, "after")])
+        .map(|(offset, payload)| (offset, payload.to_owned()))
+        .collect();
+    assert_eq!(found, expected);
+    let segments = client
+        .query_one(
+            "SELECT count(*) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid \
+             WHERE c.relkind = 'r' AND c.relname LIKE 'mailroom_messages_%'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(segments.get::<_, i64>(0), 2);
+    let view = ok(&a, Method::GET, "/v1/topics/t", "").await;
+    assert_eq!(view["end"], near + 6, "{view}");
+}

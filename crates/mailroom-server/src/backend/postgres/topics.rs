@@ -14,6 +14,7 @@ use super::retention::{limit_columns, RETENTION_COLUMNS};
 use super::schema::{create_topic_partition, extend_segments, topic_partition};
 use super::waiting::{Mark, Marks};
 use deadpool_postgres::Pool;
+use tokio_postgres::error::SqlState;
 
 use super::{PgError, Postgres};
 use crate::backend::{BackendError, GroupGauges, TopicOffsets};
@@ -330,10 +331,27 @@ fn check_group(group: &str, config: &GroupConfig) -> Result<(), BackendError> {
     Ok(())
 }
 
+/// A publish as one statement, so one round trip and one commit: the offsets taken under
+/// the topic row's lock, the rows inserted, and the topic's waiting mark read under that
+/// lock. It fails with `check_violation` ("no partition ... found for row") when the
+/// offsets reach past the topic's segments, and nothing is written then.
+const APPEND: &str = "WITH t AS (UPDATE mailroom_topics \
+       SET next_offset = next_offset + $2, bytes = bytes + $3 WHERE name = $1 \
+       RETURNING id, next_offset - $2 AS first, waiting_until_ms, waiting_broker, \
+       (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now), \
+     i AS (INSERT INTO mailroom_messages (topic_id, \"offset\", published_at_ms, payload) \
+       SELECT t.id, t.first + m.n - 1, t.now, m.p \
+       FROM t, unnest($4::bytea[]) WITH ORDINALITY AS m(p, n)) \
+     SELECT first, waiting_until_ms, waiting_broker, now FROM t";
+
 /// Publishes `payloads` to `topic` with consecutive offsets, in one transaction under the
 /// topic row's lock (`docs/scale-out.md`, "Offsets"): the body of
 /// [`Postgres::append`], shared with the publish stream's task. The topic's waiting mark,
 /// read under that lock, goes to `marks` once the publish has committed.
+///
+/// One statement ([`APPEND`]) when the topic's segments hold the new offsets; else (once
+/// per `SEGMENT_OFFSETS` messages, and for an empty publish) a transaction that makes
+/// the segments first.
 pub(super) async fn append(
     pool: &Pool,
     marks: &Marks,
@@ -343,6 +361,11 @@ pub(super) async fn append(
     let count = payloads.len() as i64;
     let bytes: i64 = payloads.iter().map(|payload| payload.len() as i64).sum();
     let mut client = pool.get().await.map_err(PgError::from)?;
+    if !payloads.is_empty() {
+        if let Some(offsets) = append_in_one(&client, marks, topic, payloads).await? {
+            return Ok(offsets);
+        }
+    }
 
     let transaction = client.transaction().await.map_err(PgError::from)?;
     let take = transaction
@@ -396,4 +419,35 @@ pub(super) async fn append(
         },
     );
     Ok(first..end)
+}
+
+/// [`APPEND`]: answers the offsets taken, or `None` when the topic's segments do not hold
+/// them all (nothing was written then).
+async fn append_in_one(
+    client: &deadpool_postgres::Object,
+    marks: &Marks,
+    topic: &str,
+    payloads: &[Bytes],
+) -> Result<Option<Range<u64>>, BackendError> {
+    let count = payloads.len() as i64;
+    let bytes: i64 = payloads.iter().map(|payload| payload.len() as i64).sum();
+    let bodies: Vec<&[u8]> = payloads.iter().map(|payload| payload.as_ref()).collect();
+    let append = client.prepare_cached(APPEND).await.map_err(PgError::from)?;
+    let row = match client
+        .query_opt(&append, &[&topic, &count, &bytes, &bodies])
+        .await
+    {
+        Ok(Some(row)) => row,
+        Ok(None) => return Err(unknown_topic(topic)),
+        Err(error) if error.code() == Some(&SqlState::CHECK_VIOLATION) => return Ok(None),
+        Err(error) => return Err(PgError::from(error).into()),
+    };
+    let mark = Mark {
+        until_ms: row.get(1),
+        broker: row.get(2),
+        read_at_ms: row.get(3),
+    };
+    marks.observe(topic, mark);
+    let first = row.get::<_, i64>(0) as u64;
+    Ok(Some(first..first + payloads.len() as u64))
 }
