@@ -15,6 +15,8 @@ use serde_json::{json, Value};
 
 /// How long any test waits for a lease to run out before failing.
 const LEASE_WAIT_MAX: Duration = Duration::from_secs(10);
+/// The lease of `expired_lease_fences_the_old_owner`'s group (ms).
+const LEASE_MS: u64 = 1_000;
 
 async fn publish(client: &Client, topic: &str, messages: &[&'static str]) {
     for message in messages {
@@ -35,7 +37,10 @@ async fn expired_lease_fences_the_old_owner() {
     let client = server.client();
     client.create_topic("jobs").await.unwrap();
     let mut options = GroupOptions::new(3);
-    options.lease_ms = Some(200);
+    // Long enough that the steps after the second poll (an ack, a read, a touch) finish
+    // inside the second lease even on a loaded CI machine's debug build: at 200 ms it ran
+    // out there once, and the second expiry was counted too.
+    options.lease_ms = Some(LEASE_MS);
     client
         .create_group_with("jobs", "workers", &options)
         .await
@@ -62,7 +67,7 @@ async fn expired_lease_fences_the_old_owner() {
     assert_eq!(stale.status(), Some(409));
     assert_eq!(stale.code(), Some("not_owned"));
     let detail = client.group_detail("jobs", "workers").await.unwrap();
-    assert_eq!(detail.lease_ms, Some(200));
+    assert_eq!(detail.lease_ms, Some(LEASE_MS));
     assert_eq!(detail.counters.expired_leases, 1);
     assert_eq!(detail.counters.redeliveries, 1);
     assert_eq!(in_flight_ids(&detail), vec![second.id()]);
