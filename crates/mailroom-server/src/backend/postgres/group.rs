@@ -314,11 +314,7 @@ async fn lock(
         log_end: log.get::<_, i64>(0) as u64,
         db_now_ms: log.get::<_, i64>(1).max(0) as u64,
         log_start: log.get::<_, i64>(2) as u64,
-        mark: Mark {
-            until_ms: log.get(3),
-            broker: log.get(4),
-            read_at_ms: log.get(1),
-        },
+        mark: Mark::in_row(&log, 3, 4, 1),
     };
     let stored: Option<Vec<u8>> = locked.get(2);
     let (base, hit) = match (stored, cached) {

@@ -155,11 +155,7 @@ async fn lock_topic(
         segments_end: row.get::<_, i64>(2) as u64,
         now_ms: row.get::<_, i64>(3).max(0) as u64,
         own_window: own_window(row.get(4), row.get(5)),
-        mark: Mark {
-            until_ms: row.get(6),
-            broker: row.get(7),
-            read_at_ms: row.get(3),
-        },
+        mark: Mark::in_row(&row, 6, 7, 3),
     };
     let seen = rows
         .into_iter()

@@ -410,14 +410,7 @@ pub(super) async fn append(
         .await
         .map_err(PgError::from)?;
     transaction.commit().await.map_err(PgError::from)?;
-    marks.observe(
-        topic,
-        Mark {
-            until_ms: row.get(3),
-            broker: row.get(4),
-            read_at_ms: row.get(5),
-        },
-    );
+    marks.observe(topic, Mark::in_row(&row, 3, 4, 5));
     Ok(first..end)
 }
 
@@ -442,11 +435,7 @@ async fn append_in_one(
         Err(error) if error.code() == Some(&SqlState::CHECK_VIOLATION) => return Ok(None),
         Err(error) => return Err(PgError::from(error).into()),
     };
-    let mark = Mark {
-        until_ms: row.get(1),
-        broker: row.get(2),
-        read_at_ms: row.get(3),
-    };
+    let mark = Mark::in_row(&row, 1, 2, 3);
     marks.observe(topic, mark);
     let first = row.get::<_, i64>(0) as u64;
     Ok(Some(first..first + payloads.len() as u64))

@@ -67,6 +67,22 @@ pub(super) struct Mark {
     pub read_at_ms: i64,
 }
 
+impl Mark {
+    /// The mark in `row`'s columns `until`, `broker` and `read_at` (the database's time).
+    pub(super) fn in_row(
+        row: &tokio_postgres::Row,
+        until: usize,
+        broker: usize,
+        read_at: usize,
+    ) -> Mark {
+        Mark {
+            until_ms: row.get(until),
+            broker: row.get(broker),
+            read_at_ms: row.get(read_at),
+        }
+    }
+}
+
 /// The newest mark this broker has read of each topic, and when.
 #[derive(Debug, Default)]
 pub(super) struct Marks {
@@ -186,11 +202,7 @@ impl Postgres {
         let Some(row) = row else {
             return Ok((u64::MAX, None, Mark::default()));
         };
-        let mark = Mark {
-            until_ms: row.get(1),
-            broker: row.get(2),
-            read_at_ms: row.get(3),
-        };
+        let mark = Mark::in_row(&row, 1, 2, 3);
         let version = version.map(|row| row.get::<_, i64>(0));
         Ok((row.get::<_, i64>(0) as u64, version, mark))
     }
