@@ -9,7 +9,8 @@
 #   ROUNDS=3 bench/postgres.sh              # rounds (each runs every system in turn)
 #   ROWS="strict relaxed" bench/postgres.sh # durability rows (default: strict)
 #   BENCH_SYSTEMS="mailroom-pg pgq" bench/postgres.sh   # a subset of: mailroom-pg
-#                                           # mailroom-pg-2 mailroom-embedded pgq skiplocked
+#                                           # mailroom-pg-2 mailroom-pg-stream mailroom-embedded
+#                                           # pgq skiplocked
 #   BENCH_PROFILE=smoke bench/postgres.sh   # tiny counts, one round
 #   WORKLOADS="consume-1 consume" bench/postgres.sh  # a subset of: publish-1
 #                                           # publish-batch consume-1 consume retry
@@ -35,7 +36,9 @@
 # failure workload (every 10th message rejected until dead-lettered, max 3 attempts) at
 # PREFETCH. mailroom: poll/batch carrying the previous round's acks (one transaction per
 # round; `--mailroom-shape ack-next`), and for a round with a rejection ack/batch +
-# nack/batch, over HTTP; with 2 brokers
+# nack/batch, over HTTP; `mailroom-pg-stream` runs the consume workloads over the consume
+# stream instead (one WebSocket, window = prefetch, acks sent up the socket; one broker);
+# with 2 brokers
 # every HTTP call goes to the next broker in turn (a round-robin load balancer), so a
 # consumer's poll and its ack land on different brokers. PgQ: one transaction per batch
 # (next_batch, get_batch_events, event_retry, finish_batch), the bench ticking after
@@ -64,7 +67,7 @@ while [ $# -gt 0 ]; do
 done
 
 PROFILE="${BENCH_PROFILE:-full}"
-SYSTEMS="${BENCH_SYSTEMS:-mailroom-pg mailroom-pg-2 mailroom-embedded pgq skiplocked}"
+SYSTEMS="${BENCH_SYSTEMS:-mailroom-pg mailroom-pg-stream mailroom-pg-2 mailroom-embedded pgq skiplocked}"
 ROWS="${ROWS:-strict}"
 WORKLOADS="${WORKLOADS:-publish-1 publish-batch consume-1 consume retry}"
 PREFETCH="${PREFETCH:-64}"
@@ -204,6 +207,21 @@ workloads() { # label system address durability detail db-url pids
   fi
 }
 
+stream_workloads() { # label system address durability detail db-url pids
+  # The consume workloads over the consume stream (one WebSocket, window = prefetch):
+  # acks go up the socket and each round of them is settled with the window's refill.
+  if runs consume-1; then
+    bench "$@" consume --payload-bytes 1024 --count "$CONSUME_ONE" --prefetch 1 --mailroom-stream
+  fi
+  if runs consume; then
+    bench "$@" consume --payload-bytes 1024 --count "$CONSUME" --prefetch "$PREFETCH" --mailroom-stream
+  fi
+  if runs retry; then
+    bench "$@" retry --payload-bytes 1024 --count "$CONSUME" --prefetch "$PREFETCH" \
+      --fail-every 10 --max-attempts 3 --mailroom-stream
+  fi
+}
+
 one_round() { # durability
   local row="$1" detail fsync
   case "$row" in
@@ -212,6 +230,11 @@ one_round() { # durability
   esac
   if wants mailroom-pg && start_mailroom "pg1-$row" --store "$PG_URL_BASE/mr1"; then
     workloads mailroom mailroom "$MAILROOM_ADDR" "$row" "$detail, 1 broker" "$PG_URL_BASE/mr1" "$MAILROOM_PID"
+  fi
+  stop_pids
+  if wants mailroom-pg-stream && start_mailroom "pg1s-$row" --store "$PG_URL_BASE/mr1"; then
+    stream_workloads "mailroom, consume stream" mailroom "$MAILROOM_ADDR" "$row" \
+      "$detail, 1 broker, consume stream" "$PG_URL_BASE/mr1" "$MAILROOM_PID"
   fi
   stop_pids
   if wants mailroom-pg-2 && start_mailroom "pg2a-$row" --store "$PG_URL_BASE/mr2"; then

@@ -10,9 +10,13 @@
 mod common;
 
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
-use common::{temp_dir, ServerProcess};
-use mailroom_client::StartPosition;
+use common::{temp_dir, two_brokers, ServerProcess};
+use mailroom_client::{
+    ConsumeStream, Delivery, GroupOptions, NackKind, NackOptions, SettledOutcome, StartPosition,
+    StreamEvent,
+};
 
 /// A fresh database on the test cluster, or `None` where the test may be skipped.
 async fn fresh_database() -> Option<String> {
@@ -95,9 +99,7 @@ async fn publish_stream_on_one_broker_reads_back_on_the_other() {
     let Some(url) = fresh_database().await else {
         return;
     };
-    let (dir_a, dir_b) = (temp_dir(), temp_dir());
-    let a = ServerProcess::start(dir_a.path(), &["--store", &url]);
-    let b = ServerProcess::start(dir_b.path(), &["--store", &url]);
+    let (a, b, _dirs) = two_brokers(&url);
     a.client().create_topic("t").await.unwrap();
     let mut stream = a
         .client()
@@ -294,4 +296,102 @@ async fn a_topic_window_is_obeyed_by_every_broker_and_kept_across_a_restart() {
     let third = json!({"offset": 3, "duplicate": true});
     assert_eq!(publish_to(&http, &a, "small", Some("k")).await, third);
     assert_eq!(publish_to(&http, &b, "small", Some("k")).await, third);
+}
+
+/// The lease of the group the consume stream test makes, and the delay of its release.
+const STREAM_LEASE: Duration = Duration::from_millis(1_000);
+const STREAM_DELAY: Duration = Duration::from_millis(800);
+/// How late past its due time a stream may wake and still count as woken by it: well
+/// under the 5 s after which a waiting stream polls again anyway.
+const WAKE_SLACK: Duration = Duration::from_millis(2_500);
+
+// Proves the consume stream runs over the PostgreSQL store and wakes by the clock across
+// brokers: a delivery whose lease another consumer let run out on broker A reaches a
+// stream on broker B once the lease ends (not at the stream's 5 s recheck), as the next
+// attempt; a release with a delay sent up the stream comes back once the delay is over;
+// each settlement is answered; and A sees the group finished.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consume_stream_wakes_for_leases_and_delays_across_brokers() {
+    let Some(url) = fresh_database().await else {
+        return;
+    };
+    let (a, b, _dirs) = two_brokers(&url);
+    let (client_a, client_b) = (a.client(), b.client());
+    client_a.create_topic("t").await.unwrap();
+    let mut options = GroupOptions::new(5);
+    options.lease_ms = Some(STREAM_LEASE.as_millis() as u64);
+    options.max_in_flight = Some(2);
+    client_a
+        .create_group_with("t", "g", &options)
+        .await
+        .unwrap();
+    client_a.publish("t", "only").await.unwrap();
+    let held = client_a.poll_as("t", "g", "elsewhere").await.unwrap();
+    let held = held.expect("the message");
+    let leased_at = Instant::now();
+
+    let mut stream = client_b
+        .consume_stream("t", "g", 2, Some("streamer"))
+        .await
+        .unwrap();
+    let (again, _) = next_delivery(&mut stream).await;
+    let waited = leased_at.elapsed();
+    assert_eq!(
+        (again.offset, again.attempt),
+        (held.offset, held.attempt + 1)
+    );
+    assert!(
+        waited >= STREAM_LEASE && waited < STREAM_LEASE + WAKE_SLACK,
+        "delivered {waited:?} after the lease began ({STREAM_LEASE:?} long)"
+    );
+
+    let release = NackOptions {
+        kind: NackKind::Release,
+        delay_ms: Some(STREAM_DELAY.as_millis() as u64),
+        reason: None,
+    };
+    let released = stream.nack(again.id(), &release).await.unwrap();
+    let released_at = Instant::now();
+    let (back, settled) = next_delivery(&mut stream).await;
+    let waited = released_at.elapsed();
+    assert_eq!(settled, vec![(released, SettledOutcome::Released)]);
+    assert_eq!(back.offset, held.offset);
+    assert!(back.attempt > again.attempt, "{back:?} after {again:?}");
+    assert!(
+        waited >= STREAM_DELAY && waited < STREAM_DELAY + WAKE_SLACK,
+        "delivered {waited:?} after a release delayed by {STREAM_DELAY:?}"
+    );
+
+    let acked = stream.ack(back.id()).await.unwrap();
+    match stream.next().await.unwrap() {
+        Some(StreamEvent::Settled(answer)) => {
+            assert_eq!(
+                (answer.seq, answer.outcome),
+                (acked, Ok(SettledOutcome::Acked))
+            );
+        }
+        other => panic!("expected the ack's answer, got {other:?}"),
+    }
+    stream.close().await.unwrap();
+    let info = client_a.group_info("t", "g").await.unwrap();
+    assert_eq!(
+        (info.position, info.in_flight, info.lag),
+        (1, None, 0),
+        "{info:?}"
+    );
+}
+
+/// The stream's next delivery, with the settlement answers read before it.
+async fn next_delivery(stream: &mut ConsumeStream) -> (Delivery, Vec<(u64, SettledOutcome)>) {
+    let mut settled = Vec::new();
+    loop {
+        match stream.next().await.unwrap() {
+            Some(StreamEvent::Delivery(delivery)) => return (delivery, settled),
+            Some(StreamEvent::Settled(answer)) => {
+                let outcome = answer.outcome.expect("the settlement succeeds");
+                settled.push((answer.seq, outcome));
+            }
+            None => panic!("the stream closed: {:?}", stream.closed()),
+        }
+    }
 }

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::group_load::{consume, fixed, Rules, Seen, ACK_ALL};
-use common::{fresh_postgres_database, temp_dir, ServerProcess};
+use common::{fresh_postgres_database, two_brokers};
 use mailroom_client::{GroupOptions, StartPosition};
 use serde_json::Value;
 
@@ -28,9 +28,7 @@ async fn a_broker_killed_mid_load_loses_nothing_confirmed() {
     let Some(url) = fresh_postgres_database().await else {
         return;
     };
-    let (dir_a, dir_b) = (temp_dir(), temp_dir());
-    let a = ServerProcess::start(dir_a.path(), &["--store", &url]);
-    let b = ServerProcess::start(dir_b.path(), &["--store", &url]);
+    let (a, b, _dirs) = two_brokers(&url);
     let (client_a, client_b) = (a.client(), b.client());
     client_a.create_topic("t").await.unwrap();
     let mut options = GroupOptions::new(100);
@@ -164,9 +162,7 @@ async fn a_frozen_broker_loses_its_transaction() {
     };
     // Every broker session ends an idle transaction after 500 ms.
     let short = format!("{url}?options=-c%20idle_in_transaction_session_timeout%3D500");
-    let (dir_a, dir_b) = (temp_dir(), temp_dir());
-    let a = ServerProcess::start(dir_a.path(), &["--store", &short]);
-    let b = ServerProcess::start(dir_b.path(), &["--store", &short]);
+    let (a, b, _dirs) = two_brokers(&short);
     let client_b = b.client();
     client_b.create_topic("t").await.unwrap();
     client_b

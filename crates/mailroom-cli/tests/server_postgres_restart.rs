@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::postgres_cluster::{cluster_files, pg_ctl};
-use common::{fresh_postgres_database, temp_dir, ServerProcess};
+use common::{fresh_postgres_database, two_brokers};
 use serde_json::Value;
 
 /// The options the cluster was started with (`postmaster.opts`, less the program and
@@ -42,9 +42,7 @@ async fn brokers_recover_from_a_database_restart() {
     let Some(url) = fresh_postgres_database().await else {
         return;
     };
-    let (dir_a, dir_b) = (temp_dir(), temp_dir());
-    let a = ServerProcess::start(dir_a.path(), &["--store", &url]);
-    let b = ServerProcess::start(dir_b.path(), &["--store", &url]);
+    let (a, b, _dirs) = two_brokers(&url);
     let http = reqwest::Client::new();
     assert_eq!(
         http.put(a.at("/v1/topics/t"))

@@ -258,6 +258,16 @@ pub fn temp_dir() -> tempfile::TempDir {
     tempfile::tempdir().expect("tempdir")
 }
 
+/// Two brokers (`mailroom serve --store URL`) over the database at `url`, each given a
+/// data directory of its own as a user may give one beside `--store` (it stays unused),
+/// and the two directories.
+pub fn two_brokers(url: &str) -> (ServerProcess, ServerProcess, [tempfile::TempDir; 2]) {
+    let dirs = [temp_dir(), temp_dir()];
+    let a = ServerProcess::start(dirs[0].path(), &["--store", url]);
+    let b = ServerProcess::start(dirs[1].path(), &["--store", url]);
+    (a, b, dirs)
+}
+
 /// The variable naming the PostgreSQL test cluster's URL.
 pub const POSTGRES_URL_VARIABLE: &str = "MAILROOM_TEST_POSTGRES";
 

@@ -125,7 +125,7 @@ impl Backend for Postgres {
         let groups = self.watched(self.delete_topic_row(topic).await)?;
         self.long_polls.forget(topic);
         self.notifier.marks.forget(topic);
-        self.notifier.mark(topic);
+        self.notifier.tell(topic);
         Ok(groups)
     }
 
@@ -214,8 +214,8 @@ impl Backend for Postgres {
         consumer: Option<&str>,
     ) -> Result<Option<MessageDelivery>, BackendError> {
         let polled_at = Instant::now();
-        let delivery = self.watched(self.poll_one(topic, group, consumer).await)?;
-        self.after_poll(topic, group, polled_at, delivery.is_some())
+        let (delivery, read) = self.watched(self.poll_one(topic, group, consumer).await)?;
+        self.after_poll(topic, group, polled_at, delivery.is_some(), &read)
             .await;
         Ok(delivery)
     }
@@ -369,6 +369,9 @@ impl Backend for Postgres {
         topic: &str,
         group: &str,
     ) -> Result<Option<Duration>, BackendError> {
+        if let Some(due_in) = self.due_in_as_seen(topic, group) {
+            return Ok(due_in);
+        }
         let (state, now_ms) = self.watched(self.read_state(topic, group).await)?;
         let keys = self.watched(self.window_keys(topic, &state).await)?;
         let mut lookup = super::group::Planning::key_lookup(&keys);

@@ -14,6 +14,7 @@ use mailroom::topic::{Message, Nack, TopicError};
 use mailroom_store::{AckedThenPolled, MessageDelivery, PollScope, StoreError};
 
 use super::group::{apply_planned, Planned, Planning};
+use super::waiting::PollRead;
 use super::Postgres;
 use crate::backend::BackendError;
 
@@ -155,10 +156,10 @@ impl Postgres {
         topic: &str,
         group: &str,
         consumer: Option<&str>,
-    ) -> Result<Option<MessageDelivery>, BackendError> {
-        let (_, deliveries) = self
+    ) -> Result<(Option<MessageDelivery>, PollRead), BackendError> {
+        let (_, deliveries, read) = self
             // The keys of the window are read with the sizes (see `group_window`).
-            .group_call(topic, group, Some(1), |planning| loop {
+            .group_call_read(topic, group, Some(1), |planning| loop {
                 let mut keys = Planning::key_lookup(&planning.keys);
                 let step = planning.state.plan_poll_keyed(
                     planning.log_end,
@@ -184,7 +185,7 @@ impl Postgres {
                 });
             })
             .await?;
-        Ok(deliveries.into_iter().next())
+        Ok((deliveries.into_iter().next(), read))
     }
 
     pub(super) async fn poll_many(
@@ -194,9 +195,9 @@ impl Postgres {
         consumer: Option<&str>,
         max: usize,
         scope: PollScope,
-    ) -> Result<Vec<MessageDelivery>, BackendError> {
-        let (_, deliveries) = self
-            .group_call(topic, group, Some(max), |planning| {
+    ) -> Result<(Vec<MessageDelivery>, PollRead), BackendError> {
+        let (_, deliveries, read) = self
+            .group_call_read(topic, group, Some(max), |planning| {
                 let deliveries = poll_batch_plan(planning, consumer, max, scope)?;
                 Ok(Planned {
                     answer: (),
@@ -204,7 +205,7 @@ impl Postgres {
                 })
             })
             .await?;
-        Ok(deliveries)
+        Ok((deliveries, read))
     }
 
     pub(super) async fn ack_then_poll(
@@ -215,9 +216,9 @@ impl Postgres {
         consumer: Option<&str>,
         max: usize,
         scope: PollScope,
-    ) -> Result<AckedThenPolled<Message<Bytes>>, BackendError> {
-        let (acked, polled) = self
-            .group_call(topic, group, Some(max), |planning| {
+    ) -> Result<(AckedThenPolled<Message<Bytes>>, PollRead), BackendError> {
+        let (acked, polled, read) = self
+            .group_call_read(topic, group, Some(max), |planning| {
                 let acked: Vec<Result<(), NotOwned>> = settle(planning, acks, None)?
                     .into_iter()
                     .map(|result| result.map(drop))
@@ -231,7 +232,7 @@ impl Postgres {
                 })
             })
             .await?;
-        Ok((acked, polled))
+        Ok(((acked, polled), read))
     }
 
     pub(super) async fn settle_many(

@@ -12,17 +12,17 @@ use std::collections::HashMap;
 use bytes::Bytes;
 use deadpool_postgres::{GenericClient, Object};
 use futures_util::future::{try_join, try_join4};
-use mailroom::group::{DeadLetterEntry, DeadLetterNote, DeliveryId, GroupState};
+use mailroom::group::{DeliveryId, GroupState};
 use mailroom::topic::{Delivery, Message, TopicError};
 use mailroom_store::StoreError;
 use tokio_postgres::error::SqlState;
 
-use super::encoding::decode;
+use super::group_restore::restore;
 use super::group_window::{prepare_window, Window, WindowRead};
 use super::group_write::{Row, Write};
 use super::metadata::message_of;
 use super::txn::Open;
-use super::waiting::Mark;
+use super::waiting::{Mark, PollRead};
 use super::{PgError, Postgres};
 use crate::backend::BackendError;
 
@@ -37,9 +37,9 @@ pub(super) struct Cached {
     pub version: i64,
     pub state: GroupState,
     pub clock_ms: u64,
-    /// The log's end as the call that left this read it (a poll that handed out nothing
-    /// checks it again before it waits: `waiting.rs`).
-    pub log_end: u64,
+    /// The database's time (ms) at the call that left this, and this broker's clock
+    /// then: what a waiter's due time is reckoned from (`next_due_in`).
+    pub seen: (u64, std::time::Instant),
 }
 
 /// What a call's plan works on: the state (changed in place), the log and the time.
@@ -96,8 +96,6 @@ const LOG_AND_CLOCK: &str = "SELECT next_offset, \
      (extract(epoch FROM clock_timestamp()) * 1000)::bigint, start_offset, \
      waiting_until_ms, waiting_broker \
      FROM mailroom_topics WHERE name = $1";
-const DEAD_LETTERS: &str = "SELECT \"offset\", attempts, reason, at_ms \
-     FROM mailroom_dead_letters WHERE topic_id = $1 AND group_name = $2 ORDER BY seq";
 // For the deliveries whose rows the window's read did not take whole. The offset column
 // raises (a text that is no bigint) for a message the log lacks, so the transaction is
 // aborted and the COMMIT pipelined behind this read rolls back.
@@ -139,16 +137,29 @@ impl Postgres {
         poll: Option<usize>,
         plan: impl FnOnce(&mut Planning) -> Result<Planned<R>, BackendError>,
     ) -> Result<(R, Vec<Delivery<Message<Bytes>>>), BackendError> {
+        let (answer, deliveries, _) = self.group_call_read(topic, group, poll, plan).await?;
+        Ok((answer, deliveries))
+    }
+
+    /// [`group_call`](Self::group_call), answering also what its transaction read that
+    /// a wait after a poll is checked against (`waiting.rs`).
+    pub(super) async fn group_call_read<R>(
+        &self,
+        topic: &str,
+        group: &str,
+        poll: Option<usize>,
+        plan: impl FnOnce(&mut Planning) -> Result<Planned<R>, BackendError>,
+    ) -> Result<(R, Vec<Delivery<Message<Bytes>>>, PollRead), BackendError> {
         let key = (topic.to_owned(), group.to_owned());
         let cached = self.cache.lock().get(&key).cloned();
         let open = Open::new(self.client().await?);
         let result = call(open.client(), topic, group, cached, poll, plan).await;
         open.finish(result.is_ok()).await;
         match result {
-            Ok((answer, deliveries, fresh, mark)) => {
-                self.notifier.marks.observe(topic, mark);
+            Ok((answer, deliveries, fresh, read)) => {
+                self.notifier.marks.observe(topic, read.mark);
                 self.cache.lock().insert(key, fresh);
-                Ok((answer, deliveries))
+                Ok((answer, deliveries, read))
             }
             Err(error) => {
                 self.cache.lock().remove(&key);
@@ -168,7 +179,7 @@ async fn call<R>(
     cached: Option<Cached>,
     poll: Option<usize>,
     plan: impl FnOnce(&mut Planning) -> Result<Planned<R>, BackendError>,
-) -> Result<(R, Vec<Delivery<Message<Bytes>>>, Cached, Mark), BackendError> {
+) -> Result<(R, Vec<Delivery<Message<Bytes>>>, Cached, PollRead), BackendError> {
     let (locked, base, mut read) = lock(client, topic, group, cached, poll).await?;
     let now_ms = locked.db_now_ms.max(base.clock_ms);
     let mut planning = Planning {
@@ -205,21 +216,28 @@ async fn call<R>(
         .collect();
     let rows = second_pipeline(client, &at, write.as_ref(), &missed).await?;
     let deliveries = messages(&read, &rows, &planned.deliveries)?;
+    let seen = (now_ms, std::time::Instant::now());
+    let version = locked.version + i64::from(changed);
+    let read = PollRead {
+        topic_id: locked.topic_id,
+        group_id: locked.group_id,
+        log_end: locked.log_end,
+        version,
+        mark: locked.mark,
+        at: seen.1,
+    };
     let fresh = match changed {
         true => Cached {
             group_id: locked.group_id,
             topic_id: locked.topic_id,
-            version: locked.version + 1,
+            version,
             state,
             clock_ms: now_ms,
-            log_end: locked.log_end,
+            seen,
         },
-        false => Cached {
-            log_end: locked.log_end,
-            ..base
-        },
+        false => Cached { seen, ..base },
     };
-    Ok((planned.answer, deliveries, fresh, locked.mark))
+    Ok((planned.answer, deliveries, fresh, read))
 }
 
 /// Sends the second pipeline: `write` (if the call changed the state), the payloads of
@@ -427,48 +445,6 @@ pub(super) fn apply_planned(
     change: &mailroom::group::Change,
 ) -> Result<(), BackendError> {
     apply(state, change)
-}
-
-/// Restores the committed state from its bytes and the dead-letter rows.
-pub(super) async fn restore(
-    client: &impl GenericClient,
-    (group_id, topic_id, version): (i64, i64, i64),
-    group: &str,
-    bytes: &[u8],
-) -> Result<Cached, BackendError> {
-    let statement = client
-        .prepare_cached(DEAD_LETTERS)
-        .await
-        .map_err(PgError::from)?;
-    let rows = client
-        .query(&statement, &[&topic_id, &group])
-        .await
-        .map_err(PgError::from)?;
-    let mut entries = Vec::with_capacity(rows.len());
-    let mut notes = Vec::with_capacity(rows.len());
-    for row in rows {
-        entries.push(DeadLetterEntry {
-            offset: row.get::<_, i64>(0) as u64,
-            attempts: row.get::<_, i32>(1) as u32,
-        });
-        notes.push(DeadLetterNote {
-            reason: row.get(2),
-            at_ms: row.get::<_, i64>(3) as u64,
-        });
-    }
-    let damaged = |why: String| BackendError::Internal(format!("group {group:?}: {why}"));
-    let stored = decode(bytes, entries, notes).map_err(|error| damaged(error.to_string()))?;
-    let state =
-        GroupState::from_snapshot(stored.snapshot).map_err(|error| damaged(error.to_string()))?;
-    Ok(Cached {
-        group_id,
-        topic_id,
-        version,
-        state,
-        clock_ms: stored.clock_ms,
-        // Not read with the state; the call that restores it sets it.
-        log_end: u64::MAX,
-    })
 }
 
 /// The messages of `ids` (payload, publish time, metadata) from the window's rows read

@@ -3,6 +3,7 @@
 //! lock. Each answers as the embedded store's read of the same name.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use bytes::Bytes;
 use mailroom::group::{key_hash, GroupState, SlotPhase, KEYED_WINDOW_SPAN};
@@ -14,6 +15,25 @@ use super::group::{big, unknown_group, unknown_topic, Planned};
 use super::metadata::message_of;
 use super::{PgError, Postgres};
 use crate::backend::{BackendError, GroupDetail};
+
+/// The key of every message in a window of a topic's log (`window_keys`). Prepared once
+/// a connection, as [`COMMITTED_STATE`] is: both run on every wait of a long poll or a
+/// consume stream, and planning afresh costs more than running them.
+const WINDOW_KEYS: &str = "SELECT m.\"offset\", m.key FROM mailroom_messages m \
+     JOIN mailroom_topics t ON m.topic_id = t.id \
+     WHERE t.name = $1 AND m.\"offset\" >= $2 AND m.\"offset\" < $3";
+
+/// A group's committed version, its state unless the caller's cached version (`$3` of
+/// group row `$4`) is current, the database's clock, and then the dead letters' offsets
+/// (`read_state`). Measured at 160 µs to plan and 25 µs to run.
+const COMMITTED_STATE: &str = "SELECT t.id, g.version, \
+     CASE WHEN g.version = $3 AND g.id = $4 THEN NULL ELSE g.state END, \
+     (extract(epoch FROM clock_timestamp()) * 1000)::bigint, \
+     (SELECT array_agg(d.\"offset\" ORDER BY d.seq) FROM mailroom_dead_letters d \
+      WHERE d.topic_id = t.id AND d.group_name = g.name \
+      AND NOT (g.version = $3 AND g.id = $4)) \
+     FROM mailroom_topics t JOIN mailroom_groups g ON g.topic_id = t.id \
+     WHERE t.name = $1 AND g.name = $2";
 
 impl Postgres {
     /// The group's state after due expiries (written if any), for the reads.
@@ -137,13 +157,12 @@ impl Postgres {
         let span = u64::from(state.config().max_in_flight) * u64::from(KEYED_WINDOW_SPAN);
         let to = from.saturating_add(span);
         let client = self.client().await?;
+        let statement = client
+            .prepare_cached(WINDOW_KEYS)
+            .await
+            .map_err(PgError::from)?;
         let rows = client
-            .query(
-                "SELECT m.\"offset\", m.key FROM mailroom_messages m \
-                 JOIN mailroom_topics t ON m.topic_id = t.id \
-                 WHERE t.name = $1 AND m.\"offset\" >= $2 AND m.\"offset\" < $3",
-                &[&topic, &big(from), &big(to)],
-            )
+            .query(&statement, &[&topic, &big(from), &big(to)])
             .await
             .map_err(PgError::from)?;
         Ok(rows
@@ -153,6 +172,33 @@ impl Postgres {
                 (row.get::<_, i64>(0) as u64, key.map(key_hash))
             })
             .collect())
+    }
+
+    /// How long until the group's answer changes by the clock alone, reckoned from the
+    /// state this broker's last call on the group left, when that needs no read: the
+    /// group is cached and none of its slots waits to be delivered again (whose keys
+    /// would have to be read). `None`: read the committed state (`read_state`).
+    ///
+    /// A waiter asks right after its own poll or settlement, which left the cache as
+    /// committed then. A change another broker commits after that wakes the waiter
+    /// (`waiting.rs`), whose next poll brings the cache up to date again; so the cache
+    /// answers what a read would, without its round trip on every wait.
+    pub(super) fn due_in_as_seen(&self, topic: &str, group: &str) -> Option<Option<Duration>> {
+        let key = (topic.to_owned(), group.to_owned());
+        let cache = self.cache.lock();
+        let cached = cache.get(&key)?;
+        let ready = cached
+            .state
+            .slots()
+            .any(|slot| matches!(slot.phase, SlotPhase::Ready { .. }));
+        if ready {
+            return None;
+        }
+        let (seen_ms, seen_at) = cached.seen;
+        let elapsed_ms = u64::try_from(seen_at.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let now_ms = seen_ms.saturating_add(elapsed_ms).max(cached.clock_ms);
+        let due_ms = cached.state.next_due_ms_keyed(&mut |_| None);
+        Some(due_ms.map(|due_ms| Duration::from_millis(due_ms.saturating_sub(now_ms))))
     }
 
     /// The committed state of a group and the database's time, read without a lock
@@ -168,18 +214,12 @@ impl Postgres {
             .as_ref()
             .map_or((-1, -1), |cached| (cached.version, cached.group_id));
         let client = self.client().await?;
+        let statement = client
+            .prepare_cached(COMMITTED_STATE)
+            .await
+            .map_err(PgError::from)?;
         let row = client
-            .query_opt(
-                "SELECT t.id, g.version, \
-                 CASE WHEN g.version = $3 AND g.id = $4 THEN NULL ELSE g.state END, \
-                 (extract(epoch FROM clock_timestamp()) * 1000)::bigint, \
-                 (SELECT array_agg(d.\"offset\" ORDER BY d.seq) FROM mailroom_dead_letters d \
-                  WHERE d.topic_id = t.id AND d.group_name = g.name \
-                  AND NOT (g.version = $3 AND g.id = $4)) \
-                 FROM mailroom_topics t JOIN mailroom_groups g ON g.topic_id = t.id \
-                 WHERE t.name = $1 AND g.name = $2",
-                &[&topic, &group, &version, &group_id],
-            )
+            .query_opt(&statement, &[&topic, &group, &version, &group_id])
             .await
             .map_err(PgError::from)?;
         let Some(row) = row else {

@@ -41,6 +41,7 @@ mod deliveries;
 mod encoding;
 mod group;
 mod group_reads;
+mod group_restore;
 mod group_window;
 mod group_write;
 mod idempotency;
@@ -260,7 +261,7 @@ impl Postgres {
     /// # Ok(()) }
     /// ```
     pub fn writes_told(&self) -> u64 {
-        self.notifier.marked()
+        self.notifier.told()
     }
 
     /// A pooled connection, or 503 `store_unavailable`.
@@ -314,14 +315,14 @@ impl Postgres {
     /// it, in the transaction of the write that wakes: `waiting.rs`).
     fn wake(&self, topic: &str) {
         self.long_polls.wake(topic);
-        self.notifier.mark_if_waited(topic);
+        self.notifier.tell_if_waited(topic);
     }
 
     /// Wakes every broker's long polls of `topic`, whatever its waiting mark: after a
     /// deletion, whose transaction reads no mark.
     fn wake_everywhere(&self, topic: &str) {
         self.long_polls.wake(topic);
-        self.notifier.mark(topic);
+        self.notifier.tell(topic);
     }
 
     fn health_now(&self) -> BackendHealth {

@@ -37,8 +37,8 @@ pub(super) struct Notifier {
     broker_id: u64,
     /// The newest waiting mark read of each topic: whether to notify at all.
     pub marks: Marks,
-    /// How many writes were marked for the other brokers to hear of.
-    marked: AtomicU64,
+    /// How many writes were told to the other brokers.
+    told: AtomicU64,
 }
 
 impl Notifier {
@@ -57,13 +57,13 @@ impl Notifier {
             ready: Notify::new(),
             broker_id: u64::from_le_bytes(id),
             marks: Marks::default(),
-            marked: AtomicU64::new(0),
+            told: AtomicU64::new(0),
         }
     }
 
-    /// How many writes were marked for the other brokers to hear of.
-    pub(super) fn marked(&self) -> u64 {
-        self.marked.load(Ordering::Relaxed)
+    /// How many writes were told to the other brokers.
+    pub(super) fn told(&self) -> u64 {
+        self.told.load(Ordering::Relaxed)
     }
 
     pub(super) fn broker_id(&self) -> u64 {
@@ -79,17 +79,18 @@ impl Notifier {
         }
     }
 
-    /// Marks `topic` written if another broker may be waiting on it (its waiting mark,
-    /// `waiting.rs`): they hear of it with the next notification.
-    pub(super) fn mark_if_waited(&self, topic: &str) {
+    /// Tells the other brokers `topic` was written if one may be waiting on it (its
+    /// waiting mark, `waiting.rs`): they hear of it with the next notification.
+    pub(super) fn tell_if_waited(&self, topic: &str) {
         if self.marks.others_wait(topic, self.broker_mark()) {
-            self.mark(topic);
+            self.tell(topic);
         }
     }
 
-    /// Marks `topic` written: the other brokers hear of it with the next notification.
-    pub(super) fn mark(&self, topic: &str) {
-        self.marked.fetch_add(1, Ordering::Relaxed);
+    /// Tells the other brokers `topic` was written: they hear of it with the next
+    /// notification (its dirty set is sent as one).
+    pub(super) fn tell(&self, topic: &str) {
+        self.told.fetch_add(1, Ordering::Relaxed);
         let mut dirty = self.dirty.lock();
         if !dirty.contains(topic) {
             dirty.insert(topic.to_owned());

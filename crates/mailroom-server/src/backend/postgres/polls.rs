@@ -8,6 +8,7 @@ use mailroom::topic::Message;
 use mailroom_store::{AckedThenPolled, MessageDelivery, PollScope};
 use tokio::time::Instant;
 
+use super::waiting::PollRead;
 use super::Postgres;
 use crate::backend::BackendError;
 
@@ -23,8 +24,8 @@ impl Postgres {
     ) -> Result<Vec<MessageDelivery>, BackendError> {
         let polled_at = Instant::now();
         let polled = self.poll_many(topic, group, consumer, max, scope).await;
-        let deliveries = self.watched(polled)?;
-        self.after_poll(topic, group, polled_at, !deliveries.is_empty())
+        let (deliveries, read) = self.watched(polled)?;
+        self.after_poll(topic, group, polled_at, !deliveries.is_empty(), &read)
             .await;
         Ok(deliveries)
     }
@@ -43,26 +44,27 @@ impl Postgres {
         let result = self
             .ack_then_poll(topic, group, acks, consumer, max, scope)
             .await;
-        let (acked, polled) = self.watched(result)?;
+        let ((acked, polled), read) = self.watched(result)?;
         self.woken_by(topic, &acked);
-        self.after_poll(topic, group, polled_at, !polled.is_empty())
+        self.after_poll(topic, group, polled_at, !polled.is_empty(), &read)
             .await;
         Ok((acked, polled))
     }
 
-    /// After a poll made at `polled_at`: tells the long polls of the leases it made or,
-    /// when it handed out nothing (its caller may wait next), marks the topic as waited
-    /// on for the other brokers (`waiting.rs`).
+    /// After a poll made at `polled_at` whose transaction read `read`: tells the long
+    /// polls of the leases it made or, when it handed out nothing (its caller may wait
+    /// next), marks the topic as waited on for the other brokers (`waiting.rs`).
     pub(super) async fn after_poll(
         &self,
         topic: &str,
         group: &str,
         polled_at: Instant,
         made_any: bool,
+        read: &PollRead,
     ) {
         self.long_polls.leased_if(topic, group, polled_at, made_any);
         if !made_any {
-            self.mark_waiting(topic, group).await;
+            self.mark_waiting(topic, read).await;
         }
     }
 }

@@ -100,7 +100,7 @@ impl Publishing {
         match stored {
             Ok(true) => {
                 self.long_polls.wake(topic);
-                self.notifier.mark_if_waited(topic);
+                self.notifier.tell_if_waited(topic);
                 *self.failure.lock() = None;
             }
             Ok(false) => {}

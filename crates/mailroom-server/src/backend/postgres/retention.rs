@@ -29,7 +29,8 @@ use mailroom::group::GroupState;
 use mailroom_store::{Limit, Retention, RetentionRemoved, TopicRetention};
 use tokio_postgres::Row as PgRow;
 
-use super::group::{big, restore, unknown_topic};
+use super::group::{big, unknown_topic};
+use super::group_restore::restore;
 use super::group_write::{write_state, Row};
 use super::schema::{topic_partition, SEGMENT_OFFSETS};
 use super::{PgError, Postgres};

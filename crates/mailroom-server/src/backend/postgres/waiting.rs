@@ -8,8 +8,8 @@
 //! The rules, and why no wake-up is lost (`docs/scale-out.md`, "Long polls across
 //! brokers"):
 //!
-//! - A poll that hands out nothing may be followed by a wait. Unless the mark it read
-//!   already covers this broker for [`COVER_MS`] more, the broker then writes the mark
+//! - A poll that hands out nothing may be followed by a wait. Unless the mark its own
+//!   transaction read covers this broker for [`COVER_MS`] more, the broker then writes the mark
 //!   in a transaction of its own: the topic row's lock (waiting for any publish under
 //!   way to commit), then the group row's lock (waiting for any call on the group under
 //!   way). If the log's end or the group's version moved since the poll read them, the
@@ -68,6 +68,20 @@ pub(super) struct Mark {
 }
 
 impl Mark {
+    /// Whether this mark lets broker `own` wait [`COVER_MS`] more unwritten, at the
+    /// database's time `now_ms`.
+    pub(super) fn covers(&self, own: i64, now_ms: i64) -> bool {
+        let holds = self.until_ms >= now_ms.saturating_add(COVER_MS as i64);
+        holds && (self.broker == own || self.broker == MANY)
+    }
+
+    /// The database's time now, reckoned from this mark's read at `read_at` (this
+    /// broker's clock).
+    fn now_ms(&self, read_at: Instant) -> i64 {
+        let since = i64::try_from(read_at.elapsed().as_millis()).unwrap_or(i64::MAX);
+        self.read_at_ms.saturating_add(since)
+    }
+
     /// The mark in `row`'s columns `until`, `broker` and `read_at` (the database's time).
     pub(super) fn in_row(
         row: &tokio_postgres::Row,
@@ -81,6 +95,19 @@ impl Mark {
             read_at_ms: row.get(read_at),
         }
     }
+}
+
+/// What a group call's own transaction read that a wait after it is checked against:
+/// the rows' ids, the log's end, the group's version it left and the topic's mark.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct PollRead {
+    pub topic_id: i64,
+    pub group_id: i64,
+    pub log_end: u64,
+    pub version: i64,
+    pub mark: Mark,
+    /// When the transaction answered (this broker's clock).
+    pub at: Instant,
 }
 
 /// The newest mark this broker has read of each topic, and when.
@@ -110,8 +137,7 @@ impl Marks {
     fn newest(&self, topic: &str) -> Option<(Mark, i64)> {
         let seen = self.seen.lock();
         let (mark, at) = seen.get(topic)?;
-        let since = i64::try_from(at.elapsed().as_millis()).unwrap_or(i64::MAX);
-        Some((*mark, mark.read_at_ms.saturating_add(since)))
+        Some((*mark, mark.now_ms(*at)))
     }
 
     /// Whether a broker other than `own` may be waiting on `topic`: a write there should
@@ -119,14 +145,6 @@ impl Marks {
     pub(super) fn others_wait(&self, topic: &str, own: i64) -> bool {
         self.newest(topic)
             .is_some_and(|(mark, now)| mark.until_ms > now && mark.broker != own)
-    }
-
-    /// Whether the mark of `topic` lets broker `own` wait [`COVER_MS`] more unwritten.
-    pub(super) fn covers(&self, topic: &str, own: i64) -> bool {
-        self.newest(topic).is_some_and(|(mark, now)| {
-            let holds = mark.until_ms >= now.saturating_add(COVER_MS as i64);
-            holds && (mark.broker == own || mark.broker == MANY)
-        })
     }
 
     /// Forgets every mark (the database was lost, and may come back as a standby).
@@ -141,29 +159,23 @@ impl Marks {
 }
 
 impl Postgres {
-    /// After a poll of `group` that handed out nothing: renews `topic`'s waiting mark if
-    /// it does not cover this broker, and wakes this broker's long polls of the topic if
-    /// the log or the group moved since the poll read them (see the module docs). A
-    /// failure is logged, not answered: the poll's answer stands, and a wait without a
-    /// mark ends at its next recheck.
-    pub(super) async fn mark_waiting(&self, topic: &str, group: &str) {
+    /// After a poll of `topic` that handed out nothing, whose transaction read `read`:
+    /// renews the topic's waiting mark unless the mark that transaction read covers this
+    /// broker, and wakes this broker's long polls of the topic if the log or the group
+    /// moved since (see the module docs). A failure is logged, not answered: the poll's
+    /// answer stands, and a wait without a mark ends at its next recheck.
+    pub(super) async fn mark_waiting(&self, topic: &str, read: &PollRead) {
         let own = self.notifier.broker_mark();
-        let marks = &self.notifier.marks;
-        if marks.covers(topic, own) {
+        // Only the poll's own mark may stand in for writing one: it was committed before
+        // the poll read the log and the group, so every write the poll missed reads it.
+        // A newer mark read by another call may have been committed after such a write.
+        if read.mark.covers(own, read.mark.now_ms(read.at)) {
             return;
         }
-        let key = (topic.to_owned(), group.to_owned());
-        let polled = self.cache.lock().get(&key).map(|cached| {
-            let ids = (cached.topic_id, cached.group_id);
-            (ids, cached.log_end, cached.version)
-        });
-        let Some(((topic_id, group_id), log_end_then, version_then)) = polled else {
-            return;
-        };
-        match self.write_mark(topic_id, group_id, own).await {
+        match self.write_mark(read.topic_id, read.group_id, own).await {
             Ok((log_end, version, mark)) => {
-                marks.observe(topic, mark);
-                if log_end != log_end_then || version != Some(version_then) {
+                self.notifier.marks.observe(topic, mark);
+                if log_end != read.log_end || version != Some(read.version) {
                     self.long_polls.wake(topic);
                 }
             }
@@ -261,10 +273,14 @@ mod tests {
             let marks = Marks::default();
             marks.observe("t", seen);
             assert_eq!(marks.others_wait("t", OWN), others, "{seen:?}");
-            assert_eq!(marks.covers("t", OWN), covers, "{seen:?}");
+            assert_eq!(seen.covers(OWN, now), covers, "{seen:?}");
         }
+        assert!(
+            !Mark::default().covers(OWN, now),
+            "a row never marked covers no one"
+        );
         let none = Marks::default();
-        assert!(!none.others_wait("t", OWN) && !none.covers("t", OWN));
+        assert!(!none.others_wait("t", OWN));
         none.observe("t", mark(now + 5_000, OTHER, now));
         none.forget("t");
         assert!(!none.others_wait("t", OWN));

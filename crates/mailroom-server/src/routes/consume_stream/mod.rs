@@ -33,8 +33,10 @@
 //! socket (up to `CONSUME_STREAM_SETTLEMENTS_MAX`), settles consecutive acks as one
 //! `ack_batch` and consecutive nacks with equal options as one `nack_batch` (touches one
 //! by one), the last run of acks together with the poll that refills the window
-//! (`ack_then_poll_batch` of new deliveries: one write, one durability point), answers them, then sends
-//! what the poll handed out. With nothing to settle it waits, without polling, for the
+//! (`ack_then_poll_batch` of new deliveries: one write, one durability point), answers
+//! them in order, then sends what the poll handed out. When no offset is settled twice
+//! in the round, the settlements commute, and every ack of the round goes into that last
+//! run (`settle::acks_last`): acks and nacks are two writes, not three. With nothing to settle it waits, without polling, for the
 //! topic's wake-up or the group's next due time ([`crate::long_poll`]), as a long poll
 //! does.
 //!

@@ -1,6 +1,8 @@
 //! One round's settlements: split into runs that each go to the store as one batch
 //! call, and answered in the order the client sent them.
 
+use std::collections::HashSet;
+
 use mailroom::group::{DeliveryId, NackKind, NackOptions, NotOwned};
 use mailroom_api::consume_stream::SettledOutcome;
 use mailroom_api::deliveries::NackOutcome;
@@ -44,9 +46,71 @@ enum Run {
     Bad(u64, Option<DeliveryId>, ApiError),
 }
 
+impl Run {
+    /// The deliveries the run settles.
+    fn ids(&self) -> impl Iterator<Item = DeliveryId> + '_ {
+        let (many, one): (&[(u64, DeliveryId)], Option<DeliveryId>) = match self {
+            Run::Acks(ids) | Run::Nacks(ids, _) => (ids, None),
+            Run::Touch(_, id) => (&[], Some(*id)),
+            Run::Bad(..) => (&[], None),
+        };
+        many.iter().map(|(_, id)| *id).chain(one)
+    }
+}
+
+/// Splits `incoming` into runs, in order: consecutive acks together, consecutive nacks
+/// with equal options together; then, when no offset is settled twice, every ack moved
+/// into one last run ([`acks_last`]).
+fn runs(incoming: Vec<Incoming>) -> Vec<Run> {
+    acks_last(runs_in_order(incoming))
+}
+
+/// With no offset settled twice in a round, its settlements commute: each changes only
+/// its own delivery's slot (an ordering key has one delivery in flight at a time, so two
+/// of them never share one), and the answers are sent in `seq` order whatever order they
+/// were made in. So every ack goes into one last run, the one the refilling poll carries:
+/// a round of acks and nacks is two calls on the store (the nacks, then the acks with
+/// the poll) instead of three or more (the acks, the nacks, then a poll of its own).
+/// Nack runs the acks kept apart join when their options are equal. A round that
+/// settles an offset twice keeps the client's order.
+fn acks_last(runs: Vec<Run>) -> Vec<Run> {
+    let mut offsets = HashSet::new();
+    let distinct = runs
+        .iter()
+        .flat_map(Run::ids)
+        .all(|id| offsets.insert(id.offset));
+    if !distinct {
+        return runs;
+    }
+    let mut acks = Vec::new();
+    let mut rest = Vec::with_capacity(runs.len());
+    for run in runs {
+        match (run, rest.last_mut()) {
+            (Run::Acks(ids), _) => acks.extend(ids),
+            // Nacks that only acks kept apart: one run again.
+            (Run::Nacks(ids, options), Some(Run::Nacks(before, same))) if *same == options => {
+                before.extend(ids);
+            }
+            (other, _) => rest.push(other),
+        }
+    }
+    if !acks.is_empty() {
+        rest.push(Run::Acks(acks));
+    }
+    rest
+}
+
+/// The client frame an answer answers.
+fn seq_of(answer: &ServerFrame) -> u64 {
+    match answer {
+        ServerFrame::Settled { seq, .. } | ServerFrame::Error { seq, .. } => *seq,
+        _ => u64::MAX,
+    }
+}
+
 /// Splits `incoming` into runs, in order: consecutive acks together, consecutive nacks
 /// with equal options together.
-fn runs(incoming: Vec<Incoming>) -> Vec<Run> {
+fn runs_in_order(incoming: Vec<Incoming>) -> Vec<Run> {
     let mut runs: Vec<Run> = Vec::new();
     for item in incoming {
         let (seq, settlement) = match item {
@@ -167,6 +231,7 @@ impl StreamConsumer {
         for id in answers.iter().filter_map(released_by) {
             self.sent.remove(&id);
         }
+        answers.sort_by_key(seq_of);
         Ok((answers, refill))
     }
 
@@ -254,6 +319,98 @@ impl StreamConsumer {
                     Err(Some(failed(&error)))
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use mailroom_api::deliveries::NackKind as WireNackKind;
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// A settlement of `offset` (attempt 1): 0 ack, 1 nack, 2 reject, 3 touch.
+    fn settlement(op: u8, offset: u64) -> Settlement {
+        let nack = |kind| Settlement::Nack {
+            offset,
+            attempt: 1,
+            kind,
+            delay_ms: None,
+            reason: None,
+        };
+        match op {
+            0 => Settlement::Ack { offset, attempt: 1 },
+            1 => nack(WireNackKind::Nack),
+            2 => nack(WireNackKind::Reject),
+            _ => Settlement::Touch { offset, attempt: 1 },
+        }
+    }
+
+    /// Each run's settlements as (seq, offset, what), what being 0 ack, 1 nack, 2 reject,
+    /// 3 touch, 4 a bad frame.
+    fn flat(runs: &[Run]) -> Vec<Vec<(u64, u64, u8)>> {
+        runs.iter()
+            .map(|run| match run {
+                Run::Acks(ids) => ids.iter().map(|(seq, id)| (*seq, id.offset, 0)).collect(),
+                Run::Nacks(ids, options) => {
+                    let what = if options.kind == NackKind::Reject {
+                        2
+                    } else {
+                        1
+                    };
+                    ids.iter()
+                        .map(|(seq, id)| (*seq, id.offset, what))
+                        .collect()
+                }
+                Run::Touch(seq, id) => vec![(*seq, id.offset, 3)],
+                Run::Bad(seq, ..) => vec![(*seq, u64::MAX, 4)],
+            })
+            .collect()
+    }
+
+    proptest! {
+        // Proves the runs of a round: with distinct offsets, every ack is in the one last
+        // run, the other runs keep the client's order and nothing is lost or added; with
+        // an offset settled twice, the runs are exactly the in-order ones.
+        #[test]
+        fn acks_go_last_only_when_no_offset_is_settled_twice(
+            frames in proptest::collection::vec((0u8..5, 0u64..12), 0..24),
+        ) {
+            let incoming = || {
+                frames.iter().enumerate().map(|(seq, &(op, offset))| match op {
+                    4 => Incoming::parse(seq as u64, "{\"op\":\"dance\"}"),
+                    _ => Incoming::Settle(seq as u64, settlement(op, offset)),
+                })
+                .collect::<Vec<_>>()
+            };
+            let in_order = flat(&runs_in_order(incoming()));
+            let made = flat(&runs(incoming()));
+            let settled: Vec<u64> = frames.iter().filter(|f| f.0 != 4).map(|f| f.1).collect();
+            let distinct = settled.iter().collect::<HashSet<_>>().len() == settled.len();
+            if !distinct {
+                prop_assert_eq!(made, in_order);
+                return Ok(());
+            }
+            let mut all: Vec<(u64, u64, u8)> = made.concat();
+            all.sort_unstable();
+            let mut expected = in_order.concat();
+            expected.sort_unstable();
+            prop_assert_eq!(all, expected);
+            let ack_runs: Vec<usize> = made.iter().enumerate()
+                .filter(|(_, run)| run.iter().any(|s| s.2 == 0))
+                .map(|(index, _)| index)
+                .collect();
+            prop_assert!(ack_runs.len() <= 1);
+            if let Some(&index) = ack_runs.first() {
+                prop_assert_eq!(index, made.len() - 1);
+                prop_assert!(made[index].iter().all(|s| s.2 == 0));
+                prop_assert!(made[index].windows(2).all(|w| w[0].0 < w[1].0));
+            }
+            let others = |runs: &[Vec<(u64, u64, u8)>]| -> Vec<(u64, u64, u8)> {
+                runs.iter().flatten().filter(|s| s.2 != 0).copied().collect()
+            };
+            prop_assert_eq!(others(&made), others(&in_order));
         }
     }
 }
