@@ -309,7 +309,8 @@ const WAKE_SLACK: Duration = Duration::from_millis(2_500);
 // brokers: a delivery whose lease another consumer let run out on broker A reaches a
 // stream on broker B once the lease ends (not at the stream's 5 s recheck), as the next
 // attempt; a release with a delay sent up the stream comes back once the delay is over;
-// each settlement is answered; and A sees the group finished.
+// each settlement is answered; an ack and a reject sent together are answered in order
+// and refill the window; and A sees the group where the stream left it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn consume_stream_wakes_for_leases_and_delays_across_brokers() {
     let Some(url) = fresh_database().await else {
@@ -372,12 +373,37 @@ async fn consume_stream_wakes_for_leases_and_delays_across_brokers() {
         }
         other => panic!("expected the ack's answer, got {other:?}"),
     }
+
+    // An ack and a reject sent in one write are one round: both answered in order, and
+    // the poll that goes with them refills the window with the third message.
+    for n in 1..=3 {
+        client_a.publish("t", format!("m{n}")).await.unwrap();
+    }
+    let (first, _) = next_delivery(&mut stream).await;
+    let (second, _) = next_delivery(&mut stream).await;
+    let reject = NackOptions {
+        kind: NackKind::Reject,
+        delay_ms: None,
+        reason: Some("bad".into()),
+    };
+    let ack_seq = stream.feed_ack(first.id()).await.unwrap();
+    let reject_seq = stream.feed_nack(second.id(), &reject).await.unwrap();
+    stream.flush().await.unwrap();
+    let (third, settled) = next_delivery(&mut stream).await;
+    assert_eq!(
+        settled,
+        vec![
+            (ack_seq, SettledOutcome::Acked),
+            (reject_seq, SettledOutcome::DeadLettered)
+        ]
+    );
+    assert_eq!((first.offset, second.offset, third.offset), (1, 2, 3));
     stream.close().await.unwrap();
     let info = client_a.group_info("t", "g").await.unwrap();
     assert_eq!(
-        (info.position, info.in_flight, info.lag),
-        (1, None, 0),
-        "{info:?}"
+        (info.position, info.in_flight, info.dead_letters),
+        (3, Some(third.id()), 1),
+        "the third in flight, the second dead-lettered: {info:?}"
     );
 }
 

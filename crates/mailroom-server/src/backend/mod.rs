@@ -69,7 +69,8 @@ pub use postgres::Postgres;
 pub use publisher::TopicPublisher;
 pub use retention::{RetentionChange, RetentionPass, RetentionState};
 pub use views::{
-    BackendHealth, DiskUsage, GroupDetail, GroupGauges, TopicFailureState, TopicOffsets, TopicState,
+    BackendHealth, DiskUsage, GroupDetail, GroupGauges, Settlements, TopicFailureState,
+    TopicOffsets, TopicState,
 };
 
 /// Where the server keeps its topics and groups. See the [module docs](self).
@@ -306,6 +307,37 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
         max: usize,
         scope: PollScope,
     ) -> Result<AckedThenPolled<Message<Bytes>>, BackendError>;
+
+    /// Nacks each run of `round.nacks` (as [`nack_batch`](Self::nack_batch)), then acks
+    /// `round.acks` and polls as [`ack_then_poll_batch`](Self::ack_then_poll_batch):
+    /// the consume stream's round. Answers each run's outcomes, then the acks' and the
+    /// poll's. This default makes a call per run of nacks before the acking poll; a
+    /// backend that can make the whole round one write overrides it.
+    async fn settle_then_poll_batch(
+        &self,
+        topic: &str,
+        group: &str,
+        round: Settlements<'_>,
+        consumer: Option<&str>,
+        max: usize,
+        scope: PollScope,
+    ) -> Result<
+        (
+            Vec<Vec<Result<Nack, NotOwned>>>,
+            AckedThenPolled<Message<Bytes>>,
+        ),
+        BackendError,
+    > {
+        let mut nacked = Vec::with_capacity(round.nacks.len());
+        for (ids, options) in round.nacks {
+            nacked.push(self.nack_batch(topic, group, ids, options).await?);
+        }
+        let acks = round.acks;
+        let polled = self
+            .ack_then_poll_batch(topic, group, acks, consumer, max, scope)
+            .await?;
+        Ok((nacked, polled))
+    }
 
     /// Acks the exact delivery in flight.
     async fn ack(&self, topic: &str, group: &str, id: DeliveryId) -> Result<(), BackendError>;

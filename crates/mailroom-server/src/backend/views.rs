@@ -2,7 +2,7 @@
 //! state, the metrics' figures, the backend's health and disk usage.
 
 use bytes::Bytes;
-use mailroom::group::{GroupConfig, GroupCounters, InFlightDelivery};
+use mailroom::group::{DeliveryId, GroupConfig, GroupCounters, InFlightDelivery, NackOptions};
 use mailroom::topic::{DeadLetterInfo, GroupInfo};
 use mailroom_api::topic_health::FailedTopic;
 use mailroom_store::IdempotencyWindow;
@@ -103,4 +103,26 @@ pub struct DiskUsage {
     pub total_bytes: u64,
     /// The files under each topic's directory, by topic name.
     pub topics: Vec<(String, u64)>,
+}
+
+/// A round of settlements that ends in a poll
+/// ([`Backend::settle_then_poll_batch`](super::Backend::settle_then_poll_batch)): runs of
+/// nacks, each of its deliveries with its options, then acks.
+///
+/// ```
+/// use mailroom::group::{DeliveryId, NackOptions};
+/// use mailroom_server::backend::Settlements;
+///
+/// let failed = [DeliveryId { offset: 3, attempt: 1 }];
+/// let done = [DeliveryId { offset: 4, attempt: 1 }];
+/// let nacks = [(&failed[..], NackOptions::default())];
+/// let round = Settlements { nacks: &nacks, acks: &done };
+/// assert_eq!(round.nacks.len() + round.acks.len(), 2);
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct Settlements<'a> {
+    /// Runs of nacks, in order: each run's deliveries and the options they share.
+    pub nacks: &'a [(&'a [DeliveryId], NackOptions)],
+    /// The deliveries to ack after the nacks.
+    pub acks: &'a [DeliveryId],
 }

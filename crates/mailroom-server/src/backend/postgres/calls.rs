@@ -16,11 +16,12 @@ use mailroom_store::{
 };
 use tokio::time::Instant;
 
+use super::deliveries::SettledRound;
 use super::idempotency::append_messages;
 use super::Postgres;
 use crate::backend::{
     Backend, BackendError, BackendHealth, GroupDetail, GroupGauges, LogPage, RetentionChange,
-    RetentionPass, TopicOffsets, TopicPublisher, TopicState,
+    RetentionPass, Settlements, TopicOffsets, TopicPublisher, TopicState,
 };
 use crate::long_poll::LongPolls;
 
@@ -241,6 +242,19 @@ impl Backend for Postgres {
         scope: PollScope,
     ) -> Result<AckedThenPolled<Message<Bytes>>, BackendError> {
         self.acked_then_polled(topic, group, acks, consumer, max, scope)
+            .await
+    }
+
+    async fn settle_then_poll_batch(
+        &self,
+        topic: &str,
+        group: &str,
+        round: Settlements<'_>,
+        consumer: Option<&str>,
+        max: usize,
+        scope: PollScope,
+    ) -> Result<SettledRound, BackendError> {
+        self.settled_then_polled(topic, group, round, consumer, (max, scope))
             .await
     }
 

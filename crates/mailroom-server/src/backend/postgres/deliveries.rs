@@ -16,7 +16,13 @@ use mailroom_store::{AckedThenPolled, MessageDelivery, PollScope, StoreError};
 use super::group::{apply_planned, Planned, Planning};
 use super::waiting::PollRead;
 use super::Postgres;
-use crate::backend::BackendError;
+use crate::backend::{BackendError, Settlements};
+
+/// Each run of nacks' outcomes, then the acks' and the poll's.
+pub(super) type SettledRound = (
+    Vec<Vec<Result<Nack, NotOwned>>>,
+    AckedThenPolled<Message<Bytes>>,
+);
 
 /// The largest sum of payload bytes one batch poll hands out (past its first message),
 /// as the embedded store's default.
@@ -233,6 +239,42 @@ impl Postgres {
             })
             .await?;
         Ok(((acked, polled), read))
+    }
+
+    /// The consume stream's round in one transaction: the runs of nacks, the acks, then
+    /// the poll.
+    pub(super) async fn settle_then_poll(
+        &self,
+        topic: &str,
+        group: &str,
+        round: Settlements<'_>,
+        consumer: Option<&str>,
+        (max, scope): (usize, PollScope),
+    ) -> Result<(SettledRound, PollRead), BackendError> {
+        for (_, options) in round.nacks {
+            options
+                .check()
+                .map_err(|error| StoreError::Topic(TopicError::from(error)))?;
+        }
+        let (answer, polled, read) = self
+            .group_call_read(topic, group, Some(max), |planning| {
+                let mut nacked = Vec::with_capacity(round.nacks.len());
+                for (ids, options) in round.nacks {
+                    nacked.push(settle(planning, ids, Some(options))?);
+                }
+                let acked: Vec<Result<(), NotOwned>> = settle(planning, round.acks, None)?
+                    .into_iter()
+                    .map(|result| result.map(drop))
+                    .collect();
+                let deliveries = poll_batch_plan(planning, consumer, max, scope)?;
+                Ok(Planned {
+                    answer: (nacked, acked),
+                    deliveries,
+                })
+            })
+            .await?;
+        let (nacked, acked) = answer;
+        Ok(((nacked, (acked, polled)), read))
     }
 
     pub(super) async fn settle_many(

@@ -8,9 +8,10 @@ use mailroom::topic::Message;
 use mailroom_store::{AckedThenPolled, MessageDelivery, PollScope};
 use tokio::time::Instant;
 
+use super::deliveries::SettledRound;
 use super::waiting::PollRead;
 use super::Postgres;
-use crate::backend::BackendError;
+use crate::backend::{BackendError, Settlements};
 
 impl Postgres {
     /// Polls up to `max` deliveries of `group` for `consumer`, of `scope`.
@@ -49,6 +50,30 @@ impl Postgres {
         self.after_poll(topic, group, polled_at, !polled.is_empty(), &read)
             .await;
         Ok((acked, polled))
+    }
+
+    /// The consume stream's round (`Backend::settle_then_poll_batch`) in one transaction,
+    /// as [`acked_then_polled`](Self::acked_then_polled) with runs of nacks first.
+    pub(super) async fn settled_then_polled(
+        &self,
+        topic: &str,
+        group: &str,
+        round: Settlements<'_>,
+        consumer: Option<&str>,
+        poll: (usize, PollScope),
+    ) -> Result<SettledRound, BackendError> {
+        let polled_at = Instant::now();
+        let result = self
+            .settle_then_poll(topic, group, round, consumer, poll)
+            .await;
+        let ((nacked, (acked, polled)), read) = self.watched(result)?;
+        for outcomes in &nacked {
+            self.woken_by(topic, outcomes);
+        }
+        self.woken_by(topic, &acked);
+        self.after_poll(topic, group, polled_at, !polled.is_empty(), &read)
+            .await;
+        Ok((nacked, (acked, polled)))
     }
 
     /// After a poll made at `polled_at` whose transaction read `read`: tells the long

@@ -36,7 +36,10 @@
 //! (`ack_then_poll_batch` of new deliveries: one write, one durability point), answers
 //! them in order, then sends what the poll handed out. When no offset is settled twice
 //! in the round, the settlements commute, and every ack of the round goes into that last
-//! run (`settle::acks_last`): acks and nacks are two writes, not three. With nothing to settle it waits, without polling, for the
+//! run (`settle::acks_last`). The runs of nacks right before it go with it to
+//! [`Backend::settle_then_poll_batch`](crate::backend::Backend::settle_then_poll_batch):
+//! one transaction over PostgreSQL, a nack write and the acking poll on the embedded
+//! store, where three calls made it before. With nothing to settle it waits, without polling, for the
 //! topic's wake-up or the group's next due time ([`crate::long_poll`]), as a long poll
 //! does.
 //!

@@ -4,6 +4,7 @@
 use std::collections::HashSet;
 
 use mailroom::group::{DeliveryId, NackKind, NackOptions, NotOwned};
+use mailroom::topic::Nack;
 use mailroom_api::consume_stream::SettledOutcome;
 use mailroom_api::deliveries::NackOutcome;
 use mailroom_api::publish_stream::StreamError;
@@ -12,6 +13,7 @@ use mailroom_store::{MessageDelivery, PollScope};
 
 use super::consumer::{failed, Ending, StreamConsumer};
 use super::{ServerFrame, Settlement};
+use crate::backend::Settlements;
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::routes::arguments::check_nack_options;
@@ -37,6 +39,9 @@ impl Incoming {
         }
     }
 }
+
+/// Nacks made with the same options, each with the `seq` of its frame.
+type NackRun = (Vec<(u64, DeliveryId)>, NackOptions);
 
 /// A run of settlements that goes to the store as one call.
 enum Run {
@@ -98,6 +103,26 @@ fn acks_last(runs: Vec<Run>) -> Vec<Run> {
         rest.push(Run::Acks(acks));
     }
     rest
+}
+
+/// Takes the round's tail off `runs`: its last run of acks, if it ends with one, and the
+/// runs of nacks right before that (or at the end); they go to the store with the poll.
+fn tail(runs: &mut Vec<Run>) -> (Vec<NackRun>, Vec<(u64, DeliveryId)>) {
+    let acks = match runs.last() {
+        Some(Run::Acks(_)) => match runs.pop() {
+            Some(Run::Acks(ids)) => ids,
+            _ => Vec::new(),
+        },
+        _ => Vec::new(),
+    };
+    let mut nacks = Vec::new();
+    while let Some(Run::Nacks(..)) = runs.last() {
+        if let Some(Run::Nacks(ids, options)) = runs.pop() {
+            nacks.push((ids, options));
+        }
+    }
+    nacks.reverse();
+    (nacks, acks)
 }
 
 /// The client frame an answer answers.
@@ -204,30 +229,47 @@ fn released_by(answer: &ServerFrame) -> Option<DeliveryId> {
 }
 
 impl StreamConsumer {
-    /// Settles one round, answering each frame in order; the round's last run of acks
-    /// goes with the poll that refills the window (with new deliveries only). What the
-    /// answers settle is no longer the stream's.
+    /// Settles one round, answering each frame in order. The round's tail (its last run
+    /// of acks and the runs of nacks right before it, or its last runs of nacks) goes
+    /// with the poll that refills the window (with new deliveries only) as one call on
+    /// the store. What the answers settle is no longer the stream's.
     pub(super) async fn settle(
         &mut self,
         incoming: Vec<Incoming>,
     ) -> Result<(Vec<ServerFrame>, Refill), Option<Ending>> {
-        let runs = runs(incoming);
-        let last = runs.len().saturating_sub(1);
+        let mut runs = runs(incoming);
+        let (nacks, acks) = tail(&mut runs);
         let mut answers = Vec::new();
-        let mut refill = None;
-        for (index, run) in runs.into_iter().enumerate() {
+        for run in runs {
             match run {
                 Run::Acks(ids) => {
-                    let polled = self.acks(&ids, index == last, &mut answers).await?;
-                    refill = polled;
+                    let only: Vec<DeliveryId> = ids.iter().map(|(_, id)| *id).collect();
+                    let backend = &self.state.backend;
+                    let outcomes = backend
+                        .ack_batch(&self.topic, &self.group, &only)
+                        .await
+                        .map_err(|error| Some(failed(&error.into())))?;
+                    self.answer_acks(&ids, outcomes, &mut answers);
                 }
-                Run::Nacks(ids, options) => self.nacks(&ids, &options, &mut answers).await?,
+                Run::Nacks(ids, options) => {
+                    let only: Vec<DeliveryId> = ids.iter().map(|(_, id)| *id).collect();
+                    let backend = &self.state.backend;
+                    let nacks = backend
+                        .nack_batch(&self.topic, &self.group, &only, &options)
+                        .await
+                        .map_err(|error| Some(failed(&error.into())))?;
+                    self.answer_nacks(&ids, &options, nacks, &mut answers);
+                }
                 Run::Touch(seq, id) => answers.push(self.touch(seq, id).await?),
                 Run::Bad(seq, id, error) => {
                     answers.push(refused(seq, id, error.code, error.message));
                 }
             }
         }
+        let refill = match nacks.is_empty() && acks.is_empty() {
+            true => None,
+            false => Some(self.settle_tail(&nacks, &acks, &mut answers).await?),
+        };
         for id in answers.iter().filter_map(released_by) {
             self.sent.remove(&id);
         }
@@ -235,36 +277,55 @@ impl StreamConsumer {
         Ok((answers, refill))
     }
 
-    async fn acks(
+    /// The round's tail and the refilling poll, as one call on the store.
+    async fn settle_tail(
+        &self,
+        nacks: &[NackRun],
+        acks: &[(u64, DeliveryId)],
+        answers: &mut Vec<ServerFrame>,
+    ) -> Result<Vec<MessageDelivery>, Option<Ending>> {
+        let ids_of = |run: &[(u64, DeliveryId)]| -> Vec<DeliveryId> {
+            run.iter().map(|(_, id)| *id).collect()
+        };
+        let nack_ids: Vec<Vec<DeliveryId>> = nacks.iter().map(|(run, _)| ids_of(run)).collect();
+        let nack_runs: Vec<(&[DeliveryId], NackOptions)> = nack_ids
+            .iter()
+            .zip(nacks)
+            .map(|(ids, (_, options))| (ids.as_slice(), options.clone()))
+            .collect();
+        let ack_ids = ids_of(acks);
+        let round = Settlements {
+            nacks: &nack_runs,
+            acks: &ack_ids,
+        };
+        let consumer = Some(self.consumer.as_str());
+        let (nacked, (acked, polled)) = self
+            .state
+            .backend
+            .settle_then_poll_batch(
+                &self.topic,
+                &self.group,
+                round,
+                consumer,
+                self.window as usize,
+                PollScope::New,
+            )
+            .await
+            .map_err(|error| Some(failed(&error.into())))?;
+        for ((ids, options), outcomes) in nacks.iter().zip(nacked) {
+            self.answer_nacks(ids, options, outcomes, answers);
+        }
+        self.answer_acks(acks, acked, answers);
+        Ok(polled)
+    }
+
+    /// Counts and answers the acks of `ids`.
+    fn answer_acks(
         &self,
         ids: &[(u64, DeliveryId)],
-        then_poll: bool,
+        outcomes: Vec<Result<(), NotOwned>>,
         answers: &mut Vec<ServerFrame>,
-    ) -> Result<Refill, Option<Ending>> {
-        let only: Vec<DeliveryId> = ids.iter().map(|(_, id)| *id).collect();
-        let backend = &self.state.backend;
-        let (outcomes, polled) = if then_poll {
-            let consumer = Some(self.consumer.as_str());
-            let max = self.window as usize;
-            let (outcomes, polled) = backend
-                .ack_then_poll_batch(
-                    &self.topic,
-                    &self.group,
-                    &only,
-                    consumer,
-                    max,
-                    PollScope::New,
-                )
-                .await
-                .map_err(|error| Some(failed(&error.into())))?;
-            (outcomes, Some(polled))
-        } else {
-            let outcomes = backend
-                .ack_batch(&self.topic, &self.group, &only)
-                .await
-                .map_err(|error| Some(failed(&error.into())))?;
-            (outcomes, None)
-        };
+    ) {
         let acked = outcomes.iter().filter(|outcome| outcome.is_ok()).count() as u64;
         let labels = Metrics::group(&self.topic, &self.group);
         self.state.metrics.acks.get_or_create(&labels).inc_by(acked);
@@ -274,22 +335,16 @@ impl StreamConsumer {
                 Err(error) => not_owned(*seq, *id, &error),
             });
         }
-        Ok(polled)
     }
 
-    async fn nacks(
+    /// Counts and answers the nacks of `ids`, made with `options`.
+    fn answer_nacks(
         &self,
         ids: &[(u64, DeliveryId)],
         options: &NackOptions,
+        nacks: Vec<Result<Nack, NotOwned>>,
         answers: &mut Vec<ServerFrame>,
-    ) -> Result<(), Option<Ending>> {
-        let only: Vec<DeliveryId> = ids.iter().map(|(_, id)| *id).collect();
-        let nacks = self
-            .state
-            .backend
-            .nack_batch(&self.topic, &self.group, &only, options)
-            .await
-            .map_err(|error| Some(failed(&error.into())))?;
+    ) {
         let released = options.kind == NackKind::Release;
         let outcomes: Vec<Result<NackOutcome, NotOwned>> = nacks
             .into_iter()
@@ -305,7 +360,6 @@ impl StreamConsumer {
                 Err(error) => not_owned(*seq, *id, &error),
             });
         }
-        Ok(())
     }
 
     async fn touch(&self, seq: u64, id: DeliveryId) -> Result<ServerFrame, Option<Ending>> {
@@ -386,6 +440,17 @@ mod tests {
             };
             let in_order = flat(&runs_in_order(incoming()));
             let made = flat(&runs(incoming()));
+            // The tail taken off for the poll: the rest, then the tail's nacks, then its
+            // acks, is the round as made, and nothing before the tail is a run of nacks.
+            let mut rest = runs(incoming());
+            let (nacks, acks) = tail(&mut rest);
+            prop_assert!(!matches!(rest.last(), Some(Run::Nacks(..))));
+            let mut joined = rest;
+            joined.extend(nacks.into_iter().map(|(ids, options)| Run::Nacks(ids, options)));
+            if !acks.is_empty() {
+                joined.push(Run::Acks(acks));
+            }
+            prop_assert_eq!(flat(&joined), made.clone());
             let settled: Vec<u64> = frames.iter().filter(|f| f.0 != 4).map(|f| f.1).collect();
             let distinct = settled.iter().collect::<HashSet<_>>().len() == settled.len();
             if !distinct {
