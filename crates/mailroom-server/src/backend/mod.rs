@@ -73,6 +73,13 @@ pub use views::{
     TopicOffsets, TopicState,
 };
 
+/// What [`Backend::settle_then_poll_batch`] answers: each run of nacks' outcomes, then
+/// the acks' and the poll's.
+pub type SettledRound = (
+    Vec<Vec<Result<Nack, NotOwned>>>,
+    AckedThenPolled<Message<Bytes>>,
+);
+
 /// Where the server keeps its topics and groups. See the [module docs](self).
 #[async_trait]
 pub trait Backend: fmt::Debug + Send + Sync + 'static {
@@ -321,13 +328,7 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
         consumer: Option<&str>,
         max: usize,
         scope: PollScope,
-    ) -> Result<
-        (
-            Vec<Vec<Result<Nack, NotOwned>>>,
-            AckedThenPolled<Message<Bytes>>,
-        ),
-        BackendError,
-    > {
+    ) -> Result<SettledRound, BackendError> {
         let mut nacked = Vec::with_capacity(round.nacks.len());
         for (ids, options) in round.nacks {
             nacked.push(self.nack_batch(topic, group, ids, options).await?);

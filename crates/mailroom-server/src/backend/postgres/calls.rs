@@ -16,12 +16,11 @@ use mailroom_store::{
 };
 use tokio::time::Instant;
 
-use super::deliveries::SettledRound;
 use super::idempotency::append_messages;
 use super::Postgres;
 use crate::backend::{
     Backend, BackendError, BackendHealth, GroupDetail, GroupGauges, LogPage, RetentionChange,
-    RetentionPass, Settlements, TopicOffsets, TopicPublisher, TopicState,
+    RetentionPass, SettledRound, Settlements, TopicOffsets, TopicPublisher, TopicState,
 };
 use crate::long_poll::LongPolls;
 

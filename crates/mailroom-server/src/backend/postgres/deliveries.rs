@@ -5,24 +5,17 @@
 
 use std::ops::Range;
 
-use bytes::Bytes;
 use mailroom::group::{
     plan_batch, plan_batch_new, BatchHome, BatchPoll, Change, DeliveryId, GroupState, NackOptions,
     NewDelivery, NotOwned, Offer, PollStep, WindowScan,
 };
-use mailroom::topic::{Message, Nack, TopicError};
-use mailroom_store::{AckedThenPolled, MessageDelivery, PollScope, StoreError};
+use mailroom::topic::{Nack, TopicError};
+use mailroom_store::{MessageDelivery, PollScope, StoreError};
 
 use super::group::{apply_planned, Planned, Planning};
 use super::waiting::PollRead;
 use super::Postgres;
-use crate::backend::{BackendError, Settlements};
-
-/// Each run of nacks' outcomes, then the acks' and the poll's.
-pub(super) type SettledRound = (
-    Vec<Vec<Result<Nack, NotOwned>>>,
-    AckedThenPolled<Message<Bytes>>,
-);
+use crate::backend::{BackendError, SettledRound, Settlements};
 
 /// The largest sum of payload bytes one batch poll hands out (past its first message),
 /// as the embedded store's default.
@@ -214,35 +207,8 @@ impl Postgres {
         Ok((deliveries, read))
     }
 
-    pub(super) async fn ack_then_poll(
-        &self,
-        topic: &str,
-        group: &str,
-        acks: &[DeliveryId],
-        consumer: Option<&str>,
-        max: usize,
-        scope: PollScope,
-    ) -> Result<(AckedThenPolled<Message<Bytes>>, PollRead), BackendError> {
-        let (acked, polled, read) = self
-            .group_call_read(topic, group, Some(max), |planning| {
-                let acked: Vec<Result<(), NotOwned>> = settle(planning, acks, None)?
-                    .into_iter()
-                    .map(|result| result.map(drop))
-                    .collect();
-                // The window was read before the acks, from `next_fresh`: the acks move
-                // the position at most up to it (`group_window`).
-                let deliveries = poll_batch_plan(planning, consumer, max, scope)?;
-                Ok(Planned {
-                    answer: acked,
-                    deliveries,
-                })
-            })
-            .await?;
-        Ok(((acked, polled), read))
-    }
-
-    /// The consume stream's round in one transaction: the runs of nacks, the acks, then
-    /// the poll.
+    /// A round in one transaction: the runs of nacks, the acks, then the poll (the
+    /// consume stream's round; with no nacks, a batch poll carrying acks).
     pub(super) async fn settle_then_poll(
         &self,
         topic: &str,
@@ -266,6 +232,8 @@ impl Postgres {
                     .into_iter()
                     .map(|result| result.map(drop))
                     .collect();
+                // The window was read before the acks, from `next_fresh`: the acks move
+                // the position at most up to it (`group_window`).
                 let deliveries = poll_batch_plan(planning, consumer, max, scope)?;
                 Ok(Planned {
                     answer: (nacked, acked),

@@ -35,6 +35,14 @@ const COMMITTED_STATE: &str = "SELECT t.id, g.version, \
      FROM mailroom_topics t JOIN mailroom_groups g ON g.topic_id = t.id \
      WHERE t.name = $1 AND g.name = $2";
 
+/// Whether a slot of `state` waits to be delivered again: only then do the keys of the
+/// window change what the clock can do (`window_keys`, `due_in_as_seen`).
+fn waits_to_be_delivered_again(state: &GroupState) -> bool {
+    state
+        .slots()
+        .any(|slot| matches!(slot.phase, SlotPhase::Ready { .. }))
+}
+
 impl Postgres {
     /// The group's state after due expiries (written if any), for the reads.
     pub(super) async fn current(
@@ -147,10 +155,7 @@ impl Postgres {
         topic: &str,
         state: &GroupState,
     ) -> Result<HashMap<u64, Option<u64>>, BackendError> {
-        let ready = state
-            .slots()
-            .any(|slot| matches!(slot.phase, SlotPhase::Ready { .. }));
-        if !ready {
+        if !waits_to_be_delivered_again(state) {
             return Ok(HashMap::new());
         }
         let from = state.position();
@@ -187,11 +192,7 @@ impl Postgres {
         let key = (topic.to_owned(), group.to_owned());
         let cache = self.cache.lock();
         let cached = cache.get(&key)?;
-        let ready = cached
-            .state
-            .slots()
-            .any(|slot| matches!(slot.phase, SlotPhase::Ready { .. }));
-        if ready {
+        if waits_to_be_delivered_again(&cached.state) {
             return None;
         }
         let (seen_ms, seen_at) = cached.seen;

@@ -8,10 +8,9 @@ use mailroom::topic::Message;
 use mailroom_store::{AckedThenPolled, MessageDelivery, PollScope};
 use tokio::time::Instant;
 
-use super::deliveries::SettledRound;
 use super::waiting::PollRead;
 use super::Postgres;
-use crate::backend::{BackendError, Settlements};
+use crate::backend::{BackendError, SettledRound, Settlements};
 
 impl Postgres {
     /// Polls up to `max` deliveries of `group` for `consumer`, of `scope`.
@@ -41,19 +40,16 @@ impl Postgres {
         max: usize,
         scope: PollScope,
     ) -> Result<AckedThenPolled<Message<Bytes>>, BackendError> {
-        let polled_at = Instant::now();
-        let result = self
-            .ack_then_poll(topic, group, acks, consumer, max, scope)
-            .await;
-        let ((acked, polled), read) = self.watched(result)?;
-        self.woken_by(topic, &acked);
-        self.after_poll(topic, group, polled_at, !polled.is_empty(), &read)
-            .await;
-        Ok((acked, polled))
+        let round = Settlements { nacks: &[], acks };
+        let (_, polled) = self
+            .settled_then_polled(topic, group, round, consumer, (max, scope))
+            .await?;
+        Ok(polled)
     }
 
-    /// The consume stream's round (`Backend::settle_then_poll_batch`) in one transaction,
-    /// as [`acked_then_polled`](Self::acked_then_polled) with runs of nacks first.
+    /// The consume stream's round (`Backend::settle_then_poll_batch`) in one transaction:
+    /// runs of nacks, then acks, then the poll. Wakes the long polls if any settlement
+    /// took effect.
     pub(super) async fn settled_then_polled(
         &self,
         topic: &str,
@@ -67,10 +63,10 @@ impl Postgres {
             .settle_then_poll(topic, group, round, consumer, poll)
             .await;
         let ((nacked, (acked, polled)), read) = self.watched(result)?;
-        for outcomes in &nacked {
-            self.woken_by(topic, outcomes);
+        let any_nacked = nacked.iter().flatten().any(Result::is_ok);
+        if any_nacked || acked.iter().any(Result::is_ok) {
+            self.wake(topic);
         }
-        self.woken_by(topic, &acked);
         self.after_poll(topic, group, polled_at, !polled.is_empty(), &read)
             .await;
         Ok((nacked, (acked, polled)))

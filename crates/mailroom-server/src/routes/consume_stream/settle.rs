@@ -108,21 +108,30 @@ fn acks_last(runs: Vec<Run>) -> Vec<Run> {
 /// Takes the round's tail off `runs`: its last run of acks, if it ends with one, and the
 /// runs of nacks right before that (or at the end); they go to the store with the poll.
 fn tail(runs: &mut Vec<Run>) -> (Vec<NackRun>, Vec<(u64, DeliveryId)>) {
-    let acks = match runs.last() {
-        Some(Run::Acks(_)) => match runs.pop() {
-            Some(Run::Acks(ids)) => ids,
-            _ => Vec::new(),
-        },
-        _ => Vec::new(),
+    let acks = match runs.pop() {
+        Some(Run::Acks(ids)) => ids,
+        other => {
+            runs.extend(other);
+            Vec::new()
+        }
     };
     let mut nacks = Vec::new();
-    while let Some(Run::Nacks(..)) = runs.last() {
-        if let Some(Run::Nacks(ids, options)) = runs.pop() {
-            nacks.push((ids, options));
+    loop {
+        match runs.pop() {
+            Some(Run::Nacks(ids, options)) => nacks.push((ids, options)),
+            other => {
+                runs.extend(other);
+                break;
+            }
         }
     }
     nacks.reverse();
     (nacks, acks)
+}
+
+/// The deliveries of a run's `(seq, delivery)` pairs.
+fn ids_of(run: &[(u64, DeliveryId)]) -> Vec<DeliveryId> {
+    run.iter().map(|(_, id)| *id).collect()
 }
 
 /// The client frame an answer answers.
@@ -243,7 +252,7 @@ impl StreamConsumer {
         for run in runs {
             match run {
                 Run::Acks(ids) => {
-                    let only: Vec<DeliveryId> = ids.iter().map(|(_, id)| *id).collect();
+                    let only = ids_of(&ids);
                     let backend = &self.state.backend;
                     let outcomes = backend
                         .ack_batch(&self.topic, &self.group, &only)
@@ -252,7 +261,7 @@ impl StreamConsumer {
                     self.answer_acks(&ids, outcomes, &mut answers);
                 }
                 Run::Nacks(ids, options) => {
-                    let only: Vec<DeliveryId> = ids.iter().map(|(_, id)| *id).collect();
+                    let only = ids_of(&ids);
                     let backend = &self.state.backend;
                     let nacks = backend
                         .nack_batch(&self.topic, &self.group, &only, &options)
@@ -284,9 +293,6 @@ impl StreamConsumer {
         acks: &[(u64, DeliveryId)],
         answers: &mut Vec<ServerFrame>,
     ) -> Result<Vec<MessageDelivery>, Option<Ending>> {
-        let ids_of = |run: &[(u64, DeliveryId)]| -> Vec<DeliveryId> {
-            run.iter().map(|(_, id)| *id).collect()
-        };
         let nack_ids: Vec<Vec<DeliveryId>> = nacks.iter().map(|(run, _)| ids_of(run)).collect();
         let nack_runs: Vec<(&[DeliveryId], NackOptions)> = nack_ids
             .iter()
