@@ -327,9 +327,11 @@ async fn consume_stream_wakes_for_leases_and_delays_across_brokers() {
         .await
         .unwrap();
     client_a.publish("t", "only").await.unwrap();
+    // Taken before the poll: the lease starts when the database runs it, after this and
+    // before the answer, so only this instant bounds its end from below.
+    let leased_at = Instant::now();
     let held = client_a.poll_as("t", "g", "elsewhere").await.unwrap();
     let held = held.expect("the message");
-    let leased_at = Instant::now();
 
     let mut stream = client_b
         .consume_stream("t", "g", 2, Some("streamer"))
@@ -351,8 +353,8 @@ async fn consume_stream_wakes_for_leases_and_delays_across_brokers() {
         delay_ms: Some(STREAM_DELAY.as_millis() as u64),
         reason: None,
     };
-    let released = stream.nack(again.id(), &release).await.unwrap();
     let released_at = Instant::now();
+    let released = stream.nack(again.id(), &release).await.unwrap();
     let (back, settled) = next_delivery(&mut stream).await;
     let waited = released_at.elapsed();
     assert_eq!(settled, vec![(released, SettledOutcome::Released)]);
