@@ -1,5 +1,5 @@
 //! A group's deliveries in batches: `poll/batch` (optionally a long poll, optionally
-//! acking first), `ack/batch` and `nack/batch`. Each item of an ack or nack batch
+//! nacking and acking first), `ack/batch` and `nack/batch`. Each item of an ack or nack batch
 //! succeeds or fails alone, with exactly one of `outcome` and `error`.
 //!
 //! ```
@@ -47,6 +47,13 @@ pub struct PollBatchRequest {
     )]
     #[cfg_attr(feature = "openapi", schema(max_items = 65_536))]
     pub ack: Option<Vec<DeliveryId>>,
+    /// Deliveries to nack, release or reject, all with the same options, before the
+    /// acks and the poll and in the same transaction: a consumer that failed some of a
+    /// round settles the whole round with its next poll. Each succeeds or fails alone,
+    /// as in `nack/batch`; the answer's `nacked` holds one result each. `ack` and
+    /// `nack.deliveries` name at most 65,536 deliveries together.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nack: Option<NackBatchRequest>,
 }
 
 /// The answer to `POST .../poll/batch`.
@@ -60,6 +67,10 @@ pub struct PolledBatch {
     /// `ack/batch` answers them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acked: Option<Vec<AckItem>>,
+    /// When the request had `nack`: one result per delivery to nack, in request order,
+    /// as `nack/batch` answers them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nacked: Option<Vec<NackItem>>,
 }
 
 /// The body of `POST .../ack/batch`.

@@ -8,7 +8,7 @@ mod common;
 
 use std::process::Output;
 
-use batch_support::{batch, id, publish, topic_with_group, until_waiting, WAIT_MS_LONG};
+use batch_support::{batch, id, post, publish, topic_with_group, until_waiting, WAIT_MS_LONG};
 use cli_support::documents;
 use common::{temp_dir, ServerProcess};
 use mailroom_client::{BatchPoll, DeliveryId, NackKind, NackOptions, NackOutcome};
@@ -203,25 +203,6 @@ async fn poll_batch_acks_the_previous_round_first() {
         (status, body["error"].as_str()),
         (400, Some("invalid_argument"))
     );
-}
-
-/// Sends `body` to `path` and returns the status and the JSON body.
-async fn post(server: &ServerProcess, path: &str, body: Vec<u8>) -> (u16, Value) {
-    let response = reqwest::Client::new()
-        .post(server.at(path))
-        .header("content-type", "application/json")
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    let status = response.status().as_u16();
-    let is_json = response
-        .headers()
-        .get("content-type")
-        .is_some_and(|value| value.as_bytes().starts_with(b"application/json"));
-    let text = response.text().await.unwrap();
-    assert!(is_json, "{status}: {text}");
-    (status, serde_json::from_str(&text).unwrap())
 }
 
 // Proves bad batch input is refused with a 4xx JSON error and the documented code:

@@ -1,7 +1,7 @@
 //! Batch consumption: many deliveries per poll (optionally a long poll), and many
 //! settlements per ack or nack, so a consumer pays two round trips per batch instead of
-//! two per message, or one when it acks a batch with its next poll
-//! ([`Client::ack_then_poll_batch`]).
+//! two per message, or one when it settles a batch with its next poll
+//! ([`Client::ack_then_poll_batch`], [`Client::settle_then_poll_batch`]).
 
 use http::Method;
 use mailroom_api::batch::{
@@ -34,6 +34,67 @@ pub struct BatchPoll<'a> {
     /// and the same store transaction; empty acks nothing. Their results come back from
     /// [`Client::ack_then_poll_batch`] (and are dropped by [`Client::poll_batch`]).
     pub ack: &'a [DeliveryId],
+}
+
+/// Deliveries to nack with a poll ([`Client::settle_then_poll_batch`]), and the options
+/// they share.
+///
+/// ```
+/// use mailroom_client::{BatchNack, DeliveryId, NackOptions};
+/// let failed = [DeliveryId { offset: 3, attempt: 1 }];
+/// let nack = BatchNack { deliveries: &failed, options: &NackOptions::default() };
+/// assert_eq!(nack.deliveries.len(), 1);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchNack<'a> {
+    /// The deliveries, nacked in this order; empty nacks nothing.
+    pub deliveries: &'a [DeliveryId],
+    /// The kind, delay and reason, as for [`Client::nack_batch`].
+    pub options: &'a NackOptions,
+}
+
+/// What [`Client::settle_then_poll_batch`] answers: one result per nack and per ack, in
+/// request order, then the deliveries.
+///
+/// ```
+/// use mailroom_client::SettledPoll;
+/// let nothing = SettledPoll { nacked: Vec::new(), acked: Vec::new(), deliveries: Vec::new() };
+/// assert!(nothing.deliveries.is_empty());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettledPoll {
+    /// What each nack did, or why it failed (`not_owned`).
+    pub nacked: Vec<Result<NackOutcome, BatchItemError>>,
+    /// Each ack's result.
+    pub acked: Vec<Result<(), BatchItemError>>,
+    /// The deliveries the poll handed out.
+    pub deliveries: Vec<Delivery>,
+}
+
+/// The body of a nack batch.
+fn nack_request(deliveries: &[DeliveryId], options: &NackOptions) -> NackBatchRequest {
+    NackBatchRequest {
+        deliveries: deliveries.to_vec(),
+        kind: options.kind,
+        delay_ms: options.delay_ms,
+        reason: options.reason.clone(),
+    }
+}
+
+/// A poll's answer items for the settlements it was sent (`field` of the answer), paired
+/// with them; none sent, none expected.
+fn answered<I: BatchItem>(
+    field: &str,
+    requested: &[DeliveryId],
+    items: Option<Vec<I>>,
+) -> Result<Vec<Result<I::Outcome, BatchItemError>>, ClientError> {
+    match (requested.is_empty(), items) {
+        (true, _) => Ok(Vec::new()),
+        (false, Some(items)) => match_results(requested, items),
+        (false, None) => Err(ClientError::UnexpectedResponse(format!(
+            "a poll with settlements was answered without \"{field}\""
+        ))),
+    }
 }
 
 /// One item of a batch answer, whichever kind of batch: `outcome` or `error`.
@@ -169,35 +230,80 @@ impl Client {
         group: &str,
         request: &BatchPoll<'_>,
     ) -> Result<(Vec<Result<(), BatchItemError>>, Vec<Delivery>), ClientError> {
+        let nothing = BatchNack {
+            deliveries: &[],
+            options: &NackOptions::default(),
+        };
+        let settled = self
+            .settle_then_poll_batch(topic, group, request, &nothing)
+            .await?;
+        Ok((settled.acked, settled.deliveries))
+    }
+
+    /// Nacks `nack.deliveries` (all with `nack.options`), then acks `request.ack`, then
+    /// polls as [`poll_batch`](Client::poll_batch), in ONE request and one store call: a
+    /// consumer that rejected part of a round settles all of it with its next poll. Each
+    /// settlement succeeds or fails alone, as in [`nack_batch`](Client::nack_batch) and
+    /// [`ack_batch`](Client::ack_batch). Under a long poll the settlements are done once,
+    /// at the start.
+    ///
+    /// # Errors
+    /// As [`Client::ack_then_poll_batch`], and `invalid_argument` (400) for nack options
+    /// out of range or for more than 65,536 acks and nacks together.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), mailroom_client::ClientError> {
+    /// use mailroom_client::{BatchNack, BatchPoll, Client, NackKind, NackOptions};
+    /// let client = Client::new("http://127.0.0.1:7070")?;
+    /// let reject = NackOptions { kind: NackKind::Reject, ..NackOptions::default() };
+    /// let (mut done, mut failed) = (Vec::new(), Vec::new());
+    /// loop {
+    ///     let request = BatchPoll { consumer: Some("w1"), max: 16, wait_ms: 1_000, ack: &done };
+    ///     let nack = BatchNack { deliveries: &failed, options: &reject };
+    ///     let settled = client.settle_then_poll_batch("orders", "billing", &request, &nack).await?;
+    ///     if settled.deliveries.is_empty() {
+    ///         break;
+    ///     }
+    ///     // ... process them; keep the ids of those that worked and of those that did not.
+    ///     (done, failed) = settled.deliveries.iter().map(|delivery| delivery.id()).partition(|id| id.offset % 10 != 0);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn settle_then_poll_batch(
+        &self,
+        topic: &str,
+        group: &str,
+        request: &BatchPoll<'_>,
+        nack: &BatchNack<'_>,
+    ) -> Result<SettledPoll, ClientError> {
         let body = PollBatchRequest {
             consumer: request.consumer.map(str::to_owned),
             max: request.max,
             wait_ms: Some(request.wait_ms),
             ack: (!request.ack.is_empty()).then(|| request.ack.to_vec()),
+            nack: (!nack.deliveries.is_empty())
+                .then(|| nack_request(nack.deliveries, nack.options)),
         };
         let path = Self::group_path(topic, group, &["poll", "batch"])?;
         let call = self.request(Method::POST, &path).json(&body);
         // The server may hold the request `wait_ms` before it starts answering.
         let limit = self.timeouts().long_poll(request.wait_ms);
         let polled: PolledBatch = Self::decode(&self.send_within(call, limit).await?)?;
-        let acked = match (request.ack.is_empty(), polled.acked) {
-            (true, _) => Vec::new(),
-            (false, Some(items)) => match_results(request.ack, items)?
-                .into_iter()
-                .map(|item| item.map(|AckOutcome::Acked| ()))
-                .collect(),
-            (false, None) => {
-                return Err(ClientError::UnexpectedResponse(
-                    "a poll with acks was answered without \"acked\"".into(),
-                ))
-            }
-        };
+        let acked = answered("acked", request.ack, polled.acked)?
+            .into_iter()
+            .map(|item| item.map(|AckOutcome::Acked| ()))
+            .collect();
+        let nacked = answered("nacked", nack.deliveries, polled.nacked)?;
         let deliveries = polled
             .deliveries
             .into_iter()
             .map(Delivery::try_from)
             .collect::<Result<Vec<_>, ClientError>>()?;
-        Ok((acked, deliveries))
+        Ok(SettledPoll {
+            nacked,
+            acked,
+            deliveries,
+        })
     }
 
     /// Acknowledges each delivery in order. Each item is what a single
@@ -265,12 +371,7 @@ impl Client {
         deliveries: &[DeliveryId],
         options: &NackOptions,
     ) -> Result<Vec<Result<NackOutcome, BatchItemError>>, ClientError> {
-        let body = NackBatchRequest {
-            deliveries: deliveries.to_vec(),
-            kind: options.kind,
-            delay_ms: options.delay_ms,
-            reason: options.reason.clone(),
-        };
+        let body = nack_request(deliveries, options);
         let path = Self::group_path(topic, group, &["nack", "batch"])?;
         let call = self.request(Method::POST, &path).json(&body);
         let answer: NackResults = self.json(call).await?;

@@ -58,7 +58,7 @@ mod subscription;
 mod timeouts;
 mod types;
 
-pub use batch::BatchPoll;
+pub use batch::{BatchNack, BatchPoll, SettledPoll};
 pub use batch_body::BatchEncoding;
 pub use client::Client;
 pub use consume_stream::{ConsumeStream, Settled, SettledOutcome, StreamEvent};

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use mailroom::group::{DeliveryId, GroupConfig, NackKind, NackOptions};
 use mailroom::topic::{DeadLetterInfo, Delivery, Metadata, StartPosition};
-use mailroom_server::backend::{Backend, BackendError, Embedded, Postgres};
+use mailroom_server::backend::{Backend, BackendError, Embedded, Postgres, Settlements};
 use mailroom_server::error::ApiError;
 use mailroom_server::long_poll::LongPolls;
 use mailroom_store::{MessageDelivery, NewMessage, PollScope};
@@ -44,6 +44,15 @@ enum Op {
     AckBatch(usize, usize, Vec<(usize, bool)>),
     NackBatch(usize, usize, Vec<(usize, bool)>, NackKind),
     AckThenPoll(usize, usize, Vec<(usize, bool)>, usize),
+    /// Group, consumer, nacks and their kind, acks, max.
+    SettleThenPoll(
+        usize,
+        usize,
+        Vec<(usize, bool)>,
+        NackKind,
+        Vec<(usize, bool)>,
+        usize,
+    ),
     Redrive(usize, Range<u64>),
     Purge(usize, Range<u64>),
     Read(usize),
@@ -81,6 +90,8 @@ fn any_op() -> impl Strategy<Value = Op> {
             .prop_map(|(g, c, p, k)| Op::NackBatch(g, c, p, k)),
         2 => (group.clone(), consumer.clone(), picks(), 1..4usize)
             .prop_map(|(g, c, p, m)| Op::AckThenPoll(g, c, p, m)),
+        2 => (group.clone(), consumer.clone(), picks(), nack_kind(), picks(), 1..4usize)
+            .prop_map(|(g, c, n, k, a, m)| Op::SettleThenPoll(g, c, n, k, a, m)),
         1 => (group.clone(), offset_range(0..6, 0..8)).prop_map(|(g, r)| Op::Redrive(g, r)),
         1 => (group.clone(), offset_range(0..6, 0..8)).prop_map(|(g, r)| Op::Purge(g, r)),
         2 => group.clone().prop_map(Op::Read),
@@ -230,6 +241,23 @@ async fn run(backend: &dyn Backend, op: &Op, handed: &Handed) -> (String, Option
             let out = result.as_ref().ok().and_then(|(_, d)| handed_out(d));
             (seen(result), out)
         }
+        Op::SettleThenPoll(g, c, nacks, kind, acks, max) => {
+            let (nacks, acks) = (ids(*g, *c, nacks), ids(*g, *c, acks));
+            let runs = [(&nacks[..], NackOptions::new(*kind))];
+            let round = Settlements {
+                nacks: &runs,
+                acks: &acks,
+            };
+            let result = backend
+                .settle_then_poll_batch(TOPIC, name(g), round, CONSUMERS[*c], *max, PollScope::All)
+                .await
+                .map(|(nacked, (acked, polled))| {
+                    let polled: Vec<_> = polled.into_iter().map(comparable).collect();
+                    (nacked, acked, polled)
+                });
+            let out = result.as_ref().ok().and_then(|(_, _, d)| handed_out(d));
+            (seen(result), out)
+        }
         Op::Redrive(g, range) => (
             seen(backend.redrive(TOPIC, name(g), range.clone()).await),
             None,
@@ -328,7 +356,10 @@ async fn check(url: &str, groups: &[(u32, u32)], ops: &[Op]) -> Result<(), TestC
             current
         );
         let consumer = match op {
-            Op::Poll(g, c) | Op::PollBatch(g, c, _) | Op::AckThenPoll(g, c, _, _) => Some((*g, *c)),
+            Op::Poll(g, c)
+            | Op::PollBatch(g, c, _)
+            | Op::AckThenPoll(g, c, _, _)
+            | Op::SettleThenPoll(g, c, ..) => Some((*g, *c)),
             _ => None,
         };
         if let (Some(key), Some(out)) = (consumer, out) {

@@ -148,8 +148,10 @@ pub trait LogConsumer: Send + 'static {
         async move { Ok(self.next().await?.into_iter().collect()) }
     }
 
-    /// Acks every handle in `acks`, then rejects every handle in `fails`; returns each
-    /// rejection's outcome, in the order of `fails`.
+    /// Acks every handle in `acks`, then rejects every handle in `fails`; returns the
+    /// outcomes of rejections in the order they were made. By default those are this
+    /// call's `fails`; a consumer that folds its settlements into its next poll answers
+    /// them from a later call, or from [`LogConsumer::finish`].
     fn settle(
         &mut self,
         acks: Vec<Self::Handle>,
@@ -166,10 +168,11 @@ pub trait LogConsumer: Send + 'static {
             Ok(outcomes)
         }
     }
-    /// Settles what the consumer still holds back at the end of a drain (acks it folds
-    /// into its next poll); nothing by default.
-    fn finish(&mut self) -> impl Future<Output = Result<()>> + Send {
-        async { Ok(()) }
+    /// Settles what the consumer still holds back at the end of a drain (what it folds
+    /// into its next poll), and returns the outcomes of rejections not yet answered;
+    /// nothing by default.
+    fn finish(&mut self) -> impl Future<Output = Result<Vec<FailOutcome>>> + Send {
+        async { Ok(Vec::new()) }
     }
 }
 

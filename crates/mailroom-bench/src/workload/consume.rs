@@ -12,6 +12,7 @@
 //! finished every message, or a consumer saw nothing for its idle wait (then the verdict
 //! lists what was lost). Throughput is finished messages (summed over groups) per second.
 
+use std::collections::VecDeque;
 use std::time::Instant;
 
 use anyhow::{Context as _, Result};
@@ -149,6 +150,9 @@ async fn drain<C: LogConsumer>(
 ) -> Result<(GroupLedger, Histogram<u64>, Vec<String>)> {
     let mut latency = latency_histogram();
     let mut problems = Vec::new();
+    // Rejections whose outcomes have not come back yet, oldest first: a consumer that
+    // folds its settlements into its next poll answers them a round later.
+    let mut rejected = VecDeque::new();
     while !ledger.is_done() {
         let asked = Instant::now();
         let batch = consumer.next_batch().await?;
@@ -163,22 +167,8 @@ async fn drain<C: LogConsumer>(
         let size = batch.len();
         let round = decide(&mut ledger, batch, max_attempts);
         let outcomes = consumer.settle(round.acks, round.fails).await?;
-        if outcomes.len() != round.expected.len() {
-            problems.push(format!(
-                "{}: {} rejections settled with {} outcomes",
-                ledger.group(),
-                round.expected.len(),
-                outcomes.len()
-            ));
-        }
-        for (outcome, (attempt, expected)) in outcomes.iter().zip(&round.expected) {
-            if outcome != expected {
-                problems.push(format!(
-                    "{}: attempt {attempt} rejected gave {outcome:?}",
-                    ledger.group()
-                ));
-            }
-        }
+        rejected.extend(round.expected);
+        check_outcomes(&mut problems, ledger.group(), &mut rejected, outcomes);
         for seq in round.acked {
             ledger.acked(seq);
         }
@@ -187,10 +177,45 @@ async fn drain<C: LogConsumer>(
             record_us(&mut latency, micros);
         }
     }
-    // Inside the timed phase: a consumer that folds its acks into its next poll sends
-    // the last round's here.
-    consumer.finish().await?;
+    // Inside the timed phase: a consumer that folds its settlements into its next poll
+    // sends the last round's here.
+    let outcomes = consumer.finish().await?;
+    check_outcomes(&mut problems, ledger.group(), &mut rejected, outcomes);
+    if !rejected.is_empty() {
+        problems.push(format!(
+            "{}: {} rejections never answered",
+            ledger.group(),
+            rejected.len()
+        ));
+    }
     Ok((ledger, latency, problems))
+}
+
+/// Checks `outcomes` against the oldest rejections still unanswered (each rejection's
+/// attempt and the outcome it must have), taking them off `rejected`.
+fn check_outcomes(
+    problems: &mut Vec<String>,
+    group: &str,
+    rejected: &mut VecDeque<(u32, FailOutcome)>,
+    outcomes: Vec<FailOutcome>,
+) {
+    if outcomes.len() > rejected.len() {
+        problems.push(format!(
+            "{group}: {} rejection outcomes for {} rejections unanswered",
+            outcomes.len(),
+            rejected.len()
+        ));
+    }
+    for (outcome, (attempt, expected)) in outcomes
+        .iter()
+        .zip(rejected.drain(..outcomes.len().min(rejected.len())))
+    {
+        if *outcome != expected {
+            problems.push(format!(
+                "{group}: attempt {attempt} rejected gave {outcome:?}"
+            ));
+        }
+    }
 }
 
 /// What one round decided: the handles to ack and to reject, the sequence numbers the acks

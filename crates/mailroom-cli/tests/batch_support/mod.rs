@@ -1,5 +1,5 @@
 //! What the batch and long-poll tests share: a topic with a group, publishes, batch polls
-//! and the server's long-poll gauge.
+//! and the server's long-poll gauge, and raw JSON posts for what the client cannot send.
 
 #![allow(dead_code)] // Each test file uses a different subset.
 
@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use mailroom_client::{BatchPoll, Client, DeliveryId, GroupOptions};
 
-use crate::common::PROCESS_WAIT_MS_MAX;
+use serde_json::Value;
+
+use crate::common::{ServerProcess, PROCESS_WAIT_MS_MAX};
 
 /// A long poll long enough never to end by itself during a test.
 pub const WAIT_MS_LONG: u64 = 30_000;
@@ -58,4 +60,23 @@ pub async fn until_waiting(client: &Client, count: f64) {
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+}
+
+/// Sends `body` to `path` and returns the status and the JSON body.
+pub async fn post(server: &ServerProcess, path: &str, body: Vec<u8>) -> (u16, Value) {
+    let response = reqwest::Client::new()
+        .post(server.at(path))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let is_json = response
+        .headers()
+        .get("content-type")
+        .is_some_and(|value| value.as_bytes().starts_with(b"application/json"));
+    let text = response.text().await.unwrap();
+    assert!(is_json, "{status}: {text}");
+    (status, serde_json::from_str(&text).unwrap())
 }

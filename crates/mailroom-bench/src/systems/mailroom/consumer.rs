@@ -1,10 +1,10 @@
 //! Consuming one mailroom group: `poll/batch` with a long poll, then `ack/batch` and
-//! `nack/batch`; or the consume stream.
+//! `nack/batch`, or both carried by the next `poll/batch`; or the consume stream.
 
 use std::time::Instant;
 
 use anyhow::{Context as _, Result};
-use mailroom_client::{BatchPoll, DeliveryId, NackOptions, NackOutcome};
+use mailroom_client::{BatchNack, BatchPoll, DeliveryId, NackOptions, NackOutcome};
 
 use super::stream::StreamedConsumer;
 use super::{every_item, received, Brokers, IDLE_WAIT, LONG_POLL_WAIT_MS};
@@ -19,13 +19,23 @@ pub struct MailroomConsumer {
     pub(super) prefetch: u32,
     /// The consume stream, when consuming over it.
     pub(super) stream: Option<Box<StreamedConsumer>>,
-    /// Whether acks ride on the next poll (`poll/batch` with `ack`, one transaction per
-    /// round) instead of an `ack/batch` of their own ([`MailroomShape::AckNext`]).
+    /// Whether a round's acks and rejections ride on the next poll (`poll/batch` with
+    /// `ack` and `nack`, one request and one transaction per round) instead of an
+    /// `ack/batch` and a `nack/batch` of their own ([`MailroomShape::AckNext`]).
     ///
     /// [`MailroomShape::AckNext`]: super::MailroomShape::AckNext
-    pub(super) fold_acks: bool,
-    /// The acks held back for the next poll (or [`LogConsumer::finish`]).
-    pub(super) pending: Vec<DeliveryId>,
+    pub(super) fold: bool,
+    /// The settlements held back for the next poll (or [`LogConsumer::finish`]).
+    pub(super) pending: Held,
+}
+
+/// What a folding consumer holds back for its next poll, and the outcomes of rejections
+/// that poll answered, not yet handed to the workload.
+#[derive(Debug, Default)]
+pub(super) struct Held {
+    acks: Vec<DeliveryId>,
+    fails: Vec<DeliveryId>,
+    outcomes: Vec<FailOutcome>,
 }
 
 /// A long poll of up to `max` deliveries by the group's unnamed consumer, acking `ack`
@@ -41,27 +51,24 @@ pub(super) fn poll_request(max: u32, ack: &[DeliveryId]) -> BatchPoll<'_> {
 
 impl MailroomConsumer {
     /// Long-polls for up to `max` deliveries until some arrive or [`IDLE_WAIT`] has passed;
-    /// the first poll carries the acks held back.
+    /// the first poll carries the settlements held back.
     async fn poll_round(&mut self, max: u32) -> Result<Vec<Received<DeliveryId>>> {
         let deadline = Instant::now() + IDLE_WAIT;
         let request = poll_request(max, &[]);
-        let mut acks = std::mem::take(&mut self.pending);
+        let acks = std::mem::take(&mut self.pending.acks);
+        let fails = std::mem::take(&mut self.pending.fails);
+        let mut first = Some((acks, fails));
         loop {
-            let deliveries = if acks.is_empty() {
-                self.client
-                    .pick()
-                    .poll_batch(&self.topic, &self.group, &request)
-                    .await?
-            } else {
-                let acking = poll_request(max, &acks);
-                let (acked, deliveries) = self
-                    .client
-                    .pick()
-                    .ack_then_poll_batch(&self.topic, &self.group, &acking)
-                    .await?;
-                every_item("poll_batch ack", &acks, acked)?;
-                acks.clear();
-                deliveries
+            let deliveries = match first.take() {
+                Some((acks, fails)) if !acks.is_empty() || !fails.is_empty() => {
+                    self.settling_poll(max, &acks, &fails).await?
+                }
+                _ => {
+                    self.client
+                        .pick()
+                        .poll_batch(&self.topic, &self.group, &request)
+                        .await?
+                }
             };
             anyhow::ensure!(
                 deliveries.len() <= max as usize,
@@ -72,6 +79,69 @@ impl MailroomConsumer {
                 return Ok(deliveries.into_iter().map(received).collect());
             }
         }
+    }
+
+    /// A poll that first nacks `fails` and acks `acks`; keeps the nacks' outcomes for the
+    /// workload.
+    async fn settling_poll(
+        &mut self,
+        max: u32,
+        acks: &[DeliveryId],
+        fails: &[DeliveryId],
+    ) -> Result<Vec<mailroom_client::Delivery>> {
+        let options = NackOptions::default();
+        let nack = BatchNack {
+            deliveries: fails,
+            options: &options,
+        };
+        let settled = self
+            .client
+            .pick()
+            .settle_then_poll_batch(&self.topic, &self.group, &poll_request(max, acks), &nack)
+            .await?;
+        every_item("poll_batch ack", acks, settled.acked)?;
+        let outcomes = every_item("poll_batch nack", fails, settled.nacked)?;
+        for outcome in outcomes {
+            self.pending.outcomes.push(fail_outcome(outcome)?);
+        }
+        Ok(settled.deliveries)
+    }
+
+    /// Acks `acks` in one `ack/batch`, if any.
+    async fn acked(&self, acks: &[DeliveryId]) -> Result<()> {
+        if acks.is_empty() {
+            return Ok(());
+        }
+        let results = (self.client.pick())
+            .ack_batch(&self.topic, &self.group, acks)
+            .await?;
+        every_item("ack_batch", acks, results)?;
+        Ok(())
+    }
+
+    /// Nacks `fails` in one `nack/batch`, if any, and answers their outcomes.
+    async fn nacked(&self, fails: &[DeliveryId]) -> Result<Vec<FailOutcome>> {
+        if fails.is_empty() {
+            return Ok(Vec::new());
+        }
+        let results = (self.client.pick())
+            .nack_batch(&self.topic, &self.group, fails, &NackOptions::default())
+            .await?;
+        every_item("nack_batch", fails, results)?
+            .into_iter()
+            .map(fail_outcome)
+            .collect()
+    }
+}
+
+/// A nack's outcome as the workload counts it.
+fn fail_outcome(outcome: NackOutcome) -> Result<FailOutcome> {
+    match outcome {
+        NackOutcome::Retry => Ok(FailOutcome::Retry),
+        NackOutcome::DeadLettered => Ok(FailOutcome::DeadLettered),
+        // A plain nack counts a failure; the server answers `released` only to a
+        // release, which the bench never sends.
+        NackOutcome::Released => anyhow::bail!("a plain nack was answered as a release"),
     }
 }
 
@@ -113,51 +183,21 @@ impl LogConsumer for MailroomConsumer {
         if let Some(stream) = &mut self.stream {
             return stream.settle(acks, fails).await;
         }
-        if self.fold_acks && fails.is_empty() {
-            self.pending.extend(acks);
-            return Ok(Vec::new());
+        if self.fold {
+            self.pending.acks.extend(acks);
+            self.pending.fails.extend(fails);
+            return Ok(std::mem::take(&mut self.pending.outcomes));
         }
-        let mut acks = acks;
-        acks.splice(0..0, self.pending.drain(..));
-        if !acks.is_empty() {
-            let results = self
-                .client
-                .pick()
-                .ack_batch(&self.topic, &self.group, &acks)
-                .await?;
-            every_item("ack_batch", &acks, results)?;
-        }
-        if fails.is_empty() {
-            return Ok(Vec::new());
-        }
-        let results = self
-            .client
-            .pick()
-            .nack_batch(&self.topic, &self.group, &fails, &NackOptions::default())
-            .await?;
-        every_item("nack_batch", &fails, results)?
-            .into_iter()
-            .map(|outcome| match outcome {
-                NackOutcome::Retry => Ok(FailOutcome::Retry),
-                NackOutcome::DeadLettered => Ok(FailOutcome::DeadLettered),
-                // A plain nack counts a failure; the server answers `released` only to a
-                // release, which the bench never sends.
-                NackOutcome::Released => anyhow::bail!("a plain nack was answered as a release"),
-            })
-            .collect()
+        self.acked(&acks).await?;
+        self.nacked(&fails).await
     }
 
-    async fn finish(&mut self) -> Result<()> {
-        if self.pending.is_empty() {
-            return Ok(());
-        }
-        let acks = std::mem::take(&mut self.pending);
-        let results = self
-            .client
-            .pick()
-            .ack_batch(&self.topic, &self.group, &acks)
-            .await?;
-        every_item("ack_batch", &acks, results)?;
-        Ok(())
+    async fn finish(&mut self) -> Result<Vec<FailOutcome>> {
+        let acks = std::mem::take(&mut self.pending.acks);
+        self.acked(&acks).await?;
+        let fails = std::mem::take(&mut self.pending.fails);
+        let mut outcomes = std::mem::take(&mut self.pending.outcomes);
+        outcomes.extend(self.nacked(&fails).await?);
+        Ok(outcomes)
     }
 }

@@ -12,7 +12,7 @@
 //! doing `poll_batch(max = W)` → one `ack_batch`, like the Redis side; and the older
 //! [`MailroomShape::Tasks`], W named consumers each polling and acking one delivery at a
 //! time ([`MailroomWorker`]), kept for comparison; and [`MailroomShape::AckNext`], the
-//! batch consumer acking each round inside its next `poll/batch` (one request per round).
+//! batch consumer settling each round inside its next `poll/batch` (one request per round).
 
 mod brokers;
 mod consumer;
@@ -29,6 +29,7 @@ use bytes::Bytes;
 use mailroom_client::{BatchItemError, Client, Delivery, DeliveryId, GroupOptions};
 
 pub use brokers::Brokers;
+use consumer::Held;
 pub use consumer::MailroomConsumer;
 pub use live::MailroomSubscriber;
 pub use messages::MessageMetadata;
@@ -58,8 +59,8 @@ pub enum MailroomShape {
     /// W consumers with their own names, each polling and acking one delivery at a time
     /// (the shape before the batch API).
     Tasks,
-    /// One consumer whose `poll_batch(max = W)` also acks the previous round (`poll/batch`
-    /// with `ack`): one request and one sync per round.
+    /// One consumer whose `poll_batch(max = W)` also settles the previous round
+    /// (`poll/batch` with `ack` and `nack`): one request and one store call per round.
     AckNext,
 }
 
@@ -210,8 +211,8 @@ impl LogSystem for Mailroom {
             group: group.to_owned(),
             prefetch,
             stream,
-            fold_acks: self.shape == MailroomShape::AckNext,
-            pending: Vec::new(),
+            fold: self.shape == MailroomShape::AckNext,
+            pending: Held::default(),
         })
     }
 

@@ -4,7 +4,7 @@ use anyhow::Result;
 use mailroom_client::DeliveryId;
 
 use super::{
-    consumer::poll_request, create_groups, every_item, received, Brokers, Mailroom,
+    consumer::poll_request, consumer::Held, create_groups, every_item, received, Brokers, Mailroom,
     MailroomConsumer, MailroomShape,
 };
 use crate::systems::{LogConsumer, Received, TopicSpec};
@@ -50,8 +50,8 @@ impl WindowSystem for Mailroom {
                 group: group.to_owned(),
                 prefetch: window,
                 stream: None,
-                fold_acks: false,
-                pending: Vec::new(),
+                fold: false,
+                pending: Held::default(),
             };
             let ack_next = self.shape == MailroomShape::AckNext;
             return Ok(vec![MailroomWorker::Batch(consumer, ack_next)]);

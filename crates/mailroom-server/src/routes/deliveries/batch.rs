@@ -3,16 +3,16 @@
 //!
 //! Each request is one backend call
 //! ([`Backend::poll_batch`](crate::backend::Backend::poll_batch), `ack_batch`,
-//! `nack_batch`): one log write and one durability point for the whole batch. The rules are the single
-//! forms' rules applied in order; an ack or nack that does not name a delivery in flight
+//! `nack_batch`): one log write and one durability point for the whole batch. The rules
+//! are the single forms' rules applied in order; an ack or nack that does not name a delivery in flight
 //! fails alone, as an item of the answer, and the others still take effect.
 //!
-//! A `poll/batch` may carry an `ack` list: those deliveries are acked first, in the same
-//! backend call as the poll
-//! ([`Backend::ack_then_poll_batch`](crate::backend::Backend::ack_then_poll_batch): one
-//! write, one sync), so a consumer working in rounds pays one request and one sync per
-//! round. Under a long poll
-//! the acks are done once, with the first poll; re-polls only poll.
+//! A `poll/batch` may carry an `ack` list and a `nack` (deliveries and the options they
+//! share): the nacks, then the acks, are settled first, in the same backend call as the
+//! poll ([`Backend::settle_then_poll_batch`](crate::backend::Backend::settle_then_poll_batch)),
+//! so a consumer working in rounds pays one request per round even when it failed some
+//! of the last one, and the window slots they free are refilled by this poll. Under a
+//! long poll the settlements are done once, with the first poll; re-polls only poll.
 //!
 //! The checks of the bodies are in [`super::batch_arguments`]; the waiting of a long poll
 //! (`wait_ms` > 0) in [`super::waiting`].
@@ -21,14 +21,16 @@ use axum::extract::State;
 use axum::Json;
 use mailroom::group::{DeliveryId, NackKind, NackOptions, NotOwned};
 use mailroom::topic::Nack;
-use mailroom_store::PollScope;
+use mailroom_store::{MessageDelivery, PollScope};
 
 use super::batch_arguments::{
-    ack_ids, delivery_ids, poll_limits, AckBatchRequest, AckItemBody, AckOutcome, AckResults,
-    ItemErrorBody, NackBatchRequest, NackItemBody, NackResults, PollBatchRequest, PolledBatch,
+    ack_ids, checked_ids, delivery_ids, poll_limits, settled_count_within, AckBatchRequest,
+    AckItemBody, AckOutcome, AckResults, ItemErrorBody, NackBatchRequest, NackItemBody,
+    NackResults, PollBatchRequest, PolledBatch,
 };
 use super::waiting::{long_poll, poll_once};
 use super::{delivery_bodies, NackOutcome};
+use crate::backend::Settlements;
 use crate::body::JsonBody;
 use crate::error::{ApiError, ErrorBody};
 use crate::metrics::{GroupLabels, Metrics, NackLabels};
@@ -37,15 +39,16 @@ use crate::routes::arguments::check_nack_options;
 use crate::state::AppState;
 
 /// Polls a group for up to `max` deliveries, waiting up to `wait_ms` for at least one;
-/// first acks the deliveries listed in `ack`, if any, in the same transaction.
+/// first nacks the deliveries listed in `nack`, then acks those in `ack`, if any, in the
+/// same transaction.
 #[utoipa::path(post, path = "/v1/topics/{topic}/groups/{group}/poll/batch", tag = "groups",
     params(("topic" = crate::names::Name, Path, description = "Topic name"),
            ("group" = crate::names::Name, Path, description = "Group name")),
     request_body = PollBatchRequest,
     responses(
         (status = 200, description = "The deliveries (possibly none)", body = PolledBatch),
-        (status = 400, description = "Invalid name, max, wait_ms, consumer, ack list or \
-            JSON", body = ErrorBody),
+        (status = 400, description = "Invalid name, max, wait_ms, consumer, ack or nack \
+            list, nack options or JSON", body = ErrorBody),
         (status = 401, description = "Missing or wrong token", body = ErrorBody),
         (status = 404, description = "Unknown topic or group", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
@@ -59,21 +62,29 @@ pub async fn poll_batch(
 ) -> Result<Json<PolledBatch>, ApiError> {
     let (max, wait) = poll_limits(&request)?;
     let acks = request.ack.as_deref().map(ack_ids).transpose()?;
+    let nacks = request.nack.map(poll_nacks).transpose()?;
+    settled_count_within(acks.as_deref(), nacks.as_ref().map(|(ids, _)| &ids[..]))?;
+    let settlements = PollSettlements { nacks, acks };
     let consumer = request.consumer.as_deref();
-    let labels = Metrics::group(&topic, &group);
-    let mut acked = None;
+    let mut answer = PolledBatch {
+        deliveries: Vec::new(),
+        acked: None,
+        nacked: None,
+    };
     let mut deliveries = Vec::new();
-    if let Some(ids) = &acks {
-        let (outcomes, polled) = state
-            .backend
-            .ack_then_poll_batch(&topic, &group, ids, consumer, max, PollScope::All)
-            .await?;
-        acked = Some(ack_items(&state, &labels, ids, outcomes));
-        deliveries = polled;
+    let settles = settlements.acks.is_some() || settlements.nacks.is_some();
+    if settles {
+        deliveries = settle_then_poll(&state, &topic, &group, &settlements, consumer, max)
+            .await
+            .map(|(nacked, acked, polled)| {
+                (answer.nacked, answer.acked) = (nacked, acked);
+                polled
+            })?;
     }
-    // Without acks, or when the acking poll found nothing and may wait: a plain poll, or
-    // a long poll that re-polls (never re-acks) until something comes or the wait ends.
-    if acks.is_none() || (deliveries.is_empty() && !wait.is_zero()) {
+    // Without settlements, or when the settling poll found nothing and may wait: a plain
+    // poll, or a long poll that re-polls (never re-settles) until something comes or the
+    // wait ends.
+    if !settles || (deliveries.is_empty() && !wait.is_zero()) {
         deliveries = if wait.is_zero() {
             poll_once(&state, &topic, &group, consumer, max).await?
         } else {
@@ -81,13 +92,80 @@ pub async fn poll_batch(
         };
     }
     let count = deliveries.len() as u64;
+    let labels = Metrics::group(&topic, &group);
     state
         .metrics
         .deliveries
         .get_or_create(&labels)
         .inc_by(count);
-    let deliveries = delivery_bodies(deliveries);
-    Ok(Json(PolledBatch { deliveries, acked }))
+    answer.deliveries = delivery_bodies(deliveries);
+    Ok(Json(answer))
+}
+
+/// What a `poll/batch` settles before it polls: its nacks (with the options they share)
+/// and its acks.
+struct PollSettlements {
+    nacks: Option<(Vec<DeliveryId>, NackOptions)>,
+    acks: Option<Vec<DeliveryId>>,
+}
+
+/// The answer items of a poll's nacks and acks (each `Some` when the request had them),
+/// and what the poll handed out.
+type SettledPoll = (
+    Option<Vec<NackItemBody>>,
+    Option<Vec<AckItemBody>>,
+    Vec<MessageDelivery>,
+);
+
+/// Nacks, then acks, then polls, in one backend call
+/// ([`Backend::settle_then_poll_batch`](crate::backend::Backend::settle_then_poll_batch)).
+async fn settle_then_poll(
+    state: &AppState,
+    topic: &str,
+    group: &str,
+    settlements: &PollSettlements,
+    consumer: Option<&str>,
+    max: usize,
+) -> Result<SettledPoll, ApiError> {
+    let runs: Vec<(&[DeliveryId], NackOptions)> = (settlements.nacks.iter())
+        .map(|(ids, options)| (&ids[..], options.clone()))
+        .collect();
+    let round = Settlements {
+        nacks: &runs,
+        acks: settlements.acks.as_deref().unwrap_or_default(),
+    };
+    let (nacked, (acked, polled)) = state
+        .backend
+        .settle_then_poll_batch(topic, group, round, consumer, max, PollScope::All)
+        .await?;
+    let labels = Metrics::group(topic, group);
+    let nacked = match (&settlements.nacks, nacked.into_iter().next()) {
+        (None, _) => None,
+        (Some((ids, options)), Some(outcomes)) => {
+            let released = options.kind == NackKind::Release;
+            Some(nack_items(state, &labels, ids, outcomes, released))
+        }
+        (Some(_), None) => return Err(ApiError::internal("the store answered no nacks")),
+    };
+    let acked = (settlements.acks.as_ref()).map(|ids| ack_items(state, &labels, ids, acked));
+    Ok((nacked, acked, polled))
+}
+
+/// A poll's `nack`: its checked ids and options.
+fn poll_nacks(request: NackBatchRequest) -> Result<(Vec<DeliveryId>, NackOptions), ApiError> {
+    let ids = checked_ids("nack.deliveries", 1, &request.deliveries)?;
+    Ok((ids, nack_options(request)?))
+}
+
+/// The checked options of a nack batch (its `deliveries` are checked apart).
+fn nack_options(request: NackBatchRequest) -> Result<NackOptions, ApiError> {
+    let options = NackOptions {
+        kind: NackKind::from(request.kind),
+        delay_ms: request.delay_ms,
+        reason: request.reason,
+    };
+    check_nack_options(&options)?;
+    Ok(options)
 }
 
 /// Counts `outcomes` of acking `ids`, and turns them into answer items.
@@ -154,25 +232,31 @@ pub async fn nack_batch(
     JsonBody(request): JsonBody<NackBatchRequest>,
 ) -> Result<Json<NackResults>, ApiError> {
     let ids = delivery_ids(&request.deliveries)?;
-    let options = NackOptions {
-        kind: NackKind::from(request.kind),
-        delay_ms: request.delay_ms,
-        reason: request.reason,
-    };
-    check_nack_options(&options)?;
+    let options = nack_options(request)?;
     let released = options.kind == NackKind::Release;
     let labels = Metrics::group(&topic, &group);
     let nacks = state
         .backend
         .nack_batch(&topic, &group, &ids, &options)
         .await?;
+    let results = nack_items(&state, &labels, &ids, nacks, released);
+    Ok(Json(NackResults { results }))
+}
+
+/// Counts `nacks` of `ids` by outcome, and turns them into answer items.
+fn nack_items(
+    state: &AppState,
+    labels: &GroupLabels,
+    ids: &[DeliveryId],
+    nacks: Vec<Result<Nack, NotOwned>>,
+    released: bool,
+) -> Vec<NackItemBody> {
     let outcomes: Vec<Result<NackOutcome, NotOwned>> = nacks
         .into_iter()
         .map(|nack| nack.map(|nack| nack_outcome(nack, released)))
         .collect();
-    count_nacks(&state.metrics, &labels, &outcomes);
-    let results = ids
-        .into_iter()
+    count_nacks(&state.metrics, labels, &outcomes);
+    ids.iter()
         .zip(outcomes)
         .map(|(id, outcome)| NackItemBody {
             offset: id.offset,
@@ -180,8 +264,7 @@ pub async fn nack_batch(
             outcome: outcome.ok(),
             error: outcome.err().map(ItemErrorBody::from),
         })
-        .collect();
-    Ok(Json(NackResults { results }))
+        .collect()
 }
 
 pub(crate) fn nack_outcome(nack: Nack, released: bool) -> NackOutcome {

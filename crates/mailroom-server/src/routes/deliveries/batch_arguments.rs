@@ -1,5 +1,6 @@
 //! The JSON bodies of the batch routes (`poll/batch`, `ack/batch`, `nack/batch`) and the
-//! checks on them: list lengths, id ranges, `max`, `wait_ms` and `consumer`.
+//! checks on them: list lengths (a poll's `ack` and `nack` together too), id ranges,
+//! `max`, `wait_ms` and `consumer`.
 
 use std::time::Duration;
 
@@ -69,9 +70,27 @@ pub(crate) fn ack_ids(deliveries: &[DeliveryRef]) -> Result<Vec<DeliveryId>, Api
     checked_ids("ack", 0, deliveries)
 }
 
+/// Checks that a poll's `ack` and `nack` name at most [`BATCH_DELIVERIES_MAX`] deliveries
+/// together, as one batch may (so the body limit of `poll/batch` fits both).
+pub(crate) fn settled_count_within(
+    acks: Option<&[DeliveryId]>,
+    nacks: Option<&[DeliveryId]>,
+) -> Result<(), ApiError> {
+    let count = acks.map_or(0, <[_]>::len) + nacks.map_or(0, <[_]>::len);
+    if count > BATCH_DELIVERIES_MAX {
+        return Err(ApiError::count_out_of_range(
+            "ack and nack.deliveries",
+            "deliveries",
+            0..=BATCH_DELIVERIES_MAX,
+            count,
+        ));
+    }
+    Ok(())
+}
+
 /// The ids of the list `field`, which holds `count_min..=BATCH_DELIVERIES_MAX` deliveries
 /// within the documented int64 offset and int32 attempt.
-fn checked_ids(
+pub(crate) fn checked_ids(
     field: &str,
     count_min: usize,
     deliveries: &[DeliveryRef],
