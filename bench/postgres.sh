@@ -34,9 +34,8 @@
 # Workloads, 1 KiB payloads unless said: publish unbatched (1 publisher) and batches of
 # 100; consume + ack one group with prefetch / batch 1 and PREFETCH (64); the 10%
 # failure workload (every 10th message rejected until dead-lettered, max 3 attempts) at
-# PREFETCH. mailroom: poll/batch carrying the previous round's acks (one transaction per
-# round; `--mailroom-shape ack-next`), and for a round with a rejection ack/batch +
-# nack/batch, over HTTP; `mailroom-pg-stream` runs the consume workloads over the consume
+# PREFETCH. mailroom: poll/batch carrying the previous round's acks and rejections (one
+# request and one transaction per round; `--mailroom-shape ack-next`), over HTTP; `mailroom-pg-stream` runs the consume workloads over the consume
 # stream instead (one WebSocket, window = prefetch, acks sent up the socket; one broker);
 # with 2 brokers
 # every HTTP call goes to the next broker in turn (a round-robin load balancer), so a
@@ -187,8 +186,8 @@ bench() { # label system address durability detail db-url pids workload [args...
 }
 
 workloads() { # label system address durability detail db-url pids
-  # mailroom's consumer acks a round inside its next poll (poll/batch with `ack`), as a
-  # mailroom consumer is meant to run; a round with a rejection settles on its own.
+  # mailroom's consumer settles a round inside its next poll (poll/batch with `ack` and
+  # `nack`), as a mailroom consumer is meant to run.
   local fold=()
   [ "$2" = mailroom ] && fold=(--mailroom-shape ack-next)
   if runs publish-1; then bench "$@" publish --payload-bytes 1024 --count "$PUB"; fi

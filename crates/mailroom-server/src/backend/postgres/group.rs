@@ -16,11 +16,14 @@ use mailroom::group::{DeliveryId, GroupState};
 use mailroom::topic::{Delivery, Message, TopicError};
 use mailroom_store::StoreError;
 use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
 
 use super::group_restore::restore;
 use super::group_window::{prepare_window, Window, WindowRead};
 use super::group_write::{Row, Write};
 use super::metadata::message_of;
+use super::schema::topic_partition;
+use super::topic_statements::{generic_plan, prepare_for_topic};
 use super::txn::Open;
 use super::waiting::{Mark, PollRead};
 use super::{PgError, Postgres};
@@ -96,14 +99,20 @@ const LOG_AND_CLOCK: &str = "SELECT next_offset, \
      (extract(epoch FROM clock_timestamp()) * 1000)::bigint, start_offset, \
      waiting_until_ms, waiting_broker \
      FROM mailroom_topics WHERE name = $1";
-// For the deliveries whose rows the window's read did not take whole. The offset column
-// raises (a text that is no bigint) for a message the log lacks, so the transaction is
-// aborted and the COMMIT pipelined behind this read rolls back.
-const PAYLOADS: &str = "SELECT CASE WHEN m.\"offset\" IS NULL THEN ('mailroom: message ' \
-     || w.o || ' is missing from the log')::bigint ELSE m.\"offset\" END, \
-     m.payload, m.published_at_ms, m.key, m.headers::text, m.idempotency_key \
-     FROM unnest($2::bigint[]) AS w(o) \
-     LEFT JOIN mailroom_messages m ON m.topic_id = $1 AND m.\"offset\" = w.o";
+/// For the deliveries whose rows the window's read did not take whole, in topic
+/// `topic_id`'s partition ([`super::topic_statements`]). The offset column raises (a
+/// text that is no bigint) for a message the log lacks, so the transaction is aborted
+/// and the COMMIT pipelined behind this read rolls back.
+fn payload_rows(topic_id: i64) -> String {
+    format!(
+        "SELECT CASE WHEN m.\"offset\" IS NULL THEN ('mailroom: message ' \
+         || w.o || ' is missing from the log')::bigint ELSE m.\"offset\" END, \
+         m.payload, m.published_at_ms, m.key, m.headers::text, m.idempotency_key \
+         FROM unnest($2::bigint[]) AS w(o) \
+         LEFT JOIN {partition} m ON m.topic_id = $1 AND m.\"offset\" = w.o",
+        partition = topic_partition(topic_id)
+    )
+}
 
 pub(super) fn unknown_group(group: &str) -> BackendError {
     BackendError::Store(StoreError::Topic(TopicError::UnknownGroup {
@@ -205,7 +214,17 @@ async fn call<R>(
         dead_letter_seq: locked.dead_letter_seq,
     };
     let write = match changed {
-        true => Some(Write::prepare(client, &at, &base.state, &state, now_ms).await?),
+        true => Some(
+            Write::prepare(
+                client,
+                &client.statement_cache,
+                &at,
+                &base.state,
+                &state,
+                now_ms,
+            )
+            .await?,
+        ),
         false => None,
     };
     let missed: Vec<i64> = planned
@@ -251,16 +270,18 @@ async fn second_pipeline(
 ) -> Result<Vec<tokio_postgres::Row>, BackendError> {
     let payloads = match missed.is_empty() {
         true => None,
-        false => Some(
-            client
-                .prepare_cached(PAYLOADS)
-                .await
-                .map_err(PgError::from)?,
-        ),
+        false => {
+            let text = payload_rows(at.topic_id);
+            let prepared = prepare_for_topic(client, &client.statement_cache, &text).await;
+            Some(prepared.map_err(PgError::from)?)
+        }
     };
     let reads = async {
         match &payloads {
-            Some(statement) => client.query(statement, &[&at.topic_id, &missed]).await,
+            Some(statement) => {
+                let params: [&(dyn ToSql + Sync); 2] = [&at.topic_id, &missed];
+                generic_plan(client, client.query(statement, &params)).await
+            }
             None => Ok(Vec::new()),
         }
     };
@@ -448,7 +469,7 @@ pub(super) fn apply_planned(
 }
 
 /// The messages of `ids` (payload, publish time, metadata) from the window's rows read
-/// whole or else the rows PAYLOADS read for them, as deliveries in the same order.
+/// whole or else the rows `payload_rows` read for them, as deliveries in the same order.
 fn messages(
     read: &WindowRead,
     rows: &[tokio_postgres::Row],
@@ -462,7 +483,7 @@ fn messages(
         .map(|id| {
             let message = match read.message(id.offset) {
                 Some(message) => message?,
-                // Unreachable while PAYLOADS raises for a missing message (before
+                // Unreachable while `payload_rows` raises for a missing message (before
                 // COMMIT) and a message read whole was in the log.
                 None => found.get(&id.offset).cloned().ok_or_else(|| {
                     BackendError::Internal(format!("message {} is missing from the log", id.offset))

@@ -21,7 +21,6 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 use deadpool_postgres::{GenericClient, Object};
-use futures_util::future::try_join3;
 use mailroom::group::{key_hash, GroupState, SlotPhase, KEYED_WINDOW_SPAN};
 use mailroom::topic::Message;
 use tokio_postgres::types::ToSql;
@@ -31,6 +30,7 @@ use super::deliveries::POLL_BATCH_BYTES_MAX;
 use super::group::big;
 use super::metadata::message_of;
 use super::schema::topic_partition;
+use super::topic_statements::{generic_plan, prepare_for_topic};
 use crate::backend::BackendError;
 
 /// The window's rows of topic `topic_id`: `offset, size, taken, payload,
@@ -40,15 +40,8 @@ use crate::backend::BackendError;
 /// message is read in the second pipeline if the plan hands it out). A per-row bound, not
 /// a running sum: the sum would sort the rows, payloads and all, for every poll.
 ///
-/// Left to choose, PostgreSQL 15 planned this statement afresh on every call, 0.2 ms a
-/// call and four times its execution (`bench/history/postgres-per-call-costs-planning-and-wakeups.md`):
-/// a generic plan, made without the parameters' values, never looked cheaper than a
-/// custom one. So [`Window::read`] forces the generic plan, and the statement reads the
-/// topic's own partition of the log, not `mailroom_messages`: a generic plan over the
-/// parent would lock every topic's partitions on every call, while over the topic's
-/// partition it locks that topic's segments only (one per 2^20 offsets retained) and
-/// prunes the rest as it runs. `$1` stays the topic's id, so a partition answers for its
-/// own rows only, as before.
+/// It names the topic's own partition and runs with its generic plan
+/// ([`super::topic_statements`]).
 pub(super) fn window_rows(topic_id: i64) -> String {
     format!(
         "SELECT m.\"offset\", octet_length(m.payload), w.taken, \
@@ -65,28 +58,12 @@ pub(super) fn window_rows(topic_id: i64) -> String {
     )
 }
 
-/// Makes the transaction's next statements run their generic plans.
-const GENERIC_PLANS: &str = "SET LOCAL plan_cache_mode = force_generic_plan";
-/// Gives the choice of plan back to PostgreSQL for the rest of the transaction.
-const CHOSEN_PLANS: &str = "SET LOCAL plan_cache_mode = DEFAULT";
-
-/// The most statements a connection keeps prepared before a window statement is added:
-/// one window statement per topic polled on it would otherwise grow without bound (in the
-/// broker and in its PostgreSQL backend); past this the connection's cache is emptied and
-/// its hot statements are prepared again as they come.
-pub(super) const STATEMENTS_CACHED_MAX: usize = 128;
-
-/// The window statement of `topic_id`, prepared on `client` (once per connection, while
-/// its cache holds fewer than [`STATEMENTS_CACHED_MAX`]).
+/// The window statement of `topic_id`, prepared on `client` (once per connection).
 pub(super) async fn prepare_window(
     client: &Object,
     topic_id: i64,
 ) -> Result<Statement, tokio_postgres::Error> {
-    let text = window_rows(topic_id);
-    if client.statement_cache.size() >= STATEMENTS_CACHED_MAX {
-        client.statement_cache.clear();
-    }
-    client.prepare_cached(&text).await
+    prepare_for_topic(client, &client.statement_cache, &window_rows(topic_id)).await
 }
 
 /// The messages a poll of a state may look at (see the module docs), below the log's end.
@@ -186,17 +163,7 @@ impl Window {
             &big(self.take_bytes),
             &big(self.position),
         ];
-        // The plan is forced generic for this one statement, and only for it: left to
-        // itself PostgreSQL planned it afresh on every call (see `window_rows`), while the
-        // transaction's other reads of the log go through the parent table, where a
-        // generic plan would lock every topic's partitions. The three ride in one pipeline.
-        let (_, rows, _) = try_join3(
-            client.batch_execute(GENERIC_PLANS),
-            client.query(statement, &params),
-            client.batch_execute(CHOSEN_PLANS),
-        )
-        .await?;
-        Ok(rows)
+        generic_plan(client, client.query(statement, &params)).await
     }
 
     /// Whether `offset` is in this window (a slot, or a fresh message it reads).

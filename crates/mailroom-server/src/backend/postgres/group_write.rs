@@ -10,7 +10,7 @@
 use std::collections::HashSet;
 use std::future::Future;
 
-use deadpool_postgres::GenericClient;
+use deadpool_postgres::{GenericClient, StatementCache};
 use futures_util::future::try_join4;
 use mailroom::group::GroupState;
 use tokio_postgres::types::ToSql;
@@ -18,6 +18,8 @@ use tokio_postgres::Statement;
 
 use super::encoding::encode;
 use super::group::big;
+use super::schema::topic_partition;
+use super::topic_statements::{generic_plan, prepare_for_topic};
 use super::PgError;
 use crate::backend::BackendError;
 
@@ -25,18 +27,24 @@ const WRITE_STATE: &str = "UPDATE mailroom_groups SET version = $3, state = $4, 
      dead_letter_seq = $5 WHERE topic_id = $1 AND name = $2";
 const DROP_DEAD_LETTERS: &str = "DELETE FROM mailroom_dead_letters \
      WHERE topic_id = $1 AND group_name = $2 AND \"offset\" = ANY($3)";
-// The offset column raises (a text that is no bigint) for a message the log lacks: an
-// inner join would just leave it out, and the count check after the insert would come
-// too late for a pipelined COMMIT.
-const ADD_DEAD_LETTERS: &str = "INSERT INTO mailroom_dead_letters (topic_id, group_name, \
-     \"offset\", seq, attempts, reason, at_ms, published_at_ms, key, headers, \
-     idempotency_key, payload) \
-     SELECT $1, $2, CASE WHEN m.\"offset\" IS NULL THEN ('mailroom: dead-lettered message ' \
-     || d.o || ' is missing from the log')::bigint ELSE d.o END, \
-     d.s, d.a, d.r, d.t, m.published_at_ms, m.key, m.headers, m.idempotency_key, m.payload \
-     FROM unnest($3::bigint[], $4::bigint[], $5::integer[], $6::text[], $7::bigint[]) \
-     AS d(o, s, a, r, t) \
-     LEFT JOIN mailroom_messages m ON m.topic_id = $1 AND m.\"offset\" = d.o";
+/// Copies the messages dead-lettered in topic `topic_id` from its partition
+/// ([`super::topic_statements`]). The offset column raises (a text that is no bigint) for
+/// a message the log lacks: an inner join would just leave it out, and the count check
+/// after the insert would come too late for a pipelined COMMIT.
+fn add_dead_letters(topic_id: i64) -> String {
+    format!(
+        "INSERT INTO mailroom_dead_letters (topic_id, group_name, \
+         \"offset\", seq, attempts, reason, at_ms, published_at_ms, key, headers, \
+         idempotency_key, payload) \
+         SELECT $1, $2, CASE WHEN m.\"offset\" IS NULL THEN ('mailroom: dead-lettered message ' \
+         || d.o || ' is missing from the log')::bigint ELSE d.o END, \
+         d.s, d.a, d.r, d.t, m.published_at_ms, m.key, m.headers, m.idempotency_key, m.payload \
+         FROM unnest($3::bigint[], $4::bigint[], $5::integer[], $6::text[], $7::bigint[]) \
+         AS d(o, s, a, r, t) \
+         LEFT JOIN {partition} m ON m.topic_id = $1 AND m.\"offset\" = d.o",
+        partition = topic_partition(topic_id)
+    )
+}
 
 /// Which group row a write goes to, and what it held when locked.
 pub(super) struct Row<'a> {
@@ -47,15 +55,17 @@ pub(super) struct Row<'a> {
 }
 
 /// Writes `after` over `before`: the state, the next version and the dead letters added
-/// and removed (each added one with a copy of its message).
+/// and removed (each added one with a copy of its message). `cache`: `client`'s
+/// statement cache.
 pub(super) async fn write_state(
     client: &impl GenericClient,
+    cache: &StatementCache,
     at: &Row<'_>,
     before: &GroupState,
     after: &GroupState,
     now_ms: u64,
 ) -> Result<(), BackendError> {
-    let write = Write::prepare(client, at, before, after, now_ms).await?;
+    let write = Write::prepare(client, cache, at, before, after, now_ms).await?;
     write
         .send_with(client, at, std::future::ready(Ok(())))
         .await
@@ -74,9 +84,11 @@ pub(super) struct Write {
 
 impl Write {
     /// The write of `after` over `before`, its statements prepared (once per
-    /// connection), so that sending it sends every statement at once.
+    /// connection; `cache` is `client`'s statement cache), so that sending it sends every
+    /// statement at once.
     pub(super) async fn prepare(
         client: &impl GenericClient,
+        cache: &StatementCache,
         at: &Row<'_>,
         before: &GroupState,
         after: &GroupState,
@@ -110,7 +122,14 @@ impl Write {
             .await
             .map_err(PgError::from)?;
         let drop = prepared_if(client, !removed.is_empty(), DROP_DEAD_LETTERS).await?;
-        let add = prepared_if(client, !added.offsets.is_empty(), ADD_DEAD_LETTERS).await?;
+        let add = match added.offsets.is_empty() {
+            true => None,
+            false => {
+                let text = add_dead_letters(at.topic_id);
+                let prepared = prepare_for_topic(client, cache, &text).await;
+                Some(prepared.map_err(PgError::from)?)
+            }
+        };
         Ok(Write {
             update,
             bytes: encode(&after.snapshot(), now_ms),
@@ -162,7 +181,7 @@ impl Write {
                         &added.reasons,
                         &added.at_ms,
                     ];
-                    client.execute(statement, &params).await
+                    generic_plan(client, client.execute(statement, &params)).await
                 }
                 None => Ok(0),
             }

@@ -53,6 +53,7 @@ mod publisher;
 mod retention;
 mod schema;
 mod seek_pause;
+mod topic_statements;
 mod topics;
 mod txn;
 mod waiting;

@@ -333,7 +333,15 @@ impl Postgres {
                 dead_letter_seq: *dead_letter_seq,
             };
             let now_ms = db_now_ms.max(cached.clock_ms);
-            write_state(&transaction, &at, &cached.state, &state, now_ms).await?;
+            write_state(
+                &transaction,
+                &transaction.statement_cache,
+                &at,
+                &cached.state,
+                &state,
+                now_ms,
+            )
+            .await?;
         }
         let row = transaction
             .query_one(

@@ -1,0 +1,61 @@
+//! Statements over one topic's partition of the log, run with their generic plan.
+//!
+//! A statement that joins a list of offsets to `mailroom_messages` (the poll's window,
+//! the payloads of deliveries the window missed, the copies of dead-lettered messages)
+//! was planned afresh on every call when PostgreSQL 15 was left to choose: pruning the
+//! partitions by `topic_id = $1` made each custom plan look cheaper than the generic one,
+//! and planning cost 120 to 300 µs a call, more than running it
+//! (`bench/history/postgres-per-call-costs-planning-and-wakeups.md`; `BENCHMARKS.md`,
+//! "Dead letters and missed payloads planned once"). So each such statement names its
+//! topic's own partition, one prepared statement per topic and connection, and runs
+//! with the generic plan forced for it alone: over the parent table a generic plan would
+//! lock every topic's partitions on every call, while over the topic's partition it locks
+//! that topic's segments only (one per 2^20 offsets retained) and prunes the rest as it
+//! runs. `$1` stays the topic's id, so a partition answers for its own rows only.
+
+use std::future::Future;
+
+use deadpool_postgres::{GenericClient, StatementCache};
+use futures_util::future::try_join3;
+use tokio_postgres::{Error, Statement};
+
+/// Makes the transaction's next statements run their generic plans.
+const GENERIC_PLANS: &str = "SET LOCAL plan_cache_mode = force_generic_plan";
+/// Gives the choice of plan back to PostgreSQL for the rest of the transaction.
+const CHOSEN_PLANS: &str = "SET LOCAL plan_cache_mode = DEFAULT";
+
+/// The most statements a connection keeps prepared before a statement of a topic is
+/// added: a few statements per topic used on it would otherwise grow without bound (in
+/// the broker and in its PostgreSQL backend); past this the connection's cache is emptied
+/// and its hot statements are prepared again as they come.
+pub(super) const STATEMENTS_CACHED_MAX: usize = 128;
+
+/// Prepares `text`, a statement of one topic, on `client`, whose statement cache is
+/// `cache` (a connection's, or its transaction's): once per connection while the cache
+/// holds fewer than [`STATEMENTS_CACHED_MAX`].
+pub(super) async fn prepare_for_topic(
+    client: &impl GenericClient,
+    cache: &StatementCache,
+    text: &str,
+) -> Result<Statement, Error> {
+    if cache.size() >= STATEMENTS_CACHED_MAX {
+        cache.clear();
+    }
+    client.prepare_cached(text).await
+}
+
+/// Runs `statement`, one statement of a topic sent on `client`, with its generic plan
+/// forced, and only it: the transaction's other statements keep PostgreSQL's choice. The
+/// three go in one pipeline, so `statement` must already be prepared.
+pub(super) async fn generic_plan<T>(
+    client: &impl GenericClient,
+    statement: impl Future<Output = Result<T, Error>>,
+) -> Result<T, Error> {
+    let (_, answer, _) = try_join3(
+        client.batch_execute(GENERIC_PLANS),
+        statement,
+        client.batch_execute(CHOSEN_PLANS),
+    )
+    .await?;
+    Ok(answer)
+}
