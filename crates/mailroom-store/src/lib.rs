@@ -116,6 +116,6 @@ pub use store::{
     TOPICS_MAX_DEFAULT, TOPIC_FILES_OPEN,
 };
 pub use topic::{
-    AckedThenPolled, DeadLetterPage, DurableTopic, MessageDelivery, PollScope, Stored,
-    DEAD_LETTERS_PAGE_MAX,
+    AckedThenPolled, DeadLetterPage, DurableTopic, MessageDelivery, PollScope, SettledThenPolled,
+    Stored, DEAD_LETTERS_PAGE_MAX,
 };

@@ -13,7 +13,7 @@ use mailroom::group::{NackKind, NackOptions, NotOwned, REASON_BYTES_MAX};
 use mailroom::topic::{DeliveryId, GroupInfo, Nack, TopicError, BATCH_DELIVERIES_MAX};
 use mailroom_store::log::LogOptions;
 use mailroom_store::storage::SimStorage;
-use mailroom_store::{DurableTopic, StoreError, StoreOptions};
+use mailroom_store::{Deferred, DurableTopic, PollScope, StoreError, StoreOptions};
 use mailroom_testkit::store::{offset_payload, open_topic, topic_with_group};
 
 /// Options where nothing but the operation under test syncs: no checkpoint, no roll.
@@ -196,6 +196,34 @@ fn ack_then_poll_costs_one_sync_and_refills_the_window() {
         .map(|d| d.offset)
         .collect();
     assert_eq!(owned, offsets);
+}
+
+// Proves nacks, acks and a poll settled in one call cost one fdatasync in all, and that
+// the retries the nacks make are handed out by that very poll.
+#[test]
+fn settle_then_poll_costs_one_sync() {
+    let sim = SimStorage::new();
+    let (_store, topic) = topic_with_group(&sim, &quiet_options(), 8, 16);
+    let first = ids(&topic, Some("w1"), 8);
+    let retry = [(&first[..4], NackOptions::default())];
+    let ((nacked, (acked, next)), syncs) = count_syncs(&sim, || {
+        topic
+            .settle_then_poll_messages_deferred(
+                "g",
+                &retry,
+                &first[4..],
+                Some("w1"),
+                8,
+                PollScope::All,
+            )
+            .and_then(Deferred::wait)
+            .unwrap()
+    });
+    assert_eq!(syncs, 1);
+    assert!(nacked[0].iter().all(Result::is_ok) && acked.iter().all(Result::is_ok));
+    // The window (offsets 0..8 while 0 is unfinished) holds nothing new.
+    let polled: Vec<(u64, u32)> = next.iter().map(|d| (d.offset, d.attempt)).collect();
+    assert_eq!(polled, [(0, 2), (1, 2), (2, 2), (3, 2)]);
 }
 
 /// What `action` returns and how many file syncs it took.

@@ -11,9 +11,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use mailroom::clock::ManualClock;
 use mailroom::group::{GroupConfig, NackKind, NackOptions};
-use mailroom::topic::{DeliveryId, StartPosition, Topic};
+use mailroom::topic::{Delivery, DeliveryId, Message, StartPosition, Topic};
 use mailroom_store::storage::SimStorage;
-use mailroom_store::StoreOptions;
+use mailroom_store::{Deferred, PollScope, StoreOptions};
 use mailroom_testkit::store::{model_options, rules, RestartableTopic};
 use mailroom_testkit::strategy::{
     group_config, nack_delay_ms, nack_kind, nack_reason, offset_range, pause_ms, seek_target,
@@ -42,6 +42,15 @@ enum Op {
     NackBatch(usize, usize, Vec<(usize, bool)>, NackKind, Option<u64>),
     /// Group, consumer, picks from that consumer's last batch to ack, then the poll's max.
     AckThenPoll(usize, usize, Vec<(usize, bool)>, usize),
+    /// Group, consumer, picks to nack and their kind, picks to ack, then the poll's max.
+    SettleThenPoll(
+        usize,
+        usize,
+        Vec<(usize, bool)>,
+        NackKind,
+        Vec<(usize, bool)>,
+        usize,
+    ),
     Seek(usize, StartPosition),
     /// Group, and the pause's length from now (`None`: until a resume).
     Pause(usize, Option<u64>),
@@ -70,7 +79,10 @@ fn any_op() -> impl Strategy<Value = Op> {
         3 => (group.clone(), consumer.clone(), picks()).prop_map(|(g, c, p)| Op::AckBatch(g, c, p)),
         2 => (group.clone(), consumer.clone(), picks(), kind, nack_delay_ms())
             .prop_map(|(g, c, p, k, d)| Op::NackBatch(g, c, p, k, d)),
-        3 => (group, consumer, picks(), 0..6usize).prop_map(|(g, c, p, m)| Op::AckThenPoll(g, c, p, m)),
+        3 => (group.clone(), consumer.clone(), picks(), 0..6usize)
+            .prop_map(|(g, c, p, m)| Op::AckThenPoll(g, c, p, m)),
+        3 => (group, consumer, picks(), nack_kind(), picks(), 1..6usize)
+            .prop_map(|(g, c, n, k, a, m)| Op::SettleThenPoll(g, c, n, k, a, m)),
         1 => Just(Op::Reopen),
         1 => any::<u64>().prop_map(Op::Crash),
     ]
@@ -235,9 +247,11 @@ impl Harness {
             Op::Resume(g) => assert_eq!(rules(topic.resume(GROUPS[*g])), model.resume(GROUPS[*g])),
             Op::Reopen => self.disk.restart(),
             Op::Crash(seed) => self.disk.power_cut(*seed),
-            Op::PollBatch(..) | Op::AckBatch(..) | Op::NackBatch(..) | Op::AckThenPoll(..) => {
-                unreachable!()
-            }
+            Op::PollBatch(..)
+            | Op::AckBatch(..)
+            | Op::NackBatch(..)
+            | Op::AckThenPoll(..)
+            | Op::SettleThenPoll(..) => unreachable!(),
         }
         self.compare();
     }
@@ -280,6 +294,46 @@ impl Harness {
                 let expected = model.ack_then_poll_batch(GROUPS[*g], &ids, CONSUMERS[*c], *max);
                 assert_eq!(got, expected);
                 if let Ok((_, batch)) = got {
+                    self.batches
+                        .insert((*g, *c), batch.iter().map(|d| d.id()).collect());
+                }
+            }
+            Op::SettleThenPoll(g, c, nack_picks, kind, ack_picks, max) => {
+                let (nacks, acks) = (
+                    self.picked(*g, *c, nack_picks),
+                    self.picked(*g, *c, ack_picks),
+                );
+                let options = NackOptions {
+                    kind: *kind,
+                    delay_ms: None,
+                    reason: Some("round".into()),
+                };
+                let runs = [(&nacks[..], options.clone())];
+                let (group, consumer) = (GROUPS[*g], CONSUMERS[*c]);
+                let settled = topic
+                    .settle_then_poll_messages_deferred(
+                        group,
+                        &runs,
+                        &acks,
+                        consumer,
+                        *max,
+                        PollScope::All,
+                    )
+                    .and_then(Deferred::wait);
+                let got = rules(settled).map(|(nacked, (acked, batch))| {
+                    let batch: Vec<Delivery<Bytes>> = batch.into_iter().map(payload_of).collect();
+                    (nacked, acked, batch)
+                });
+                // The model's calls one after the other, with nothing in between.
+                let expected = model
+                    .nack_batch(group, &nacks, &options)
+                    .and_then(|nacked| {
+                        let (acked, batch) =
+                            model.ack_then_poll_batch(group, &acks, consumer, *max)?;
+                        Ok((vec![nacked], acked, batch))
+                    });
+                assert_eq!(got, expected);
+                if let Ok((_, _, batch)) = got {
                     self.batches
                         .insert((*g, *c), batch.iter().map(|d| d.id()).collect());
                 }
@@ -342,5 +396,14 @@ proptest! {
         for op in &ops {
             harness.step(op);
         }
+    }
+}
+
+/// A delivery with its payload alone, as the model answers it.
+fn payload_of(delivery: Delivery<Message<Bytes>>) -> Delivery<Bytes> {
+    Delivery {
+        offset: delivery.offset,
+        attempt: delivery.attempt,
+        message: delivery.message.payload,
     }
 }

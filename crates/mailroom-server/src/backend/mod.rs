@@ -48,8 +48,8 @@ use bytes::Bytes;
 use mailroom::group::{DeliveryId, GroupConfig, NackOptions, NotOwned};
 use mailroom::topic::{Message, Nack, StartPosition};
 use mailroom_store::{
-    AckedThenPolled, DeadLetterPage, EncodedBatch, MessageDelivery, NewMessage, PollScope, Stored,
-    TopicIdempotency, TopicRepaired, TopicRetention,
+    AckedThenPolled, DeadLetterPage, EncodedBatch, MessageDelivery, NewMessage, PollScope,
+    SettledThenPolled, Stored, TopicIdempotency, TopicRepaired, TopicRetention,
 };
 
 use crate::long_poll::LongPolls;
@@ -75,10 +75,7 @@ pub use views::{
 
 /// What [`Backend::settle_then_poll_batch`] answers: each run of nacks' outcomes, then
 /// the acks' and the poll's.
-pub type SettledRound = (
-    Vec<Vec<Result<Nack, NotOwned>>>,
-    AckedThenPolled<Message<Bytes>>,
-);
+pub type SettledRound = SettledThenPolled<Message<Bytes>>;
 
 /// Where the server keeps its topics and groups. See the [module docs](self).
 #[async_trait]
@@ -317,9 +314,10 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
 
     /// Nacks each run of `round.nacks` (as [`nack_batch`](Self::nack_batch)), then acks
     /// `round.acks` and polls as [`ack_then_poll_batch`](Self::ack_then_poll_batch):
-    /// the consume stream's round. Answers each run's outcomes, then the acks' and the
-    /// poll's. This default makes a call per run of nacks before the acking poll; a
-    /// backend that can make the whole round one write overrides it.
+    /// the consume stream's round, and a `poll/batch` with `nack` and `ack`. Answers each
+    /// run's outcomes, then the acks' and the poll's. This default makes a call per run
+    /// of nacks before the acking poll, so other calls may come in between; the embedded
+    /// store and PostgreSQL override it as one transaction of the group.
     async fn settle_then_poll_batch(
         &self,
         topic: &str,

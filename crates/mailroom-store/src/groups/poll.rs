@@ -18,7 +18,7 @@
 use bytes::Bytes;
 use mailroom::group::{
     plan_batch, plan_batch_new, BatchEnd, BatchHome, BatchPoll, Change, DeliveryId, GroupState,
-    NewDelivery, Offer, PollStep, WindowScan,
+    NackOptions, NewDelivery, Offer, PollStep, WindowScan,
 };
 use mailroom::topic::{Delivery, Message};
 
@@ -69,24 +69,33 @@ impl GroupSet {
         })
     }
 
-    /// Acks each of `acks` in order, then polls up to `max` (at least 1, already checked)
-    /// deliveries of `group` as `consumer`, in ONE transaction: what `settle_batch` (acks)
-    /// and `poll_batch` answer one after the other, with one write and one wait for
-    /// durability, and the slots the acks free refilled by the poll.
+    /// Nacks each run of `nacks` (its deliveries, with its options, checked already),
+    /// then acks each of `acks`, then polls up to `max` (at least 1, already checked)
+    /// deliveries of `group` as `consumer`, in ONE transaction: what `settle_batch` and
+    /// `poll_batch` answer one after the other, with one write and one wait for
+    /// durability, and the slots the settlements free refilled by the poll.
     ///
     /// # Errors
     ///
     /// As [`poll_batch`](Self::poll_batch).
-    pub fn ack_then_poll_batch(
+    #[allow(clippy::too_many_arguments)] // the group call's own arguments, as its callers hold them
+    pub fn settle_then_poll_batch(
         &self,
         messages: &Log,
         group: &str,
+        nacks: &[(&[DeliveryId], NackOptions)],
         acks: &[DeliveryId],
         consumer: Option<&str>,
         max: usize,
         scope: PollScope,
-    ) -> Result<Staged<crate::AckedThenPolled<Message<Bytes>>>, StoreError> {
+    ) -> Result<Staged<crate::SettledThenPolled<Message<Bytes>>>, StoreError> {
         self.stage_transaction(messages, group, |slot, entry, pending, now_ms| {
+            let mut nacked = Vec::with_capacity(nacks.len());
+            for (ids, options) in nacks {
+                let run =
+                    self.settle_staged(messages, slot, entry, pending, ids, Some(options), now_ms)?;
+                nacked.push(run);
+            }
             let acked = self.settle_staged(messages, slot, entry, pending, acks, None, now_ms)?;
             let batch = Batch {
                 slot,
@@ -98,7 +107,7 @@ impl GroupSet {
             };
             let polled = self.poll_staged(messages, entry, pending, &batch)?;
             let acked = acked.into_iter().map(|result| result.map(drop)).collect();
-            Ok((acked, polled))
+            Ok((nacked, (acked, polled)))
         })
     }
 

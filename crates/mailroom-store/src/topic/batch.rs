@@ -362,12 +362,69 @@ impl DurableTopic {
         max: usize,
         scope: PollScope,
     ) -> Result<Deferred<AckedThenPolled<Message<Bytes>>>, StoreError> {
+        let settled =
+            self.settle_then_poll_messages_deferred(group, &[], acks, consumer, max, scope)?;
+        Ok(settled.and_then(|(_, polled)| Ok(polled)))
+    }
+
+    /// Nacks each run of `nacks` (its deliveries, each run with its own options), then
+    /// acks each of `acks`, then polls as
+    /// [`ack_then_poll_messages_deferred`](Self::ack_then_poll_messages_deferred), in ONE
+    /// transaction of the group: exactly what [`nack_batch`](Self::nack_batch) per run,
+    /// [`ack_batch`](Self::ack_batch) and the poll answer one after the other, with
+    /// nothing in between, one log write and one sync. A plain nack with no delay frees
+    /// its delivery for this very poll.
+    ///
+    /// # Errors
+    ///
+    /// As [`nack_batch`](Self::nack_batch) and
+    /// [`ack_then_poll_batch`](Self::ack_then_poll_batch); the arguments (each list's
+    /// length, each run's options, `consumer`, `max`) are all checked first, so nothing
+    /// is settled if one is refused.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use mailroom::group::{GroupConfig, NackOptions};
+    /// use mailroom::topic::StartPosition;
+    /// use mailroom_store::{PollScope, Store, StoreOptions};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let store = Store::open(dir.path(), StoreOptions::default())?;
+    /// store.create_topic("jobs")?;
+    /// let jobs = store.topic("jobs")?;
+    /// jobs.create_group_with("workers", StartPosition::Earliest, GroupConfig::new(3).with_max_in_flight(2))?;
+    /// jobs.publish_batch(&[Bytes::from_static(b"a"), Bytes::from_static(b"b")])?;
+    /// let ids: Vec<_> = jobs.poll_batch("workers", None, 2)?.iter().map(|d| d.id()).collect();
+    /// // Offset 0 failed, 1 worked: the retry of 0 comes back in the same call.
+    /// let retry = [(&ids[..1], NackOptions::default())];
+    /// let settling = jobs.settle_then_poll_messages_deferred("workers", &retry, &ids[1..], None, 2, PollScope::All)?;
+    /// let (nacked, (acked, next)) = settling.wait()?;
+    /// assert!(nacked[0][0].is_ok() && acked[0].is_ok());
+    /// assert_eq!((next[0].offset, next[0].attempt), (0, 2));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn settle_then_poll_messages_deferred(
+        &self,
+        group: &str,
+        nacks: &[(&[DeliveryId], NackOptions)],
+        acks: &[DeliveryId],
+        consumer: Option<&str>,
+        max: usize,
+        scope: PollScope,
+    ) -> Result<Deferred<SettledThenPolled<Message<Bytes>>>, StoreError> {
         let _live = self.live()?;
+        for (ids, options) in nacks {
+            check_batch_len(ids)?;
+            options.check().map_err(TopicError::from)?;
+        }
         check_batch_len(acks)?;
         check_batch_poll(consumer, max)?;
-        let staged = self.inner.groups.ack_then_poll_batch(
+        let staged = self.inner.groups.settle_then_poll_batch(
             &self.inner.messages,
             group,
+            nacks,
             acks,
             consumer,
             max,
@@ -376,6 +433,10 @@ impl DurableTopic {
         Ok(self.on_groups(staged))
     }
 }
+
+/// What [`DurableTopic::settle_then_poll_messages_deferred`] answers: each run of nacks'
+/// results (in order), then the acks' results and the deliveries polled.
+pub type SettledThenPolled<M = Bytes> = (Vec<Vec<Result<Nack, NotOwned>>>, AckedThenPolled<M>);
 
 /// What [`DurableTopic::ack_then_poll_batch`] answers: one result per ack (in order),
 /// then the deliveries polled (with [`ack_then_poll_messages_deferred`], each with its

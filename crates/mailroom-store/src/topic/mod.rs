@@ -25,7 +25,7 @@ mod retention;
 mod seek_pause;
 pub(crate) mod settings;
 
-pub use batch::{AckedThenPolled, MessageDelivery, PollScope};
+pub use batch::{AckedThenPolled, MessageDelivery, PollScope, SettledThenPolled};
 pub use dead_letters::{DeadLetterPage, DEAD_LETTERS_PAGE_MAX};
 pub(crate) use groups::empty_group_name;
 pub use idempotent::Stored;

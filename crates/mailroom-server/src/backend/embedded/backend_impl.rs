@@ -19,7 +19,8 @@ use super::publisher::EmbeddedPublisher;
 use super::{check_start, disk, reads, Embedded};
 use crate::backend::{
     Backend, BackendError, BackendHealth, DiskUsage, GroupDetail, GroupGauges, LogPage,
-    RetentionChange, RetentionPass, TopicOffsets, TopicPublisher, TopicState,
+    RetentionChange, RetentionPass, SettledRound, Settlements, TopicOffsets, TopicPublisher,
+    TopicState,
 };
 use crate::long_poll::LongPolls;
 
@@ -240,6 +241,19 @@ impl Backend for Embedded {
         scope: PollScope,
     ) -> Result<AckedThenPolled<Message<Bytes>>, BackendError> {
         self.acked_then_polled(topic, group, acks, consumer, max, scope)
+            .await
+    }
+
+    async fn settle_then_poll_batch(
+        &self,
+        topic: &str,
+        group: &str,
+        round: Settlements<'_>,
+        consumer: Option<&str>,
+        max: usize,
+        scope: PollScope,
+    ) -> Result<SettledRound, BackendError> {
+        self.settled_then_polled(topic, group, round, consumer, max, scope)
             .await
     }
 

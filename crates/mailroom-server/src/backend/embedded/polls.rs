@@ -9,7 +9,7 @@ use mailroom_store::{AckedThenPolled, MessageDelivery, PollScope};
 use tokio::time::Instant;
 
 use super::Embedded;
-use crate::backend::BackendError;
+use crate::backend::{BackendError, SettledRound, Settlements};
 
 impl Embedded {
     /// Polls up to `max` deliveries of `group` for `consumer`, of `scope`.
@@ -44,17 +44,43 @@ impl Embedded {
         max: usize,
         scope: PollScope,
     ) -> Result<AckedThenPolled<Message<Bytes>>, BackendError> {
+        let round = Settlements { nacks: &[], acks };
+        let (_, polled) = self
+            .settled_then_polled(topic, group, round, consumer, max, scope)
+            .await?;
+        Ok(polled)
+    }
+
+    /// Nacks each run of `round.nacks`, acks `round.acks`, then polls as
+    /// [`polled`](Self::polled), in one write (one transaction of the group).
+    pub(super) async fn settled_then_polled(
+        &self,
+        topic: &str,
+        group: &str,
+        round: Settlements<'_>,
+        consumer: Option<&str>,
+        max: usize,
+        scope: PollScope,
+    ) -> Result<SettledRound, BackendError> {
         let polled_at = Instant::now();
-        let (acked, polled) = self
+        let (nacked, (acked, polled)) = self
             .durable(|store| {
-                store
-                    .topic(topic)?
-                    .ack_then_poll_messages_deferred(group, acks, consumer, max, scope)
+                store.topic(topic)?.settle_then_poll_messages_deferred(
+                    group,
+                    round.nacks,
+                    round.acks,
+                    consumer,
+                    max,
+                    scope,
+                )
             })
             .await?;
         self.woken_by(topic, &acked);
+        for run in &nacked {
+            self.woken_by(topic, run);
+        }
         self.long_polls
             .leased_if(topic, group, polled_at, !polled.is_empty());
-        Ok((acked, polled))
+        Ok((nacked, (acked, polled)))
     }
 }
