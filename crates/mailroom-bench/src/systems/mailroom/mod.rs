@@ -3,8 +3,9 @@
 //! A group is created with `max_in_flight` = the run's prefetch P, and its one consumer
 //! loops `poll_batch(max = P)` (a long poll: the server holds an empty poll up to
 //! [`LONG_POLL_WAIT_MS`]) → decide → one `ack_batch` of the successes and one `nack_batch`
-//! of the failures, so a round of up to P deliveries costs at most three requests. With
-//! P = 1 that is the old shape: one poll and one ack per message. Every item of a batch ack
+//! of the failures, so a round of up to P deliveries costs at most three requests (with
+//! [`MailroomShape::AckNext`], one: both ride on the next poll). With P = 1 that is the
+//! old shape: one poll and one ack per message. Every item of a batch ack
 //! or nack must succeed; an item error fails the run. Publishing in batches uses the batch
 //! endpoint; pipelined publishing uses the publish stream (`Client::publish_stream`).
 //!
