@@ -126,6 +126,8 @@ class Runner:
                 check(step["expect"], plain(answer), where)
             if "acked" in step:
                 check(step["acked"], self.last_acked, f"{where}.acked")
+            if "nacked" in step:
+                check(step["nacked"], self.last_nacked, f"{where}.nacked")
 
     async def step(self, s: dict[str, Any]) -> Any:
         op, c = s["op"], self.client
@@ -212,11 +214,17 @@ class Runner:
         c, topic, group = self.client, s["topic"], s["group"]
         ack = refs(s["ack"]) if "ack" in s else None
         options = {"consumer": s.get("consumer"), "wait_ms": s.get("wait_ms", 0), "ack": ack}
+        if "nack" in s:
+            options["nack"] = refs(s["nack"]["deliveries"])
+            for key in ("kind", "reason", "delay_ms"):
+                if key in s["nack"]:
+                    options[f"nack_{key}"] = s["nack"][key]
         if "publish_meanwhile" not in s:
             batch = await settle(c.poll_batch(topic, group, s["max"], **options))
         else:
             batch = await self.poll_while_publishing(s, options)
         self.last_acked = results(batch.acked)
+        self.last_nacked = results(batch.nacked)
         return batch.deliveries
 
     async def poll_while_publishing(self, s: dict[str, Any], options: dict[str, Any]) -> Any:

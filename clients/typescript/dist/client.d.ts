@@ -85,7 +85,10 @@ export declare class Client extends Transport {
     poll(topic: string, group: string, consumer?: string): Promise<Delivery | null>;
     /** As `poll`, with the payload sent raw (no base64 on the wire). */
     pollRaw(topic: string, group: string, consumer?: string): Promise<Delivery | null>;
-    /** Up to `max` (64) deliveries, waiting up to `wait_ms`; acks `ack` first. */
+    /**
+     * Up to `max` (64) deliveries, waiting up to `wait_ms`; first nacks `nack.deliveries`
+     * (with its options), then acks `ack`, in the same request and transaction.
+     */
     pollBatch(topic: string, group: string, options?: PollBatchOptions): Promise<PolledBatch>;
     /**
      * A consume stream: deliveries pushed over one WebSocket, at most `window` unsettled,

@@ -182,18 +182,21 @@ export class Client extends Transport {
         const meta = Object.keys(headers).length > 0 ? headers : null;
         return new Delivery(offset, attempt, payload, sent.get("mailroom-key"), meta, published === null ? null : Number(published));
     }
-    /** Up to `max` (64) deliveries, waiting up to `wait_ms`; acks `ack` first. */
+    /**
+     * Up to `max` (64) deliveries, waiting up to `wait_ms`; first nacks `nack.deliveries`
+     * (with its options), then acks `ack`, in the same request and transaction.
+     */
     async pollBatch(topic, group, options = {}) {
-        const { max = 64, consumer, wait_ms = 0, ack } = options;
-        const json = defined({ max, consumer, wait_ms, ack: ack === undefined ? undefined : refs(ack) });
+        const { max = 64, consumer, wait_ms = 0, ack, nack } = options;
+        const nacks = nack === undefined ? undefined : { ...defined(nack), deliveries: refs(nack.deliveries) };
+        const json = defined({ max, consumer, wait_ms, ack: ack === undefined ? undefined : refs(ack), nack: nacks });
         const path = `${groupPath(topic, group)}/poll/batch`;
-        const answer = await this.json({
-            method: "POST",
-            path,
-            json,
-            waitMs: wait_ms,
-        });
-        return { deliveries: answer.deliveries.map(Delivery.decode), acked: answer.acked ?? null };
+        const answer = await this.json({ method: "POST", path, json, waitMs: wait_ms });
+        return {
+            deliveries: answer.deliveries.map(Delivery.decode),
+            acked: answer.acked ?? null,
+            nacked: answer.nacked ?? null,
+        };
     }
     /**
      * A consume stream: deliveries pushed over one WebSocket, at most `window` unsettled,

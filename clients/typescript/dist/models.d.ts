@@ -106,6 +106,7 @@ export interface ItemResult {
 export interface PolledBatch {
     deliveries: Delivery[];
     acked?: ItemResult[] | null;
+    nacked?: ItemResult[] | null;
 }
 /** The same delay after every failure, or one doubling from `base_ms` to `cap_ms`. */
 export type Backoff = {

@@ -31,10 +31,15 @@ export interface NackOptions {
     reason?: string;
     delay_ms?: number;
 }
+/** Deliveries a batch poll nacks before it acks and polls, and the options they share. */
+export interface PollNacks extends NackOptions {
+    deliveries: DeliveryRef[];
+}
 /** Options of a batch poll. */
 export interface PollBatchOptions {
     max?: number;
     consumer?: string;
     wait_ms?: number;
     ack?: DeliveryRef[];
+    nack?: PollNacks;
 }

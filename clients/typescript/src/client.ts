@@ -244,18 +244,22 @@ export class Client extends Transport {
     return new Delivery(offset, attempt, payload, sent.get("mailroom-key"), meta, published === null ? null : Number(published));
   }
 
-  /** Up to `max` (64) deliveries, waiting up to `wait_ms`; acks `ack` first. */
+  /**
+   * Up to `max` (64) deliveries, waiting up to `wait_ms`; first nacks `nack.deliveries`
+   * (with its options), then acks `ack`, in the same request and transaction.
+   */
   async pollBatch(topic: string, group: string, options: PollBatchOptions = {}): Promise<PolledBatch> {
-    const { max = 64, consumer, wait_ms = 0, ack } = options;
-    const json = defined({ max, consumer, wait_ms, ack: ack === undefined ? undefined : refs(ack) });
+    const { max = 64, consumer, wait_ms = 0, ack, nack } = options;
+    const nacks = nack === undefined ? undefined : { ...defined(nack), deliveries: refs(nack.deliveries) };
+    const json = defined({ max, consumer, wait_ms, ack: ack === undefined ? undefined : refs(ack), nack: nacks });
     const path = `${groupPath(topic, group)}/poll/batch`;
-    const answer = await this.json<{ deliveries: WireDelivery[]; acked?: ItemResult[] | null }>({
-      method: "POST",
-      path,
-      json,
-      waitMs: wait_ms,
-    });
-    return { deliveries: answer.deliveries.map(Delivery.decode), acked: answer.acked ?? null };
+    type Answer = { deliveries: WireDelivery[]; acked?: ItemResult[] | null; nacked?: ItemResult[] | null };
+    const answer = await this.json<Answer>({ method: "POST", path, json, waitMs: wait_ms });
+    return {
+      deliveries: answer.deliveries.map(Delivery.decode),
+      acked: answer.acked ?? null,
+      nacked: answer.nacked ?? null,
+    };
   }
 
   /**

@@ -81,6 +81,7 @@ export class Runner {
       assert.ok(!("error" in step), `${where}: expected ${step.error}, got ${JSON.stringify(answer)}`);
       if ("expect" in step) check(step.expect, answer, where);
       if ("acked" in step) check(step.acked, this.lastAcked, `${where}.acked`);
+      if ("nacked" in step) check(step.nacked, this.lastNacked, `${where}.nacked`);
     }
   }
 
@@ -162,12 +163,14 @@ export class Runner {
   }
 
   async pollBatch(s) {
-    const options = { max: s.max, consumer: s.consumer, wait_ms: s.wait_ms ?? 0, ack: s.ack ? refs(s.ack) : undefined };
+    const nack = s.nack ? { ...pick(s.nack, ["kind", "reason", "delay_ms"]), deliveries: refs(s.nack.deliveries) } : undefined;
+    const options = { max: s.max, consumer: s.consumer, wait_ms: s.wait_ms ?? 0, ack: s.ack ? refs(s.ack) : undefined, nack };
     const polled = this.client.pollBatch(s.topic, s.group, options);
     // The long poll is held until a delivery exists, so the order is not raced.
     if ("publish_meanwhile" in s) await this.client.publish(s.topic, payload(s.publish_meanwhile));
     const batch = await polled;
     this.lastAcked = results(batch.acked);
+    this.lastNacked = results(batch.nacked);
     return batch.deliveries;
   }
 

@@ -17,7 +17,7 @@ use behaviour_support::{
 };
 use bytes::Bytes;
 use common::{temp_dir, ServerProcess, SseReader};
-use mailroom_client::{BatchPoll, Client, Subscription};
+use mailroom_client::{BatchNack, BatchPoll, Client, Subscription};
 use serde_json::{json, Value};
 
 /// The directory of the scenario files.
@@ -39,6 +39,7 @@ struct Runner {
     subscriptions: HashMap<String, Subscriber>,
     streams: Streams,
     last_acked: Value,
+    last_nacked: Value,
 }
 
 /// A step's failure: the error code it carries, or a description if it has none.
@@ -56,6 +57,7 @@ impl Runner {
             subscriptions: HashMap::new(),
             streams: Streams::default(),
             last_acked: json!([]),
+            last_nacked: json!([]),
         }
     }
 
@@ -83,6 +85,9 @@ impl Runner {
                     }
                     if let Some(expected) = step.get("acked") {
                         check(expected, &self.last_acked, &format!("{at}.acked"));
+                    }
+                    if let Some(expected) = step.get("nacked") {
+                        check(expected, &self.last_nacked, &format!("{at}.nacked"));
                     }
                 }
                 (Ok(answer), Some(code)) => panic!("{at}: expected {code}, got {answer}"),
@@ -323,8 +328,16 @@ impl Runner {
             wait_ms: s.get("wait_ms").and_then(Value::as_u64).unwrap_or(0),
             ack: &acks,
         };
-        let polled = self.client.ack_then_poll_batch(topic, group, &request);
-        let ((acked, deliveries), ()) = match s.get("publish_meanwhile") {
+        let nacks = s.get("nack").map(|nack| refs(&nack["deliveries"]));
+        let options = s.get("nack").map(nack_options).unwrap_or_default();
+        let nack = BatchNack {
+            deliveries: nacks.as_deref().unwrap_or_default(),
+            options: &options,
+        };
+        let polled = self
+            .client
+            .settle_then_poll_batch(topic, group, &request, &nack);
+        let (settled, ()) = match s.get("publish_meanwhile") {
             // The long poll is held until a delivery exists, so the order is not raced.
             Some(late) => {
                 let publish = async {
@@ -338,14 +351,12 @@ impl Runner {
             }
             None => (polled.await.map_err(code_of)?, ()),
         };
-        self.last_acked = results(
-            acked
-                .into_iter()
-                .map(|r| r.map(|()| json!("acked")))
-                .collect(),
-        );
+        let acked = settled.acked.into_iter();
+        self.last_acked = results(acked.map(|r| r.map(|()| json!("acked"))).collect());
+        let nacked = settled.nacked.into_iter();
+        self.last_nacked = results(nacked.map(|r| r.map(|outcome| json!(outcome))).collect());
         Ok(Value::Array(
-            deliveries.iter().map(delivery_value).collect(),
+            settled.deliveries.iter().map(delivery_value).collect(),
         ))
     }
 

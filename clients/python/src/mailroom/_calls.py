@@ -336,13 +336,21 @@ def poll_batch(
     consumer: str | None = None,
     wait_ms: int = 0,
     ack: Sequence[Ref] | None = None,
+    nack: Sequence[Ref] | None = None,
+    nack_kind: NackKind | None = None,
+    nack_reason: str | None = None,
+    nack_delay_ms: int | None = None,
 ) -> Call[models.PolledBatch]:
-    """Up to ``max`` deliveries, waiting up to ``wait_ms``; acks ``ack`` first."""
+    """Up to ``max`` deliveries, waiting up to ``wait_ms``; first nacks ``nack`` (with the
+    ``nack_*`` options), then acks ``ack``, in the same request and transaction."""
     body: dict[str, Any] = {"max": max, "wait_ms": wait_ms}
     if consumer is not None:
         body["consumer"] = consumer
     if ack is not None:
         body["ack"] = _refs(ack)
+    if nack is not None:
+        options = _nack_options(nack_kind, nack_reason, nack_delay_ms)
+        body["nack"] = {"deliveries": _refs(nack), **options}
     path = f"{_group(topic, group)}/poll/batch"
     return Call("POST", path, _as(models.PolledBatch), json=body, wait_ms=wait_ms)
 

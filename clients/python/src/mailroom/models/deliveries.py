@@ -152,10 +152,12 @@ class Settled:
 
 @dataclass
 class PolledBatch:
-    """The answer to a batch poll: deliveries, and the results of acks sent with it."""
+    """The answer to a batch poll: deliveries, and the results of the acks and nacks sent
+    with it."""
 
     deliveries: list[Delivery] = field(default_factory=list)
     acked: list[ItemResult] | None = None
+    nacked: list[ItemResult] | None = None
 
 
 @dataclass
