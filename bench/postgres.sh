@@ -15,6 +15,8 @@
 #   WORKLOADS="consume-1 consume" bench/postgres.sh  # a subset of: publish-1
 #                                           # publish-batch consume-1 consume retry
 #   CARGO_TARGET_DIR=/somewhere BENCH_NO_BUILD=1 bench/postgres.sh  # reuse built binaries
+#   GROUP_WINDOW=128 bench/postgres.sh      # mailroom's groups' max_in_flight (default:
+#                                           # the prefetch): a round may go past a retry
 #
 # The cluster: initdb in a temp dir (as the user `mailroom-ci` when root, as
 # scripts/postgres.sh does), on a free loopback port, with fsync = on, synchronous_commit
@@ -189,7 +191,7 @@ workloads() { # label system address durability detail db-url pids
   # mailroom's consumer settles a round inside its next poll (poll/batch with `ack` and
   # `nack`), as a mailroom consumer is meant to run.
   local fold=()
-  [ "$2" = mailroom ] && fold=(--mailroom-shape ack-next)
+  [ "$2" = mailroom ] && fold=(--mailroom-shape ack-next ${GROUP_WINDOW:+--mailroom-group-window "$GROUP_WINDOW"})
   if runs publish-1; then bench "$@" publish --payload-bytes 1024 --count "$PUB"; fi
   if runs publish-batch; then
     bench "$@" publish --payload-bytes 1024 --count "$PUB_BATCH" --batch 100

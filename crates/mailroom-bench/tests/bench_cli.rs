@@ -97,3 +97,38 @@ fn run_refuses_tasks_shape_outside_mailroom_parallel() {
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     assert!(String::from_utf8_lossy(&output.stderr).contains("--mailroom-shape"));
 }
+
+// Proves a group window is refused outside mailroom's consume, retry and fanout workloads
+// (exit 1, before any connection), so a row never names a window its groups did not have.
+#[test]
+fn run_refuses_a_group_window_where_no_group_takes_it() {
+    for (system, workload) in [
+        ("redis", "retry"),
+        ("mailroom", "publish"),
+        ("mailroom", "parallel"),
+    ] {
+        let output = bench()
+            .args([
+                "run",
+                "--system",
+                system,
+                "--address",
+                "127.0.0.1:1",
+                "--workload",
+                workload,
+            ])
+            .args(["--mailroom-group-window", "128"])
+            .output()
+            .unwrap();
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "{system} {workload}: {output:?}"
+        );
+        let said = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            said.contains("--mailroom-group-window"),
+            "{system} {workload}: {said}"
+        );
+    }
+}

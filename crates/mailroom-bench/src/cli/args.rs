@@ -161,6 +161,11 @@ pub(crate) struct RunArgs {
     /// the consume workloads' acks into the next poll.
     #[arg(long, value_enum, default_value_t = Shape::Batch)]
     pub(crate) mailroom_shape: Shape,
+    /// mailroom's groups' `max_in_flight` in the consume, retry and fanout workloads
+    /// (default: the prefetch). The window counts offsets from a group's position, so a
+    /// wider one lets a round go past a retry waiting there.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i64::from(WINDOW_MAX)))]
+    pub(crate) mailroom_group_window: Option<u32>,
     /// Consume over the consume stream (WebSocket, window = the prefetch) instead of
     /// poll/batch + ack/batch (mailroom's consume, retry and fanout workloads).
     #[arg(long)]
@@ -222,6 +227,10 @@ impl RunArgs {
         } else {
             format!("{} B", self.payload_bytes)
         };
+        let window = match self.mailroom_group_window {
+            Some(window) => format!(", group window {window}"),
+            None => String::new(),
+        };
         match self.workload {
             Workload::Publish if self.publish_mode == PublishMode::Pipelined => format!(
                 "{size}, {} pub, pipelined W {}",
@@ -251,14 +260,15 @@ impl RunArgs {
                 "{size}, 1 group, prefetch {}, {} keys",
                 self.prefetch, self.keys
             ),
-            Workload::Consume => format!("{size}, 1 group, prefetch {}", self.prefetch),
+            Workload::Consume => format!("{size}, 1 group, prefetch {}{window}", self.prefetch),
             Workload::Retry => format!(
-                "{size}, 1 in {} rejected, max {}, prefetch {}",
+                "{size}, 1 in {} rejected, max {}, prefetch {}{window}",
                 self.fail_every, self.max_attempts, self.prefetch
             ),
-            Workload::Fanout => {
-                format!("{size}, {} groups, prefetch {}", self.groups, self.prefetch)
-            }
+            Workload::Fanout => format!(
+                "{size}, {} groups, prefetch {}{window}",
+                self.groups, self.prefetch
+            ),
             Workload::Parallel if self.mailroom_shape == Shape::Tasks => format!(
                 "{size}, 1 group, W {}, W consumers x 1 delivery (old shape)",
                 self.window

@@ -43,6 +43,15 @@ pub(crate) async fn measure(args: &RunArgs) -> Result<Measured> {
         "--mailroom-stream applies to mailroom's consume, retry and fanout workloads only"
     );
     anyhow::ensure!(
+        args.mailroom_group_window.is_none()
+            || (args.system == System::Mailroom
+                && matches!(
+                    args.workload,
+                    Workload::Consume | Workload::Retry | Workload::Fanout
+                )),
+        "--mailroom-group-window applies to mailroom's consume, retry and fanout workloads only"
+    );
+    anyhow::ensure!(
         args.redis_shape == RedisShape::Separate
             || (args.system == System::Redis && args.workload == Workload::Parallel),
         "--redis-shape applies to Redis's parallel workload only"
@@ -92,6 +101,9 @@ pub(crate) async fn measure(args: &RunArgs) -> Result<Measured> {
                 .with_batch_encoding(encoding);
             if args.mailroom_stream {
                 system = system.streamed();
+            }
+            if let Some(window) = args.mailroom_group_window {
+                system = system.with_group_window(window);
             }
             if args.workload == Workload::Parallel {
                 return windowed(&system, args, &tag).await;

@@ -73,6 +73,8 @@ pub struct Mailroom {
     metadata: MessageMetadata,
     /// Consume over the consume stream instead of `poll/batch` (consume, retry, fanout).
     streamed: bool,
+    /// The groups' `max_in_flight` for the log workloads; `None`: the prefetch.
+    group_window: Option<u32>,
 }
 
 impl Mailroom {
@@ -96,6 +98,7 @@ impl Mailroom {
             shape,
             metadata: MessageMetadata::None,
             streamed: false,
+            group_window: None,
         })
     }
 
@@ -115,6 +118,15 @@ impl Mailroom {
     /// per group, window = the prefetch) instead of `poll/batch` + `ack/batch`.
     pub fn streamed(mut self) -> Mailroom {
         self.streamed = true;
+        self
+    }
+
+    /// This handle, creating the log workloads' groups with `max_in_flight` = `window`
+    /// instead of the prefetch. The window counts offsets from the group's position, so
+    /// a wider one lets a round go past a retry waiting there; the consumer still holds
+    /// at most the prefetch unsettled.
+    pub fn with_group_window(mut self, window: u32) -> Mailroom {
+        self.group_window = Some(window);
         self
     }
 }
@@ -181,7 +193,8 @@ impl LogSystem for Mailroom {
 
     async fn prepare(&self, topic: &TopicSpec) -> Result<()> {
         let prefetch = u32::try_from(topic.prefetch.clamp(1, crate::systems::PREFETCH_MAX))?;
-        create_groups(self.client.pick(), topic, prefetch).await
+        let window = self.group_window.unwrap_or(prefetch);
+        create_groups(self.client.pick(), topic, window).await
     }
 
     async fn publisher(&self, topic: &TopicSpec) -> Result<MailroomPublisher> {
