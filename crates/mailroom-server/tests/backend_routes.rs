@@ -16,12 +16,12 @@ use http_body_util::BodyExt as _;
 use mailroom::group::{DeliveryId, GroupConfig, NackOptions, NotOwned};
 use mailroom::topic::{Delivery, Message, Nack, StartPosition};
 use mailroom_server::backend::{
-    Backend, BackendError, GroupDetail, GroupGauges, RetentionState, TopicOffsets, TopicPublisher,
-    TopicState,
+    Backend, BackendError, GroupDetail, GroupGauges, RetentionState, SettledRound, Settlements,
+    TopicOffsets, TopicPublisher, TopicState,
 };
 use mailroom_server::long_poll::LongPolls;
 use mailroom_server::{app::router, state::AppState, Config};
-use mailroom_store::{AckedThenPolled, DeadLetterPage, PollScope, StoreError};
+use mailroom_store::{DeadLetterPage, PollScope, StoreError};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 use tower::ServiceExt as _;
@@ -142,15 +142,15 @@ impl Backend for Fake {
     ) -> Result<Vec<Delivery<Message<Bytes>>>, BackendError> {
         no_groups()
     }
-    async fn ack_then_poll_batch(
+    async fn settle_then_poll_batch(
         &self,
         _: &str,
         _: &str,
-        _: &[DeliveryId],
+        _: Settlements<'_>,
         _: Option<&str>,
         _: usize,
         _: PollScope,
-    ) -> Result<AckedThenPolled<Message<Bytes>>, BackendError> {
+    ) -> Result<SettledRound, BackendError> {
         no_groups()
     }
     async fn ack(&self, _: &str, _: &str, _: DeliveryId) -> Result<(), BackendError> {

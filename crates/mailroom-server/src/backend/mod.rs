@@ -301,7 +301,8 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
     ) -> Result<Vec<MessageDelivery>, BackendError>;
 
     /// Acks `acks`, then polls up to `max` deliveries of `scope` (as
-    /// [`poll_batch`](Self::poll_batch)), in one write.
+    /// [`poll_batch`](Self::poll_batch)), in one write: the round of
+    /// [`settle_then_poll_batch`](Self::settle_then_poll_batch) with no nacks.
     async fn ack_then_poll_batch(
         &self,
         topic: &str,
@@ -310,14 +311,19 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
         consumer: Option<&str>,
         max: usize,
         scope: PollScope,
-    ) -> Result<AckedThenPolled<Message<Bytes>>, BackendError>;
+    ) -> Result<AckedThenPolled<Message<Bytes>>, BackendError> {
+        let round = Settlements { nacks: &[], acks };
+        let (_, polled) = self
+            .settle_then_poll_batch(topic, group, round, consumer, max, scope)
+            .await?;
+        Ok(polled)
+    }
 
     /// Nacks each run of `round.nacks` (as [`nack_batch`](Self::nack_batch)), then acks
-    /// `round.acks` and polls as [`ack_then_poll_batch`](Self::ack_then_poll_batch):
+    /// `round.acks`, then polls up to `max` deliveries of `scope` (as
+    /// [`poll_batch`](Self::poll_batch)), in one transaction of the group (one write):
     /// the consume stream's round, and a `poll/batch` with `nack` and `ack`. Answers each
-    /// run's outcomes, then the acks' and the poll's. This default makes a call per run
-    /// of nacks before the acking poll, so other calls may come in between; the embedded
-    /// store and PostgreSQL override it as one transaction of the group.
+    /// run's outcomes, then the acks' and the poll's.
     async fn settle_then_poll_batch(
         &self,
         topic: &str,
@@ -326,17 +332,7 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
         consumer: Option<&str>,
         max: usize,
         scope: PollScope,
-    ) -> Result<SettledRound, BackendError> {
-        let mut nacked = Vec::with_capacity(round.nacks.len());
-        for (ids, options) in round.nacks {
-            nacked.push(self.nack_batch(topic, group, ids, options).await?);
-        }
-        let acks = round.acks;
-        let polled = self
-            .ack_then_poll_batch(topic, group, acks, consumer, max, scope)
-            .await?;
-        Ok((nacked, polled))
-    }
+    ) -> Result<SettledRound, BackendError>;
 
     /// Acks the exact delivery in flight.
     async fn ack(&self, topic: &str, group: &str, id: DeliveryId) -> Result<(), BackendError>;

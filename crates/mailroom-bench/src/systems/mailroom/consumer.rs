@@ -51,25 +51,16 @@ pub(super) fn poll_request(max: u32, ack: &[DeliveryId]) -> BatchPoll<'_> {
 
 impl MailroomConsumer {
     /// Long-polls for up to `max` deliveries until some arrive or [`IDLE_WAIT`] has passed;
-    /// the first poll carries the settlements held back.
+    /// the first poll carries the settlements held back (with none, a poll is a plain
+    /// poll).
     async fn poll_round(&mut self, max: u32) -> Result<Vec<Received<DeliveryId>>> {
         let deadline = Instant::now() + IDLE_WAIT;
-        let request = poll_request(max, &[]);
-        let acks = std::mem::take(&mut self.pending.acks);
-        let fails = std::mem::take(&mut self.pending.fails);
-        let mut first = Some((acks, fails));
+        let mut acks = std::mem::take(&mut self.pending.acks);
+        let mut fails = std::mem::take(&mut self.pending.fails);
         loop {
-            let deliveries = match first.take() {
-                Some((acks, fails)) if !acks.is_empty() || !fails.is_empty() => {
-                    self.settling_poll(max, &acks, &fails).await?
-                }
-                _ => {
-                    self.client
-                        .pick()
-                        .poll_batch(&self.topic, &self.group, &request)
-                        .await?
-                }
-            };
+            let deliveries = self.settling_poll(max, &acks, &fails).await?;
+            acks.clear();
+            fails.clear();
             anyhow::ensure!(
                 deliveries.len() <= max as usize,
                 "poll_batch(max = {max}) returned {} deliveries",

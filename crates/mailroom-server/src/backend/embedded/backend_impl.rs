@@ -11,8 +11,8 @@ use bytes::Bytes;
 use mailroom::group::{DeliveryId, GroupConfig, NackOptions, NotOwned};
 use mailroom::topic::{Message, Nack, StartPosition};
 use mailroom_store::{
-    AckedThenPolled, DeadLetterPage, EncodedBatch, MessageDelivery, NewMessage, PollScope, Stored,
-    TopicIdempotency, TopicRepaired, TopicRetention,
+    DeadLetterPage, EncodedBatch, MessageDelivery, NewMessage, PollScope, Stored, TopicIdempotency,
+    TopicRepaired, TopicRetention,
 };
 
 use super::publisher::EmbeddedPublisher;
@@ -229,19 +229,6 @@ impl Backend for Embedded {
         scope: PollScope,
     ) -> Result<Vec<MessageDelivery>, BackendError> {
         self.polled(topic, group, consumer, max, scope).await
-    }
-
-    async fn ack_then_poll_batch(
-        &self,
-        topic: &str,
-        group: &str,
-        acks: &[DeliveryId],
-        consumer: Option<&str>,
-        max: usize,
-        scope: PollScope,
-    ) -> Result<AckedThenPolled<Message<Bytes>>, BackendError> {
-        self.acked_then_polled(topic, group, acks, consumer, max, scope)
-            .await
     }
 
     async fn settle_then_poll_batch(

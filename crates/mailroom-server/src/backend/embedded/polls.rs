@@ -2,10 +2,7 @@
 //! each delivery's message as the poll read it (payload, publish time and metadata, one
 //! record read), and tells the long polls of the leases it made.
 
-use bytes::Bytes;
-use mailroom::group::DeliveryId;
-use mailroom::topic::Message;
-use mailroom_store::{AckedThenPolled, MessageDelivery, PollScope};
+use mailroom_store::{MessageDelivery, PollScope};
 use tokio::time::Instant;
 
 use super::Embedded;
@@ -34,23 +31,6 @@ impl Embedded {
         Ok(deliveries)
     }
 
-    /// Acks `acks`, then polls as [`polled`](Self::polled), in one write.
-    pub(super) async fn acked_then_polled(
-        &self,
-        topic: &str,
-        group: &str,
-        acks: &[DeliveryId],
-        consumer: Option<&str>,
-        max: usize,
-        scope: PollScope,
-    ) -> Result<AckedThenPolled<Message<Bytes>>, BackendError> {
-        let round = Settlements { nacks: &[], acks };
-        let (_, polled) = self
-            .settled_then_polled(topic, group, round, consumer, max, scope)
-            .await?;
-        Ok(polled)
-    }
-
     /// Nacks each run of `round.nacks`, acks `round.acks`, then polls as
     /// [`polled`](Self::polled), in one write (one transaction of the group).
     pub(super) async fn settled_then_polled(
@@ -75,9 +55,9 @@ impl Embedded {
                 )
             })
             .await?;
-        self.woken_by(topic, &acked);
-        for run in &nacked {
-            self.woken_by(topic, run);
+        // One wake for the round, if any settlement took effect.
+        if nacked.iter().flatten().any(Result::is_ok) || acked.iter().any(Result::is_ok) {
+            self.long_polls.wake(topic);
         }
         self.long_polls
             .leased_if(topic, group, polled_at, !polled.is_empty());

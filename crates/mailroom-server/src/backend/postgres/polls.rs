@@ -2,10 +2,7 @@
 //! consumer owns and new ones, or new ones only), watched for a lost connection, with
 //! the long polls told of the leases it made and woken by the acks before it.
 
-use bytes::Bytes;
-use mailroom::group::DeliveryId;
-use mailroom::topic::Message;
-use mailroom_store::{AckedThenPolled, MessageDelivery, PollScope};
+use mailroom_store::{MessageDelivery, PollScope};
 use tokio::time::Instant;
 
 use super::waiting::PollRead;
@@ -30,26 +27,9 @@ impl Postgres {
         Ok(deliveries)
     }
 
-    /// Acks `acks`, then polls as [`polled`](Self::polled), in one transaction.
-    pub(super) async fn acked_then_polled(
-        &self,
-        topic: &str,
-        group: &str,
-        acks: &[DeliveryId],
-        consumer: Option<&str>,
-        max: usize,
-        scope: PollScope,
-    ) -> Result<AckedThenPolled<Message<Bytes>>, BackendError> {
-        let round = Settlements { nacks: &[], acks };
-        let (_, polled) = self
-            .settled_then_polled(topic, group, round, consumer, (max, scope))
-            .await?;
-        Ok(polled)
-    }
-
-    /// The consume stream's round (`Backend::settle_then_poll_batch`) in one transaction:
-    /// runs of nacks, then acks, then the poll. Wakes the long polls if any settlement
-    /// took effect.
+    /// A round of `Backend::settle_then_poll_batch` (the consume stream's, a batch poll
+    /// carrying acks or nacks) in one transaction: runs of nacks, then acks, then the
+    /// poll. Wakes the long polls once if any settlement took effect.
     pub(super) async fn settled_then_polled(
         &self,
         topic: &str,

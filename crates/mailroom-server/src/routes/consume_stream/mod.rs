@@ -38,10 +38,9 @@
 //! in the round, the settlements commute, and every ack of the round goes into that last
 //! run (`settle::acks_last`). The runs of nacks right before it go with it to
 //! [`Backend::settle_then_poll_batch`](crate::backend::Backend::settle_then_poll_batch):
-//! one transaction over PostgreSQL, a nack write and the acking poll on the embedded
-//! store, where three calls made it before. With nothing to settle it waits, without polling, for the
-//! topic's wake-up or the group's next due time ([`crate::long_poll`]), as a long poll
-//! does.
+//! one transaction of the group, on the embedded store and over PostgreSQL alike. With
+//! nothing to settle it waits, without polling, for the topic's wake-up or the group's
+//! next due time ([`crate::long_poll`]), as a long poll does.
 //!
 //! # The window
 //!

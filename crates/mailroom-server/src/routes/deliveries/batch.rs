@@ -74,12 +74,8 @@ pub async fn poll_batch(
     let mut deliveries = Vec::new();
     let settles = settlements.acks.is_some() || settlements.nacks.is_some();
     if settles {
-        deliveries = settle_then_poll(&state, &topic, &group, &settlements, consumer, max)
-            .await
-            .map(|(nacked, acked, polled)| {
-                (answer.nacked, answer.acked) = (nacked, acked);
-                polled
-            })?;
+        let settled = settle_then_poll(&state, &topic, &group, &settlements, consumer, max);
+        (answer.nacked, answer.acked, deliveries) = settled.await?;
     }
     // Without settlements, or when the settling poll found nothing and may wait: a plain
     // poll, or a long poll that re-polls (never re-settles) until something comes or the
