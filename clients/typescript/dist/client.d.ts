@@ -87,7 +87,8 @@ export declare class Client extends Transport {
     pollRaw(topic: string, group: string, consumer?: string): Promise<Delivery | null>;
     /**
      * Up to `max` (64) deliveries, waiting up to `wait_ms`; first nacks `nack.deliveries`
-     * (with its options), then acks `ack`, in the same request and transaction.
+     * (with its options), then acks `ack`, in the same request and transaction. An empty
+     * `nack.deliveries` nacks nothing and is left out of the body, as the Rust client does.
      */
     pollBatch(topic: string, group: string, options?: PollBatchOptions): Promise<PolledBatch>;
     /**

@@ -184,11 +184,14 @@ export class Client extends Transport {
     }
     /**
      * Up to `max` (64) deliveries, waiting up to `wait_ms`; first nacks `nack.deliveries`
-     * (with its options), then acks `ack`, in the same request and transaction.
+     * (with its options), then acks `ack`, in the same request and transaction. An empty
+     * `nack.deliveries` nacks nothing and is left out of the body, as the Rust client does.
      */
     async pollBatch(topic, group, options = {}) {
         const { max = 64, consumer, wait_ms = 0, ack, nack } = options;
-        const nacks = nack === undefined ? undefined : { ...defined(nack), deliveries: refs(nack.deliveries) };
+        const nacks = nack === undefined || nack.deliveries.length === 0
+            ? undefined
+            : { ...defined(nack), deliveries: refs(nack.deliveries) };
         const json = defined({ max, consumer, wait_ms, ack: ack === undefined ? undefined : refs(ack), nack: nacks });
         const path = `${groupPath(topic, group)}/poll/batch`;
         const answer = await this.json({ method: "POST", path, json, waitMs: wait_ms });

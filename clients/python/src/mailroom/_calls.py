@@ -342,13 +342,14 @@ def poll_batch(
     nack_delay_ms: int | None = None,
 ) -> Call[models.PolledBatch]:
     """Up to ``max`` deliveries, waiting up to ``wait_ms``; first nacks ``nack`` (with the
-    ``nack_*`` options), then acks ``ack``, in the same request and transaction."""
+    ``nack_*`` options), then acks ``ack``, in the same request and transaction. An empty
+    ``nack`` nacks nothing and is left out of the body, as the Rust client does."""
     body: dict[str, Any] = {"max": max, "wait_ms": wait_ms}
     if consumer is not None:
         body["consumer"] = consumer
     if ack is not None:
         body["ack"] = _refs(ack)
-    if nack is not None:
+    if nack:
         options = _nack_options(nack_kind, nack_reason, nack_delay_ms)
         body["nack"] = {"deliveries": _refs(nack), **options}
     path = f"{_group(topic, group)}/poll/batch"
