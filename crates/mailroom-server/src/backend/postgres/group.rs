@@ -3,7 +3,10 @@
 //! stored bytes and dead-letter rows), apply due lease expiries and plan and apply the
 //! call with `mailroom::group`, write the new state, version and dead-letter rows
 //! (`group_write`), hand out the messages read, commit. Two round trips when the cache
-//! is current: `BEGIN`, the lock, the log's end and, for a poll, its window's rows
+//! is current: `BEGIN` (with generic plans forced for the transaction: every statement
+//! in it reads a topic's own partition or no partitioned table, and planning afresh
+//! cost more than running; `topic_statements.rs`), the lock, the log's end and, for a
+//! poll, its window's rows
 //! (`group_window`) in one pipeline; the writes, the payloads the window's read missed
 //! (if any) and `COMMIT` in the other (`txn.rs`). See `docs/scale-out.md`, "Groups".
 
@@ -23,7 +26,7 @@ use super::group_window::{prepare_window, Window, WindowRead};
 use super::group_write::{Row, Write};
 use super::metadata::message_of;
 use super::schema::topic_partition;
-use super::topic_statements::{generic_plan, prepare_for_topic};
+use super::topic_statements::{prepare_for_topic, Plans, BEGIN_GENERIC};
 use super::txn::Open;
 use super::waiting::{Mark, PollRead};
 use super::{PgError, Postgres};
@@ -100,7 +103,8 @@ const LOG_AND_CLOCK: &str = "SELECT next_offset, \
      waiting_until_ms, waiting_broker \
      FROM mailroom_topics WHERE name = $1";
 /// For the deliveries whose rows the window's read did not take whole, in topic
-/// `topic_id`'s partition ([`super::topic_statements`]). The offset column raises (a
+/// `topic_id`'s partition, with its generic plan as every statement of a group call
+/// ([`super::topic_statements::BEGIN_GENERIC`]). The offset column raises (a
 /// text that is no bigint) for a message the log lacks, so the transaction is aborted
 /// and the COMMIT pipelined behind this read rolls back.
 fn payload_rows(topic_id: i64) -> String {
@@ -280,14 +284,14 @@ async fn second_pipeline(
         match &payloads {
             Some(statement) => {
                 let params: [&(dyn ToSql + Sync); 2] = [&at.topic_id, &missed];
-                generic_plan(client, client.query(statement, &params)).await
+                client.query(statement, &params).await
             }
             None => Ok(Vec::new()),
         }
     };
     let tail = try_join(reads, client.batch_execute("COMMIT"));
     let (rows, ()) = match write {
-        Some(write) => write.send_with(client, at, tail).await?,
+        Some(write) => write.send_with(client, at, Plans::Generic, tail).await?,
         None => tail.await.map_err(PgError::from)?,
     };
     Ok(rows)
@@ -409,7 +413,7 @@ async fn first_pipeline(
         }
     };
     let ((), locked, log, guessed) = try_join4(
-        client.batch_execute("BEGIN"),
+        client.batch_execute(BEGIN_GENERIC),
         client.query_opt(&lock, &[&topic, &group, &cached_version, &cached_group]),
         client.query_opt(&log, &[&topic]),
         guessed,

@@ -30,7 +30,7 @@ use super::deliveries::POLL_BATCH_BYTES_MAX;
 use super::group::big;
 use super::metadata::message_of;
 use super::schema::topic_partition;
-use super::topic_statements::{generic_plan, prepare_for_topic};
+use super::topic_statements::prepare_for_topic;
 use crate::backend::BackendError;
 
 /// The window's rows of topic `topic_id`: `offset, size, taken, payload,
@@ -40,8 +40,9 @@ use crate::backend::BackendError;
 /// message is read in the second pipeline if the plan hands it out). A per-row bound, not
 /// a running sum: the sum would sort the rows, payloads and all, for every poll.
 ///
-/// It names the topic's own partition and runs with its generic plan
-/// ([`super::topic_statements`]).
+/// It names the topic's own partition and runs with its generic plan: it is read only
+/// inside a group call's transaction, which forces every statement's
+/// ([`super::topic_statements::BEGIN_GENERIC`]).
 pub(super) fn window_rows(topic_id: i64) -> String {
     format!(
         "SELECT m.\"offset\", octet_length(m.payload), w.taken, \
@@ -145,7 +146,8 @@ impl Window {
         }
     }
 
-    /// Reads the window's rows ([`window_rows`], prepared by [`prepare_window`]).
+    /// Reads the window's rows ([`window_rows`], prepared by [`prepare_window`]), in a
+    /// group call's transaction (begun with generic plans forced).
     pub(super) async fn read(
         &self,
         client: &impl GenericClient,
@@ -163,7 +165,7 @@ impl Window {
             &big(self.take_bytes),
             &big(self.position),
         ];
-        generic_plan(client, client.query(statement, &params)).await
+        client.query(statement, &params).await
     }
 
     /// Whether `offset` is in this window (a slot, or a fresh message it reads).

@@ -19,7 +19,7 @@ use tokio_postgres::Statement;
 use super::encoding::encode;
 use super::group::big;
 use super::schema::topic_partition;
-use super::topic_statements::{generic_plan, prepare_for_topic};
+use super::topic_statements::{prepare_for_topic, under, Plans};
 use super::PgError;
 use crate::backend::BackendError;
 
@@ -67,7 +67,7 @@ pub(super) async fn write_state(
 ) -> Result<(), BackendError> {
     let write = Write::prepare(client, cache, at, before, after, now_ms).await?;
     write
-        .send_with(client, at, std::future::ready(Ok(())))
+        .send_with(client, at, Plans::Chosen, std::future::ready(Ok(())))
         .await
 }
 
@@ -143,11 +143,12 @@ impl Write {
 
     /// Sends the write, then `then` (whose statements must already be prepared, so that
     /// its first poll sends them) in the same pipeline; answers what `then` answers once
-    /// every statement succeeded.
+    /// every statement succeeded. `plans`: how the transaction plans its statements.
     pub(super) async fn send_with<T>(
         &self,
         client: &impl GenericClient,
         at: &Row<'_>,
+        plans: Plans,
         then: impl Future<Output = Result<T, tokio_postgres::Error>>,
     ) -> Result<T, BackendError> {
         let next_version = at.version + 1;
@@ -181,7 +182,7 @@ impl Write {
                         &added.reasons,
                         &added.at_ms,
                     ];
-                    generic_plan(client, client.execute(statement, &params)).await
+                    under(plans, client, client.execute(statement, &params)).await
                 }
                 None => Ok(0),
             }

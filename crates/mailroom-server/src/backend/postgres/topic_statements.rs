@@ -21,6 +21,11 @@ use tokio_postgres::{Error, Statement};
 
 /// Makes the transaction's next statements run their generic plans.
 const GENERIC_PLANS: &str = "SET LOCAL plan_cache_mode = force_generic_plan";
+/// Begins a transaction in which every statement runs its generic plan: one message and
+/// one answer for both, where `BEGIN` and [`generic_plan`]'s pair around each statement
+/// are three. For a transaction whose statements read no partitioned table but through
+/// a topic's own partition (a group call's: `group.rs`).
+pub(super) const BEGIN_GENERIC: &str = "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan";
 /// Gives the choice of plan back to PostgreSQL for the rest of the transaction.
 const CHOSEN_PLANS: &str = "SET LOCAL plan_cache_mode = DEFAULT";
 
@@ -46,7 +51,31 @@ pub(super) async fn prepare_for_topic(
 
 /// Runs `statement`, one statement of a topic sent on `client`, with its generic plan
 /// forced, and only it: the transaction's other statements keep PostgreSQL's choice. The
-/// three go in one pipeline, so `statement` must already be prepared.
+/// three go in one pipeline, so `statement` must already be prepared. In a transaction
+/// begun with [`BEGIN_GENERIC`] run the statement alone instead ([`Plans::Generic`]).
+/// How the transaction a statement of a topic runs in plans its statements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Plans {
+    /// PostgreSQL chooses (retention's transaction): a statement of a topic forces its
+    /// own generic plan ([`generic_plan`]).
+    Chosen,
+    /// Every statement already runs its generic plan (begun with [`BEGIN_GENERIC`]).
+    Generic,
+}
+
+/// Runs `statement` as [`generic_plan`] does under [`Plans::Chosen`], and alone under
+/// [`Plans::Generic`], where its generic plan is already forced.
+pub(super) async fn under<T>(
+    plans: Plans,
+    client: &impl GenericClient,
+    statement: impl Future<Output = Result<T, Error>>,
+) -> Result<T, Error> {
+    match plans {
+        Plans::Chosen => generic_plan(client, statement).await,
+        Plans::Generic => statement.await,
+    }
+}
+
 pub(super) async fn generic_plan<T>(
     client: &impl GenericClient,
     statement: impl Future<Output = Result<T, Error>>,
