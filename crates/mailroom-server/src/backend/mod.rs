@@ -77,6 +77,14 @@ pub use views::{
 /// the acks' and the poll's.
 pub type SettledRound = SettledThenPolled<Message<Bytes>>;
 
+/// Whether any settlement of `round` took effect (a nack of any run, or an ack): only
+/// then may a waiting long poll of the topic find something new, so only then do the
+/// backends wake them, once for the round.
+fn settled_any(round: &SettledRound) -> bool {
+    let (nacked, (acked, _)) = round;
+    nacked.iter().flatten().any(Result::is_ok) || acked.iter().any(Result::is_ok)
+}
+
 /// Where the server keeps its topics and groups. See the [module docs](self).
 #[async_trait]
 pub trait Backend: fmt::Debug + Send + Sync + 'static {

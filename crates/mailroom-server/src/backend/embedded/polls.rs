@@ -6,7 +6,7 @@ use mailroom_store::{MessageDelivery, PollScope};
 use tokio::time::Instant;
 
 use super::Embedded;
-use crate::backend::{BackendError, SettledRound, Settlements};
+use crate::backend::{settled_any, BackendError, SettledRound, Settlements};
 
 impl Embedded {
     /// Polls up to `max` deliveries of `group` for `consumer`, of `scope`.
@@ -43,7 +43,7 @@ impl Embedded {
         scope: PollScope,
     ) -> Result<SettledRound, BackendError> {
         let polled_at = Instant::now();
-        let (nacked, (acked, polled)) = self
+        let round = self
             .durable(|store| {
                 store.topic(topic)?.settle_then_poll_messages_deferred(
                     group,
@@ -55,12 +55,12 @@ impl Embedded {
                 )
             })
             .await?;
-        // One wake for the round, if any settlement took effect.
-        if nacked.iter().flatten().any(Result::is_ok) || acked.iter().any(Result::is_ok) {
+        if settled_any(&round) {
             self.long_polls.wake(topic);
         }
+        let (_, (_, polled)) = &round;
         self.long_polls
             .leased_if(topic, group, polled_at, !polled.is_empty());
-        Ok((nacked, (acked, polled)))
+        Ok(round)
     }
 }

@@ -7,7 +7,7 @@ use tokio::time::Instant;
 
 use super::waiting::PollRead;
 use super::Postgres;
-use crate::backend::{BackendError, SettledRound, Settlements};
+use crate::backend::{settled_any, BackendError, SettledRound, Settlements};
 
 impl Postgres {
     /// Polls up to `max` deliveries of `group` for `consumer`, of `scope`.
@@ -42,14 +42,14 @@ impl Postgres {
         let result = self
             .settle_then_poll(topic, group, round, consumer, poll)
             .await;
-        let ((nacked, (acked, polled)), read) = self.watched(result)?;
-        let any_nacked = nacked.iter().flatten().any(Result::is_ok);
-        if any_nacked || acked.iter().any(Result::is_ok) {
+        let (round, read) = self.watched(result)?;
+        if settled_any(&round) {
             self.wake(topic);
         }
+        let (_, (_, polled)) = &round;
         self.after_poll(topic, group, polled_at, !polled.is_empty(), &read)
             .await;
-        Ok((nacked, (acked, polled)))
+        Ok(round)
     }
 
     /// After a poll made at `polled_at` whose transaction read `read`: tells the long

@@ -8,7 +8,9 @@
 //! (`bench/history/postgres-per-call-costs-planning-and-wakeups.md`; `BENCHMARKS.md`,
 //! "Dead letters and missed payloads planned once"). So each such statement names its
 //! topic's own partition, one prepared statement per topic and connection, and runs
-//! with the generic plan forced for it alone: over the parent table a generic plan would
+//! with the generic plan forced: for the whole transaction of a group call, which reads
+//! no partitioned table but through a topic's partition ([`BEGIN_GENERIC`]), and for
+//! that statement alone elsewhere ([`Plans`]). Over the parent table a generic plan would
 //! lock every topic's partitions on every call, while over the topic's partition it locks
 //! that topic's segments only (one per 2^20 offsets retained) and prunes the rest as it
 //! runs. `$1` stays the topic's id, so a partition answers for its own rows only.
@@ -49,10 +51,6 @@ pub(super) async fn prepare_for_topic(
     client.prepare_cached(text).await
 }
 
-/// Runs `statement`, one statement of a topic sent on `client`, with its generic plan
-/// forced, and only it: the transaction's other statements keep PostgreSQL's choice. The
-/// three go in one pipeline, so `statement` must already be prepared. In a transaction
-/// begun with [`BEGIN_GENERIC`] run the statement alone instead ([`Plans::Generic`]).
 /// How the transaction a statement of a topic runs in plans its statements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Plans {
@@ -76,7 +74,10 @@ pub(super) async fn under<T>(
     }
 }
 
-pub(super) async fn generic_plan<T>(
+/// Runs `statement`, one statement of a topic sent on `client`, with its generic plan
+/// forced, and only it: the transaction's other statements keep PostgreSQL's choice. The
+/// three go in one pipeline, so `statement` must already be prepared.
+async fn generic_plan<T>(
     client: &impl GenericClient,
     statement: impl Future<Output = Result<T, Error>>,
 ) -> Result<T, Error> {
