@@ -40,6 +40,7 @@ mod channel_relay;
 mod deliveries;
 mod encoding;
 mod group;
+mod group_lock;
 mod group_reads;
 mod group_restore;
 mod group_window;

@@ -26,7 +26,7 @@ const GENERIC_PLANS: &str = "SET LOCAL plan_cache_mode = force_generic_plan";
 /// Begins a transaction in which every statement runs its generic plan: one message and
 /// one answer for both, where `BEGIN` and [`generic_plan`]'s pair around each statement
 /// are three. For a transaction whose statements read no partitioned table but through
-/// a topic's own partition (a group call's: `group.rs`).
+/// a topic's own partition (a group call's: `group_lock.rs`).
 pub(super) const BEGIN_GENERIC: &str = "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan";
 /// Gives the choice of plan back to PostgreSQL for the rest of the transaction.
 const CHOSEN_PLANS: &str = "SET LOCAL plan_cache_mode = DEFAULT";
