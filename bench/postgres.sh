@@ -13,7 +13,8 @@
 #                                           # pgq skiplocked
 #   BENCH_PROFILE=smoke bench/postgres.sh   # tiny counts, one round
 #   WORKLOADS="consume-1 consume" bench/postgres.sh  # a subset of: publish-1
-#                                           # publish-batch consume-1 consume retry
+#                                           # publish-many publish-batch consume-1
+#                                           # consume retry
 #   CARGO_TARGET_DIR=/somewhere BENCH_NO_BUILD=1 bench/postgres.sh  # reuse built binaries
 #   GROUP_WINDOW=128 bench/postgres.sh      # mailroom's groups' max_in_flight (default:
 #                                           # the prefetch): a round may go past a retry
@@ -33,8 +34,8 @@
 #            wal_writer_delay of commits may be lost in a crash); the embedded store
 #            with --fsync interval:200 (wal_writer_delay's default)
 #
-# Workloads, 1 KiB payloads unless said: publish unbatched (1 publisher) and batches of
-# 100; consume + ack one group with prefetch / batch 1 and PREFETCH (64); the 10%
+# Workloads, 1 KiB payloads unless said: publish unbatched (1 publisher, and PUBLISHERS
+# (16) publishers, each on its own connection, to one topic) and batches of 100; consume + ack one group with prefetch / batch 1 and PREFETCH (64); the 10%
 # failure workload (every 10th message rejected until dead-lettered, max 3 attempts) at
 # PREFETCH. mailroom: poll/batch carrying the previous round's acks and rejections (one
 # request and one transaction per round; `--mailroom-shape ack-next`), over HTTP; `mailroom-pg-stream` runs the consume workloads over the consume
@@ -70,14 +71,15 @@ done
 PROFILE="${BENCH_PROFILE:-full}"
 SYSTEMS="${BENCH_SYSTEMS:-mailroom-pg mailroom-pg-stream mailroom-pg-2 mailroom-embedded pgq skiplocked}"
 ROWS="${ROWS:-strict}"
-WORKLOADS="${WORKLOADS:-publish-1 publish-batch consume-1 consume retry}"
+WORKLOADS="${WORKLOADS:-publish-1 publish-many publish-batch consume-1 consume retry}"
 PREFETCH="${PREFETCH:-64}"
+PUBLISHERS="${PUBLISHERS:-16}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 if [ "$PROFILE" = smoke ]; then
-  ROUNDS=${ROUNDS:-1}; PUB=${PUB:-100}; PUB_BATCH=${PUB_BATCH:-1000}
+  ROUNDS=${ROUNDS:-1}; PUB=${PUB:-100}; PUB_MANY=${PUB_MANY:-320}; PUB_BATCH=${PUB_BATCH:-1000}
   CONSUME_ONE=${CONSUME_ONE:-100}; CONSUME=${CONSUME:-1000}
 else
-  ROUNDS=${ROUNDS:-3}; PUB=${PUB:-2000}; PUB_BATCH=${PUB_BATCH:-50000}
+  ROUNDS=${ROUNDS:-3}; PUB=${PUB:-2000}; PUB_MANY=${PUB_MANY:-16000}; PUB_BATCH=${PUB_BATCH:-50000}
   CONSUME_ONE=${CONSUME_ONE:-2000}; CONSUME=${CONSUME:-20000}
 fi
 ci_user=mailroom-ci
@@ -193,6 +195,9 @@ workloads() { # label system address durability detail db-url pids
   local fold=()
   [ "$2" = mailroom ] && fold=(--mailroom-shape ack-next ${GROUP_WINDOW:+--mailroom-group-window "$GROUP_WINDOW"})
   if runs publish-1; then bench "$@" publish --payload-bytes 1024 --count "$PUB"; fi
+  if runs publish-many; then
+    bench "$@" publish --payload-bytes 1024 --count "$PUB_MANY" --publishers "$PUBLISHERS"
+  fi
   if runs publish-batch; then
     bench "$@" publish --payload-bytes 1024 --count "$PUB_BATCH" --batch 100
   fi
@@ -313,7 +318,7 @@ ELAPSED=$((SECONDS - T0))
   echo "- Ran: $STARTED_AT, $((ELAPSED / 60)) min $((ELAPSED % 60)) s; load average before $LOAD_BEFORE, after $LOAD_AFTER."
   echo "- Machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(. /etc/os-release; echo "$PRETTY_NAME"), kernel $(uname -r)."
   echo "- PostgreSQL $("$PG_BIN/postgres" --version | awk '{print $3}'), PgQ $(dpkg-query -W -f '${Version}' "postgresql-$("$PG_BIN/postgres" --version | awk '{print $3}' | cut -d. -f1)-pgq3" 2>/dev/null || echo '?'); mailroom $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')."
-  echo "- Command: \`${BENCH_CMD:-bench/postgres.sh}\` (rows $ROWS, $ROUNDS rounds; counts: publish $PUB unbatched, $PUB_BATCH in batches of 100; consume $CONSUME_ONE at prefetch 1, $CONSUME at prefetch $PREFETCH; retry $CONSUME at prefetch $PREFETCH; workloads $WORKLOADS)."
+  echo "- Command: \`${BENCH_CMD:-bench/postgres.sh}\` (rows $ROWS, $ROUNDS rounds; counts: publish $PUB unbatched, $PUB_MANY unbatched by $PUBLISHERS publishers, $PUB_BATCH in batches of 100; consume $CONSUME_ONE at prefetch 1, $CONSUME at prefetch $PREFETCH; retry $CONSUME at prefetch $PREFETCH; workloads $WORKLOADS)."
   echo
   "$BENCH_BIN" table --input "$RESULTS"
   statements

@@ -16,7 +16,6 @@ use mailroom_store::{
 };
 use tokio::time::Instant;
 
-use super::idempotency::append_messages;
 use super::Postgres;
 use crate::backend::{
     Backend, BackendError, BackendHealth, GroupDetail, GroupGauges, LogPage, RetentionChange,
@@ -151,9 +150,7 @@ impl Backend for Postgres {
         topic: &str,
         messages: &[NewMessage],
     ) -> Result<Range<u64>, BackendError> {
-        let answers = self.watched(
-            append_messages(&self.pool, &self.notifier.marks, topic, messages, None).await,
-        )?;
+        let answers = self.watched(self.appends.append_messages(topic, messages, None).await)?;
         let (first, last) = (answers.first(), answers.last());
         let Some((first, last)) = first.zip(last) else {
             return Ok(0..0);
@@ -168,9 +165,7 @@ impl Backend for Postgres {
         messages: &[NewMessage],
     ) -> Result<Vec<Stored>, BackendError> {
         let window = Some(self.options.idempotency);
-        let answers = self.watched(
-            append_messages(&self.pool, &self.notifier.marks, topic, messages, window).await,
-        )?;
+        let answers = self.watched(self.appends.append_messages(topic, messages, window).await)?;
         if answers.iter().any(|answer| !answer.duplicate) {
             self.wake(topic);
         }

@@ -35,6 +35,7 @@ use tokio_postgres::NoTls;
 use crate::backend::{BackendError, BackendHealth};
 use crate::long_poll::LongPolls;
 
+mod appends;
 mod calls;
 mod channel_relay;
 mod deliveries;
@@ -166,6 +167,8 @@ pub struct Postgres {
     /// Why the last attempt to reach the database failed, until one succeeds.
     failure: Arc<Mutex<Option<String>>>,
     notifier: Arc<notify::Notifier>,
+    /// Publishes of bare payloads, combined per topic while one is being written.
+    appends: Arc<appends::Appends>,
     /// The live channels, relayed to and from the other brokers (`channel_relay.rs`).
     channels: Arc<crate::channels::Channels>,
     /// The notifier's, relay's and listener's tasks, ended with the backend.
@@ -234,6 +237,7 @@ impl Postgres {
             ),
         ];
         Ok(Postgres {
+            appends: appends::Appends::new(pool.clone(), Arc::clone(&notifier)),
             pool,
             options,
             long_polls,
@@ -303,9 +307,9 @@ impl Postgres {
     /// A publish stream's handle on `topic`.
     fn stream_publisher(&self, topic: &str) -> publisher::PgPublisher {
         let publishing = publisher::Publishing {
-            pool: self.pool.clone(),
             long_polls: Arc::clone(&self.long_polls),
             notifier: Arc::clone(&self.notifier),
+            appends: Arc::clone(&self.appends),
             failure: Arc::clone(&self.failure),
             window: self.options.idempotency,
         };

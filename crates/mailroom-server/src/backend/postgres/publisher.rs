@@ -1,6 +1,7 @@
 //! The publish stream's handle on a topic: one task per stream publishes its batches in
-//! the order they were handed over, each in its own transaction, and each batch's wait
-//! resolves once that transaction committed.
+//! the order they were handed over, each in its own transaction (a batch of bare
+//! payloads possibly shared with other publishes of the topic: `appends.rs`), and each
+//! batch's wait resolves once that transaction committed.
 //!
 //! Unlike the embedded store's handle, opening one does not check that the topic exists
 //! (that would need the database, and opening is not async): a stream on an unknown topic
@@ -10,14 +11,12 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use deadpool_postgres::Pool;
 use mailroom_store::{IdempotencyWindow, NewMessage, Stored};
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot};
 
-use super::idempotency::append_messages;
+use super::appends::Appends;
 use super::notify::Notifier;
-use super::topics::append;
 use crate::backend::{BackendError, Durable, TopicPublisher};
 use crate::long_poll::LongPolls;
 
@@ -38,9 +37,9 @@ enum Batch {
 
 /// What a stream's task needs of the backend.
 pub(super) struct Publishing {
-    pub pool: Pool,
     pub long_polls: Arc<LongPolls>,
     pub notifier: Arc<Notifier>,
+    pub appends: Arc<Appends>,
     pub failure: Arc<Mutex<Option<String>>>,
     pub window: IdempotencyWindow,
 }
@@ -60,26 +59,16 @@ impl PgPublisher {
                 // A stream that stopped waiting for an answer is gone: nothing to tell.
                 match batch {
                     Batch::Payloads(payloads, answer) => {
-                        let result = append(
-                            &publishing.pool,
-                            &publishing.notifier.marks,
-                            &topic,
-                            &payloads,
-                        )
-                        .await;
+                        let result = publishing.appends.append(&topic, &payloads).await;
                         publishing.noted(&topic, result.as_ref().map(|r| !r.is_empty()));
                         let _ = answer.send(result);
                     }
                     Batch::Messages(messages, once, answer) => {
                         let window = once.then_some(publishing.window);
-                        let result = append_messages(
-                            &publishing.pool,
-                            &publishing.notifier.marks,
-                            &topic,
-                            &messages,
-                            window,
-                        )
-                        .await;
+                        let result = publishing
+                            .appends
+                            .append_messages(&topic, &messages, window)
+                            .await;
                         let stored = result
                             .as_ref()
                             .map(|answers| answers.iter().any(|answer| !answer.duplicate));

@@ -188,14 +188,16 @@ impl Postgres {
     }
 
     /// Publishes `payloads` with consecutive offsets, in one transaction under the
-    /// topic row's lock (`docs/scale-out.md`, "Offsets").
+    /// topic row's lock (`docs/scale-out.md`, "Offsets"), shared with the publishes of
+    /// the topic that waited behind another (`appends.rs`).
     pub(super) async fn append(
         &self,
         topic: &str,
         payloads: &[Bytes],
     ) -> Result<Range<u64>, BackendError> {
-        append(&self.pool, &self.notifier.marks, topic, payloads).await
+        self.appends.append(topic, payloads).await
     }
+
     /// Creates `group` on `topic` at `start` with `config`, with the embedded store's
     /// checks and errors.
     pub(super) async fn create_group_row(
