@@ -37,6 +37,35 @@ async fn hold_topic_row(url: &str) -> Client {
     holder
 }
 
+/// A broker whose first publish of topic `t` (one message, "0.0") waits in the database
+/// on the topic row, which `holder` locks.
+struct Blocked {
+    url: String,
+    backend: Arc<Postgres>,
+    holder: Client,
+    first: tokio::task::JoinHandle<Result<Range<u64>, BackendError>>,
+}
+
+/// A fresh database, a broker over it and its first publish blocked (see [`Blocked`]),
+/// or `None` where the tests may be skipped.
+async fn blocked_first_publish() -> Option<Blocked> {
+    let url = fresh_database(&cluster_url()?).await;
+    let (backend, _) = broker(&url).await;
+    backend.create_topic("t").await.unwrap();
+    let holder = hold_topic_row(&url).await;
+    let first = tokio::spawn({
+        let backend = Arc::clone(&backend);
+        async move { backend.publish_batch("t", &[Bytes::from("0.0")]).await }
+    });
+    until_a_publish_waits_on_the_row(&url).await;
+    Some(Blocked {
+        url,
+        backend,
+        holder,
+        first,
+    })
+}
+
 /// Waits until a session of the database at `url` waits on a lock.
 async fn until_a_publish_waits_on_the_row(url: &str) {
     let watcher = connect(url).await;
@@ -166,18 +195,15 @@ fn assert_in_arrival_order(
 // it ends, each answered its own consecutive offsets in the order it arrived.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn publishes_waiting_behind_a_write_share_one_transaction() {
-    let Some(cluster) = cluster_url() else {
+    let Some(Blocked {
+        url,
+        backend,
+        holder,
+        first,
+    }) = blocked_first_publish().await
+    else {
         return;
     };
-    let url = fresh_database(&cluster).await;
-    let (backend, _) = broker(&url).await;
-    backend.create_topic("t").await.unwrap();
-    let holder = hold_topic_row(&url).await;
-    let first = tokio::spawn({
-        let backend = Arc::clone(&backend);
-        async move { backend.publish_batch("t", &[Bytes::from("0.0")]).await }
-    });
-    until_a_publish_waits_on_the_row(&url).await;
     let sizes = [1, 3, 1, 2, 5, 1, 1, 4];
     let waiting: Vec<Publish> = sizes
         .iter()
@@ -205,18 +231,15 @@ async fn publishes_waiting_behind_a_write_share_one_transaction() {
 // repeat of its key queued behind it a duplicate.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn messages_join_their_own_kind_and_idempotent_publishes_go_alone() {
-    let Some(cluster) = cluster_url() else {
+    let Some(Blocked {
+        url,
+        backend,
+        holder,
+        first,
+    }) = blocked_first_publish().await
+    else {
         return;
     };
-    let url = fresh_database(&cluster).await;
-    let (backend, _) = broker(&url).await;
-    backend.create_topic("t").await.unwrap();
-    let holder = hold_topic_row(&url).await;
-    let first = tokio::spawn({
-        let backend = Arc::clone(&backend);
-        async move { backend.publish_batch("t", &[Bytes::from("0.0")]).await }
-    });
-    until_a_publish_waits_on_the_row(&url).await;
     let keyed_a = queued_messages(&backend, 1, 2, None);
     let keyed_b = queued_messages(&backend, 2, 1, None);
     let once = queued_messages(&backend, 3, 2, Some("once"));
@@ -246,18 +269,15 @@ async fn messages_join_their_own_kind_and_idempotent_publishes_go_alone() {
 // caller of that write goes away mid-write (a client that hung up).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queued_publishes_outlive_the_caller_of_the_write_ahead() {
-    let Some(cluster) = cluster_url() else {
+    let Some(Blocked {
+        url,
+        backend,
+        holder,
+        first,
+    }) = blocked_first_publish().await
+    else {
         return;
     };
-    let url = fresh_database(&cluster).await;
-    let (backend, _) = broker(&url).await;
-    backend.create_topic("t").await.unwrap();
-    let holder = hold_topic_row(&url).await;
-    let first = tokio::spawn({
-        let backend = Arc::clone(&backend);
-        async move { backend.publish_batch("t", &[Bytes::from("0.0")]).await }
-    });
-    until_a_publish_waits_on_the_row(&url).await;
     let waiting: Vec<Publish> = (1..=3).map(|tag| queued(&backend, tag, 2)).collect();
     first.abort();
     assert!(first.await.unwrap_err().is_cancelled());

@@ -13,7 +13,8 @@
 //! per broker; brokers sharing a database still take turns on the row, each with a
 //! batch. A lone publisher pays nothing for it: nothing waits, nothing is spawned.
 //!
-//! A combined append holds at most [`COMBINED_MESSAGES_MAX`] messages and
+//! A publish is copied only when it queues: a publish written at once is written from
+//! its caller's own slice. A combined append holds at most [`COMBINED_MESSAGES_MAX`] messages and
 //! [`COMBINED_BYTES_MAX`] bytes (one publish larger than that goes alone).
 
 use std::collections::HashMap;
@@ -26,7 +27,7 @@ use mailroom_store::{IdempotencyWindow, NewMessage, StoreError, Stored};
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
-use super::idempotency::append_messages;
+use super::idempotency::{append_messages, checked};
 use super::notify::Notifier;
 use super::topics::append;
 use crate::backend::BackendError;
@@ -38,7 +39,7 @@ pub(super) const COMBINED_BYTES_MAX: usize = 8 << 20;
 
 /// What one publish writes.
 #[derive(Debug)]
-pub(super) enum Work {
+enum Work {
     /// Payloads without metadata (`append`).
     Payloads(Vec<Bytes>),
     /// Messages with metadata, idempotently under the window if there is one
@@ -48,7 +49,7 @@ pub(super) enum Work {
 
 /// What one publish is answered.
 #[derive(Debug)]
-pub(super) enum Written {
+enum Written {
     /// A [`Work::Payloads`]'s offsets.
     Offsets(Range<u64>),
     /// A [`Work::Messages`]'s answer per message.
@@ -56,6 +57,14 @@ pub(super) enum Written {
 }
 
 type Answer = Result<Written, BackendError>;
+
+/// A publish's messages as its caller holds them: copied into a [`Work`] only if the
+/// publish has to queue.
+#[derive(Debug, Clone, Copy)]
+enum Borrowed<'a> {
+    Payloads(&'a [Bytes]),
+    Messages(&'a [NewMessage], Option<IdempotencyWindow>),
+}
 
 /// One waiting publish and where its answer goes.
 #[derive(Debug)]
@@ -91,10 +100,7 @@ impl Appends {
         topic: &str,
         payloads: &[Bytes],
     ) -> Result<Range<u64>, BackendError> {
-        match self
-            .publish(topic, Work::Payloads(payloads.to_vec()))
-            .await?
-        {
+        match self.publish(topic, Borrowed::Payloads(payloads)).await? {
             Written::Offsets(offsets) => Ok(offsets),
             Written::Stored(_) => Err(mismatched()),
         }
@@ -109,13 +115,8 @@ impl Appends {
         messages: &[NewMessage],
         window: Option<IdempotencyWindow>,
     ) -> Result<Vec<Stored>, BackendError> {
-        for message in messages {
-            message
-                .metadata
-                .check()
-                .map_err(|error| StoreError::Topic(error.into()))?;
-        }
-        let work = Work::Messages(messages.to_vec(), window);
+        checked(messages)?;
+        let work = Borrowed::Messages(messages, window);
         match self.publish(topic, work).await? {
             Written::Stored(answers) => Ok(answers),
             Written::Offsets(_) => Err(mismatched()),
@@ -123,32 +124,35 @@ impl Appends {
     }
 
     /// Writes `work` at once, or queues it behind the write of `topic` in progress.
-    async fn publish(self: &Arc<Appends>, topic: &str, work: Work) -> Answer {
-        let work = match self.queued(topic, work) {
-            Ok(wait) => return wait.await.map_err(|_| ended())?,
-            Err(work) => work,
-        };
+    async fn publish(self: &Arc<Appends>, topic: &str, work: Borrowed<'_>) -> Answer {
+        if let Some(wait) = self.queued(topic, work) {
+            return wait.await.map_err(|_| ended())?;
+        }
         // Whatever becomes of this call (a client that hung up drops it mid-write), the
         // guard hands the queue that formed behind it to a task of its own.
         let _turn = Turn {
             appends: Arc::clone(self),
             topic,
         };
-        self.write(topic, &work).await
+        self.write(topic, work).await
     }
 
-    /// Queues `work` behind the write of `topic` in progress, if there is one, and
-    /// answers where its answer will come; else marks `topic` as being written by the
-    /// caller and hands `work` back.
-    fn queued(&self, topic: &str, work: Work) -> Result<oneshot::Receiver<Answer>, Work> {
+    /// Queues a copy of `work` behind the write of `topic` in progress, if there is one,
+    /// and answers where its answer will come; else marks `topic` as being written by the
+    /// caller and answers `None`.
+    fn queued(&self, topic: &str, work: Borrowed<'_>) -> Option<oneshot::Receiver<Answer>> {
         let mut queues = self.queues.lock();
         let Some(queue) = queues.get_mut(topic) else {
             queues.insert(topic.to_owned(), Vec::new());
-            return Err(work);
+            return None;
         };
         let (answer, wait) = oneshot::channel();
+        let work = match work {
+            Borrowed::Payloads(payloads) => Work::Payloads(payloads.to_vec()),
+            Borrowed::Messages(messages, window) => Work::Messages(messages.to_vec(), window),
+        };
         queue.push(Waiter { work, answer });
-        Ok(wait)
+        Some(wait)
     }
 
     /// Ends the write of `topic` in progress: the topic leaves the map if nothing waits,
@@ -179,21 +183,27 @@ impl Appends {
             let fits = fitting(queue);
             queue.drain(..fits).collect::<Vec<Waiter>>()
         };
-        let combined = combined(&taken);
-        let result = self.write(topic, &combined).await;
-        answer_each(taken, &result);
+        let mut taken = taken;
+        let Some((work, counts)) = combined(&mut taken) else {
+            for waiter in taken {
+                let _ = waiter.answer.send(Err(mismatched()));
+            }
+            return true;
+        };
+        let result = self.write(topic, work.borrowed()).await;
+        answer_each(taken, &counts, &result);
         true
     }
 
     /// One write of `work`: one transaction.
-    async fn write(&self, topic: &str, work: &Work) -> Answer {
+    async fn write(&self, topic: &str, work: Borrowed<'_>) -> Answer {
         let marks = &self.notifier.marks;
         match work {
-            Work::Payloads(payloads) => append(&self.pool, marks, topic, payloads)
+            Borrowed::Payloads(payloads) => append(&self.pool, marks, topic, payloads)
                 .await
                 .map(Written::Offsets),
-            Work::Messages(messages, window) => {
-                append_messages(&self.pool, marks, topic, messages, *window)
+            Borrowed::Messages(messages, window) => {
+                append_messages(&self.pool, marks, topic, messages, window)
                     .await
                     .map(Written::Stored)
             }
@@ -214,6 +224,13 @@ impl Drop for Turn<'_> {
 }
 
 impl Work {
+    fn borrowed(&self) -> Borrowed<'_> {
+        match self {
+            Work::Payloads(payloads) => Borrowed::Payloads(payloads),
+            Work::Messages(messages, window) => Borrowed::Messages(messages, *window),
+        }
+    }
+
     fn len(&self) -> usize {
         match self {
             Work::Payloads(payloads) => payloads.len(),
@@ -264,36 +281,30 @@ fn fitting(queue: &[Waiter]) -> usize {
     fits.unwrap_or(queue.len()).max(1)
 }
 
-/// The one write that carries all of `taken` (which [`fitting`] made of one kind).
-fn combined(taken: &[Waiter]) -> Work {
-    match &taken[0].work {
-        Work::Payloads(_) => Work::Payloads(
-            taken
-                .iter()
-                .flat_map(|waiter| match &waiter.work {
-                    Work::Payloads(payloads) => payloads.clone(),
-                    Work::Messages(..) => Vec::new(),
-                })
-                .collect(),
-        ),
-        Work::Messages(_, window) => Work::Messages(
-            taken
-                .iter()
-                .flat_map(|waiter| match &waiter.work {
-                    Work::Messages(messages, _) => messages.clone(),
-                    Work::Payloads(_) => Vec::new(),
-                })
-                .collect(),
-            *window,
-        ),
+/// The one write that carries all of `taken` (which [`fitting`] made of one kind), its
+/// messages moved out of them, and how many each carried; `None` if they were of two
+/// kinds after all (then nothing can be written).
+fn combined(taken: &mut [Waiter]) -> Option<(Work, Vec<usize>)> {
+    let counts = taken.iter().map(|waiter| waiter.work.len()).collect();
+    let mut all = match &taken.first()?.work {
+        Work::Payloads(_) => Work::Payloads(Vec::new()),
+        Work::Messages(_, window) => Work::Messages(Vec::new(), *window),
+    };
+    for waiter in taken {
+        match (&mut all, &mut waiter.work) {
+            (Work::Payloads(all), Work::Payloads(mine)) => all.append(mine),
+            (Work::Messages(all, _), Work::Messages(mine, _)) => all.append(mine),
+            _ => return None,
+        }
     }
+    Some((all, counts))
 }
 
-/// Answers each of `taken` its own share of a combined append's `result`, in order.
-fn answer_each(taken: Vec<Waiter>, result: &Answer) {
+/// Answers each of `taken`, which carried `counts` messages, its own share of a
+/// combined append's `result`, in order.
+fn answer_each(taken: Vec<Waiter>, counts: &[usize], result: &Answer) {
     let mut next = 0;
-    for waiter in taken {
-        let count = waiter.work.len();
+    for (waiter, &count) in taken.into_iter().zip(counts) {
         let answer = match result {
             Ok(Written::Offsets(offsets)) => {
                 let first = offsets.start + next as u64;
@@ -334,8 +345,9 @@ fn ended() -> BackendError {
     BackendError::Internal("a combined publish's write ended without an answer".into())
 }
 
-/// A write answered in another kind or count than it was asked: cannot happen
-/// ([`combined`] keeps the kind, and a write answers each message).
+/// Publishes of two kinds taken for one write, or a write answered in another kind or
+/// count than it was asked: cannot happen ([`fitting`] takes one kind, [`combined`]
+/// keeps it, and a write answers each message).
 fn mismatched() -> BackendError {
     BackendError::Internal("a combined publish was answered in the wrong kind".into())
 }

@@ -85,12 +85,7 @@ pub(super) async fn append_messages(
     messages: &[NewMessage],
     window: Option<IdempotencyWindow>,
 ) -> Result<Vec<Stored>, BackendError> {
-    for message in messages {
-        message
-            .metadata
-            .check()
-            .map_err(|error| StoreError::Topic(error.into()))?;
-    }
+    checked(messages)?;
     let keys: Vec<&str> = match window {
         Some(_) => messages
             .iter()
@@ -126,6 +121,17 @@ pub(super) async fn append_messages(
             },
         })
         .collect())
+}
+
+/// Checks every message's metadata against its limits: a 400, nothing stored.
+pub(super) fn checked(messages: &[NewMessage]) -> Result<(), BackendError> {
+    for message in messages {
+        message
+            .metadata
+            .check()
+            .map_err(|error| StoreError::Topic(error.into()))?;
+    }
+    Ok(())
 }
 
 /// Locks the topic's row and reads the rows of `keys` (skipped when there are none).

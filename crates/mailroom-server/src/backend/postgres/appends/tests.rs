@@ -121,9 +121,9 @@ proptest! {
     ) {
         let (mut queue, waits) = queue_of(&drawn);
         let fits = fitting(&queue);
-        let taken: Vec<Waiter> = queue.drain(..fits).collect();
-        let write = combined(&taken);
+        let mut taken: Vec<Waiter> = queue.drain(..fits).collect();
         let expected: Vec<Bytes> = taken.iter().flat_map(|w| payloads_of(&w.work)).collect();
+        let (write, counts) = combined(&mut taken).expect("one kind");
         prop_assert_eq!(payloads_of(&write), expected);
         let count = write.len() as u64;
         let result = match &write {
@@ -134,7 +134,7 @@ proptest! {
                     .collect(),
             )),
         };
-        answer_each(taken, &result);
+        answer_each(taken, &counts, &result);
         let mut next = start;
         for (tag, mut wait) in waits.into_iter().take(fits).enumerate() {
             let messages = drawn[tag].sizes.len() as u64;
@@ -164,7 +164,7 @@ fn every_publish_of_a_failed_append_gets_its_error() {
     let failed = Err(BackendError::Store(StoreError::UnknownTopic {
         topic: "t".into(),
     }));
-    answer_each(taken, &failed);
+    answer_each(taken, &[1, 1], &failed);
     for mut wait in waits {
         let error = wait.try_recv().unwrap().unwrap_err();
         assert!(matches!(
@@ -172,6 +172,23 @@ fn every_publish_of_a_failed_append_gets_its_error() {
             BackendError::Store(StoreError::UnknownTopic { topic }) if topic == "t"
         ));
     }
+}
+
+// Proves publishes of two kinds are never written as one.
+#[test]
+fn two_kinds_make_no_combined_write() {
+    let bare = Drawn {
+        metadata: false,
+        window: false,
+        keyed: false,
+        sizes: vec![1],
+    };
+    let keyed = Drawn {
+        metadata: true,
+        ..bare.clone()
+    };
+    let (mut taken, _) = queue_of(&[bare, keyed]);
+    assert!(combined(&mut taken).is_none());
 }
 
 // Proves a write answered with too few answers fails its publishes instead of handing
@@ -189,6 +206,6 @@ fn a_short_answer_is_an_error_not_a_missing_offset() {
         offset: 0,
         duplicate: false,
     }]));
-    answer_each(taken, &short);
+    answer_each(taken, &[2], &short);
     assert!(waits[0].try_recv().unwrap().is_err());
 }
