@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use bytes::Bytes;
 use deadpool_postgres::{GenericClient, Object};
 use futures_util::future::try_join;
-use mailroom::group::{DeliveryId, GroupState};
+use mailroom::group::{DeliveryId, GroupState, KeyLookup};
 use mailroom::topic::{Delivery, Message, TopicError};
 use mailroom_store::StoreError;
 use tokio_postgres::types::ToSql;
@@ -60,16 +60,29 @@ pub(super) struct Planning {
     pub now_ms: u64,
     /// Payload sizes of the messages a poll may hand out (none for other calls).
     pub sizes: HashMap<u64, usize>,
-    /// The key hashes of the same messages (`None`: no key), for ordering keys.
-    pub keys: HashMap<u64, Option<u64>>,
+    /// The key hashes of those of the same messages that have a key, for ordering keys.
+    pub keys: HashMap<u64, u64>,
 }
 
 impl Planning {
-    /// The planner's view of [`keys`](Self::keys): a message not read counts as one
-    /// without a key (a poll's window read finds every keyed message the planner may
-    /// ask for, `group_window`).
-    pub fn key_lookup(keys: &HashMap<u64, Option<u64>>) -> impl FnMut(u64) -> Option<u64> + '_ {
-        |offset| keys.get(&offset).copied().flatten()
+    /// The planner's view of [`keys`](Self::keys): a message not among them counts as
+    /// one without a key (a poll's window read finds every keyed message the planner
+    /// may ask for, `group_window`), so none among them means the planner need not ask.
+    pub fn key_lookup(keys: &HashMap<u64, u64>) -> ReadKeys<'_> {
+        ReadKeys(keys)
+    }
+}
+
+/// The key hashes a read found, as the planner asks for them.
+pub(super) struct ReadKeys<'a>(&'a HashMap<u64, u64>);
+
+impl KeyLookup for ReadKeys<'_> {
+    fn key_hash(&mut self, offset: u64) -> Option<u64> {
+        self.0.get(&offset).copied()
+    }
+
+    fn has_keys(&self) -> bool {
+        !self.0.is_empty()
     }
 }
 

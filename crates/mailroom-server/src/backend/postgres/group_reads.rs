@@ -147,14 +147,14 @@ impl Postgres {
         Ok(DeadLetterPage { letters, next })
     }
 
-    /// The key hashes of the messages in the window `[position, position + 4W)` of
+    /// The key hashes of the keyed messages in the window `[position, position + 4W)` of
     /// `state`, for a plan that reads no sizes (`next_due_in`); none are read when no slot
     /// is ready, since only a ready slot's key changes what the clock can do.
     pub(super) async fn window_keys(
         &self,
         topic: &str,
         state: &GroupState,
-    ) -> Result<HashMap<u64, Option<u64>>, BackendError> {
+    ) -> Result<HashMap<u64, u64>, BackendError> {
         if !waits_to_be_delivered_again(state) {
             return Ok(HashMap::new());
         }
@@ -172,9 +172,9 @@ impl Postgres {
             .map_err(PgError::from)?;
         Ok(rows
             .into_iter()
-            .map(|row| {
+            .filter_map(|row| {
                 let key: Option<&[u8]> = row.get(1);
-                (row.get::<_, i64>(0) as u64, key.map(key_hash))
+                Some((row.get::<_, i64>(0) as u64, key_hash(key?)))
             })
             .collect())
     }

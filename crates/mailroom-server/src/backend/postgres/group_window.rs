@@ -99,8 +99,8 @@ pub(super) struct Window {
 pub(super) struct WindowRead {
     /// Payload sizes of the messages read.
     pub sizes: HashMap<u64, usize>,
-    /// Their key hashes (`None`: no key).
-    pub keys: HashMap<u64, Option<u64>>,
+    /// The key hashes of those that have a key.
+    pub keys: HashMap<u64, u64>,
     rows: Vec<Row>,
     taken: HashMap<u64, usize>,
 }
@@ -188,7 +188,9 @@ impl Window {
             }
             read.sizes
                 .insert(offset, row.get::<_, i32>(1).max(0) as usize);
-            read.keys.insert(offset, key.map(key_hash));
+            if let Some(key) = key {
+                read.keys.insert(offset, key_hash(key));
+            }
             if row.get::<_, bool>(2) {
                 read.taken.insert(offset, read.rows.len());
                 read.rows.push(row);
