@@ -171,7 +171,7 @@ impl Appends {
     /// Writes the publishes waiting on `topic` that fit one combined append and answers
     /// each; `false` (and the topic out of the map) when none waited.
     async fn write_next(&self, topic: &str) -> bool {
-        let taken = {
+        let mut taken = {
             let mut queues = self.queues.lock();
             let Some(queue) = queues.get_mut(topic) else {
                 return false;
@@ -183,7 +183,6 @@ impl Appends {
             let fits = fitting(queue);
             queue.drain(..fits).collect::<Vec<Waiter>>()
         };
-        let mut taken = taken;
         let Some((work, counts)) = combined(&mut taken) else {
             for waiter in taken {
                 let _ = waiter.answer.send(Err(mismatched()));

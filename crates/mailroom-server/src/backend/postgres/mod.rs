@@ -167,7 +167,7 @@ pub struct Postgres {
     /// Why the last attempt to reach the database failed, until one succeeds.
     failure: Arc<Mutex<Option<String>>>,
     notifier: Arc<notify::Notifier>,
-    /// Publishes of bare payloads, combined per topic while one is being written.
+    /// Publishes of each topic, combined while one of it is being written (`appends.rs`).
     appends: Arc<appends::Appends>,
     /// The live channels, relayed to and from the other brokers (`channel_relay.rs`).
     channels: Arc<crate::channels::Channels>,
