@@ -4,6 +4,8 @@
 //! `BatchRequestRef::to_json`). One search for both, since either side of the batch
 //! publish spends most of its time there.
 
+use std::collections::BTreeMap;
+
 /// Where the first byte of `text` that a JSON string must escape stands: a quote, a
 /// backslash or a control character (below 0x20); `None` when there is none.
 // The writer calls it for every string of a batch, most of them short (the scanner
@@ -134,5 +136,61 @@ fn special_bytes(word: u64) -> u64 {
     (quote | backslash | control) & HIGH
 }
 
+/// `headers` as a JSON object of strings, in the map's order, as serde_json writes it.
+pub(crate) fn map(out: &mut Vec<u8>, headers: &BTreeMap<String, String>) {
+    let mut opening: &[u8] = b"{\"";
+    for (name, value) in headers {
+        out.extend_from_slice(opening);
+        opening = b",\"";
+        string_rest(out, name);
+        out.extend_from_slice(b":\"");
+        string_rest(out, value);
+    }
+    if headers.is_empty() {
+        out.push(b'{');
+    }
+    out.push(b'}');
+}
+
+/// `text` as a JSON string, escaped as serde_json escapes it: a quote, a backslash and
+/// the control characters, these by their short form where JSON has one and as
+/// `\u00xx` otherwise.
+pub(crate) fn string(out: &mut Vec<u8>, text: &str) {
+    out.push(b'"');
+    string_rest(out, text);
+}
+
+/// [`string`] after its opening quote: the text, escaped, and the closing quote.
+pub(crate) fn string_rest(out: &mut Vec<u8>, text: &str) {
+    let mut rest = text.as_bytes();
+    while let Some(at) = first_special(rest) {
+        out.extend_from_slice(&rest[..at]);
+        escape(out, rest[at]);
+        rest = &rest[at + 1..];
+    }
+    out.extend_from_slice(rest);
+    out.push(b'"');
+}
+
+fn escape(out: &mut Vec<u8>, byte: u8) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let short = match byte {
+        b'"' => b'"',
+        b'\\' => b'\\',
+        0x08 => b'b',
+        0x0c => b'f',
+        b'\n' => b'n',
+        b'\r' => b'r',
+        b'\t' => b't',
+        _ => {
+            let hex = [HEX[usize::from(byte >> 4)], HEX[usize::from(byte & 0xf)]];
+            out.extend_from_slice(b"\\u00");
+            out.extend_from_slice(&hex);
+            return;
+        }
+    };
+    out.extend_from_slice(&[b'\\', short]);
+}
+
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

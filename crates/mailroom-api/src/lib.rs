@@ -45,6 +45,7 @@ pub mod channels;
 pub mod consume_stream;
 pub mod dead_letters;
 pub mod deliveries;
+mod delivery_json;
 pub mod error;
 pub mod groups;
 mod json_text;

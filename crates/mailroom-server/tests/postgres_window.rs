@@ -123,3 +123,68 @@ async fn keyed_messages_past_the_rows_read_whole_come_with_their_own_payloads() 
     assert_eq!(shown(&second), [(1, 11, 1), (5, 15, 5)]);
     assert_eq!(second.iter().map(key_of).collect::<Vec<_>>(), ["a", "b"]);
 }
+
+// Proves the acks a poll carries leave only slots they finish for sure out of its
+// window's read: with W = 4, acked with the next poll, deliveries 0 and 1 (no lease) are
+// finished and 2 and 3 come whole; with a lease that ran out, the same acks are refused
+// and the poll hands 0 and 1 out again, attempt 2, each with its own payload (a window
+// that had left them out would have no size to plan them with).
+#[tokio::test]
+async fn acks_with_the_next_poll_leave_out_only_the_slots_they_finish() {
+    let Some(cluster) = cluster_url() else { return };
+    let url = fresh_database(&cluster).await;
+    let (backend, _) = broker(&url).await;
+    backend.create_topic(TOPIC).await.unwrap();
+    let leased = "leased";
+    for (group, config) in [
+        (GROUP, GroupConfig::new(3).with_max_in_flight(4)),
+        (
+            leased,
+            GroupConfig::new(3).with_max_in_flight(4).with_lease_ms(300),
+        ),
+    ] {
+        backend
+            .create_group(TOPIC, group, StartPosition::Earliest, config)
+            .await
+            .unwrap();
+    }
+    let payloads: Vec<Bytes> = (0..4).map(|i| payload(10 + i, i as u8)).collect();
+    backend.publish_batch(TOPIC, &payloads).await.unwrap();
+    let attempts = |deliveries: &[MessageDelivery]| -> Vec<(u64, u32)> {
+        deliveries.iter().map(|d| (d.offset, d.attempt)).collect()
+    };
+
+    let first = backend
+        .poll_batch(TOPIC, GROUP, None, 2, PollScope::All)
+        .await
+        .unwrap();
+    let (acked, second) = backend
+        .ack_then_poll_batch(TOPIC, GROUP, &ids(&first), None, 4, PollScope::All)
+        .await
+        .unwrap();
+    assert!(acked.iter().all(Result::is_ok), "{acked:?}");
+    assert_eq!(shown(&second), [(2, 12, 2), (3, 13, 3)]);
+
+    let first = backend
+        .poll_batch(TOPIC, leased, None, 2, PollScope::All)
+        .await
+        .unwrap();
+    assert_eq!(attempts(&first), [(0, 1), (1, 1)]);
+    // Until the leases have run out by the group's clock.
+    while let Some(due) = backend.next_due_in(TOPIC, leased).await.unwrap() {
+        if due.is_zero() {
+            break;
+        }
+        tokio::time::sleep(due).await;
+    }
+    let (acked, second) = backend
+        .ack_then_poll_batch(TOPIC, leased, &ids(&first), None, 4, PollScope::All)
+        .await
+        .unwrap();
+    assert!(acked.iter().all(Result::is_err), "{acked:?}");
+    assert_eq!(attempts(&second), [(0, 2), (1, 2), (2, 1), (3, 1)]);
+    assert_eq!(
+        shown(&second),
+        [(0, 10, 0), (1, 11, 1), (2, 12, 2), (3, 13, 3)]
+    );
+}

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use super::{BatchItemRef, BatchObjectRef, BatchRequestRef};
-use crate::json_text::first_special;
+use crate::json_text::{map, string, string_rest};
 
 impl BatchRequestRef<'_> {
     /// This body as JSON: the bytes `serde_json::to_vec(self)` makes, made faster.
@@ -102,61 +102,6 @@ fn message(out: &mut Vec<u8>, object: &BatchObjectRef<'_>) {
         out.push(b'{');
     }
     out.push(b'}');
-}
-
-fn map(out: &mut Vec<u8>, headers: &BTreeMap<String, String>) {
-    let mut opening: &[u8] = b"{\"";
-    for (name, value) in headers {
-        out.extend_from_slice(opening);
-        opening = b",\"";
-        string_rest(out, name);
-        out.extend_from_slice(b":\"");
-        string_rest(out, value);
-    }
-    if headers.is_empty() {
-        out.push(b'{');
-    }
-    out.push(b'}');
-}
-
-/// `text` as a JSON string, escaped as serde_json escapes it: a quote, a backslash and
-/// the control characters, these by their short form where JSON has one and as
-/// `\u00xx` otherwise.
-fn string(out: &mut Vec<u8>, text: &str) {
-    out.push(b'"');
-    string_rest(out, text);
-}
-
-/// [`string`] after its opening quote: the text, escaped, and the closing quote.
-fn string_rest(out: &mut Vec<u8>, text: &str) {
-    let mut rest = text.as_bytes();
-    while let Some(at) = first_special(rest) {
-        out.extend_from_slice(&rest[..at]);
-        escape(out, rest[at]);
-        rest = &rest[at + 1..];
-    }
-    out.extend_from_slice(rest);
-    out.push(b'"');
-}
-
-fn escape(out: &mut Vec<u8>, byte: u8) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let short = match byte {
-        b'"' => b'"',
-        b'\\' => b'\\',
-        0x08 => b'b',
-        0x0c => b'f',
-        b'\n' => b'n',
-        b'\r' => b'r',
-        b'\t' => b't',
-        _ => {
-            let hex = [HEX[usize::from(byte >> 4)], HEX[usize::from(byte & 0xf)]];
-            out.extend_from_slice(b"\\u00");
-            out.extend_from_slice(&hex);
-            return;
-        }
-    };
-    out.extend_from_slice(&[b'\\', short]);
 }
 
 #[cfg(test)]

@@ -2,6 +2,20 @@ use proptest::prelude::*;
 
 use super::*;
 
+/// Text of every kind a string may hold: plain runs short and long, every control
+/// character, quotes, backslashes, DEL and non-ASCII. The writers' tests draw their
+/// strings from it.
+pub(crate) fn text() -> impl Strategy<Value = String> {
+    let piece = prop_oneof![
+        4 => "[a-z0-9 ._/-]{0,40}",
+        1 => (0u8..0x20).prop_map(|b| char::from(b).to_string()),
+        1 => Just("\"".to_owned()),
+        1 => Just("\\".to_owned()),
+        1 => Just("\u{7f}é漢🦀".to_owned()),
+    ];
+    proptest::collection::vec(piece, 0..6).prop_map(|pieces| pieces.concat())
+}
+
 /// What [`first_special`] must answer, byte by byte.
 fn first_special_by_bytes(text: &[u8]) -> Option<usize> {
     text.iter()

@@ -3,20 +3,8 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 
 use crate::batch_item::{BatchItemRef, BatchObjectRef, BatchRequestRef};
+use crate::json_text::tests::text;
 use crate::topics::Base64Message;
-
-/// Text of every kind a string may hold: plain runs short and long, every control
-/// character, quotes, backslashes, DEL and non-ASCII.
-fn text() -> impl Strategy<Value = String> {
-    let piece = prop_oneof![
-        4 => "[a-z0-9 ._/-]{0,40}",
-        1 => (0u8..0x20).prop_map(|b| char::from(b).to_string()),
-        1 => Just("\"".to_owned()),
-        1 => Just("\\".to_owned()),
-        1 => Just("\u{7f}é漢🦀".to_owned()),
-    ];
-    proptest::collection::vec(piece, 0..6).prop_map(|pieces| pieces.concat())
-}
 
 /// An owned item, for the borrowed one to point into.
 #[derive(Debug, Clone)]

@@ -13,6 +13,7 @@ use mailroom::topic::{Nack, TopicError};
 use mailroom_store::{MessageDelivery, PollScope, StoreError};
 
 use super::group::{apply_planned, Planned, Planning};
+use super::group_window::PollWindow;
 use super::waiting::PollRead;
 use super::Postgres;
 use crate::backend::{BackendError, SettledRound, Settlements};
@@ -158,7 +159,7 @@ impl Postgres {
     ) -> Result<(Option<MessageDelivery>, PollRead), BackendError> {
         let (_, deliveries, read) = self
             // The keys of the window are read with the sizes (see `group_window`).
-            .group_call_read(topic, group, Some(1), |planning| loop {
+            .group_call_read(topic, group, Some(PollWindow::of(1)), |planning| loop {
                 let mut keys = Planning::key_lookup(&planning.keys);
                 let step = planning.state.plan_poll_keyed(
                     planning.log_end,
@@ -196,7 +197,7 @@ impl Postgres {
         scope: PollScope,
     ) -> Result<(Vec<MessageDelivery>, PollRead), BackendError> {
         let (_, deliveries, read) = self
-            .group_call_read(topic, group, Some(max), |planning| {
+            .group_call_read(topic, group, Some(PollWindow::of(max)), |planning| {
                 let deliveries = poll_batch_plan(planning, consumer, max, scope)?;
                 Ok(Planned {
                     answer: (),
@@ -222,8 +223,15 @@ impl Postgres {
                 .check()
                 .map_err(|error| StoreError::Topic(TopicError::from(error)))?;
         }
+        // The acks may leave their slots out of the window's read only when no nack
+        // comes before them, which could refuse one (`group_window`).
+        let acks = if round.nacks.is_empty() {
+            round.acks
+        } else {
+            &[]
+        };
         let (answer, polled, read) = self
-            .group_call_read(topic, group, Some(max), |planning| {
+            .group_call_read(topic, group, Some(PollWindow { max, acks }), |planning| {
                 let mut nacked = Vec::with_capacity(round.nacks.len());
                 for (ids, options) in round.nacks {
                     nacked.push(settle(planning, ids, Some(options))?);

@@ -21,7 +21,7 @@ use mailroom_store::StoreError;
 use tokio_postgres::types::ToSql;
 
 use super::group_lock::lock;
-use super::group_window::WindowRead;
+use super::group_window::{PollWindow, WindowRead};
 use super::group_write::{Row, Write};
 use super::metadata::message_of;
 use super::schema::topic_partition;
@@ -148,7 +148,7 @@ impl Postgres {
         &self,
         topic: &str,
         group: &str,
-        poll: Option<usize>,
+        poll: Option<PollWindow<'_>>,
         plan: impl FnOnce(&mut Planning) -> Result<Planned<R>, BackendError>,
     ) -> Result<(R, Vec<Delivery<Message<Bytes>>>), BackendError> {
         let (answer, deliveries, _) = self.group_call_read(topic, group, poll, plan).await?;
@@ -161,7 +161,7 @@ impl Postgres {
         &self,
         topic: &str,
         group: &str,
-        poll: Option<usize>,
+        poll: Option<PollWindow<'_>>,
         plan: impl FnOnce(&mut Planning) -> Result<Planned<R>, BackendError>,
     ) -> Result<(R, Vec<Delivery<Message<Bytes>>>, PollRead), BackendError> {
         let key = (topic.to_owned(), group.to_owned());
@@ -191,7 +191,7 @@ async fn call<R>(
     topic: &str,
     group: &str,
     cached: Option<Cached>,
-    poll: Option<usize>,
+    poll: Option<PollWindow<'_>>,
     plan: impl FnOnce(&mut Planning) -> Result<Planned<R>, BackendError>,
 ) -> Result<(R, Vec<Delivery<Message<Bytes>>>, Cached, PollRead), BackendError> {
     let (locked, base, mut read) = lock(client, topic, group, cached, poll).await?;

@@ -10,7 +10,7 @@ use tokio_postgres::error::SqlState;
 
 use super::group::{unknown_group, unknown_topic, Cached};
 use super::group_restore::restore;
-use super::group_window::{prepare_window, Window, WindowRead};
+use super::group_window::{prepare_window, PollWindow, Window, WindowRead};
 use super::topic_statements::BEGIN_GENERIC;
 use super::waiting::Mark;
 use super::PgError;
@@ -52,7 +52,7 @@ pub(super) async fn lock(
     topic: &str,
     group: &str,
     cached: Option<Cached>,
-    poll: Option<usize>,
+    poll: Option<PollWindow<'_>>,
 ) -> Result<(Locked, Cached, WindowRead), BackendError> {
     let (locked, log, guessed, cached) =
         match first_pipeline(client, topic, group, cached.as_ref(), poll).await {
@@ -105,8 +105,8 @@ pub(super) async fn lock(
     };
     let read = match poll {
         None => WindowRead::default(),
-        Some(max) => {
-            let window = Window::of(&base.state, found.log_end, max);
+        Some(poll) => {
+            let window = Window::of(&base.state, found.log_end, poll);
             window_read(client, window, &found, hit.then_some(guessed)).await?
         }
     };
@@ -127,7 +127,7 @@ async fn first_pipeline(
     topic: &str,
     group: &str,
     cached: Option<&Cached>,
-    poll: Option<usize>,
+    poll: Option<PollWindow<'_>>,
 ) -> Result<FirstRows, tokio_postgres::Error> {
     let (cached_version, cached_group) =
         cached.map_or((-1, -1), |cached| (cached.version, cached.group_id));
@@ -158,13 +158,13 @@ async fn first_pipeline(
 async fn guess(
     client: &Object,
     cached: Option<&Cached>,
-    poll: Option<usize>,
+    poll: Option<PollWindow<'_>>,
 ) -> Result<Option<(tokio_postgres::Statement, i64, Window)>, tokio_postgres::Error> {
-    let (Some(cached), Some(max)) = (cached, poll) else {
+    let (Some(cached), Some(poll)) = (cached, poll) else {
         return Ok(None);
     };
     let statement = prepare_window(client, cached.topic_id).await?;
-    let window = Window::of(&cached.state, u64::MAX, max);
+    let window = Window::of(&cached.state, u64::MAX, poll);
     Ok(Some((statement, cached.topic_id, window)))
 }
 

@@ -12,6 +12,16 @@
 //! costs no more than W rows per poll. A message not read answers the planner's key
 //! lookup as one without a key, which is what every unread message of that range is.
 //!
+//! The window's slots from the position are read as one range, except where it starts:
+//! the slots the same call acks before its poll plans are left out from its bottom
+//! ([`PollWindow::acks`]), so a consumer that acks each round with its next poll reads
+//! only the new messages' rows, not its finished round's as well (half the rows at
+//! prefetch 64). That is exact because such an ack cannot be refused: it names a delivery
+//! in flight under that attempt, with no lease to run out (a slot with a lease is read,
+//! since its lease may end before the call's clock is read), and no nack in the call
+//! comes before it (a call with nacks leaves nothing out). Such a slot is finished
+//! before the poll plans, and the plan never looks at a finished slot.
+//!
 //! The rows read whole are the lowest `min(max, W)` ready slots and the first
 //! `min(max, W)` fresh messages, each if its payload is at most the poll's byte cap over
 //! that count (so a poll of large messages does not move more than it may hand out);
@@ -21,7 +31,7 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 use deadpool_postgres::{GenericClient, Object};
-use mailroom::group::{key_hash, GroupState, SlotPhase, KEYED_WINDOW_SPAN};
+use mailroom::group::{key_hash, DeliveryId, GroupState, Slot, SlotPhase, KEYED_WINDOW_SPAN};
 use mailroom::topic::Message;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Row, Statement};
@@ -67,6 +77,23 @@ pub(super) async fn prepare_window(
     prepare_for_topic(client, &client.statement_cache, &window_rows(topic_id)).await
 }
 
+/// What a call's poll reads its window for.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct PollWindow<'a> {
+    /// The most deliveries the poll may hand out.
+    pub max: usize,
+    /// The deliveries the call acks before its poll plans, when no nack in the call comes
+    /// before them (else none): the window leaves out the slots these finish for sure.
+    pub acks: &'a [DeliveryId],
+}
+
+impl PollWindow<'static> {
+    /// The window of a poll of up to `max` deliveries that settles nothing first.
+    pub(super) fn of(max: usize) -> PollWindow<'static> {
+        PollWindow { max, acks: &[] }
+    }
+}
+
 /// The messages a poll of a state may look at (see the module docs), below the log's end.
 ///
 /// The slots of the window are read as the range from the position on (with the few
@@ -77,8 +104,9 @@ pub(super) struct Window {
     slots: Vec<i64>,
     /// The open slots below the position (redriven dead letters).
     redriven: Vec<i64>,
-    /// The group's position: the window's slots are the messages from here to `fresh`.
-    position: u64,
+    /// Where the range of the window's slots starts: the lowest open slot from the
+    /// group's position that the call's acks do not finish for sure (`fresh` if none).
+    slots_from: u64,
     /// The ready slots whose rows are wanted whole (the lowest `take` of them).
     ready: Vec<i64>,
     /// `next_fresh`: the first message never delivered.
@@ -106,19 +134,23 @@ pub(super) struct WindowRead {
 }
 
 impl Window {
-    /// The window of `state` below `log_end` (`u64::MAX`: not known yet) for a poll of up
-    /// to `max` deliveries.
-    pub(super) fn of(state: &GroupState, log_end: u64, max: usize) -> Window {
+    /// The window of `state` below `log_end` (`u64::MAX`: not known yet) for `poll`.
+    pub(super) fn of(state: &GroupState, log_end: u64, poll: PollWindow<'_>) -> Window {
         let w = u64::from(state.config().max_in_flight);
-        let take = usize::try_from(w).unwrap_or(usize::MAX).min(max);
+        let take = usize::try_from(w).unwrap_or(usize::MAX).min(poll.max);
         let position = state.position();
+        let fresh = state.next_fresh();
+        let acked = Acked::of(poll.acks);
         let mut slots = Vec::new();
         let mut redriven = Vec::new();
         let mut ready = Vec::new();
+        let mut slots_from = None;
         for slot in state.slots() {
             slots.push(big(slot.offset));
             if slot.offset < position {
                 redriven.push(big(slot.offset));
+            } else if slots_from.is_none() && !acked.finishes(slot) {
+                slots_from = Some(slot.offset);
             }
             if matches!(slot.phase, SlotPhase::Ready { .. }) && ready.len() < take {
                 ready.push(big(slot.offset));
@@ -129,13 +161,12 @@ impl Window {
         } else {
             w * u64::from(KEYED_WINDOW_SPAN)
         };
-        let fresh = state.next_fresh();
         let take_to = fresh.saturating_add(take as u64).min(log_end);
         let wanted = ready.len() as u64 + take_to.saturating_sub(fresh);
         Window {
             slots,
             redriven,
-            position,
+            slots_from: slots_from.unwrap_or(fresh),
             ready,
             fresh,
             // Never below `fresh`: the range from the position holds the slots too.
@@ -163,7 +194,7 @@ impl Window {
             &self.ready,
             &big(self.take_to),
             &big(self.take_bytes),
-            &big(self.position),
+            &big(self.slots_from),
         ];
         client.query(statement, &params).await
     }
@@ -197,6 +228,30 @@ impl Window {
             }
         }
         read
+    }
+}
+
+/// The deliveries a call acks before its poll, by offset and attempt, to look up.
+struct Acked(Vec<(u64, u32)>);
+
+impl Acked {
+    fn of(acks: &[DeliveryId]) -> Acked {
+        let mut ids: Vec<(u64, u32)> = acks.iter().map(|id| (id.offset, id.attempt)).collect();
+        ids.sort_unstable();
+        Acked(ids)
+    }
+
+    /// Whether the call's acks finish `slot` whatever its clock says: it is in flight
+    /// under an acked attempt, without a lease (`check_owned`'s only other test).
+    fn finishes(&self, slot: &Slot) -> bool {
+        let in_flight = matches!(
+            slot.phase,
+            SlotPhase::InFlight {
+                lease_until_ms: None,
+                ..
+            }
+        );
+        in_flight && self.0.binary_search(&(slot.offset, slot.attempt)).is_ok()
     }
 }
 

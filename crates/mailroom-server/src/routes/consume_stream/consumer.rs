@@ -292,7 +292,9 @@ where
     S: Sink<Message, Error = axum::Error> + Unpin,
 {
     for frame in frames {
-        let text = serde_json::to_string(frame).expect("frames serialize");
+        // Every frame's JSON is UTF-8: serde_json's, or the delivery writer's, which
+        // copies UTF-8 strings and writes ASCII around them.
+        let text = String::from_utf8(frame.to_json()).map_err(|_| None)?;
         socket
             .feed(Message::Text(text.into()))
             .await
