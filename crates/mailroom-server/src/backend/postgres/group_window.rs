@@ -31,7 +31,7 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 use deadpool_postgres::{GenericClient, Object};
-use mailroom::group::{key_hash, DeliveryId, GroupState, Slot, SlotPhase, KEYED_WINDOW_SPAN};
+use mailroom::group::{key_hash, DeliveryId, GroupState, SlotPhase, KEYED_WINDOW_SPAN};
 use mailroom::topic::Message;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Row, Statement};
@@ -140,7 +140,14 @@ impl Window {
         let take = usize::try_from(w).unwrap_or(usize::MAX).min(poll.max);
         let position = state.position();
         let fresh = state.next_fresh();
-        let acked = Acked::of(poll.acks);
+        // The slots the call's acks finish whatever the clock says: those the state
+        // machine's own ack check passes at the end of time, which only a delivery in
+        // flight under that attempt and without a lease does.
+        let mut finished: Vec<u64> = (poll.acks.iter())
+            .filter(|&&id| state.plan_ack(id, u64::MAX).is_ok())
+            .map(|id| id.offset)
+            .collect();
+        finished.sort_unstable();
         let mut slots = Vec::new();
         let mut redriven = Vec::new();
         let mut ready = Vec::new();
@@ -149,7 +156,7 @@ impl Window {
             slots.push(big(slot.offset));
             if slot.offset < position {
                 redriven.push(big(slot.offset));
-            } else if slots_from.is_none() && !acked.finishes(slot) {
+            } else if slots_from.is_none() && finished.binary_search(&slot.offset).is_err() {
                 slots_from = Some(slot.offset);
             }
             if matches!(slot.phase, SlotPhase::Ready { .. }) && ready.len() < take {
@@ -228,30 +235,6 @@ impl Window {
             }
         }
         read
-    }
-}
-
-/// The deliveries a call acks before its poll, by offset and attempt, to look up.
-struct Acked(Vec<(u64, u32)>);
-
-impl Acked {
-    fn of(acks: &[DeliveryId]) -> Acked {
-        let mut ids: Vec<(u64, u32)> = acks.iter().map(|id| (id.offset, id.attempt)).collect();
-        ids.sort_unstable();
-        Acked(ids)
-    }
-
-    /// Whether the call's acks finish `slot` whatever its clock says: it is in flight
-    /// under an acked attempt, without a lease (`check_owned`'s only other test).
-    fn finishes(&self, slot: &Slot) -> bool {
-        let in_flight = matches!(
-            slot.phase,
-            SlotPhase::InFlight {
-                lease_until_ms: None,
-                ..
-            }
-        );
-        in_flight && self.0.binary_search(&(slot.offset, slot.attempt)).is_ok()
     }
 }
 
