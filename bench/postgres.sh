@@ -13,8 +13,8 @@
 #                                           # pgq skiplocked
 #   BENCH_PROFILE=smoke bench/postgres.sh   # tiny counts, one round
 #   WORKLOADS="consume-1 consume" bench/postgres.sh  # a subset of: publish-1
-#                                           # publish-many publish-batch consume-1
-#                                           # consume retry
+#                                           # publish-many publish-pipelined publish-batch
+#                                           # consume-1 consume retry
 #   CARGO_TARGET_DIR=/somewhere BENCH_NO_BUILD=1 bench/postgres.sh  # reuse built binaries
 #   GROUP_WINDOW=128 bench/postgres.sh      # mailroom's groups' max_in_flight (default:
 #                                           # the prefetch): a round may go past a retry
@@ -35,7 +35,10 @@
 #            with --fsync interval:200 (wal_writer_delay's default)
 #
 # Workloads, 1 KiB payloads unless said: publish unbatched (1 publisher, and PUBLISHERS
-# (16) publishers, each on its own connection, to one topic) and batches of 100; consume + ack one group with prefetch / batch 1 and PREFETCH (64); the 10%
+# (16) publishers, each on its own connection, to one topic), one publisher keeping
+# PREFETCH (64) unbatched messages in flight, each confirmed on its own (mailroom: the
+# publish stream; PgQ and SKIP LOCKED: autocommit inserts pipelined on one connection),
+# and batches of 100; consume + ack one group with prefetch / batch 1 and PREFETCH (64); the 10%
 # failure workload (every 10th message rejected until dead-lettered, max 3 attempts) at
 # PREFETCH. mailroom: poll/batch carrying the previous round's acks and rejections (one
 # request and one transaction per round; `--mailroom-shape ack-next`), over HTTP; `mailroom-pg-stream` runs the consume workloads over the consume
@@ -71,15 +74,17 @@ done
 PROFILE="${BENCH_PROFILE:-full}"
 SYSTEMS="${BENCH_SYSTEMS:-mailroom-pg mailroom-pg-stream mailroom-pg-2 mailroom-embedded pgq skiplocked}"
 ROWS="${ROWS:-strict}"
-WORKLOADS="${WORKLOADS:-publish-1 publish-many publish-batch consume-1 consume retry}"
+WORKLOADS="${WORKLOADS:-publish-1 publish-many publish-pipelined publish-batch consume-1 consume retry}"
 PREFETCH="${PREFETCH:-64}"
 PUBLISHERS="${PUBLISHERS:-16}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 if [ "$PROFILE" = smoke ]; then
   ROUNDS=${ROUNDS:-1}; PUB=${PUB:-100}; PUB_MANY=${PUB_MANY:-320}; PUB_BATCH=${PUB_BATCH:-1000}
+  PUB_PIPE=${PUB_PIPE:-500}
   CONSUME_ONE=${CONSUME_ONE:-100}; CONSUME=${CONSUME:-1000}
 else
   ROUNDS=${ROUNDS:-3}; PUB=${PUB:-2000}; PUB_MANY=${PUB_MANY:-16000}; PUB_BATCH=${PUB_BATCH:-50000}
+  PUB_PIPE=${PUB_PIPE:-20000}
   CONSUME_ONE=${CONSUME_ONE:-2000}; CONSUME=${CONSUME:-20000}
 fi
 ci_user=mailroom-ci
@@ -197,6 +202,10 @@ workloads() { # label system address durability detail db-url pids
   if runs publish-1; then bench "$@" publish --payload-bytes 1024 --count "$PUB"; fi
   if runs publish-many; then
     bench "$@" publish --payload-bytes 1024 --count "$PUB_MANY" --publishers "$PUBLISHERS"
+  fi
+  if runs publish-pipelined; then
+    bench "$@" publish --payload-bytes 1024 --count "$PUB_PIPE" --publish-mode pipelined \
+      --window "$PREFETCH"
   fi
   if runs publish-batch; then
     bench "$@" publish --payload-bytes 1024 --count "$PUB_BATCH" --batch 100
@@ -318,7 +327,7 @@ ELAPSED=$((SECONDS - T0))
   echo "- Ran: $STARTED_AT, $((ELAPSED / 60)) min $((ELAPSED % 60)) s; load average before $LOAD_BEFORE, after $LOAD_AFTER."
   echo "- Machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(. /etc/os-release; echo "$PRETTY_NAME"), kernel $(uname -r)."
   echo "- PostgreSQL $("$PG_BIN/postgres" --version | awk '{print $3}'), PgQ $(dpkg-query -W -f '${Version}' "postgresql-$("$PG_BIN/postgres" --version | awk '{print $3}' | cut -d. -f1)-pgq3" 2>/dev/null || echo '?'); mailroom $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')."
-  echo "- Command: \`${BENCH_CMD:-bench/postgres.sh}\` (rows $ROWS, $ROUNDS rounds; counts: publish $PUB unbatched, $PUB_MANY unbatched by $PUBLISHERS publishers, $PUB_BATCH in batches of 100; consume $CONSUME_ONE at prefetch 1, $CONSUME at prefetch $PREFETCH; retry $CONSUME at prefetch $PREFETCH; workloads $WORKLOADS)."
+  echo "- Command: \`${BENCH_CMD:-bench/postgres.sh}\` (rows $ROWS, $ROUNDS rounds; counts: publish $PUB unbatched, $PUB_MANY unbatched by $PUBLISHERS publishers, $PUB_PIPE unbatched by 1 publisher with $PREFETCH in flight, $PUB_BATCH in batches of 100; consume $CONSUME_ONE at prefetch 1, $CONSUME at prefetch $PREFETCH; retry $CONSUME at prefetch $PREFETCH; workloads $WORKLOADS)."
   echo
   "$BENCH_BIN" table --input "$RESULTS"
   statements

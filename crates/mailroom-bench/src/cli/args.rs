@@ -73,7 +73,8 @@ pub(crate) enum PublishMode {
     /// One call (of --batch messages) at a time, each waiting for its confirmation.
     Calls,
     /// Up to --window messages sent and unconfirmed per connection (mailroom's publish
-    /// stream, Redis pipelined XADD, JetStream async publish, RabbitMQ publisher confirms).
+    /// stream, Redis pipelined XADD, JetStream async publish, RabbitMQ publisher confirms,
+    /// PgQ's and the SKIP LOCKED table's autocommit inserts pipelined on one connection).
     Pipelined,
 }
 

@@ -1,13 +1,14 @@
 //! What the two PostgreSQL queues ([`super::pgq`], [`super::skip_locked`]) share: one
 //! connection per publisher and consumer, made from the database URL (the
 //! [`database probe`](crate::database_probe) opens its own the same way), their tables'
-//! names, their publishers (one insert at a time when pipelined), the reads of a table's rows and
+//! names, their publishers (up to a window of autocommit inserts pipelined on one connection), the reads of a table's rows and
 //! dead letters, and what a rejection does.
 
 use std::future::Future;
 
 use anyhow::{Context as _, Result};
 use bytes::Bytes;
+use futures_util::stream::{FuturesOrdered, StreamExt as _};
 use hdrhistogram::Histogram;
 use tokio_postgres::types::FromSql;
 use tokio_postgres::{Client, NoTls};
@@ -80,18 +81,29 @@ impl<P: InsertRows + Sync> LogPublisher for P {
         self.insert(payloads).await
     }
 
-    /// One insert at a time (window 1): PgQ's clients and the usual `SKIP LOCKED` design
-    /// do not pipeline.
+    /// Up to `window` inserts in flight on the one connection, each its own autocommit
+    /// transaction: tokio-postgres pipelines the statements of futures polled together,
+    /// so the connection is never idle between them, as a PgQ or `SKIP LOCKED` client
+    /// would keep it busy without batching. Each commit still waits for its own flush.
     async fn publish_pipelined(
         &mut self,
         payloads: Vec<Bytes>,
-        _window: usize,
+        window: usize,
         latency: &mut Histogram<u64>,
     ) -> Result<()> {
+        let this = &*self;
         let mut times = SendTimes::default();
+        let mut in_flight = FuturesOrdered::new();
         for payload in payloads {
+            while in_flight.len() >= window.max(1) {
+                in_flight.next().await.context("an insert is in flight")??;
+                times.confirmed(1, latency)?;
+            }
+            in_flight.push_back(async move { this.insert(std::slice::from_ref(&payload)).await });
             times.sent();
-            self.insert(std::slice::from_ref(&payload)).await?;
+        }
+        while let Some(inserted) = in_flight.next().await {
+            inserted?;
             times.confirmed(1, latency)?;
         }
         Ok(())
