@@ -1,20 +1,19 @@
 //! What the two PostgreSQL queues ([`super::pgq`], [`super::skip_locked`]) share: one
 //! connection per publisher and consumer, made from the database URL (the
 //! [`database probe`](crate::database_probe) opens its own the same way), their tables'
-//! names, their publishers (up to a window of autocommit inserts pipelined on one connection), the reads of a table's rows and
-//! dead letters, and what a rejection does.
+//! names, their publishers (up to a window of autocommit inserts pipelined on one
+//! connection), the reads of a table's rows and dead letters, and what a rejection does.
 
 use std::future::Future;
 
 use anyhow::{Context as _, Result};
 use bytes::Bytes;
-use futures_util::stream::{FuturesOrdered, StreamExt as _};
 use hdrhistogram::Histogram;
 use tokio_postgres::types::FromSql;
 use tokio_postgres::{Client, NoTls};
 
 use super::{FailOutcome, LogPublisher};
-use crate::workload::publish::SendTimes;
+use crate::workload::publish::in_order;
 
 /// Opens a connection to `url` and drives it on a task of its own, which ends when the
 /// client is dropped.
@@ -92,21 +91,9 @@ impl<P: InsertRows + Sync> LogPublisher for P {
         latency: &mut Histogram<u64>,
     ) -> Result<()> {
         let this = &*self;
-        let mut times = SendTimes::default();
-        let mut in_flight = FuturesOrdered::new();
-        for payload in payloads {
-            while in_flight.len() >= window.max(1) {
-                in_flight.next().await.context("an insert is in flight")??;
-                times.confirmed(1, latency)?;
-            }
-            in_flight.push_back(async move { this.insert(std::slice::from_ref(&payload)).await });
-            times.sent();
-        }
-        while let Some(inserted) = in_flight.next().await {
-            inserted?;
-            times.confirmed(1, latency)?;
-        }
-        Ok(())
+        let send =
+            |payload: Bytes| async move { this.insert(std::slice::from_ref(&payload)).await };
+        in_order(payloads, window, latency, send, |inserted| inserted).await
     }
 }
 

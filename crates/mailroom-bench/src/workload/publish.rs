@@ -7,10 +7,12 @@
 //! `count` messages (a lost or duplicated publish changes that number).
 
 use std::collections::VecDeque;
+use std::future::Future;
 use std::time::Instant;
 
 use anyhow::{Context as _, Result};
 use bytes::Bytes;
+use futures_util::stream::{FuturesOrdered, StreamExt as _};
 use hdrhistogram::Histogram;
 
 use super::{probe_finish, probe_start, Measured};
@@ -68,6 +70,37 @@ impl SendTimes {
         }
         Ok(())
     }
+}
+
+/// Sends each of `payloads` with `send`, keeping up to `window` of its futures in flight
+/// and taking their answers in the order sent: `check` judges each answer, and its
+/// latency from the send is recorded. For clients that pipeline by polling several
+/// requests' futures at once (Redis's multiplexed connection, tokio-postgres).
+///
+/// # Errors
+/// When `check` refuses an answer.
+pub async fn in_order<F: Future>(
+    payloads: Vec<Bytes>,
+    window: usize,
+    latency: &mut Histogram<u64>,
+    mut send: impl FnMut(Bytes) -> F,
+    mut check: impl FnMut(F::Output) -> Result<()>,
+) -> Result<()> {
+    let mut answers = FuturesOrdered::new();
+    let mut times = SendTimes::default();
+    for payload in payloads {
+        while times.outstanding() >= window {
+            check(answers.next().await.context("a message is in flight")?)?;
+            times.confirmed(1, latency)?;
+        }
+        answers.push_back(send(payload));
+        times.sent();
+    }
+    while let Some(answer) = answers.next().await {
+        check(answer)?;
+        times.confirmed(1, latency)?;
+    }
+    Ok(())
 }
 
 /// Runs the publish workload on a fresh topic.
@@ -161,6 +194,8 @@ async fn publish_share<P: LogPublisher>(
 
 #[cfg(test)]
 mod tests {
+    use std::cell::Cell;
+
     use super::*;
 
     // Proves a confirmation records one latency per message it covers, oldest first,
@@ -177,5 +212,58 @@ mod tests {
         assert!(times.confirmed(2, &mut latency).is_err());
         times.confirmed(1, &mut latency).unwrap();
         assert_eq!((times.outstanding(), latency.len()), (0, 3));
+    }
+
+    // Proves `in_order` never has more than the window unanswered when it sends, checks
+    // every answer once and in the order sent though later sends finish first, and
+    // records one latency per message.
+    #[tokio::test]
+    async fn in_order_keeps_the_window_and_checks_answers_in_send_order() {
+        for window in [1, 3, 64] {
+            let payloads: Vec<Bytes> = (0..40u8).map(|n| Bytes::from(vec![n])).collect();
+            let (unanswered, checked) = (Cell::new(0usize), Cell::new(0u8));
+            let send = |payload: Bytes| {
+                assert!(unanswered.get() < window, "a send past the window");
+                unanswered.set(unanswered.get() + 1);
+                let n = payload[0];
+                async move {
+                    // Later sends finish sooner: answers come back out of order.
+                    for _ in 0..(40 - n) % 5 {
+                        tokio::task::yield_now().await;
+                    }
+                    n
+                }
+            };
+            let check = |n: u8| {
+                anyhow::ensure!(n == checked.get(), "answer {n} out of order");
+                checked.set(n + 1);
+                unanswered.set(unanswered.get() - 1);
+                Ok(())
+            };
+            let mut latency = latency_histogram();
+            in_order(payloads, window, &mut latency, send, check)
+                .await
+                .unwrap();
+            assert_eq!((checked.get(), latency.len()), (40, 40));
+        }
+    }
+
+    // Proves a refused answer ends the run with the check's error.
+    #[tokio::test]
+    async fn in_order_stops_at_a_refused_answer() {
+        let payloads = vec![Bytes::from_static(b"a"); 5];
+        let mut latency = latency_histogram();
+        let refused = in_order(
+            payloads,
+            2,
+            &mut latency,
+            |_| async { 1 },
+            |answer: u32| {
+                anyhow::ensure!(answer == 0, "refused");
+                Ok(())
+            },
+        )
+        .await;
+        assert_eq!(refused.unwrap_err().to_string(), "refused");
     }
 }

@@ -1,15 +1,13 @@
 //! Publishing to a Redis stream: `XADD`, pipelined.
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use bytes::Bytes;
-use futures_util::stream::FuturesOrdered;
-use futures_util::StreamExt as _;
 use hdrhistogram::Histogram;
 use redis::aio::MultiplexedConnection;
 
 use super::FIELD;
 use crate::systems::LogPublisher;
-use crate::workload::publish::SendTimes;
+use crate::workload::publish::in_order;
 
 /// Publishes with `XADD`, pipelined for batches.
 pub struct RedisPublisher {
@@ -40,35 +38,21 @@ impl LogPublisher for RedisPublisher {
         window: usize,
         latency: &mut Histogram<u64>,
     ) -> Result<()> {
-        let mut replies = FuturesOrdered::new();
-        let mut times = SendTimes::default();
-        for payload in payloads {
-            while times.outstanding() >= window {
-                take_entry_id(replies.next().await, &mut times, latency)?;
-            }
+        let send = |payload: Bytes| {
             let mut connection = self.connection.clone();
             let mut xadd = redis::cmd("XADD");
             xadd.arg(&self.key)
                 .arg("*")
                 .arg(FIELD)
                 .arg(payload.as_ref());
-            replies.push_back(async move { xadd.query_async::<String>(&mut connection).await });
-            times.sent();
-        }
-        while times.outstanding() > 0 {
-            take_entry_id(replies.next().await, &mut times, latency)?;
-        }
-        Ok(())
+            async move { xadd.query_async::<String>(&mut connection).await }
+        };
+        in_order(payloads, window, latency, send, entry_id).await
     }
 }
 
-/// Records one pipelined `XADD`'s reply.
-fn take_entry_id(
-    reply: Option<redis::RedisResult<String>>,
-    times: &mut SendTimes,
-    latency: &mut Histogram<u64>,
-) -> Result<()> {
-    let id = reply.context("an XADD is outstanding")??;
-    anyhow::ensure!(!id.is_empty(), "XADD returned an empty id");
-    times.confirmed(1, latency)
+/// Checks one pipelined `XADD`'s reply: an entry id.
+fn entry_id(reply: redis::RedisResult<String>) -> Result<()> {
+    anyhow::ensure!(!reply?.is_empty(), "XADD returned an empty id");
+    Ok(())
 }
