@@ -8,8 +8,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use axum::http::Method;
+use bytes::Bytes;
 use mailroom_server::backend::postgres::PgError;
 use mailroom_server::backend::Postgres;
+use mailroom_server::backend::{Backend, BackendError};
 use mailroom_server::long_poll::LongPolls;
 use parking_lot::Mutex;
 use postgres_support::{broker, cluster_url, fresh_database, ok, send};
@@ -117,6 +119,122 @@ async fn lost_database_answers_503_and_reconnects() {
     );
     let (status, _) = send(&app, Method::GET, "/healthz", "").await;
     assert_eq!(status, 200);
+}
+
+// Proves a lost database seen only by a publish stream drops the broker's cached group
+// states too, as one seen by any other call does: after a failover to an asynchronous
+// standby a group's row may hold other content under the version the broker cached,
+// and a broker still trusting its cache would accept an ack the stored state refuses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_stream_that_loses_the_database_drops_the_cache() {
+    let Some(cluster) = cluster_url() else { return };
+    let url = fresh_database(&cluster).await;
+    let (_, address) = through(&url, 0);
+    let proxy = Proxy::start(address).await;
+    let (proxied, _) = through(&url, proxy.port);
+    let (backend, app) = broker(&proxied).await;
+    let held = cached_then_replaced(&app, &url).await;
+    proxy.cut();
+    let publisher = backend.publisher("t").unwrap();
+    let lost = publisher.publish_batch(&[Bytes::from("b")]).unwrap().await;
+    assert!(
+        matches!(lost, Err(BackendError::Unavailable(_))),
+        "{lost:?}"
+    );
+    proxy.restore();
+    let answer = ack_once_reachable(&app, &held).await;
+    assert_ne!(
+        answer.0, 200,
+        "the ack was judged against the stale cache: {answer:?}"
+    );
+}
+
+// Proves the same of connections lost while they idled in the pool, which no call saw
+// fail: the pool finds them closed when it next hands one out, and the broker forgets
+// what it cached before any call plans from it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_lost_while_idle_drop_the_cache() {
+    let Some(cluster) = cluster_url() else { return };
+    let url = fresh_database(&cluster).await;
+    let (_, address) = through(&url, 0);
+    let proxy = Proxy::start(address).await;
+    let (proxied, _) = through(&url, proxy.port);
+    let (_, app) = broker(&proxied).await;
+    let held = cached_then_replaced(&app, &url).await;
+    let (direct, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    proxy.cut();
+    // Once the database has ended the broker's sessions, their sockets are closed at
+    // both ends.
+    let others = "SELECT count(*) FROM pg_stat_activity \
+         WHERE datname = current_database() AND pid <> pg_backend_pid()";
+    while direct
+        .query_one(others, &[])
+        .await
+        .unwrap()
+        .get::<_, i64>(0)
+        > 0
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    proxy.restore();
+    let answer = ack_once_reachable(&app, &held).await;
+    assert_ne!(
+        answer.0, 200,
+        "the ack was judged against the stale cache: {answer:?}"
+    );
+}
+
+/// Sets up topic `t` with groups `g` and `h` and one message, which `g` holds in flight
+/// (cached by the broker) and `h` has acked; then, behind the broker's back, gives `g`'s
+/// row `h`'s state under `g`'s own version (what a failover to an asynchronous standby
+/// can leave). Answers `g`'s delivery.
+async fn cached_then_replaced(app: &axum::Router, url: &str) -> serde_json::Value {
+    ok(app, Method::PUT, "/v1/topics/t", "").await;
+    for group in ["g", "h"] {
+        let uri = format!("/v1/topics/t/groups/{group}");
+        ok(app, Method::PUT, &uri, r#"{"max_attempts":3}"#).await;
+    }
+    ok(app, Method::POST, "/v1/topics/t/messages", "a").await;
+    let held = ok(app, Method::POST, "/v1/topics/t/groups/g/poll", "").await;
+    let done = ok(app, Method::POST, "/v1/topics/t/groups/h/poll", "").await;
+    ok(app, Method::POST, "/v1/topics/t/groups/h/ack", &ack(&done)).await;
+    let (direct, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    direct
+        .execute(
+            "UPDATE mailroom_groups g SET state = h.state FROM mailroom_groups h \
+             WHERE g.name = 'g' AND h.name = 'h'",
+            &[],
+        )
+        .await
+        .unwrap();
+    held
+}
+
+/// The ack body of `delivery`.
+fn ack(delivery: &serde_json::Value) -> String {
+    json!({"offset": delivery["offset"], "attempt": delivery["attempt"]}).to_string()
+}
+
+/// Acks `held` on group `g`, again while the broker answers 503: its first call may still
+/// meet a pooled connection the cut closed, and the next reaches the database.
+async fn ack_once_reachable(
+    app: &axum::Router,
+    held: &serde_json::Value,
+) -> (u16, serde_json::Value) {
+    let mut answer = (503, serde_json::Value::Null);
+    for _ in 0..10 {
+        answer = send(app, Method::POST, "/v1/topics/t/groups/g/ack", &ack(held)).await;
+        if answer.0 != 503 {
+            break;
+        }
+    }
+    answer
 }
 
 // Proves a database migrated by a newer binary is refused at start, naming both versions.

@@ -165,8 +165,9 @@ impl Postgres {
         plan: impl FnOnce(&mut Planning) -> Result<Planned<R>, BackendError>,
     ) -> Result<(R, Vec<Delivery<Message<Bytes>>>, PollRead), BackendError> {
         let key = (topic.to_owned(), group.to_owned());
-        let cached = self.cache.lock().get(&key).cloned();
+        // The connection first: the pool forgets the cache when it finds one closed.
         let open = Open::new(self.client().await?);
+        let cached = self.cache.lock().get(&key).cloned();
         let result = call(open.client(), topic, group, cached, poll, plan).await;
         open.finish(result.is_ok()).await;
         match result {

@@ -210,11 +210,12 @@ impl Postgres {
         group: &str,
     ) -> Result<(GroupState, u64), BackendError> {
         let key = (topic.to_owned(), group.to_owned());
+        // The connection first: the pool forgets the cache when it finds one closed.
+        let client = self.client().await?;
         let cached = self.cache.lock().get(&key).cloned();
         let (version, group_id) = cached
             .as_ref()
             .map_or((-1, -1), |cached| (cached.version, cached.group_id));
-        let client = self.client().await?;
         let statement = client
             .prepare_cached(COMMITTED_STATE)
             .await

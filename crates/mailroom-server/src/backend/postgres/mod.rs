@@ -27,7 +27,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use deadpool_postgres::{Hook, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use parking_lot::Mutex;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::NoTls;
@@ -141,6 +141,38 @@ fn is_transient(error: &tokio_postgres::Error) -> bool {
         .contains(code)
 }
 
+/// Each group's state as a broker last committed or read it, by (topic, group).
+type GroupCache = Mutex<HashMap<(String, String), group::Cached>>;
+
+/// Notes that the database was lost (`why`): the failure `/health` reports until a call
+/// succeeds, and the cached group states and waiting marks dropped, to be read again from
+/// whichever database answers next. A failover to an asynchronous standby can reuse a
+/// version number for other content (`docs/scale-out.md`).
+fn lost(
+    failure: &Mutex<Option<String>>,
+    cache: &GroupCache,
+    notifier: &notify::Notifier,
+    why: &str,
+) {
+    *failure.lock() = Some(why.to_owned());
+    forget(cache, notifier);
+}
+
+/// Drops the cached group states and waiting marks: after any lost connection, whether a
+/// call saw it fail or the pool found it closed while idle (`connect_with`).
+fn forget(cache: &GroupCache, notifier: &notify::Notifier) {
+    cache.lock().clear();
+    notifier.marks.clear();
+}
+
+/// Wakes this broker's long polls of `topic` and, through the notifier, every other
+/// broker's, if one may be waiting (the topic's waiting mark as this broker last read
+/// it, in the transaction of the write that wakes: `waiting.rs`).
+fn wake(long_polls: &LongPolls, notifier: &notify::Notifier, topic: &str) {
+    long_polls.wake(topic);
+    notifier.tell_if_waited(topic);
+}
+
 /// The PostgreSQL backend. See the [module docs](self).
 ///
 /// ```no_run
@@ -163,7 +195,7 @@ pub struct Postgres {
     options: PgOptions,
     long_polls: Arc<LongPolls>,
     /// Each group's state as this broker last committed or read it, by (topic, group).
-    cache: Mutex<HashMap<(String, String), group::Cached>>,
+    cache: Arc<GroupCache>,
     /// Why the last attempt to reach the database failed, until one succeeds.
     failure: Arc<Mutex<Option<String>>>,
     notifier: Arc<notify::Notifier>,
@@ -213,7 +245,19 @@ impl Postgres {
             },
         );
         let wait = Some(Duration::from_millis(CONNECT_TIMEOUT_MS));
+        let cache: Arc<GroupCache> = Arc::default();
+        let notifier = Arc::new(notify::Notifier::new());
+        // A pooled connection found closed while it idled was lost unseen by any call:
+        // what was cached from it may be stale as after a call's lost connection (a
+        // failover may have happened since), so it is forgotten as then.
+        let (stale, marks) = (Arc::clone(&cache), Arc::clone(&notifier));
         let pool = Pool::builder(manager)
+            .pre_recycle(Hook::sync_fn(move |client, _| {
+                if client.is_closed() {
+                    forget(&stale, &marks);
+                }
+                Ok(())
+            }))
             .max_size(POOL_SIZE_MAX)
             .wait_timeout(wait)
             .create_timeout(wait)
@@ -224,7 +268,6 @@ impl Postgres {
         schema::migrate(&mut client).await?;
         drop(client);
         let failure = Arc::new(Mutex::new(None));
-        let notifier = Arc::new(notify::Notifier::new());
         let (relay, channels) = channel_relay::Relay::with_channels(notifier.broker_id());
         let tasks = vec![
             notify::spawn_sender(Arc::clone(&notifier), pool.clone()),
@@ -241,7 +284,7 @@ impl Postgres {
             pool,
             options,
             long_polls,
-            cache: Mutex::new(HashMap::new()),
+            cache,
             failure,
             notifier,
             channels,
@@ -284,10 +327,7 @@ impl Postgres {
     /// reuse a version number for other content (`docs/scale-out.md`).
     fn note(&self, error: &BackendError) {
         if let BackendError::Unavailable(why) = error {
-            *self.failure.lock() = Some(why.clone());
-            self.cache.lock().clear();
-            // Read again, as the states are, from whichever database answers next.
-            self.notifier.marks.clear();
+            lost(&self.failure, &self.cache, &self.notifier, why);
         }
     }
 
@@ -311,6 +351,7 @@ impl Postgres {
             notifier: Arc::clone(&self.notifier),
             appends: Arc::clone(&self.appends),
             failure: Arc::clone(&self.failure),
+            cache: Arc::clone(&self.cache),
             window: self.options.idempotency,
         };
         publisher::PgPublisher::start(topic.to_owned(), publishing)
@@ -320,8 +361,7 @@ impl Postgres {
     /// broker's, if one may be waiting (the topic's waiting mark as this broker last read
     /// it, in the transaction of the write that wakes: `waiting.rs`).
     fn wake(&self, topic: &str) {
-        self.long_polls.wake(topic);
-        self.notifier.tell_if_waited(topic);
+        wake(&self.long_polls, &self.notifier, topic);
     }
 
     /// Wakes every broker's long polls of `topic`, whatever its waiting mark: after a

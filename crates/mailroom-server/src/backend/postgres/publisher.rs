@@ -17,6 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::appends::Appends;
 use super::notify::Notifier;
+use super::{lost, wake, GroupCache};
 use crate::backend::{BackendError, Durable, TopicPublisher};
 use crate::long_poll::LongPolls;
 
@@ -41,6 +42,7 @@ pub(super) struct Publishing {
     pub notifier: Arc<Notifier>,
     pub appends: Arc<Appends>,
     pub failure: Arc<Mutex<Option<String>>>,
+    pub cache: Arc<GroupCache>,
     pub window: IdempotencyWindow,
 }
 
@@ -84,16 +86,17 @@ impl PgPublisher {
 
 impl Publishing {
     /// Wakes the topic's long polls after a batch that stored something, and notes what
-    /// the batch says of the database's health.
+    /// the batch says of the database's health, as the backend's own calls do.
     fn noted(&self, topic: &str, stored: Result<bool, &BackendError>) {
         match stored {
             Ok(true) => {
-                self.long_polls.wake(topic);
-                self.notifier.tell_if_waited(topic);
+                wake(&self.long_polls, &self.notifier, topic);
                 *self.failure.lock() = None;
             }
             Ok(false) => {}
-            Err(BackendError::Unavailable(why)) => *self.failure.lock() = Some(why.clone()),
+            Err(BackendError::Unavailable(why)) => {
+                lost(&self.failure, &self.cache, &self.notifier, why);
+            }
             Err(_) => {}
         }
     }
