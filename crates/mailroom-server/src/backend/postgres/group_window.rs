@@ -143,7 +143,9 @@ impl Window {
         // The slots the call's acks finish whatever the clock says: those the state
         // machine's own ack check passes at the end of time, which only a delivery in
         // flight under that attempt and without a lease does.
-        let mut finished: Vec<u64> = (poll.acks.iter())
+        let mut finished: Vec<u64> = poll
+            .acks
+            .iter()
             .filter(|&&id| state.plan_ack(id, u64::MAX).is_ok())
             .map(|id| id.offset)
             .collect();

@@ -21,13 +21,20 @@ use deadpool_postgres::{GenericClient, StatementCache};
 use futures_util::future::try_join3;
 use tokio_postgres::{Error, Statement};
 
+/// The text of [`GENERIC_PLANS`], a macro so that [`BEGIN_GENERIC`] is made from it.
+macro_rules! generic_plans {
+    () => {
+        "SET LOCAL plan_cache_mode = force_generic_plan"
+    };
+}
+
 /// Makes the transaction's next statements run their generic plans.
-const GENERIC_PLANS: &str = "SET LOCAL plan_cache_mode = force_generic_plan";
+const GENERIC_PLANS: &str = generic_plans!();
 /// Begins a transaction in which every statement runs its generic plan: one message and
 /// one answer for both, where `BEGIN` and [`generic_plan`]'s pair around each statement
 /// are three. For a transaction whose statements read no partitioned table but through
 /// a topic's own partition (a group call's: `group_lock.rs`).
-pub(super) const BEGIN_GENERIC: &str = "BEGIN; SET LOCAL plan_cache_mode = force_generic_plan";
+pub(super) const BEGIN_GENERIC: &str = concat!("BEGIN; ", generic_plans!());
 /// Gives the choice of plan back to PostgreSQL for the rest of the transaction.
 const CHOSEN_PLANS: &str = "SET LOCAL plan_cache_mode = DEFAULT";
 
