@@ -127,26 +127,17 @@ async fn lost_database_answers_503_and_reconnects() {
 // and a broker still trusting its cache would accept an ack the stored state refuses.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_publish_stream_that_loses_the_database_drops_the_cache() {
-    let Some(cluster) = cluster_url() else { return };
-    let url = fresh_database(&cluster).await;
-    let (_, address) = through(&url, 0);
-    let proxy = Proxy::start(address).await;
-    let (proxied, _) = through(&url, proxy.port);
-    let (backend, app) = broker(&proxied).await;
-    let held = cached_then_replaced(&app, &url).await;
-    proxy.cut();
-    let publisher = backend.publisher("t").unwrap();
+    let Some(replaced) = Replaced::set_up().await else {
+        return;
+    };
+    replaced.proxy.cut();
+    let publisher = replaced.backend.publisher("t").unwrap();
     let lost = publisher.publish_batch(&[Bytes::from("b")]).unwrap().await;
     assert!(
         matches!(lost, Err(BackendError::Unavailable(_))),
         "{lost:?}"
     );
-    proxy.restore();
-    let answer = ack_once_reachable(&app, &held).await;
-    assert_ne!(
-        answer.0, 200,
-        "the ack was judged against the stale cache: {answer:?}"
-    );
+    replaced.ack_refused_once_restored().await;
 }
 
 // Proves the same of connections lost while they idled in the pool, which no call saw
@@ -154,23 +145,16 @@ async fn a_publish_stream_that_loses_the_database_drops_the_cache() {
 // what it cached before any call plans from it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_lost_while_idle_drop_the_cache() {
-    let Some(cluster) = cluster_url() else { return };
-    let url = fresh_database(&cluster).await;
-    let (_, address) = through(&url, 0);
-    let proxy = Proxy::start(address).await;
-    let (proxied, _) = through(&url, proxy.port);
-    let (_, app) = broker(&proxied).await;
-    let held = cached_then_replaced(&app, &url).await;
-    let (direct, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
-    proxy.cut();
+    let Some(replaced) = Replaced::set_up().await else {
+        return;
+    };
+    replaced.proxy.cut();
     // Once the database has ended the broker's sessions, their sockets are closed at
     // both ends.
     let others = "SELECT count(*) FROM pg_stat_activity \
          WHERE datname = current_database() AND pid <> pg_backend_pid()";
-    while direct
+    while replaced
+        .direct
         .query_one(others, &[])
         .await
         .unwrap()
@@ -179,62 +163,84 @@ async fn connections_lost_while_idle_drop_the_cache() {
     {
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
-    proxy.restore();
-    let answer = ack_once_reachable(&app, &held).await;
-    assert_ne!(
-        answer.0, 200,
-        "the ack was judged against the stale cache: {answer:?}"
-    );
+    replaced.ack_refused_once_restored().await;
 }
 
-/// Sets up topic `t` with groups `g` and `h` and one message, which `g` holds in flight
-/// (cached by the broker) and `h` has acked; then, behind the broker's back, gives `g`'s
-/// row `h`'s state under `g`'s own version (what a failover to an asynchronous standby
-/// can leave). Answers `g`'s delivery.
-async fn cached_then_replaced(app: &axum::Router, url: &str) -> serde_json::Value {
-    ok(app, Method::PUT, "/v1/topics/t", "").await;
-    for group in ["g", "h"] {
-        let uri = format!("/v1/topics/t/groups/{group}");
-        ok(app, Method::PUT, &uri, r#"{"max_attempts":3}"#).await;
+/// A broker behind a proxy whose cached state of group `g` no longer matches `g`'s row.
+struct Replaced {
+    proxy: Proxy,
+    backend: Arc<Postgres>,
+    app: axum::Router,
+    /// `g`'s delivery in flight, as the broker cached it.
+    held: serde_json::Value,
+    /// A session of the test's own, not through the proxy.
+    direct: tokio_postgres::Client,
+}
+
+impl Replaced {
+    /// Sets up topic `t` with groups `g` and `h` and one message, which `g` holds in
+    /// flight (cached by the broker) and `h` has acked; then, behind the broker's back,
+    /// gives `g`'s row `h`'s state under `g`'s own version (what a failover to an
+    /// asynchronous standby can leave). `None` where the tests may be skipped.
+    async fn set_up() -> Option<Replaced> {
+        let url = fresh_database(&cluster_url()?).await;
+        let (_, address) = through(&url, 0);
+        let proxy = Proxy::start(address).await;
+        let (proxied, _) = through(&url, proxy.port);
+        let (backend, app) = broker(&proxied).await;
+        ok(&app, Method::PUT, "/v1/topics/t", "").await;
+        for group in ["g", "h"] {
+            let uri = format!("/v1/topics/t/groups/{group}");
+            ok(&app, Method::PUT, &uri, r#"{"max_attempts":3}"#).await;
+        }
+        ok(&app, Method::POST, "/v1/topics/t/messages", "a").await;
+        let held = ok(&app, Method::POST, "/v1/topics/t/groups/g/poll", "").await;
+        let done = ok(&app, Method::POST, "/v1/topics/t/groups/h/poll", "").await;
+        ok(&app, Method::POST, "/v1/topics/t/groups/h/ack", &ack(&done)).await;
+        let (direct, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        direct
+            .execute(
+                "UPDATE mailroom_groups g SET state = h.state FROM mailroom_groups h \
+                 WHERE g.name = 'g' AND h.name = 'h'",
+                &[],
+            )
+            .await
+            .unwrap();
+        Some(Replaced {
+            proxy,
+            backend,
+            app,
+            held,
+            direct,
+        })
     }
-    ok(app, Method::POST, "/v1/topics/t/messages", "a").await;
-    let held = ok(app, Method::POST, "/v1/topics/t/groups/g/poll", "").await;
-    let done = ok(app, Method::POST, "/v1/topics/t/groups/h/poll", "").await;
-    ok(app, Method::POST, "/v1/topics/t/groups/h/ack", &ack(&done)).await;
-    let (direct, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
-    direct
-        .execute(
-            "UPDATE mailroom_groups g SET state = h.state FROM mailroom_groups h \
-             WHERE g.name = 'g' AND h.name = 'h'",
-            &[],
-        )
-        .await
-        .unwrap();
-    held
+
+    /// Restores the proxy and acks the held delivery, again while the broker answers
+    /// 503 (its first call may still meet a pooled connection the cut closed); the ack
+    /// must be refused, as the stored state has nothing in flight.
+    async fn ack_refused_once_restored(&self) {
+        self.proxy.restore();
+        let uri = "/v1/topics/t/groups/g/ack";
+        let mut answer = send(&self.app, Method::POST, uri, &ack(&self.held)).await;
+        for _ in 0..10 {
+            if answer.0 != 503 {
+                break;
+            }
+            answer = send(&self.app, Method::POST, uri, &ack(&self.held)).await;
+        }
+        assert_ne!(
+            answer.0, 200,
+            "the ack was judged against the stale cache: {answer:?}"
+        );
+    }
 }
 
 /// The ack body of `delivery`.
 fn ack(delivery: &serde_json::Value) -> String {
     json!({"offset": delivery["offset"], "attempt": delivery["attempt"]}).to_string()
-}
-
-/// Acks `held` on group `g`, again while the broker answers 503: its first call may still
-/// meet a pooled connection the cut closed, and the next reaches the database.
-async fn ack_once_reachable(
-    app: &axum::Router,
-    held: &serde_json::Value,
-) -> (u16, serde_json::Value) {
-    let mut answer = (503, serde_json::Value::Null);
-    for _ in 0..10 {
-        answer = send(app, Method::POST, "/v1/topics/t/groups/g/ack", &ack(held)).await;
-        if answer.0 != 503 {
-            break;
-        }
-    }
-    answer
 }
 
 // Proves a database migrated by a newer binary is refused at start, naming both versions.
