@@ -207,6 +207,31 @@ impl LongPolls {
         }
     }
 
+    /// Wakes every long poll of every topic so each re-polls: after a stretch in which
+    /// wakes may have been missed (a backend's listener for other brokers' writes was
+    /// disconnected), so that no waiter sleeps on to its recheck for a write it was not
+    /// told of.
+    ///
+    /// ```
+    /// use mailroom_server::long_poll::LongPolls;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let polls = LongPolls::default();
+    /// let orders = polls.waiter("orders", "workers");
+    /// let invoices = polls.waiter("invoices", "billing");
+    /// let (woken_orders, woken_invoices) = (orders.notified(), invoices.notified());
+    /// polls.wake_all();
+    /// woken_orders.await;
+    /// woken_invoices.await;
+    /// # }
+    /// ```
+    pub fn wake_all(&self) {
+        for waiters in self.topics.lock().values() {
+            waiters.notify.notify_waiters();
+        }
+    }
+
     /// [`leased`](Self::leased) when the poll `made_any` lease, else nothing: what every
     /// backend's poll calls after its store call, so the rule lives in one place.
     pub fn leased_if(&self, topic: &str, group: &str, polled_at: Instant, made_any: bool) {

@@ -1,6 +1,6 @@
 //! The PostgreSQL backend's faults and refusals: a lost database answers 503
-//! `store_unavailable` and the broker reconnects by itself; a schema newer than the
-//! binary is refused at start.
+//! `store_unavailable` and the broker reconnects by itself, forgetting what it cached
+//! and waking its long polls; a schema newer than the binary is refused at start.
 
 mod postgres_support;
 
@@ -20,31 +20,40 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
 /// A TCP proxy in front of the database that the test can cut (closing every connection
-/// through it and refusing new ones) and restore.
+/// through it, or one, and refusing new ones) and restore.
 struct Proxy {
     port: u16,
     cut: Arc<AtomicBool>,
-    connections: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    /// Each connection's task, by the port its outbound side connects to the database
+    /// from (the `client_port` PostgreSQL sees).
+    connections: Arc<Mutex<Vec<Piped>>>,
 }
+
+/// A connection through the proxy: its outbound port and its task.
+type Piped = (u16, JoinHandle<()>);
 
 impl Proxy {
     async fn start(target: String) -> Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let cut = Arc::new(AtomicBool::new(false));
-        let connections: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
+        let connections: Arc<Mutex<Vec<Piped>>> = Arc::default();
         let (flag, held) = (cut.clone(), connections.clone());
         tokio::spawn(async move {
             while let Ok((mut inbound, _)) = listener.accept().await {
                 if flag.load(Ordering::SeqCst) {
                     continue; // dropped: the connection closes at once
                 }
-                let target = target.clone();
-                held.lock().push(tokio::spawn(async move {
-                    if let Ok(mut outbound) = TcpStream::connect(target).await {
+                let Ok(mut outbound) = TcpStream::connect(&target).await else {
+                    continue;
+                };
+                let from = outbound.local_addr().unwrap().port();
+                held.lock().push((
+                    from,
+                    tokio::spawn(async move {
                         let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
-                    }
-                }));
+                    }),
+                ));
             }
         });
         Proxy {
@@ -56,9 +65,30 @@ impl Proxy {
 
     fn cut(&self) {
         self.cut.store(true, Ordering::SeqCst);
-        for connection in self.connections.lock().drain(..) {
+        for (_, connection) in self.connections.lock().drain(..) {
             connection.abort();
         }
+    }
+
+    /// Refuses new connections and closes the one that reaches the database from
+    /// `client_port`, leaving the others open.
+    fn cut_one(&self, client_port: u16) {
+        self.cut.store(true, Ordering::SeqCst);
+        self.connections.lock().retain(|(from, connection)| {
+            if *from == client_port {
+                connection.abort();
+            }
+            *from != client_port
+        });
+    }
+
+    /// The ports this proxy's open connections reach the database from.
+    fn client_ports(&self) -> Vec<i32> {
+        self.connections
+            .lock()
+            .iter()
+            .map(|(from, _)| i32::from(*from))
+            .collect()
     }
 
     fn restore(&self) {
@@ -151,19 +181,86 @@ async fn connections_lost_while_idle_drop_the_cache() {
     replaced.proxy.cut();
     // Once the database has ended the broker's sessions, their sockets are closed at
     // both ends.
-    let others = "SELECT count(*) FROM pg_stat_activity \
+    let none = "SELECT count(*) = 0 FROM pg_stat_activity \
          WHERE datname = current_database() AND pid <> pg_backend_pid()";
-    while replaced
-        .direct
-        .query_one(others, &[])
+    until(&replaced.direct, none).await;
+    replaced.ack_refused_once_restored().await;
+}
+
+// Proves a broker whose listening connection was lost wakes its long polls once it
+// listens again: a publish on another broker while it did not listen told it nothing,
+// and without that wake its long poll would sleep to its 5 s recheck (it reconnects
+// within 200 ms). Only the listening connection is cut; the broker's pool, which the
+// long poll's calls use, stays open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listener_back_from_a_cut_wakes_its_long_polls() {
+    let Some(cluster) = cluster_url() else { return };
+    let url = fresh_database(&cluster).await;
+    let (_, address) = through(&url, 0);
+    let proxy = Proxy::start(address).await;
+    let (proxied, _) = through(&url, proxy.port);
+    let (_, cut_off) = broker(&proxied).await;
+    let (_, other) = broker(&url).await;
+    ok(&other, Method::PUT, "/v1/topics/t", "").await;
+    let config = r#"{"max_attempts":3}"#;
+    ok(&other, Method::PUT, "/v1/topics/t/groups/g", config).await;
+    let (direct, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let listeners = "SELECT client_port FROM pg_stat_activity \
+         WHERE datname = current_database() AND query LIKE 'LISTEN%'";
+    let listening = |ports: Vec<i32>| {
+        let direct = &direct;
+        async move {
+            let rows = direct.query(listeners, &[]).await.unwrap();
+            let mine = rows.iter().map(|row| row.get::<_, i32>(0));
+            mine.filter(|port| ports.contains(port)).collect::<Vec<_>>()
+        }
+    };
+    let waiting = tokio::spawn(async move {
+        let body = r#"{"max":1,"wait_ms":20000}"#;
+        ok(
+            &cut_off,
+            Method::POST,
+            "/v1/topics/t/groups/g/poll/batch",
+            body,
+        )
+        .await
+    });
+    // The long poll found nothing and marked the topic as waited on.
+    let marked = "SELECT waiting_until_ms > 0 FROM mailroom_topics WHERE name = 't'";
+    until(&direct, marked).await;
+    let listener = loop {
+        if let [port] = listening(proxy.client_ports()).await[..] {
+            break port;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    };
+    proxy.cut_one(u16::try_from(listener).unwrap());
+    while !listening(vec![listener]).await.is_empty() {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    ok(&other, Method::POST, "/v1/topics/t/messages", "m").await;
+    proxy.restore();
+    let restored = std::time::Instant::now();
+    let answer = waiting.await.unwrap();
+    assert_eq!(answer["deliveries"][0]["payload"], "m", "{answer}");
+    // Far below the recheck, which came about 5 s after the long poll began to wait.
+    let woken = restored.elapsed();
+    assert!(woken < std::time::Duration::from_millis(2500), "{woken:?}");
+}
+
+/// Waits until `condition` (one boolean) holds in the database.
+async fn until(client: &tokio_postgres::Client, condition: &str) {
+    while !client
+        .query_one(condition, &[])
         .await
         .unwrap()
-        .get::<_, i64>(0)
-        > 0
+        .get::<_, bool>(0)
     {
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
-    replaced.ack_refused_once_restored().await;
 }
 
 /// A broker behind a proxy whose cached state of group `g` no longer matches `g`'s row.

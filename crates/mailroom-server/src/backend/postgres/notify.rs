@@ -178,6 +178,9 @@ async fn listen(
     client
         .batch_execute(&format!("LISTEN {CHANNEL}; LISTEN {CHANNEL_MESSAGES}"))
         .await?;
+    // Whatever was told while this broker did not listen was lost to it: every waiter
+    // polls again now rather than at its recheck (at start nobody waits yet).
+    long_polls.wake_all();
     let own = own_id.to_string();
     while let Some(message) = messages.recv().await {
         if let AsyncMessage::Notification(notification) = message {
