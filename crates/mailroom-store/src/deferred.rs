@@ -16,11 +16,13 @@
 //! instead ([`DeferredLeader::sync`]), and awaits any other.
 //!
 //! A due group checkpoint (every `checkpoint_every` group records) is written by the
-//! wait side, never by the call part: [`Deferred::wait`] and [`DeferredLeader::sync`]
-//! write it on the waiting thread (it blocks anyway, and the blocking methods keep their
-//! exact behaviour), while an awaited `Deferred` (or one found ready by
-//! `lead_or_listen`) hands it to a short-lived background thread (at most one per topic
-//! at a time), since a checkpoint syncs and must not stall an executor.
+//! wait side, never by the call part: [`Deferred::wait`] writes it on the waiting thread
+//! (it blocks anyway, and the blocking methods keep their exact behaviour), while a
+//! leader ([`DeferredLeader::sync`]), an awaited `Deferred` and one found ready by
+//! `lead_or_listen` hand it to a short-lived background thread (at most one per topic at
+//! a time): a checkpoint syncs and must not stall an executor, nor hold back the answer
+//! of a call that is durable already (a server's lone caller leads its own sync, and
+//! paid the checkpoint's syncs before its answer went out).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -277,8 +279,9 @@ pub struct DeferredLeader<T> {
 }
 
 impl<T> DeferredLeader<T> {
-    /// Runs the sync on this thread (it blocks), then returns the call's answer; writes
-    /// a due group checkpoint here too, as [`Deferred::wait`] does.
+    /// Runs the sync on this thread (it blocks), then returns the call's answer; a due
+    /// group checkpoint goes to a background thread, as when the [`Deferred`] is
+    /// awaited, so that the answer does not wait for the checkpoint's syncs.
     ///
     /// # Errors
     ///
@@ -309,7 +312,7 @@ impl<T> DeferredLeader<T> {
             outcome,
             groups,
         } = self;
-        answer(outcome, groups, leader.sync(), CheckpointOn::ThisThread)
+        answer(outcome, groups, leader.sync(), CheckpointOn::Background)
     }
 }
 

@@ -15,7 +15,7 @@ use mailroom::group::{GroupConfig, NackKind, NackOptions};
 use mailroom::topic::{Delivery, Nack, StartPosition, TopicError};
 use mailroom_store::log::{LogOptions, SyncPolicy};
 use mailroom_store::storage::SimStorage;
-use mailroom_store::{Deferred, DurableTopic, StoreError, StoreOptions};
+use mailroom_store::{Deferred, DeferredTurn, DurableTopic, StoreError, StoreOptions};
 use mailroom_testkit::store::{offset_payload, open_topic, topic_with_group};
 
 const CHECKPOINT: &str = "/store/topics/t/CHECKPOINT";
@@ -362,7 +362,7 @@ fn a_failed_sync_fails_every_waiter_and_stops() {
 
 // Proves a due checkpoint is written by the wait side, never by the call part: not
 // before the Deferreds are awaited, at once by a blocking wait, and by a background
-// thread when awaited.
+// thread when awaited or when the caller leads its own sync.
 #[test]
 fn checkpoints_are_written_by_the_wait_side() {
     let checkpoint_written = |sim: &SimStorage| sim.file_bytes(Path::new(CHECKPOINT)).is_some();
@@ -392,8 +392,23 @@ fn checkpoints_are_written_by_the_wait_side() {
         "the call part wrote a checkpoint"
     );
     block_on(deferred).unwrap();
+    await_background_checkpoint(&sim);
+    // Led: the leader's answer does not wait for the checkpoint, which a background
+    // thread writes.
+    let sim = SimStorage::new();
+    let (_store, topic) = topic_with_group(&sim, &options, 8, 8);
+    let deferred = topic.poll_batch_deferred("g", None, 8).unwrap();
+    let DeferredTurn::Lead(leader) = deferred.lead_or_listen() else {
+        panic!("a lone call under SyncPolicy::Always leads");
+    };
+    assert_eq!(leader.sync().unwrap().len(), 8);
+    await_background_checkpoint(&sim);
+}
+
+/// Waits (up to 30 s) for the checkpoint a background thread writes.
+fn await_background_checkpoint(sim: &SimStorage) {
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !checkpoint_written(&sim) {
+    while sim.file_bytes(Path::new(CHECKPOINT)).is_none() {
         assert!(Instant::now() < deadline, "no background checkpoint");
         std::thread::yield_now();
     }

@@ -90,9 +90,10 @@ use crate::{Deferred, StoreError, StoreOptions};
 ///   waits for that dead letter's record to be durable before reading it.
 ///
 /// Group checkpoints (every `checkpoint_every` group records) are written by the wait
-/// side instead: inline by [`Deferred::wait`] and by a caller that leads its own sync
+/// side instead: inline by [`Deferred::wait`], on a background thread when awaited or
+/// when a caller leads its own sync
 /// ([`DeferredLeader::sync`](crate::DeferredLeader::sync), see
-/// [`Deferred::lead_or_listen`]), on a background thread when awaited.
+/// [`Deferred::lead_or_listen`]).
 #[derive(Debug, Clone)]
 pub struct DurableTopic {
     pub(crate) inner: Arc<TopicInner>,
