@@ -365,7 +365,6 @@ fn a_failed_sync_fails_every_waiter_and_stops() {
 // thread when awaited or when the caller leads its own sync.
 #[test]
 fn checkpoints_are_written_by_the_wait_side() {
-    let checkpoint_written = |sim: &SimStorage| sim.file_bytes(Path::new(CHECKPOINT)).is_some();
     let options = StoreOptions {
         checkpoint_every: 4,
         ..quiet(SyncPolicy::Always)
@@ -405,10 +404,15 @@ fn checkpoints_are_written_by_the_wait_side() {
     await_background_checkpoint(&sim);
 }
 
+/// Whether the topic's checkpoint file exists.
+fn checkpoint_written(sim: &SimStorage) -> bool {
+    sim.file_bytes(Path::new(CHECKPOINT)).is_some()
+}
+
 /// Waits (up to 30 s) for the checkpoint a background thread writes.
 fn await_background_checkpoint(sim: &SimStorage) {
     let deadline = Instant::now() + Duration::from_secs(30);
-    while sim.file_bytes(Path::new(CHECKPOINT)).is_none() {
+    while !checkpoint_written(sim) {
         assert!(Instant::now() < deadline, "no background checkpoint");
         std::thread::yield_now();
     }
