@@ -4,7 +4,7 @@
 mod postgres_support;
 
 use axum::http::Method;
-use postgres_support::{ok, send, two_brokers};
+use postgres_support::{database, ok, send, two_brokers, until};
 use serde_json::{json, Value};
 
 const GROUP: &str = "/v1/topics/t/groups/g";
@@ -409,22 +409,11 @@ async fn writes_are_told_only_while_another_broker_waits() {
 
 /// Waits until a broker has written topic `t`'s waiting mark.
 async fn wait_for_mark(url: &str) {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .expect("connect to the test database");
-    tokio::spawn(connection);
-    for _ in 0..2_000 {
-        let row = client
-            .query_one(
-                "SELECT waiting_broker FROM mailroom_topics WHERE name = 't'",
-                &[],
-            )
-            .await
-            .expect("read the waiting mark");
-        if row.get::<_, i64>(0) != 0 {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
-    panic!("no broker wrote the waiting mark in 10 s");
+    let marked = "SELECT waiting_broker <> 0 FROM mailroom_topics WHERE name = 't'";
+    until(
+        &database(url).await,
+        marked,
+        std::time::Duration::from_secs(10),
+    )
+    .await;
 }

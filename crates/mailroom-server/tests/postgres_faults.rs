@@ -14,10 +14,13 @@ use mailroom_server::backend::Postgres;
 use mailroom_server::backend::{Backend, BackendError};
 use mailroom_server::long_poll::LongPolls;
 use parking_lot::Mutex;
-use postgres_support::{broker, cluster_url, fresh_database, ok, send};
+use postgres_support::{broker, cluster_url, database, fresh_database, ok, send, until};
 use serde_json::json;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
+
+/// How long a test waits for a condition in the database before it fails.
+const WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A TCP proxy in front of the database that the test can cut (closing every connection
 /// through it, or one, and refusing new ones) and restore.
@@ -107,17 +110,26 @@ fn through(url: &str, port: u16) -> (String, String) {
     )
 }
 
+/// A fresh database and a broker over it through a [`Proxy`]: the database's URL (for
+/// sessions of the test's own, which bypass the proxy), the proxy, and the broker's
+/// backend and router. `None` where the tests may be skipped.
+async fn behind_proxy() -> Option<(String, Proxy, Arc<Postgres>, axum::Router)> {
+    let url = fresh_database(&cluster_url()?).await;
+    let (_, address) = through(&url, 0);
+    let proxy = Proxy::start(address).await;
+    let (proxied, _) = through(&url, proxy.port);
+    let (backend, app) = broker(&proxied).await;
+    Some((url, proxy, backend, app))
+}
+
 // Proves a broker whose database connection is lost answers 503 `store_unavailable` (and
 // `/healthz` 503) instead of stale state, and recovers by itself once the database is
 // reachable again, with what was confirmed before still there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_database_answers_503_and_reconnects() {
-    let Some(cluster) = cluster_url() else { return };
-    let url = fresh_database(&cluster).await;
-    let (_, address) = through(&url, 0);
-    let proxy = Proxy::start(address).await;
-    let (proxied, _) = through(&url, proxy.port);
-    let (_, app) = broker(&proxied).await;
+    let Some((_, proxy, _, app)) = behind_proxy().await else {
+        return;
+    };
     ok(&app, Method::PUT, "/v1/topics/t", "").await;
     ok(
         &app,
@@ -183,7 +195,7 @@ async fn connections_lost_while_idle_drop_the_cache() {
     // both ends.
     let none = "SELECT count(*) = 0 FROM pg_stat_activity \
          WHERE datname = current_database() AND pid <> pg_backend_pid()";
-    until(&replaced.direct, none).await;
+    until(&replaced.direct, none, WITHIN).await;
     replaced.ack_refused_once_restored().await;
 }
 
@@ -194,30 +206,14 @@ async fn connections_lost_while_idle_drop_the_cache() {
 // long poll's calls use, stays open.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_listener_back_from_a_cut_wakes_its_long_polls() {
-    let Some(cluster) = cluster_url() else { return };
-    let url = fresh_database(&cluster).await;
-    let (_, address) = through(&url, 0);
-    let proxy = Proxy::start(address).await;
-    let (proxied, _) = through(&url, proxy.port);
-    let (_, cut_off) = broker(&proxied).await;
+    let Some((url, proxy, _, cut_off)) = behind_proxy().await else {
+        return;
+    };
     let (_, other) = broker(&url).await;
     ok(&other, Method::PUT, "/v1/topics/t", "").await;
     let config = r#"{"max_attempts":3}"#;
     ok(&other, Method::PUT, "/v1/topics/t/groups/g", config).await;
-    let (direct, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
-    let listeners = "SELECT client_port FROM pg_stat_activity \
-         WHERE datname = current_database() AND query LIKE 'LISTEN%'";
-    let listening = |ports: Vec<i32>| {
-        let direct = &direct;
-        async move {
-            let rows = direct.query(listeners, &[]).await.unwrap();
-            let mine = rows.iter().map(|row| row.get::<_, i32>(0));
-            mine.filter(|port| ports.contains(port)).collect::<Vec<_>>()
-        }
-    };
+    let direct = database(&url).await;
     let waiting = tokio::spawn(async move {
         let body = r#"{"max":1,"wait_ms":20000}"#;
         ok(
@@ -230,17 +226,22 @@ async fn a_listener_back_from_a_cut_wakes_its_long_polls() {
     });
     // The long poll found nothing and marked the topic as waited on.
     let marked = "SELECT waiting_until_ms > 0 FROM mailroom_topics WHERE name = 't'";
-    until(&direct, marked).await;
-    let listener = loop {
-        if let [port] = listening(proxy.client_ports()).await[..] {
-            break port;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    };
+    until(&direct, marked, WITHIN).await;
+    // Both brokers listen; the cut-off one's session is the one through the proxy.
+    let listeners = "FROM pg_stat_activity \
+         WHERE datname = current_database() AND query LIKE 'LISTEN%'";
+    until(&direct, &format!("SELECT count(*) = 2 {listeners}"), WITHIN).await;
+    let through_proxy = format!("SELECT client_port {listeners} AND client_port = ANY($1)");
+    let row = direct
+        .query_one(&through_proxy, &[&proxy.client_ports()])
+        .await;
+    let listener: i32 = row.unwrap().get(0);
     proxy.cut_one(u16::try_from(listener).unwrap());
-    while !listening(vec![listener]).await.is_empty() {
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
+    let gone = format!(
+        "SELECT count(*) = 0 FROM pg_stat_activity \
+         WHERE datname = current_database() AND client_port = {listener}"
+    );
+    until(&direct, &gone, WITHIN).await;
     ok(&other, Method::POST, "/v1/topics/t/messages", "m").await;
     proxy.restore();
     let restored = std::time::Instant::now();
@@ -249,18 +250,6 @@ async fn a_listener_back_from_a_cut_wakes_its_long_polls() {
     // Far below the recheck, which came about 5 s after the long poll began to wait.
     let woken = restored.elapsed();
     assert!(woken < std::time::Duration::from_millis(2500), "{woken:?}");
-}
-
-/// Waits until `condition` (one boolean) holds in the database.
-async fn until(client: &tokio_postgres::Client, condition: &str) {
-    while !client
-        .query_one(condition, &[])
-        .await
-        .unwrap()
-        .get::<_, bool>(0)
-    {
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
 }
 
 /// A broker behind a proxy whose cached state of group `g` no longer matches `g`'s row.
@@ -280,11 +269,7 @@ impl Replaced {
     /// gives `g`'s row `h`'s state under `g`'s own version (what a failover to an
     /// asynchronous standby can leave). `None` where the tests may be skipped.
     async fn set_up() -> Option<Replaced> {
-        let url = fresh_database(&cluster_url()?).await;
-        let (_, address) = through(&url, 0);
-        let proxy = Proxy::start(address).await;
-        let (proxied, _) = through(&url, proxy.port);
-        let (backend, app) = broker(&proxied).await;
+        let (url, proxy, backend, app) = behind_proxy().await?;
         ok(&app, Method::PUT, "/v1/topics/t", "").await;
         for group in ["g", "h"] {
             let uri = format!("/v1/topics/t/groups/{group}");
@@ -294,10 +279,7 @@ impl Replaced {
         let held = ok(&app, Method::POST, "/v1/topics/t/groups/g/poll", "").await;
         let done = ok(&app, Method::POST, "/v1/topics/t/groups/h/poll", "").await;
         ok(&app, Method::POST, "/v1/topics/t/groups/h/ack", &ack(&done)).await;
-        let (direct, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-            .await
-            .unwrap();
-        tokio::spawn(connection);
+        let direct = database(&url).await;
         direct
             .execute(
                 "UPDATE mailroom_groups g SET state = h.state FROM mailroom_groups h \
@@ -346,10 +328,7 @@ async fn newer_schema_is_refused() {
     let Some(cluster) = cluster_url() else { return };
     let url = fresh_database(&cluster).await;
     drop(broker(&url).await);
-    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let client = database(&url).await;
     let newer = mailroom_server::backend::postgres::version_known() + 1;
     client
         .execute("UPDATE mailroom_schema SET version = $1", &[&newer])
@@ -396,10 +375,7 @@ async fn a_paused_transaction_loses_its_lock_and_cannot_commit() {
     )
     .await;
     ok(&app, Method::POST, "/v1/topics/t/messages", "m").await;
-    let (mut paused, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
+    let mut paused = database(&url).await;
     paused
         .batch_execute("SET idle_in_transaction_session_timeout = 300")
         .await

@@ -16,7 +16,9 @@ use mailroom::topic::Metadata;
 use mailroom_server::backend::postgres::PgOptions;
 use mailroom_server::backend::Backend;
 use mailroom_store::{IdempotencyWindow, NewMessage};
-use postgres_support::{broker, broker_with, cluster_url, fresh_database, ok, send, send_raw};
+use postgres_support::{
+    broker, broker_with, cluster_url, database, fresh_database, ok, send, send_raw,
+};
 use serde_json::{json, Value};
 
 /// How many messages topic `t` holds, as `app` reads it.
@@ -257,11 +259,8 @@ async fn keys_past_the_window_are_stored_again() {
         json!({"offset": 4, "duplicate": true})
     );
     // By time: the key's publish made older than the window in the database.
-    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+    database(&url)
         .await
-        .unwrap();
-    tokio::spawn(connection);
-    client
         .execute(
             "UPDATE mailroom_idempotency_keys SET at_ms = at_ms - 60001",
             &[],

@@ -8,17 +8,11 @@
 mod postgres_support;
 
 use axum::http::Method;
-use postgres_support::{broker, cluster_url, fresh_database, ok, send};
+use postgres_support::{broker, cluster_url, database, fresh_database, ok, send};
 use serde_json::json;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
 
 const GROUP: &str = "/v1/topics/t/groups/g";
-
-async fn connect(url: &str) -> Client {
-    let (client, connection) = tokio_postgres::connect(url, NoTls).await.unwrap();
-    tokio::spawn(connection);
-    client
-}
 
 /// The group's row version and its dead-letter rows.
 async fn committed(db: &Client) -> (i64, i64) {
@@ -54,7 +48,7 @@ async fn a_poll_of_a_missing_message_fails_and_commits_nothing() {
     ok(&app, Method::PUT, "/v1/topics/t", "").await;
     ok(&app, Method::PUT, GROUP, r#"{"max_attempts":3}"#).await;
     ok(&app, Method::POST, "/v1/topics/t/messages", "m").await;
-    let db = connect(&url).await;
+    let db = database(&url).await;
     let before = committed(&db).await;
     hide_messages(&db, true).await;
     for (uri, request) in [("poll", ""), ("poll/batch", r#"{"max":4}"#)] {
@@ -84,7 +78,7 @@ async fn a_dead_letter_of_a_missing_message_fails_and_commits_nothing() {
     ok(&app, Method::POST, "/v1/topics/t/messages", "m").await;
     let delivery = ok(&app, Method::POST, &format!("{GROUP}/poll"), "").await;
     let reject = json!({"offset": delivery["offset"], "attempt": 1, "kind": "reject"});
-    let db = connect(&url).await;
+    let db = database(&url).await;
     let before = committed(&db).await;
     hide_messages(&db, true).await;
     let (status, body) = send(
@@ -121,7 +115,7 @@ async fn a_call_dropped_mid_transaction_leaves_no_transaction_open() {
     ok(&app, Method::PUT, "/v1/topics/t", "").await;
     ok(&app, Method::PUT, GROUP, r#"{"max_attempts":3}"#).await;
     ok(&app, Method::POST, "/v1/topics/t/messages", "m").await;
-    let mut holder = connect(&url).await;
+    let mut holder = database(&url).await;
     let holding = holder.transaction().await.unwrap();
     holding
         .execute(
@@ -135,7 +129,7 @@ async fn a_call_dropped_mid_transaction_leaves_no_transaction_open() {
     let waited = tokio::time::timeout(std::time::Duration::from_millis(300), poll).await;
     assert!(waited.is_err(), "the poll did not wait for the row lock");
     holding.rollback().await.unwrap();
-    let db = connect(&url).await;
+    let db = database(&url).await;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     loop {
         let open: i64 = db

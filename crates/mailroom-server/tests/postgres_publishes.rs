@@ -10,26 +10,20 @@ use std::ops::Range;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use mailroom_server::backend::{Backend, BackendError, Postgres};
 use mailroom_store::{NewMessage, Stored};
-use postgres_support::{broker, cluster_url, fresh_database};
-use tokio_postgres::{Client, NoTls};
+use postgres_support::{broker, cluster_url, database, fresh_database, until};
+use tokio_postgres::Client;
 
 type Publish = Pin<Box<dyn Future<Output = Result<Range<u64>, BackendError>> + Send>>;
-
-async fn connect(url: &str) -> Client {
-    let (client, connection) = tokio_postgres::connect(url, NoTls).await.unwrap();
-    tokio::spawn(connection);
-    client
-}
 
 /// Holds the row lock of topic `t` on its own connection until the transaction ends,
 /// so that a publish of `t` blocks in the database.
 async fn hold_topic_row(url: &str) -> Client {
-    let holder = connect(url).await;
+    let holder = database(url).await;
     holder
         .batch_execute("BEGIN; SELECT 1 FROM mailroom_topics WHERE name = 't' FOR UPDATE")
         .await
@@ -68,26 +62,9 @@ async fn blocked_first_publish() -> Option<Blocked> {
 
 /// Waits until a session of the database at `url` waits on a lock.
 async fn until_a_publish_waits_on_the_row(url: &str) {
-    let watcher = connect(url).await;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let row = watcher
-            .query_one(
-                "SELECT count(*) FROM pg_stat_activity \
-                 WHERE datname = current_database() AND wait_event_type = 'Lock'",
-                &[],
-            )
-            .await
-            .unwrap();
-        if row.get::<_, i64>(0) > 0 {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no publish came to wait on the row"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let waiting = "SELECT count(*) > 0 FROM pg_stat_activity \
+         WHERE datname = current_database() AND wait_event_type = 'Lock'";
+    until(&database(url).await, waiting, Duration::from_secs(20)).await;
 }
 
 /// Polls `publish` once, which queues it behind the write in progress (a publish runs
@@ -144,7 +121,7 @@ fn queued_messages(
 /// The stored log of topic `t`: each offset's payload, and how many transactions wrote it.
 /// (A combined append is one transaction: its rows share their `xmin`.)
 async fn stored(url: &str) -> (Vec<(u64, String)>, i64) {
-    let reader = connect(url).await;
+    let reader = database(url).await;
     let rows = reader
         .query(
             "SELECT \"offset\", payload FROM mailroom_messages ORDER BY \"offset\"",

@@ -9,17 +9,8 @@ mod postgres_support;
 use axum::http::Method;
 use mailroom_server::backend::postgres::SEGMENT_OFFSETS;
 use mailroom_server::backend::Backend;
-use postgres_support::{broker, cluster_url, fresh_database, ok, send};
+use postgres_support::{broker, cluster_url, database, fresh_database, ok, send};
 use serde_json::{json, Value};
-
-/// A client of the test database itself, for what the tests read or age directly.
-async fn database(url: &str) -> tokio_postgres::Client {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(connection);
-    client
-}
 
 async fn topic(app: &axum::Router) -> Value {
     ok(app, Method::GET, "/v1/topics/t", "").await

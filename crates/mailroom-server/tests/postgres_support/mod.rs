@@ -8,6 +8,7 @@
 #![allow(dead_code)] // each test file uses its own part of this
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::{header, Method, Request};
@@ -37,6 +38,39 @@ pub fn cluster_url() -> Option<String> {
             eprintln!("not run: {URL_VARIABLE} is not set (scripts/postgres.sh start DIR)");
             None
         }
+    }
+}
+
+/// A session of the test's own on the database at `url` (not through a broker), for
+/// what a test reads, writes or waits for directly.
+pub async fn database(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("connect to the test database");
+    tokio::spawn(connection);
+    client
+}
+
+/// Waits until `condition`, a query answering one boolean, holds on `client`, reading
+/// it again every 5 ms.
+///
+/// # Panics
+/// If it has not held within `within`.
+pub async fn until(client: &tokio_postgres::Client, condition: &str, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let row = client
+            .query_one(condition, &[])
+            .await
+            .expect("read the condition");
+        if row.get::<_, bool>(0) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "`{condition}` did not hold within {within:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
 
