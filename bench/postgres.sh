@@ -14,7 +14,7 @@
 #   BENCH_PROFILE=smoke bench/postgres.sh   # tiny counts, one round
 #   WORKLOADS="consume-1 consume" bench/postgres.sh  # a subset of: publish-1
 #                                           # publish-many publish-pipelined publish-batch
-#                                           # consume-1 consume retry
+#                                           # consume-1 consume consume-wide retry
 #   CARGO_TARGET_DIR=/somewhere BENCH_NO_BUILD=1 bench/postgres.sh  # reuse built binaries
 #   GROUP_WINDOW=128 bench/postgres.sh      # mailroom's groups' max_in_flight (default:
 #                                           # the prefetch): a round may go past a retry
@@ -38,7 +38,8 @@
 # (16) publishers, each on its own connection, to one topic), one publisher keeping
 # PREFETCH (64) unbatched messages in flight, each confirmed on its own (mailroom: the
 # publish stream; PgQ and SKIP LOCKED: autocommit inserts pipelined on one connection),
-# and batches of 100; consume + ack one group with prefetch / batch 1 and PREFETCH (64); the 10%
+# and batches of 100; consume + ack one group with prefetch / batch 1, PREFETCH (64) and
+# WIDE (256: where a call's fixed cost matters least, `consume-wide`); the 10%
 # failure workload (every 10th message rejected until dead-lettered, max 3 attempts) at
 # PREFETCH. mailroom: poll/batch carrying the previous round's acks and rejections (one
 # request and one transaction per round; `--mailroom-shape ack-next`), over HTTP; `mailroom-pg-stream` runs the consume workloads over the consume
@@ -74,18 +75,19 @@ done
 PROFILE="${BENCH_PROFILE:-full}"
 SYSTEMS="${BENCH_SYSTEMS:-mailroom-pg mailroom-pg-stream mailroom-pg-2 mailroom-embedded pgq skiplocked}"
 ROWS="${ROWS:-strict}"
-WORKLOADS="${WORKLOADS:-publish-1 publish-many publish-pipelined publish-batch consume-1 consume retry}"
+WORKLOADS="${WORKLOADS:-publish-1 publish-many publish-pipelined publish-batch consume-1 consume consume-wide retry}"
 PREFETCH="${PREFETCH:-64}"
+WIDE="${WIDE:-256}"
 PUBLISHERS="${PUBLISHERS:-16}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 if [ "$PROFILE" = smoke ]; then
   ROUNDS=${ROUNDS:-1}; PUB=${PUB:-100}; PUB_MANY=${PUB_MANY:-320}; PUB_BATCH=${PUB_BATCH:-1000}
   PUB_PIPE=${PUB_PIPE:-500}
-  CONSUME_ONE=${CONSUME_ONE:-100}; CONSUME=${CONSUME:-1000}
+  CONSUME_ONE=${CONSUME_ONE:-100}; CONSUME=${CONSUME:-1000}; CONSUME_WIDE=${CONSUME_WIDE:-2000}
 else
   ROUNDS=${ROUNDS:-3}; PUB=${PUB:-2000}; PUB_MANY=${PUB_MANY:-16000}; PUB_BATCH=${PUB_BATCH:-50000}
   PUB_PIPE=${PUB_PIPE:-20000}
-  CONSUME_ONE=${CONSUME_ONE:-2000}; CONSUME=${CONSUME:-20000}
+  CONSUME_ONE=${CONSUME_ONE:-2000}; CONSUME=${CONSUME:-20000}; CONSUME_WIDE=${CONSUME_WIDE:-100000}
 fi
 ci_user=mailroom-ci
 
@@ -218,6 +220,9 @@ workloads() { # label system address durability detail db-url pids
   if runs consume; then
     bench "$@" consume --payload-bytes 1024 --count "$CONSUME" --prefetch "$PREFETCH" "${fold[@]}"
   fi
+  if runs consume-wide; then
+    bench "$@" consume --payload-bytes 1024 --count "$CONSUME_WIDE" --prefetch "$WIDE" "${fold[@]}"
+  fi
   if runs retry; then
     bench "$@" retry --payload-bytes 1024 --count "$CONSUME" --prefetch "$PREFETCH" \
       --fail-every 10 --max-attempts 3 "${fold[@]}"
@@ -232,6 +237,9 @@ stream_workloads() { # label system address durability detail db-url pids
   fi
   if runs consume; then
     bench "$@" consume --payload-bytes 1024 --count "$CONSUME" --prefetch "$PREFETCH" --mailroom-stream
+  fi
+  if runs consume-wide; then
+    bench "$@" consume --payload-bytes 1024 --count "$CONSUME_WIDE" --prefetch "$WIDE" --mailroom-stream
   fi
   if runs retry; then
     bench "$@" retry --payload-bytes 1024 --count "$CONSUME" --prefetch "$PREFETCH" \
@@ -329,7 +337,7 @@ ELAPSED=$((SECONDS - T0))
   echo "- Ran: $STARTED_AT, $((ELAPSED / 60)) min $((ELAPSED % 60)) s; load average before $LOAD_BEFORE, after $LOAD_AFTER."
   echo "- Machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(. /etc/os-release; echo "$PRETTY_NAME"), kernel $(uname -r)."
   echo "- PostgreSQL $("$PG_BIN/postgres" --version | awk '{print $3}'), PgQ $(dpkg-query -W -f '${Version}' "postgresql-$("$PG_BIN/postgres" --version | awk '{print $3}' | cut -d. -f1)-pgq3" 2>/dev/null || echo '?'); mailroom $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')."
-  echo "- Command: \`${BENCH_CMD:-bench/postgres.sh}\` (rows $ROWS, $ROUNDS rounds; counts: publish $PUB unbatched, $PUB_MANY unbatched by $PUBLISHERS publishers, $PUB_PIPE unbatched by 1 publisher with $PREFETCH in flight, $PUB_BATCH in batches of 100; consume $CONSUME_ONE at prefetch 1, $CONSUME at prefetch $PREFETCH; retry $CONSUME at prefetch $PREFETCH; workloads $WORKLOADS)."
+  echo "- Command: \`${BENCH_CMD:-bench/postgres.sh}\` (rows $ROWS, $ROUNDS rounds; counts: publish $PUB unbatched, $PUB_MANY unbatched by $PUBLISHERS publishers, $PUB_PIPE unbatched by 1 publisher with $PREFETCH in flight, $PUB_BATCH in batches of 100; consume $CONSUME_ONE at prefetch 1, $CONSUME at prefetch $PREFETCH, $CONSUME_WIDE at prefetch $WIDE; retry $CONSUME at prefetch $PREFETCH; workloads $WORKLOADS)."
   echo
   "$BENCH_BIN" table --input "$RESULTS"
   statements
