@@ -120,7 +120,8 @@ fn poll_batch_plan(
         ids: Vec::new(),
         bytes: 0,
     };
-    // A message vanishing under a poll needs retention, which this backend has not yet.
+    // No message vanishes under a poll: retention moves the groups it leaves below in the
+    // transaction that raises the log's start (`retention.rs`), under their row locks.
     match scope {
         PollScope::All => plan_batch(&mut home, &poll)?,
         PollScope::New => plan_batch_new(&mut home, &poll)?,
