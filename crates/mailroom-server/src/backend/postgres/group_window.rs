@@ -53,18 +53,28 @@ use crate::backend::BackendError;
 /// It names the topic's own partition and runs with its generic plan: it is read only
 /// inside a group call's transaction, which forces every statement's
 /// ([`super::topic_statements::BEGIN_GENERIC`]).
+///
+/// `taken` is worked out once a row, in a subquery that `OFFSET 0` keeps the planner from
+/// pulling up: pulled up (as a `LATERAL` was), its expression is copied into each of the
+/// four places that use it and evaluated four times a row. Under `EXPLAIN ANALYZE` that
+/// made the scan four times as slow (0.365 against 0.078 ms for 256 rows); in a broker's
+/// run, where sending the rows costs most, the statement took 4% less (pg_stat_statements:
+/// 716 against 684 µs a call at 256 rows, 168 against 161 at 64).
 pub(super) fn window_rows(topic_id: i64) -> String {
     format!(
-        "SELECT m.\"offset\", octet_length(m.payload), w.taken, \
-         CASE WHEN w.taken THEN m.payload END, m.published_at_ms, m.key, \
-         CASE WHEN w.taken THEN m.headers::text END, \
-         CASE WHEN w.taken THEN m.idempotency_key END \
-         FROM {partition} m, \
-         LATERAL (SELECT (m.\"offset\" = ANY($6) OR (m.\"offset\" >= $3 AND m.\"offset\" < $7)) \
-           AND octet_length(m.payload) <= $8::bigint) AS w(taken) \
-         WHERE m.topic_id = $1 AND (m.\"offset\" = ANY($2) \
-           OR (m.\"offset\" >= $9 AND m.\"offset\" < $4) \
-           OR (m.key IS NOT NULL AND m.\"offset\" >= $3 AND m.\"offset\" < $5))",
+        "SELECT w.\"offset\", octet_length(w.payload), w.taken, \
+         CASE WHEN w.taken THEN w.payload END, w.published_at_ms, w.key, \
+         CASE WHEN w.taken THEN w.headers::text END, \
+         CASE WHEN w.taken THEN w.idempotency_key END \
+         FROM (SELECT m.\"offset\", m.payload, m.published_at_ms, m.key, m.headers, \
+           m.idempotency_key, (m.\"offset\" = ANY($6) \
+             OR (m.\"offset\" >= $3 AND m.\"offset\" < $7)) \
+             AND octet_length(m.payload) <= $8::bigint AS taken \
+           FROM {partition} m \
+           WHERE m.topic_id = $1 AND (m.\"offset\" = ANY($2) \
+             OR (m.\"offset\" >= $9 AND m.\"offset\" < $4) \
+             OR (m.key IS NOT NULL AND m.\"offset\" >= $3 AND m.\"offset\" < $5)) \
+           OFFSET 0) AS w",
         partition = topic_partition(topic_id)
     )
 }
