@@ -56,7 +56,8 @@
 # database's CPU (the postmaster and all its children, from /proc), WAL flushes and
 # writes (pg_stat_wal), commits (pg_stat_database), statements (pg_stat_statements);
 # and the brokers' CPU. Each probed run waits 10.5 s after its timed phase for the
-# statistics to settle (PostgreSQL flushes an idle backend's counters after 10 s).
+# statistics to settle (PostgreSQL flushes an idle backend's counters after 10 s), and a
+# run that fills its topic first waits as long before it, so the fill is not counted.
 #
 # Exit status: 0 when every run passed its check, 2 otherwise (the table is still
 # written). Every process it starts, it stops (by pid) on exit.

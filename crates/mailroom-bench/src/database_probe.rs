@@ -16,7 +16,8 @@
 //! The cumulative statistics of PostgreSQL 15 reach shared memory from a backend at the
 //! end of a transaction at most once a second, and from an idle backend only after
 //! [`STATS_IDLE_FLUSH`]; so the closing snapshot of WAL and commit counts waits that long
-//! after the span ended (the CPU time is read at once).
+//! after the span ended (the CPU time is read at once), and so does the opening one when
+//! the span follows a fill ([`crate::probe::Probe::after_writes`]).
 
 use std::time::Duration;
 

@@ -13,7 +13,9 @@ use std::fs;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::database_probe::{DatabaseProbe, DatabaseSnapshot, DatabaseUsage};
+use crate::database_probe::{
+    DatabaseProbe, DatabaseSnapshot, DatabaseUsage, EXIT_SETTLE, STATS_IDLE_FLUSH,
+};
 
 /// Clock ticks per second of the `/proc/<pid>/stat` times. Linux reports them in `USER_HZ`,
 /// which is 100 on every architecture Linux builds for x86 and arm.
@@ -43,6 +45,8 @@ pub enum ProbeError {
 pub struct Probe {
     pids: Vec<u32>,
     database: Option<Arc<DatabaseProbe>>,
+    /// Whether the set-up wrote to the database (a fill) before the timed phase.
+    after_writes: bool,
 }
 
 /// CPU time and peak memory of a span of work.
@@ -79,6 +83,7 @@ impl Probe {
         Probe {
             pids,
             database: None,
+            after_writes: false,
         }
     }
 
@@ -86,6 +91,19 @@ impl Probe {
     #[must_use]
     pub fn with_database(mut self, database: DatabaseProbe) -> Probe {
         self.database = Some(Arc::new(database));
+        self
+    }
+
+    /// This probe, for a timed phase that follows writes of its own set-up (a fill):
+    /// [`start`](Self::start) then waits until every backend has reported its statistics
+    /// before it reads the database's, so that the fill's WAL and commits are not counted
+    /// in the phase. A backend reports at most once a second, and an idle one only after
+    /// [`STATS_IDLE_FLUSH`]; without the wait the last of a fill made through a broker's
+    /// pooled connections was counted in the consume phase that followed (about 1.2 KiB of
+    /// WAL a message consumed, where `pg_waldump` of that phase finds about 25 bytes).
+    #[must_use]
+    pub fn after_writes(mut self) -> Probe {
+        self.after_writes = true;
         self
     }
 
@@ -100,9 +118,10 @@ impl Probe {
             peak_reset &= fs::write(format!("/proc/{pid}/clear_refs"), "5").is_ok();
         }
         let database = match &self.database {
-            // The set-up's connections (the fill's publisher) may still be closing.
+            // The set-up's connections (the fill's publisher) may still be closing, and
+            // after a fill every backend's statistics must be in (`after_writes`).
             Some(database) => {
-                tokio::time::sleep(crate::database_probe::EXIT_SETTLE).await;
+                tokio::time::sleep(self.opening_settle()).await;
                 Some(database.snapshot().await?)
             }
             None => None,
@@ -113,6 +132,15 @@ impl Probe {
             peak_reset,
             database,
         })
+    }
+
+    /// How long [`start`](Self::start) waits before it reads the database's counters.
+    fn opening_settle(&self) -> Duration {
+        if self.after_writes {
+            STATS_IDLE_FLUSH
+        } else {
+            EXIT_SETTLE
+        }
     }
 
     /// User + system clock ticks the broker processes have used.
@@ -211,6 +239,19 @@ fn parse_vm_hwm_bytes(status: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Proves a probe of a phase that follows a fill waits for every backend's statistics
+    // (PostgreSQL's idle flush) before its opening snapshot, and one without only for the
+    // set-up's connections to close.
+    #[test]
+    fn waits_for_the_fills_statistics() {
+        assert_eq!(Probe::new(1).opening_settle(), EXIT_SETTLE);
+        assert_eq!(
+            Probe::new(1).after_writes().opening_settle(),
+            STATS_IDLE_FLUSH
+        );
+        assert!(STATS_IDLE_FLUSH > Duration::from_secs(10));
+    }
 
     // Proves the stat parser counts fields from the end of the command name, which may
     // contain spaces and parentheses.

@@ -56,7 +56,7 @@ pub async fn run<S: LogSystem>(
     for group in &topic.groups {
         consumers.push((group.clone(), system.consumer(topic, group).await?));
     }
-    let span = probe_start(probe).await?;
+    let span = probe_start(probe.map(Probe::after_writes)).await?;
     let started = Instant::now();
     let mut tasks = Vec::new();
     for (group, consumer) in consumers {

@@ -153,7 +153,7 @@ pub async fn run<S: WindowSystem>(
         empty_polls: AtomicU64::new(0),
     });
 
-    let span = probe_start(probe).await?;
+    let span = probe_start(probe.map(Probe::after_writes)).await?;
     let started = Instant::now();
     let tasks: Vec<_> = workers
         .into_iter()
