@@ -397,3 +397,50 @@ proptest! {
         })?;
     }
 }
+
+// Proves the calls that look at a group's dead letters (its view, redrive, purge) find
+// every one, though brokers hold and restore group states without them: letters made on
+// one broker are counted, redriven and purged on the other, and after a restart.
+#[test]
+fn dead_letters_are_read_by_the_calls_that_look_at_them() {
+    let Some(cluster) = cluster_url() else { return };
+    let mut ops = vec![Op::Publish(vec![
+        b"a".to_vec(),
+        b"b".to_vec(),
+        b"c".to_vec(),
+    ])];
+    for _ in 0..3 {
+        ops.push(Op::Poll(0, 0));
+        ops.push(Op::Nack(
+            0,
+            0,
+            0,
+            false,
+            NackKind::Reject,
+            Some("bad".into()),
+        ));
+    }
+    ops.extend([
+        Op::Switch,
+        Op::Read(0),
+        Op::Redrive(0, 1..2),
+        Op::Read(0),
+        Op::Restart,
+        Op::Purge(0, 0..1),
+        Op::Read(0),
+        Op::Switch,
+        Op::Poll(0, 1),
+        Op::Read(0),
+    ]);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime
+        .block_on(async {
+            let url = fresh_database(&cluster).await;
+            check(&url, &[(1, 1), (1, 1)], &ops).await
+        })
+        .unwrap();
+}

@@ -150,6 +150,38 @@ impl GroupState {
         &self.notes
     }
 
+    /// Removes the dead letters and their notes from the state and returns them; the
+    /// rest of the state is left as it was.
+    ///
+    /// For a home that keeps dead letters apart from the rest of the state (the
+    /// PostgreSQL backend keeps them as rows) and holds the state without them between
+    /// calls, so that a call costs nothing per dead letter. Nothing but a redrive, a purge
+    /// and the counts of [`info`](Self::info) looks at them; before planning one of those,
+    /// such a home puts them back (through [`snapshot`](Self::snapshot) and
+    /// [`from_snapshot`](Self::from_snapshot)). A dead letter the state gains meanwhile is
+    /// in the state until the next take.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use mailroom::group::{GroupConfig, GroupState, PollPlan};
+    ///
+    /// let mut group = GroupState::with_config(GroupConfig::new(1), 0).unwrap();
+    /// let PollPlan::Deliver(event) = group.poll(1) else { unreachable!() };
+    /// group.apply(event).unwrap();
+    /// group.apply(group.nack(event.delivery()).unwrap()).unwrap();
+    /// let (letters, notes) = group.take_dead_letters();
+    /// assert_eq!((letters.len(), notes.len()), (1, 1));
+    /// assert!(group.dead_letters().is_empty());
+    /// assert_eq!(group.position(), 1);
+    /// ```
+    pub fn take_dead_letters(&mut self) -> (Vec<DeadLetterEntry>, Vec<DeadLetterNote>) {
+        (
+            std::mem::take(&mut self.dead_letters),
+            std::mem::take(&mut self.notes),
+        )
+    }
+
     /// How many messages of a log ending at `log_end` this group has not finished.
     pub fn lag(&self, log_end: u64) -> u64 {
         log_end.saturating_sub(self.position)

@@ -316,8 +316,8 @@ impl Postgres {
         offsets: Range<u64>,
         purge: bool,
     ) -> Result<u64, BackendError> {
-        let (taken, _) = self
-            .group_call(topic, group, None, |planning| {
+        let taken = self
+            .group_call_with_dead_letters(topic, group, |planning| {
                 let before = planning.state.dead_letters().len();
                 let planned = if purge {
                     planning.state.plan_purge(offsets)

@@ -95,7 +95,7 @@ pub(super) async fn lock(
         (None, Some(cached)) => (cached, true),
         (Some(bytes), _) => {
             let at = (found.group_id, found.topic_id, found.version);
-            (restore(client, at, group, &bytes).await?, false)
+            (restore(at, group, &bytes)?, false)
         }
         (None, None) => {
             return Err(BackendError::Internal(

@@ -1,6 +1,7 @@
-//! A group's committed state restored from the database: the state's bytes from the
-//! group's row and its dead letters from their own rows, for a broker whose cache does
-//! not hold the committed version (`group.rs`) and for retention's moving up of groups.
+//! A group's committed state restored from the database: the state from the bytes of
+//! the group's row, for a broker whose cache does not hold the committed version
+//! (`group.rs`) and for retention's moving up of groups; and its dead letters from their
+//! own rows, for the plans that look at them.
 
 use deadpool_postgres::GenericClient;
 use mailroom::group::{DeadLetterEntry, DeadLetterNote, GroupState};
@@ -12,35 +13,17 @@ use crate::backend::BackendError;
 
 const DEAD_LETTERS: &str = "SELECT \"offset\", attempts, reason, at_ms \
      FROM mailroom_dead_letters WHERE topic_id = $1 AND group_name = $2 ORDER BY seq";
-/// Restores the committed state from its bytes and the dead-letter rows.
-pub(super) async fn restore(
-    client: &impl GenericClient,
+
+/// Restores the committed state from its bytes, without its dead letters (they stay in
+/// their rows: see [`Cached`]).
+pub(super) fn restore(
     (group_id, topic_id, version): (i64, i64, i64),
     group: &str,
     bytes: &[u8],
 ) -> Result<Cached, BackendError> {
-    let statement = client
-        .prepare_cached(DEAD_LETTERS)
-        .await
-        .map_err(PgError::from)?;
-    let rows = client
-        .query(&statement, &[&topic_id, &group])
-        .await
-        .map_err(PgError::from)?;
-    let mut entries = Vec::with_capacity(rows.len());
-    let mut notes = Vec::with_capacity(rows.len());
-    for row in rows {
-        entries.push(DeadLetterEntry {
-            offset: row.get::<_, i64>(0) as u64,
-            attempts: row.get::<_, i32>(1) as u32,
-        });
-        notes.push(DeadLetterNote {
-            reason: row.get(2),
-            at_ms: row.get::<_, i64>(3) as u64,
-        });
-    }
     let damaged = |why: String| BackendError::Internal(format!("group {group:?}: {why}"));
-    let stored = decode(bytes, entries, notes).map_err(|error| damaged(error.to_string()))?;
+    let stored =
+        decode(bytes, Vec::new(), Vec::new()).map_err(|error| damaged(error.to_string()))?;
     let state =
         GroupState::from_snapshot(stored.snapshot).map_err(|error| damaged(error.to_string()))?;
     Ok(Cached {
@@ -51,4 +34,41 @@ pub(super) async fn restore(
         clock_ms: stored.clock_ms,
         seen: (stored.clock_ms, std::time::Instant::now()),
     })
+}
+
+/// Puts the group's committed dead letters, read from their rows, into `state` (which
+/// holds none of them: see [`Cached`]), for a plan that looks at them.
+///
+/// # Errors
+/// The database's errors; a state that does not take them back (a fault).
+pub(super) async fn put_dead_letters(
+    client: &impl GenericClient,
+    topic_id: i64,
+    group: &str,
+    state: &mut GroupState,
+) -> Result<(), BackendError> {
+    let statement = client
+        .prepare_cached(DEAD_LETTERS)
+        .await
+        .map_err(PgError::from)?;
+    let rows = client
+        .query(&statement, &[&topic_id, &group])
+        .await
+        .map_err(PgError::from)?;
+    let mut snapshot = state.snapshot();
+    snapshot.dead_letters = Vec::with_capacity(rows.len());
+    snapshot.dead_letter_notes = Vec::with_capacity(rows.len());
+    for row in rows {
+        snapshot.dead_letters.push(DeadLetterEntry {
+            offset: row.get::<_, i64>(0) as u64,
+            attempts: row.get::<_, i32>(1) as u32,
+        });
+        snapshot.dead_letter_notes.push(DeadLetterNote {
+            reason: row.get(2),
+            at_ms: row.get::<_, i64>(3) as u64,
+        });
+    }
+    *state = GroupState::from_snapshot(snapshot)
+        .map_err(|error| BackendError::Internal(format!("group {group:?}: {error}")))?;
+    Ok(())
 }

@@ -306,7 +306,7 @@ impl Postgres {
         for row in &groups {
             let name: String = row.get(0);
             let at = (row.get::<_, i64>(1), cut.topic_id, row.get::<_, i64>(2));
-            let cached = restore(&transaction, at, &name, &row.get::<_, Vec<u8>>(3)).await?;
+            let cached = restore(at, &name, &row.get::<_, Vec<u8>>(3))?;
             let floor = if cut.keep_unconsumed {
                 Some(needed_from(&cached.state))
             } else {
