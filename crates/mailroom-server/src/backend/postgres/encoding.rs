@@ -17,10 +17,7 @@
 //! Decoding checks the bytes only for shape; `GroupState::from_snapshot` checks that
 //! what they say is a state the rules can reach.
 
-use mailroom::group::{
-    Backoff, DeadLetterEntry, DeadLetterNote, GroupConfig, GroupCounters, GroupSnapshot, Pause,
-    Slot, SlotPhase,
-};
+use mailroom::group::{Backoff, GroupConfig, GroupCounters, GroupSnapshot, Pause, Slot, SlotPhase};
 
 /// The format byte this binary writes and reads.
 pub const FORMAT: u8 = 2;
@@ -128,15 +125,12 @@ fn put_slot(out: &mut Vec<u8>, slot: &Slot) {
     }
 }
 
-/// Reads stored bytes back, with `dead_letters` (oldest first) and their notes put in.
+/// Reads stored bytes back; the snapshot's dead letters are left empty (they are rows of
+/// their own: `group.rs`, `Cached`).
 ///
 /// # Errors
 /// [`DecodeError`] for bytes of another format, cut short, or with trailing bytes.
-pub fn decode(
-    bytes: &[u8],
-    dead_letters: Vec<DeadLetterEntry>,
-    dead_letter_notes: Vec<DeadLetterNote>,
-) -> Result<StoredState, DecodeError> {
+pub fn decode(bytes: &[u8]) -> Result<StoredState, DecodeError> {
     let mut reader = Reader(bytes);
     if reader.u8()? != FORMAT {
         return Err(DecodeError("unknown format"));
@@ -195,11 +189,11 @@ pub fn decode(
         attempt: head.0,
         in_flight: head.1,
         max_attempts,
-        dead_letters,
+        dead_letters: Vec::new(),
         config,
         window,
         redriven,
-        dead_letter_notes,
+        dead_letter_notes: Vec::new(),
         counters,
         frontier,
         rewound_below,
@@ -317,17 +311,14 @@ mod tests {
         }
         let snapshot = group.snapshot();
         let bytes = encode(&snapshot, 1234);
-        let stored = decode(&bytes, vec![], vec![]).unwrap();
+        let stored = decode(&bytes).unwrap();
         assert_eq!(stored.clock_ms, 1234);
         assert_eq!(GroupState::from_snapshot(stored.snapshot).unwrap(), group);
         for cut in 0..bytes.len() {
-            assert!(
-                decode(&bytes[..cut], vec![], vec![]).is_err(),
-                "cut at {cut}"
-            );
+            assert!(decode(&bytes[..cut]).is_err(), "cut at {cut}");
         }
         let mut longer = bytes.clone();
         longer.push(0);
-        assert!(decode(&longer, vec![], vec![]).is_err());
+        assert!(decode(&longer).is_err());
     }
 }

@@ -10,8 +10,8 @@ use mailroom::group::{key_hash, GroupState, SlotPhase, KEYED_WINDOW_SPAN};
 use mailroom::topic::{DeadLetterInfo, Message};
 use mailroom_store::{DeadLetterPage, StoreError, DEAD_LETTERS_PAGE_MAX};
 
-use super::encoding::decode;
 use super::group::{big, unknown_group, unknown_topic, Planned, Planning};
+use super::group_restore::stored_state;
 use super::metadata::message_of;
 use super::{PgError, Postgres};
 use crate::backend::{BackendError, GroupDetail};
@@ -251,11 +251,7 @@ impl Postgres {
             (Some(bytes), _) => {
                 // Only the timing, the lag and the counters matter to these reads: the
                 // dead letters stay in their rows (see `group.rs`, `Cached`).
-                let stored = decode(&bytes, Vec::new(), Vec::new())
-                    .map_err(|error| BackendError::Internal(error.to_string()))?;
-                let state = GroupState::from_snapshot(stored.snapshot)
-                    .map_err(|error| BackendError::Internal(error.to_string()))?;
-                (state, stored.clock_ms)
+                stored_state(&bytes).map_err(BackendError::Internal)?
             }
             (None, None) => {
                 return Err(BackendError::Internal(

@@ -21,19 +21,24 @@ pub(super) fn restore(
     group: &str,
     bytes: &[u8],
 ) -> Result<Cached, BackendError> {
-    let damaged = |why: String| BackendError::Internal(format!("group {group:?}: {why}"));
-    let stored =
-        decode(bytes, Vec::new(), Vec::new()).map_err(|error| damaged(error.to_string()))?;
-    let state =
-        GroupState::from_snapshot(stored.snapshot).map_err(|error| damaged(error.to_string()))?;
+    let (state, clock_ms) = stored_state(bytes)
+        .map_err(|why| BackendError::Internal(format!("group {group:?}: {why}")))?;
     Ok(Cached {
         group_id,
         topic_id,
         version,
         state,
-        clock_ms: stored.clock_ms,
-        seen: (stored.clock_ms, std::time::Instant::now()),
+        clock_ms,
+        seen: (clock_ms, std::time::Instant::now()),
     })
+}
+
+/// The state the bytes of a group's row hold, without its dead letters, and the group's
+/// clock; or why they do not decode or do not make a valid state.
+pub(super) fn stored_state(bytes: &[u8]) -> Result<(GroupState, u64), String> {
+    let stored = decode(bytes).map_err(|error| error.to_string())?;
+    let state = GroupState::from_snapshot(stored.snapshot).map_err(|error| error.to_string())?;
+    Ok((state, stored.clock_ms))
 }
 
 /// Puts the group's committed dead letters, read from their rows, into `state` (which
