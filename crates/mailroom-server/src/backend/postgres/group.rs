@@ -26,7 +26,7 @@ use super::group_window::{PollWindow, WindowRead};
 use super::group_write::{Row, Write};
 use super::metadata::message_of;
 use super::schema::topic_partition;
-use super::topic_statements::{prepare_for_topic, Plans};
+use super::topic_statements::{offset_bounds, prepare_for_topic, Plans};
 use super::txn::Open;
 use super::waiting::PollRead;
 use super::{PgError, Postgres};
@@ -116,14 +116,17 @@ impl<R> Planned<R> {
 /// `topic_id`'s partition, with its generic plan as every statement of a group call
 /// ([`super::topic_statements::BEGIN_GENERIC`]). The offset column raises (a
 /// text that is no bigint) for a message the log lacks, so the transaction is aborted
-/// and the COMMIT pipelined behind this read rolls back.
-fn payload_rows(topic_id: i64) -> String {
+/// and the COMMIT pipelined behind this read rolls back. `[$3, $4)` bounds the offsets,
+/// so that a plan made on a small segment reads no more than their range
+/// ([`super::topic_statements`], "Plans made on small segments").
+pub(super) fn payload_rows(topic_id: i64) -> String {
     format!(
         "SELECT CASE WHEN m.\"offset\" IS NULL THEN ('mailroom: message ' \
          || w.o || ' is missing from the log')::bigint ELSE m.\"offset\" END, \
          m.payload, m.published_at_ms, m.key, m.headers::text, m.idempotency_key \
          FROM unnest($2::bigint[]) AS w(o) \
-         LEFT JOIN {partition} m ON m.topic_id = $1 AND m.\"offset\" = w.o",
+         LEFT JOIN {partition} m ON m.topic_id = $1 AND m.\"offset\" = w.o \
+           AND m.\"offset\" >= $3 AND m.\"offset\" < $4",
         partition = topic_partition(topic_id)
     )
 }
@@ -358,7 +361,8 @@ async fn second_pipeline(
     let reads = async {
         match &payloads {
             Some(statement) => {
-                let params: [&(dyn ToSql + Sync); 2] = [&at.topic_id, &missed];
+                let (from, to) = offset_bounds(missed);
+                let params: [&(dyn ToSql + Sync); 4] = [&at.topic_id, &missed, &from, &to];
                 client.query(statement, &params).await
             }
             None => Ok(Vec::new()),

@@ -19,7 +19,7 @@ use tokio_postgres::Statement;
 use super::encoding::encode;
 use super::group::big;
 use super::schema::topic_partition;
-use super::topic_statements::{prepare_for_topic, under, Plans};
+use super::topic_statements::{offset_bounds, prepare_for_topic, under, Plans};
 use super::PgError;
 use crate::backend::BackendError;
 
@@ -30,8 +30,10 @@ const DROP_DEAD_LETTERS: &str = "DELETE FROM mailroom_dead_letters \
 /// Copies the messages dead-lettered in topic `topic_id` from its partition
 /// ([`super::topic_statements`]). The offset column raises (a text that is no bigint) for
 /// a message the log lacks: an inner join would just leave it out, and the count check
-/// after the insert would come too late for a pipelined COMMIT.
-fn add_dead_letters(topic_id: i64) -> String {
+/// after the insert would come too late for a pipelined COMMIT. `[$8, $9)` bounds the
+/// offsets, so that a plan made on a small segment reads no more than their range
+/// ([`super::topic_statements`], "Plans made on small segments").
+pub(super) fn add_dead_letters(topic_id: i64) -> String {
     format!(
         "INSERT INTO mailroom_dead_letters (topic_id, group_name, \
          \"offset\", seq, attempts, reason, at_ms, published_at_ms, key, headers, \
@@ -41,7 +43,8 @@ fn add_dead_letters(topic_id: i64) -> String {
          d.s, d.a, d.r, d.t, m.published_at_ms, m.key, m.headers, m.idempotency_key, m.payload \
          FROM unnest($3::bigint[], $4::bigint[], $5::integer[], $6::text[], $7::bigint[]) \
          AS d(o, s, a, r, t) \
-         LEFT JOIN {partition} m ON m.topic_id = $1 AND m.\"offset\" = d.o",
+         LEFT JOIN {partition} m ON m.topic_id = $1 AND m.\"offset\" = d.o \
+           AND m.\"offset\" >= $8 AND m.\"offset\" < $9",
         partition = topic_partition(topic_id)
     )
 }
@@ -170,10 +173,11 @@ impl Write {
             }
         };
         let added = &self.added;
+        let (from, to) = offset_bounds(&added.offsets);
         let addition = async {
             match &self.add {
                 Some(statement) => {
-                    let params: [&(dyn ToSql + Sync); 7] = [
+                    let params: [&(dyn ToSql + Sync); 9] = [
                         &at.topic_id,
                         &at.group,
                         &added.offsets,
@@ -181,6 +185,8 @@ impl Write {
                         &added.attempts,
                         &added.reasons,
                         &added.at_ms,
+                        &from,
+                        &to,
                     ];
                     under(plans, client, client.execute(statement, &params)).await
                 }
