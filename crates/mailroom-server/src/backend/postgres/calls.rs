@@ -93,8 +93,8 @@ impl Backend for Postgres {
             let offsets = self.topic_row(topic).await?;
             let mut groups = Vec::with_capacity(offsets.groups.len());
             for group in &offsets.groups {
-                match self.current_with_dead_letters(topic, group).await {
-                    Ok((state, log_end)) => groups.push(state.info(group, log_end)),
+                match self.current_info(topic, group).await {
+                    Ok((_, info)) => groups.push(info),
                     // Deleted while this was read: left out, as the trait says.
                     Err(BackendError::Store(mailroom_store::StoreError::Topic(
                         mailroom::topic::TopicError::UnknownGroup { .. },

@@ -12,7 +12,7 @@ use mailroom::group::{
 use mailroom::topic::{Nack, TopicError};
 use mailroom_store::{MessageDelivery, PollScope, StoreError};
 
-use super::group::{apply_planned, Planned, Planning};
+use super::group::{apply_planned, DeadLetters, Planned, Planning};
 use super::group_window::PollWindow;
 use super::waiting::PollRead;
 use super::Postgres;
@@ -317,7 +317,7 @@ impl Postgres {
         purge: bool,
     ) -> Result<u64, BackendError> {
         let taken = self
-            .group_call_with_dead_letters(topic, group, |planning| {
+            .group_call_with_dead_letters(topic, group, DeadLetters::Read, |planning| {
                 let before = planning.state.dead_letters().len();
                 let planned = if purge {
                     planning.state.plan_purge(offsets)

@@ -21,7 +21,7 @@ use mailroom_store::StoreError;
 use tokio_postgres::types::ToSql;
 
 use super::group_lock::{lock, Locked};
-use super::group_restore::put_dead_letters;
+use super::group_restore::{count_dead_letters, put_dead_letters};
 use super::group_window::{PollWindow, WindowRead};
 use super::group_write::{Row, Write};
 use super::metadata::message_of;
@@ -71,6 +71,22 @@ pub(super) struct Planning {
     pub sizes: HashMap<u64, usize>,
     /// The key hashes of those of the same messages that have a key, for ordering keys.
     pub keys: HashMap<u64, u64>,
+    /// How many dead letters the group's rows held when the call began, where it counted
+    /// them ([`DeadLetters::Counted`]); those the plan adds are in `state`.
+    pub stored_dead_letters: Option<u64>,
+}
+
+/// What a call does with the group's dead letters, which its state holds none of until
+/// it reads them (see [`Cached`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum DeadLetters {
+    /// Leaves them in their rows: a plan that neither takes nor counts them.
+    Left,
+    /// Counts their rows ([`Planning::stored_dead_letters`]), for the views that show
+    /// how many there are.
+    Counted,
+    /// Reads them into the state, for a plan that takes them (a redrive, a purge).
+    Read,
 }
 
 impl Planning {
@@ -176,12 +192,13 @@ impl Postgres {
         poll: Option<PollWindow<'_>>,
         plan: impl FnOnce(&mut Planning) -> Result<Planned<R>, BackendError>,
     ) -> Result<(R, Vec<Delivery<Message<Bytes>>>, PollRead), BackendError> {
-        self.run_call(topic, group, poll, false, plan).await
+        self.run_call(topic, group, poll, DeadLetters::Left, plan)
+            .await
     }
 
-    /// [`group_call`](Self::group_call) of a plan that looks at the group's dead letters
-    /// (a redrive, a purge, the counts of a group's view): its transaction reads them
-    /// into the state before the plan (see [`Cached`]).
+    /// [`group_call`](Self::group_call) of a plan that looks at the group's dead letters:
+    /// its transaction counts them or reads them into the state, as `dead_letters` says,
+    /// before the plan (see [`Cached`]).
     ///
     /// # Errors
     /// As [`group_call`](Self::group_call).
@@ -189,9 +206,12 @@ impl Postgres {
         &self,
         topic: &str,
         group: &str,
+        dead_letters: DeadLetters,
         plan: impl FnOnce(&mut Planning) -> Result<Planned<R>, BackendError>,
     ) -> Result<R, BackendError> {
-        let (answer, _, _) = self.run_call(topic, group, None, true, plan).await?;
+        let (answer, _, _) = self
+            .run_call(topic, group, None, dead_letters, plan)
+            .await?;
         Ok(answer)
     }
 
@@ -200,7 +220,7 @@ impl Postgres {
         topic: &str,
         group: &str,
         poll: Option<PollWindow<'_>>,
-        read_dead_letters: bool,
+        dead_letters: DeadLetters,
         plan: impl FnOnce(&mut Planning) -> Result<Planned<R>, BackendError>,
     ) -> Result<(R, Vec<Delivery<Message<Bytes>>>, PollRead), BackendError> {
         let key = (topic.to_owned(), group.to_owned());
@@ -211,7 +231,7 @@ impl Postgres {
             topic,
             group,
             poll,
-            read_dead_letters,
+            dead_letters,
         };
         let result = call(open.client(), scope, cached, plan).await;
         open.finish(result.is_ok()).await;
@@ -229,13 +249,13 @@ impl Postgres {
     }
 }
 
-/// What a call works on: its group, its poll's window (if a poll), and whether its plan
-/// looks at the group's dead letters.
+/// What a call works on: its group, its poll's window (if a poll), and what it does
+/// with the group's dead letters.
 struct CallScope<'a> {
     topic: &'a str,
     group: &'a str,
     poll: Option<PollWindow<'a>>,
-    read_dead_letters: bool,
+    dead_letters: DeadLetters,
 }
 
 /// The call's transaction on `client`: the first pipeline (`BEGIN`, the lock, the log's
@@ -251,12 +271,17 @@ async fn call<R>(
         topic,
         group,
         poll,
-        read_dead_letters,
+        dead_letters,
     } = scope;
     let (locked, mut base, mut read) = lock(client, topic, group, cached, poll).await?;
-    if read_dead_letters {
-        put_dead_letters(client, locked.topic_id, group, &mut base.state).await?;
-    }
+    let stored_dead_letters = match dead_letters {
+        DeadLetters::Left => None,
+        DeadLetters::Counted => Some(count_dead_letters(client, locked.topic_id, group).await?),
+        DeadLetters::Read => {
+            put_dead_letters(client, locked.topic_id, group, &mut base.state).await?;
+            None
+        }
+    };
     let now_ms = locked.db_now_ms.max(base.clock_ms);
     let mut planning = Planning {
         state: base.state.clone(),
@@ -265,6 +290,7 @@ async fn call<R>(
         now_ms,
         sizes: std::mem::take(&mut read.sizes),
         keys: std::mem::take(&mut read.keys),
+        stored_dead_letters,
     };
     // Every call first expires the leases that ran out, as in the embedded store, so
     // no one observes an expired delivery as owned.

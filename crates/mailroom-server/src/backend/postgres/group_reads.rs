@@ -6,11 +6,11 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use bytes::Bytes;
-use mailroom::group::{key_hash, GroupState, SlotPhase, KEYED_WINDOW_SPAN};
+use mailroom::group::{key_hash, GroupInfo, GroupState, SlotPhase, KEYED_WINDOW_SPAN};
 use mailroom::topic::{DeadLetterInfo, Message};
 use mailroom_store::{DeadLetterPage, StoreError, DEAD_LETTERS_PAGE_MAX};
 
-use super::group::{big, unknown_group, unknown_topic, Planned, Planning};
+use super::group::{big, unknown_group, unknown_topic, DeadLetters, Planned, Planning};
 use super::group_restore::stored_state;
 use super::metadata::message_of;
 use super::{PgError, Postgres};
@@ -57,14 +57,21 @@ impl Postgres {
         Ok(answer)
     }
 
-    /// [`current`](Self::current) with the dead letters in the state, for the views that
-    /// count them (`GroupState::info`).
-    pub(super) async fn current_with_dead_letters(
+    /// [`current`](Self::current) and the group's info, which counts its dead letters
+    /// (their rows, counted in the same transaction, and any the call's expiries add),
+    /// for the views that show it.
+    pub(super) async fn current_info(
         &self,
         topic: &str,
         group: &str,
-    ) -> Result<(GroupState, u64), BackendError> {
-        self.group_call_with_dead_letters(topic, group, observe)
+    ) -> Result<(GroupState, GroupInfo), BackendError> {
+        let observe_counted = |planning: &mut Planning| {
+            let stored = planning.stored_dead_letters.unwrap_or(0);
+            let mut info = planning.state.info(group, planning.log_end);
+            info.dead_letters += stored;
+            Ok(Planned::answer((planning.state.clone(), info)))
+        };
+        self.group_call_with_dead_letters(topic, group, DeadLetters::Counted, observe_counted)
             .await
     }
 
@@ -73,10 +80,10 @@ impl Postgres {
         topic: &str,
         group: &str,
     ) -> Result<GroupDetail, BackendError> {
-        let (state, log_end) = self.current_with_dead_letters(topic, group).await?;
+        let (state, info) = self.current_info(topic, group).await?;
         let page = self.dead_letter_rows(topic, group, 0, None).await?;
         Ok(GroupDetail {
-            info: state.info(group, log_end),
+            info,
             config: *state.config(),
             counters: state.counters(),
             in_flight: state.in_flight_details(),

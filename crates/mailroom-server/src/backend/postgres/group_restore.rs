@@ -11,6 +11,8 @@ use super::group::Cached;
 use super::PgError;
 use crate::backend::BackendError;
 
+const DEAD_LETTER_COUNT: &str =
+    "SELECT count(*) FROM mailroom_dead_letters WHERE topic_id = $1 AND group_name = $2";
 const DEAD_LETTERS: &str = "SELECT \"offset\", attempts, reason, at_ms \
      FROM mailroom_dead_letters WHERE topic_id = $1 AND group_name = $2 ORDER BY seq";
 
@@ -39,6 +41,27 @@ pub(super) fn stored_state(bytes: &[u8]) -> Result<(GroupState, u64), String> {
     let stored = decode(bytes).map_err(|error| error.to_string())?;
     let state = GroupState::from_snapshot(stored.snapshot).map_err(|error| error.to_string())?;
     Ok((state, stored.clock_ms))
+}
+
+/// How many dead letters the group's rows hold, for a view that shows the count and no
+/// more: reading them whole to count them cost a view a row each.
+///
+/// # Errors
+/// The database's errors.
+pub(super) async fn count_dead_letters(
+    client: &impl GenericClient,
+    topic_id: i64,
+    group: &str,
+) -> Result<u64, BackendError> {
+    let statement = client
+        .prepare_cached(DEAD_LETTER_COUNT)
+        .await
+        .map_err(PgError::from)?;
+    let row = client
+        .query_one(&statement, &[&topic_id, &group])
+        .await
+        .map_err(PgError::from)?;
+    Ok(row.get::<_, i64>(0).max(0) as u64)
 }
 
 /// Puts the group's committed dead letters, read from their rows, into `state` (which
