@@ -13,6 +13,8 @@
 #   WINDOWS="1 16" bench/peers.sh               # the parallel workload's windows (default 1 16 256)
 #   TASKS_WINDOW= bench/peers.sh                # skip mailroom's old-shape parallel run (default W 16)
 #   ACK_NEXT_WINDOWS= bench/peers.sh            # skip the one-round-trip parallel runs (default 16 256)
+#   WIDE_STRICT=10 WIDE_RELAXED=4 bench/peers.sh # how many times the one-at-a-time rows'
+#                                               # messages a row moving 16+ a round runs
 #   CARGO_TARGET_DIR=/somewhere bench/peers.sh  # build elsewhere (default: ./target)
 #   BENCH_NO_BUILD=1 bench/peers.sh             # reuse the binaries already built there
 #                                               # (repeated runs while others edit the tree)
@@ -89,12 +91,14 @@ if [ "$PROFILE" = smoke ]; then
   PUB_STRICT=${PUB_STRICT:-200};        PUB_RELAXED=${PUB_RELAXED:-500}
   PUB_MANY_STRICT=${PUB_MANY_STRICT:-800}; PUB_MANY_RELAXED=${PUB_MANY_RELAXED:-2000}
   CONSUME_STRICT=${CONSUME_STRICT:-200}; CONSUME_RELAXED=${CONSUME_RELAXED:-500}
+  WIDE_STRICT=${WIDE_STRICT:-1};        WIDE_RELAXED=${WIDE_RELAXED:-1}
   LIVE_COUNT=${LIVE_COUNT:-200};        LIVE_RATE=${LIVE_RATE:-500}; LIVE_SUBS=${LIVE_SUBS:-10}
   SIZES=${SIZES:-100}
 else
   PUB_STRICT=${PUB_STRICT:-20000};      PUB_RELAXED=${PUB_RELAXED:-200000}
   PUB_MANY_STRICT=${PUB_MANY_STRICT:-100000}; PUB_MANY_RELAXED=${PUB_MANY_RELAXED:-1000000}
   CONSUME_STRICT=${CONSUME_STRICT:-20000}; CONSUME_RELAXED=${CONSUME_RELAXED:-100000}
+  WIDE_STRICT=${WIDE_STRICT:-10};       WIDE_RELAXED=${WIDE_RELAXED:-4}
   # 40,000 x 1 KiB = 40 MB for the stalled subscriber: past Redis's default pub/sub output
   # buffer hard limit (32 MB), below NATS's max_pending (64 MB).
   LIVE_COUNT=${LIVE_COUNT:-40000};      LIVE_RATE=${LIVE_RATE:-1000}; LIVE_SUBS=${LIVE_SUBS:-100}
@@ -236,17 +240,30 @@ bench() { # system address pid durability detail workload [args...]
   if [ "$status" -ne 0 ]; then FAILED=1; log "FAILED ($status): $system $workload $*"; fi
 }
 
+# The messages of a consume row that moves `window` deliveries a round, for `durability`:
+# a row moving 16 or more runs WIDE_STRICT / WIDE_RELAXED times the one-at-a-time rows'
+# `count`, so that both take seconds (20,000 strict messages, what a prefetch-1 row needs,
+# took a tenth of a second at prefetch 256).
+count_at() { # durability window count
+  local factor=1
+  if [ "$2" -ge 16 ]; then
+    case "$1" in strict) factor=$WIDE_STRICT ;; *) factor=$WIDE_RELAXED ;; esac
+  fi
+  echo $(( $3 * factor ))
+}
+
 log_workloads() { # system address pid durability detail pub pub_many consume
-  local s="$1" a="$2" p="$3" d="$4" t="$5" pub="$6" many="$7" consume="$8" size
+  local s="$1" a="$2" p="$3" d="$4" t="$5" pub="$6" many="$7" consume="$8" size wide
   runs log || return 0
+  wide=$(count_at "$d" 256 "$consume")
   for size in $SIZES; do
     bench "$s" "$a" "$p" "$d" "$t" publish --payload-bytes "$size" --count "$pub"
     bench "$s" "$a" "$p" "$d" "$t" publish --payload-bytes "$size" --count "$many" --publishers 16
     bench "$s" "$a" "$p" "$d" "$t" publish --payload-bytes "$size" --count "$many" --batch 100
   done
-  bench "$s" "$a" "$p" "$d" "$t" consume --payload-bytes 1024 --count "$consume"
-  bench "$s" "$a" "$p" "$d" "$t" retry --payload-bytes 1024 --count "$consume" --fail-every 10 --max-attempts 3
-  bench "$s" "$a" "$p" "$d" "$t" fanout --payload-bytes 1024 --count "$consume" --groups 4
+  bench "$s" "$a" "$p" "$d" "$t" consume --payload-bytes 1024 --count "$wide"
+  bench "$s" "$a" "$p" "$d" "$t" retry --payload-bytes 1024 --count "$wide" --fail-every 10 --max-attempts 3
+  bench "$s" "$a" "$p" "$d" "$t" fanout --payload-bytes 1024 --count "$wide" --groups 4
   # The same consume with no prefetch: every system moves one delivery per round trip,
   # which separates protocol shape from implementation cost.
   bench "$s" "$a" "$p" "$d" "$t" consume --payload-bytes 1024 --count "$consume" --prefetch 1
@@ -262,16 +279,17 @@ pipelined_workload() { # system address pid durability detail count
 }
 
 stream_workload() { # system address pid durability detail count
-  local prefetch
+  local prefetch count
   runs stream || return 0
   # The consume stream (issue 19): mailroom pushes over one WebSocket, window = prefetch;
   # the peers' own consumers are already their like-for-like (Redis blocking XREADGROUP
   # + XACK, RabbitMQ basic.consume with basic.qos, NATS pull fetch), so they run the
   # plain consume at the same prefetch, and mailroom's HTTP consume runs beside it.
   for prefetch in $STREAM_PREFETCHES; do
-    bench "$1" "$2" "$3" "$4" "$5" consume --payload-bytes 1024 --count "$6" --prefetch "$prefetch"
+    count=$(count_at "$4" "$prefetch" "$6")
+    bench "$1" "$2" "$3" "$4" "$5" consume --payload-bytes 1024 --count "$count" --prefetch "$prefetch"
     if [ "$1" = mailroom ]; then
-      bench "$1" "$2" "$3" "$4" "$5" consume --payload-bytes 1024 --count "$6" --prefetch "$prefetch" --mailroom-stream
+      bench "$1" "$2" "$3" "$4" "$5" consume --payload-bytes 1024 --count "$count" --prefetch "$prefetch" --mailroom-stream
     fi
   done
 }
@@ -280,7 +298,7 @@ parallel_workload() { # system address pid durability detail count
   local window
   runs parallel || return 0
   for window in $WINDOWS; do
-    bench "$1" "$2" "$3" "$4" "$5" parallel --payload-bytes 1024 --count "$6" --window "$window"
+    bench "$1" "$2" "$3" "$4" "$5" parallel --payload-bytes 1024 --count "$(count_at "$4" "$window" "$6")" --window "$window"
   done
   # mailroom's shape before the batch API, for comparison: W consumers, one delivery each.
   if [ "$1" = mailroom ] && [ -n "$TASKS_WINDOW" ]; then
@@ -290,8 +308,8 @@ parallel_workload() { # system address pid durability detail count
   # AckNext); Redis, for fairness, pipelines the round's XACK with the next XREADGROUP.
   for window in $ACK_NEXT_WINDOWS; do
     case "$1" in
-      mailroom) bench "$1" "$2" "$3" "$4" "$5" parallel --payload-bytes 1024 --count "$6" --window "$window" --mailroom-shape ack-next ;;
-      redis) bench "$1" "$2" "$3" "$4" "$5" parallel --payload-bytes 1024 --count "$6" --window "$window" --redis-shape pipelined ;;
+      mailroom) bench "$1" "$2" "$3" "$4" "$5" parallel --payload-bytes 1024 --count "$(count_at "$4" "$window" "$6")" --window "$window" --mailroom-shape ack-next ;;
+      redis) bench "$1" "$2" "$3" "$4" "$5" parallel --payload-bytes 1024 --count "$(count_at "$4" "$window" "$6")" --window "$window" --redis-shape pipelined ;;
     esac
   done
 }
@@ -395,7 +413,7 @@ ELAPSED=$((SECONDS - T0))
   echo "- Ran: $STARTED_AT, $((ELAPSED / 60)) min $((ELAPSED % 60)) s; load average $LOAD_BEFORE before, $(cut -d' ' -f1-3 /proc/loadavg) after; CPU hogs beside it: ${CPU_HOG:-0}."
   echo "- Machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1), $(. /etc/os-release; echo "$PRETTY_NAME"), kernel $(uname -r); shared and noisy."
   echo "- Versions: $(redis-server --version 2>/dev/null | awk '{print $1, $3}' || true); $(nats-server --version 2>/dev/null || true); RabbitMQ $(dpkg-query -W -f '${Version}' rabbitmq-server 2>/dev/null || true); mailroom $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?') (+ uncommitted work tree)."
-  echo "- Command: \`${BENCH_CMD:-bench/peers.sh}\` ($BUILD build, profile $PROFILE; counts: publish $PUB_STRICT / $PUB_RELAXED unbatched, $PUB_MANY_STRICT / $PUB_MANY_RELAXED with 16 publishers or batches of 100; consume/retry/fanout $CONSUME_STRICT / $CONSUME_RELAXED (strict / relaxed); live $LIVE_COUNT msgs at $LIVE_RATE/s to $LIVE_SUBS subscribers)."
+  echo "- Command: \`${BENCH_CMD:-bench/peers.sh}\` ($BUILD build, profile $PROFILE; counts: publish $PUB_STRICT / $PUB_RELAXED unbatched, $PUB_MANY_STRICT / $PUB_MANY_RELAXED with 16 publishers or batches of 100; consume one at a time $CONSUME_STRICT / $CONSUME_RELAXED (strict / relaxed), $WIDE_STRICT / $WIDE_RELAXED times that at 16 or more a round; live $LIVE_COUNT msgs at $LIVE_RATE/s to $LIVE_SUBS subscribers)."
   echo "- Latency: publish = call until confirmed (per message); consume/retry/fanout = asking for a delivery's round (one poll/fetch/XREADGROUP of up to the prefetch; RabbitMQ, which pushes, hands over one delivery per round) until the ack/nack calls settling it returned; parallel = asking for a batch until its ack returned; live = publish stamp to arrival. Peak RSS marked * is since broker start (reset refused)."
   echo
   "$BENCH_BIN" table --input "$RESULTS"
