@@ -127,7 +127,7 @@ impl Handed {
         let ids = self
             .0
             .get(&(group, consumer))
-            .or(others.max_by_key(|ids| ids.len()))
+            .or_else(|| others.max_by_key(|ids| ids.len()))
             .map(Vec::as_slice)
             .unwrap_or(&[]);
         let mut id = ids
