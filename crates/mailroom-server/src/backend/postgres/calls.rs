@@ -94,7 +94,7 @@ impl Backend for Postgres {
             let mut groups = Vec::with_capacity(offsets.groups.len());
             for group in &offsets.groups {
                 match self.current_info(topic, group).await {
-                    Ok((_, info)) => groups.push(info),
+                    Ok(info) => groups.push(info),
                     // Deleted while this was read: left out, as the trait says.
                     Err(BackendError::Store(mailroom_store::StoreError::Topic(
                         mailroom::topic::TopicError::UnknownGroup { .. },

@@ -82,8 +82,8 @@ pub(super) struct Planning {
 pub(super) enum DeadLetters {
     /// Leaves them in their rows: a plan that neither takes nor counts them.
     Left,
-    /// Counts their rows ([`Planning::stored_dead_letters`]), for the views that show
-    /// how many there are.
+    /// Counts their rows ([`Planning::stored_dead_letters`]), for a topic's view, which
+    /// shows how many each group has.
     Counted,
     /// Reads them into the state, for a plan that takes them (a redrive, a purge).
     Read,

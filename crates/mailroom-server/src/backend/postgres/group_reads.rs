@@ -57,19 +57,19 @@ impl Postgres {
         Ok(answer)
     }
 
-    /// [`current`](Self::current) and the group's info, which counts its dead letters
-    /// (their rows, counted in the same transaction, and any the call's expiries add),
-    /// for the views that show it.
+    /// The group's info after due expiries, which counts its dead letters (their rows,
+    /// counted in the same transaction, and any the call's expiries add), for a topic's
+    /// view.
     pub(super) async fn current_info(
         &self,
         topic: &str,
         group: &str,
-    ) -> Result<(GroupState, GroupInfo), BackendError> {
+    ) -> Result<GroupInfo, BackendError> {
         let observe_counted = |planning: &mut Planning| {
             let stored = planning.stored_dead_letters.unwrap_or(0);
             let mut info = planning.state.info(group, planning.log_end);
             info.dead_letters += stored;
-            Ok(Planned::answer((planning.state.clone(), info)))
+            Ok(Planned::answer(info))
         };
         self.group_call_with_dead_letters(topic, group, DeadLetters::Counted, observe_counted)
             .await
@@ -80,8 +80,12 @@ impl Postgres {
         topic: &str,
         group: &str,
     ) -> Result<GroupDetail, BackendError> {
-        let (state, info) = self.current_info(topic, group).await?;
+        let (state, log_end) = self.current(topic, group).await?;
         let page = self.dead_letter_rows(topic, group, 0, None).await?;
+        let mut info = state.info(group, log_end);
+        // The page is every dead letter, read after the call above committed (with any
+        // its expiries added): the count is the list's, so the two always agree.
+        info.dead_letters = page.letters.len() as u64;
         Ok(GroupDetail {
             info,
             config: *state.config(),
