@@ -8,10 +8,11 @@ use std::ops::Range;
 use bytes::Bytes;
 use mailroom_client::api::topics::BatchPublished;
 use mailroom_client::{
-    BatchItemError, BatchPoll, ChannelDelivery, ChannelInfo, Client, ClientError, DeadLetterPage,
-    Delivery, DeliveryId, GroupDetail, GroupOptions, GroupPause, IdempotencySettings, LogPage,
-    NackOptions, NackOutcome, NewMessage, ReadFrom, RetentionSettings, StartPosition,
-    SubscribeOptions, Subscription, TopicInfo, TopicRepairReport, TopicSummary,
+    BatchItemError, BatchNack, BatchPoll, ChannelDelivery, ChannelInfo, Client, ClientError,
+    DeadLetterPage, Delivery, DeliveryId, GroupDetail, GroupOptions, GroupPause,
+    IdempotencySettings, LogPage, NackOptions, NackOutcome, NewMessage, ReadFrom,
+    RetentionSettings, SettledPoll, StartPosition, SubscribeOptions, Subscription, TopicInfo,
+    TopicRepairReport, TopicSummary,
 };
 
 /// A stream of live-channel messages. It may move to another task (`demo` reads each
@@ -91,12 +92,31 @@ pub trait Api {
         group: &str,
         consumer: &str,
     ) -> Result<Option<Delivery>, ClientError>;
+    /// Polls up to `request.max` deliveries, without the results of any settlement it
+    /// carries.
     async fn poll_batch(
         &self,
         topic: &str,
         group: &str,
         request: &BatchPoll<'_>,
-    ) -> Result<Vec<Delivery>, ClientError>;
+    ) -> Result<Vec<Delivery>, ClientError> {
+        let nothing = BatchNack {
+            deliveries: &[],
+            options: &NackOptions::default(),
+        };
+        let settled = self
+            .settle_then_poll_batch(topic, group, request, &nothing)
+            .await?;
+        Ok(settled.deliveries)
+    }
+    /// Nacks `nack`, acks `request.ack`, then polls, in one request.
+    async fn settle_then_poll_batch(
+        &self,
+        topic: &str,
+        group: &str,
+        request: &BatchPoll<'_>,
+        nack: &BatchNack<'_>,
+    ) -> Result<SettledPoll, ClientError>;
     async fn ack(&self, topic: &str, group: &str, id: DeliveryId) -> Result<(), ClientError>;
     async fn ack_batch(
         &self,
@@ -263,13 +283,14 @@ impl Api for Client {
     ) -> Result<Option<Delivery>, ClientError> {
         Client::poll_as(self, topic, group, consumer).await
     }
-    async fn poll_batch(
+    async fn settle_then_poll_batch(
         &self,
         topic: &str,
         group: &str,
         request: &BatchPoll<'_>,
-    ) -> Result<Vec<Delivery>, ClientError> {
-        Client::poll_batch(self, topic, group, request).await
+        nack: &BatchNack<'_>,
+    ) -> Result<SettledPoll, ClientError> {
+        Client::settle_then_poll_batch(self, topic, group, request, nack).await
     }
     async fn ack(&self, topic: &str, group: &str, id: DeliveryId) -> Result<(), ClientError> {
         Client::ack(self, topic, group, id).await

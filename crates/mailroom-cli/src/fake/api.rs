@@ -6,10 +6,11 @@ use std::ops::Range;
 use bytes::Bytes;
 use mailroom_client::api::topics::BatchPublished;
 use mailroom_client::{
-    BatchItemError, BatchPoll, ChannelDelivery, ChannelInfo, ClientError, DeadLetter,
+    BatchItemError, BatchNack, BatchPoll, ChannelDelivery, ChannelInfo, ClientError, DeadLetter,
     DeadLetterPage, Delivery, DeliveryId, GroupDetail, GroupOptions, GroupPause,
     IdempotencySettings, LogMessage, LogPage, NackOptions, NackOutcome, NewMessage, ReadFrom,
-    RetentionSettings, StartPosition, SubscribeOptions, TopicInfo, TopicRepairReport, TopicSummary,
+    RetentionSettings, SettledPoll, StartPosition, SubscribeOptions, TopicInfo, TopicRepairReport,
+    TopicSummary,
 };
 
 use super::{text, Fake, FakeMessages};
@@ -180,20 +181,30 @@ impl Api for Fake {
         self.record(format!("poll_as {topic} {group} {consumer}"));
         Ok(self.next())
     }
-    async fn poll_batch(
+    async fn settle_then_poll_batch(
         &self,
         topic: &str,
         group: &str,
         request: &BatchPoll<'_>,
-    ) -> Result<Vec<Delivery>, ClientError> {
+        nack: &BatchNack<'_>,
+    ) -> Result<SettledPoll, ClientError> {
         self.record(format!(
-            "poll_batch {topic} {group} consumer {:?} max {} wait {} acks {}",
+            "poll_batch {topic} {group} consumer {:?} max {} wait {} acks {} nacks {}",
             request.consumer,
             request.max,
             request.wait_ms,
-            request.ack.len()
+            request.ack.len(),
+            nack.deliveries.len()
         ));
-        Ok((0..request.max).map_while(|_| self.next()).collect())
+        Ok(SettledPoll {
+            nacked: nack
+                .deliveries
+                .iter()
+                .map(|_| Ok(NackOutcome::Retry))
+                .collect(),
+            acked: request.ack.iter().map(|_| Ok(())).collect(),
+            deliveries: (0..request.max).map_while(|_| self.next()).collect(),
+        })
     }
     async fn ack(&self, topic: &str, group: &str, id: DeliveryId) -> Result<(), ClientError> {
         self.record(format!("ack {topic} {group} {}/{}", id.offset, id.attempt));

@@ -8,8 +8,9 @@
 //! every so often.
 //!
 //! With `--batch N` each round trip carries up to N messages: one `poll/batch` (a long
-//! poll under `--follow`), then one `ack/batch` for those handled and one `nack/batch` for
-//! those that failed.
+//! poll under `--follow`) that also acks the previous round's handled messages and nacks
+//! its failed ones, so a round is one request (and one store transaction). The last
+//! round, when `--count` ends the run, is settled with `ack/batch` and `nack/batch`.
 //!
 //! With `--stream` one WebSocket carries the deliveries, up to `--window` unsettled, and
 //! their settlements (`GET .../consume/ws`).
@@ -65,8 +66,8 @@ pub struct Args {
     /// (dead-lettered now).
     #[arg(long, value_parser = parse_kind, requires = "nack")]
     pub nack_kind: Option<NackKind>,
-    /// Poll up to N messages per request (1 to 65,536) and settle them with one ack
-    /// and one nack request; with --follow, wait for messages with a long poll.
+    /// Poll up to N messages per request (1 to 65,536); each poll acks and nacks the
+    /// round before it. With --follow, wait for messages with a long poll.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i64::from(BATCH_MAX)))]
     pub batch: Option<u32>,
     /// Consume over one WebSocket: the server pushes deliveries as they come and the

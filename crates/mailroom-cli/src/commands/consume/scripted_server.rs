@@ -4,23 +4,38 @@ use std::sync::Mutex;
 
 use bytes::Bytes;
 use mailroom_client::{
-    BatchItemError, BatchPoll, ChannelDelivery, ChannelInfo, ClientError, DeadLetterPage, Delivery,
-    DeliveryId, GroupDetail, GroupOptions, NackKind, NackOptions, NackOutcome, NewMessage,
-    SubscribeOptions, TopicInfo, TopicRepairReport, TopicSummary,
+    BatchItemError, BatchNack, BatchPoll, ChannelDelivery, ChannelInfo, ClientError,
+    DeadLetterPage, Delivery, DeliveryId, GroupDetail, GroupOptions, NackKind, NackOptions,
+    NackOutcome, NewMessage, SettledPoll, SubscribeOptions, TopicInfo, TopicRepairReport,
+    TopicSummary,
 };
 
 use super::Args;
 use crate::api::{Api, Messages};
 
 /// A scripted server: hands out `deliveries` in order, records every settlement
-/// (with the nack kind), and records the size of every batch poll.
+/// (with the nack kind), and records every batch poll and each settlement request sent
+/// on its own.
 #[derive(Default)]
 pub(super) struct Scripted {
     pub(super) deliveries: Mutex<Vec<Delivery>>,
     pub(super) settled: Mutex<Vec<(&'static str, DeliveryId)>>,
-    pub(super) batch_polls: Mutex<Vec<(Option<String>, u32)>>,
+    pub(super) batch_polls: Mutex<Vec<BatchPollSeen>>,
+    /// How many `ack/batch` and `nack/batch` requests came on their own.
+    pub(super) settle_requests: Mutex<u32>,
     /// Offsets whose ack the server refuses (as if their lease ran out).
     pub(super) refuse: Vec<u64>,
+}
+
+/// One batch poll as the scripted server saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct BatchPollSeen {
+    pub(super) consumer: Option<String>,
+    pub(super) max: u32,
+    pub(super) wait_ms: u64,
+    /// How many acks and nacks it carried.
+    pub(super) acks: usize,
+    pub(super) nacks: usize,
 }
 
 pub(super) struct NoMessages;
@@ -61,6 +76,16 @@ impl Scripted {
         self.settled.lock().unwrap().push(("ack", id));
         Ok(())
     }
+
+    fn nack_all(
+        &self,
+        ids: &[DeliveryId],
+        options: &NackOptions,
+    ) -> Vec<Result<NackOutcome, BatchItemError>> {
+        let mut settled = self.settled.lock().unwrap();
+        settled.extend(ids.iter().map(|id| (kind_name(options.kind), *id)));
+        ids.iter().map(|_| Ok(NackOutcome::DeadLettered)).collect()
+    }
 }
 
 impl Api for Scripted {
@@ -72,18 +97,28 @@ impl Api for Scripted {
     async fn poll_as(&self, _: &str, _: &str, _: &str) -> Result<Option<Delivery>, ClientError> {
         Ok(self.next())
     }
-    async fn poll_batch(
+    async fn settle_then_poll_batch(
         &self,
         _: &str,
         _: &str,
         request: &BatchPoll<'_>,
-    ) -> Result<Vec<Delivery>, ClientError> {
-        let consumer = request.consumer.map(str::to_owned);
-        self.batch_polls
-            .lock()
-            .unwrap()
-            .push((consumer, request.max));
-        Ok((0..request.max).map_while(|_| self.next()).collect())
+        nack: &BatchNack<'_>,
+    ) -> Result<SettledPoll, ClientError> {
+        let nacked = self.nack_all(nack.deliveries, nack.options);
+        let acked = request.ack.iter().map(|id| self.ack_one(*id)).collect();
+        self.batch_polls.lock().unwrap().push(BatchPollSeen {
+            consumer: request.consumer.map(str::to_owned),
+            max: request.max,
+            wait_ms: request.wait_ms,
+            acks: request.ack.len(),
+            nacks: nack.deliveries.len(),
+        });
+        let deliveries = (0..request.max).map_while(|_| self.next()).collect();
+        Ok(SettledPoll {
+            nacked,
+            acked,
+            deliveries,
+        })
     }
     async fn ack(&self, _: &str, _: &str, id: DeliveryId) -> Result<(), ClientError> {
         self.settled.lock().unwrap().push(("ack", id));
@@ -95,6 +130,7 @@ impl Api for Scripted {
         _: &str,
         ids: &[DeliveryId],
     ) -> Result<Vec<Result<(), BatchItemError>>, ClientError> {
+        *self.settle_requests.lock().unwrap() += 1;
         Ok(ids.iter().map(|id| self.ack_one(*id)).collect())
     }
     async fn nack_with(
@@ -117,9 +153,8 @@ impl Api for Scripted {
         ids: &[DeliveryId],
         options: &NackOptions,
     ) -> Result<Vec<Result<NackOutcome, BatchItemError>>, ClientError> {
-        let mut settled = self.settled.lock().unwrap();
-        settled.extend(ids.iter().map(|id| (kind_name(options.kind), *id)));
-        Ok(ids.iter().map(|_| Ok(NackOutcome::DeadLettered)).collect())
+        *self.settle_requests.lock().unwrap() += 1;
+        Ok(self.nack_all(ids, options))
     }
     async fn create_topic(&self, _: &str) -> Result<bool, ClientError> {
         unused()

@@ -108,8 +108,8 @@ mod tests {
             [
                 "poll t g",
                 "poll_as t g w1",
-                "poll_batch t g consumer Some(\"w2\") max 8 wait 0 acks 0",
-                "poll_batch t g consumer None max 1 wait 0 acks 0",
+                "poll_batch t g consumer Some(\"w2\") max 8 wait 0 acks 0 nacks 0",
+                "poll_batch t g consumer None max 1 wait 0 acks 0 nacks 0",
             ]
         );
     }
