@@ -193,14 +193,17 @@ impl Postgres {
     /// at its end meanwhile, which can only raise it, so a cut read early is a safe one.
     async fn cut_of(&self, topic_id: i64) -> Result<Option<Cut>, BackendError> {
         let client = self.client().await?;
+        // Prepared once per connection, as the pass's other statements run for every
+        // topic: a statement sent as text is parsed and planned on every call.
+        let statement = client
+            .prepare_cached(&format!(
+                "SELECT t.start_offset, t.next_offset, {NOW_MS}, {RETENTION_COLUMNS} \
+                 FROM mailroom_topics t WHERE t.id = $1"
+            ))
+            .await
+            .map_err(PgError::from)?;
         let Some(row) = client
-            .query_opt(
-                &format!(
-                    "SELECT t.start_offset, t.next_offset, {NOW_MS}, {RETENTION_COLUMNS} \
-                     FROM mailroom_topics t WHERE t.id = $1"
-                ),
-                &[&topic_id],
-            )
+            .query_opt(&statement, &[&topic_id])
             .await
             .map_err(PgError::from)?
         else {
@@ -377,13 +380,16 @@ impl Postgres {
             return Ok(0);
         }
         let parent = topic_partition(topic_id);
-        let rows = transaction
-            .query(
+        let segments = transaction
+            .prepare_cached(
                 "SELECT t.start_offset, c.relname FROM mailroom_topics t, pg_inherits i \
                  JOIN pg_class c ON c.oid = i.inhrelid \
                  WHERE t.id = $1 AND i.inhparent = to_regclass($2)",
-                &[&topic_id, &parent],
             )
+            .await
+            .map_err(PgError::from)?;
+        let rows = transaction
+            .query(&segments, &[&topic_id, &parent])
             .await
             .map_err(PgError::from)?;
         let mut statements = String::new();
@@ -454,11 +460,12 @@ async fn pass_locks(
         .await
         .map_err(PgError::from)?;
     // The two-key form keeps these locks apart from the migration's one-key lock.
+    let try_lock = transaction
+        .prepare_cached("SELECT pg_try_advisory_xact_lock($1, $2)")
+        .await
+        .map_err(PgError::from)?;
     let row = transaction
-        .query_one(
-            "SELECT pg_try_advisory_xact_lock($1, $2)",
-            &[&RETENTION_LOCK, &(key as i32)],
-        )
+        .query_one(&try_lock, &[&RETENTION_LOCK, &(key as i32)])
         .await
         .map_err(PgError::from)?;
     Ok(row.get(0))
