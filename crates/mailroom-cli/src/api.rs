@@ -100,12 +100,8 @@ pub trait Api {
         group: &str,
         request: &BatchPoll<'_>,
     ) -> Result<Vec<Delivery>, ClientError> {
-        let nothing = BatchNack {
-            deliveries: &[],
-            options: &NackOptions::default(),
-        };
         let settled = self
-            .settle_then_poll_batch(topic, group, request, &nothing)
+            .settle_then_poll_batch(topic, group, request, &BatchNack::NOTHING)
             .await?;
         Ok(settled.deliveries)
     }

@@ -9,7 +9,9 @@ use mailroom_api::batch::{
     PollBatchRequest, PolledBatch,
 };
 
-use crate::{BatchItemError, Client, ClientError, Delivery, DeliveryId, NackOptions, NackOutcome};
+use crate::{
+    BatchItemError, Client, ClientError, Delivery, DeliveryId, NackKind, NackOptions, NackOutcome,
+};
 
 /// What to ask of [`Client::poll_batch`].
 ///
@@ -51,6 +53,23 @@ pub struct BatchNack<'a> {
     pub deliveries: &'a [DeliveryId],
     /// The kind, delay and reason, as for [`Client::nack_batch`].
     pub options: &'a NackOptions,
+}
+
+impl BatchNack<'static> {
+    /// No nacks: a poll that acks at most.
+    ///
+    /// ```
+    /// use mailroom_client::BatchNack;
+    /// assert!(BatchNack::NOTHING.deliveries.is_empty());
+    /// ```
+    pub const NOTHING: BatchNack<'static> = BatchNack {
+        deliveries: &[],
+        options: &NackOptions {
+            kind: NackKind::Nack,
+            delay_ms: None,
+            reason: None,
+        },
+    };
 }
 
 /// What [`Client::settle_then_poll_batch`] answers: one result per nack and per ack, in
@@ -230,12 +249,8 @@ impl Client {
         group: &str,
         request: &BatchPoll<'_>,
     ) -> Result<(Vec<Result<(), BatchItemError>>, Vec<Delivery>), ClientError> {
-        let nothing = BatchNack {
-            deliveries: &[],
-            options: &NackOptions::default(),
-        };
         let settled = self
-            .settle_then_poll_batch(topic, group, request, &nothing)
+            .settle_then_poll_batch(topic, group, request, &BatchNack::NOTHING)
             .await?;
         Ok((settled.acked, settled.deliveries))
     }
