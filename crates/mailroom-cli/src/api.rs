@@ -113,7 +113,6 @@ pub trait Api {
         request: &BatchPoll<'_>,
         nack: &BatchNack<'_>,
     ) -> Result<SettledPoll, ClientError>;
-    async fn ack(&self, topic: &str, group: &str, id: DeliveryId) -> Result<(), ClientError>;
     async fn ack_batch(
         &self,
         topic: &str,
@@ -287,9 +286,6 @@ impl Api for Client {
         nack: &BatchNack<'_>,
     ) -> Result<SettledPoll, ClientError> {
         Client::settle_then_poll_batch(self, topic, group, request, nack).await
-    }
-    async fn ack(&self, topic: &str, group: &str, id: DeliveryId) -> Result<(), ClientError> {
-        Client::ack(self, topic, group, id).await
     }
     async fn ack_batch(
         &self,

@@ -206,10 +206,6 @@ impl Api for Fake {
             deliveries: (0..request.max).map_while(|_| self.next()).collect(),
         })
     }
-    async fn ack(&self, topic: &str, group: &str, id: DeliveryId) -> Result<(), ClientError> {
-        self.record(format!("ack {topic} {group} {}/{}", id.offset, id.attempt));
-        Ok(())
-    }
     async fn ack_batch(
         &self,
         topic: &str,

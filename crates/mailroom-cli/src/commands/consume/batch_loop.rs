@@ -62,7 +62,7 @@ pub async fn consume_batches(
         (round, stopped_at) = handle(args, polled.deliveries).await?;
         if let Some(delivery) = stopped_at {
             let failed = format!(
-                "command failed on offset {} attempt {}; it and the rest of its batch are left \
+                "command failed on offset {} attempt {}; it and the rest of its round are left \
                  in flight (use --nack to nack)",
                 delivery.offset, delivery.attempt
             );
@@ -267,6 +267,39 @@ mod tests {
         assert_eq!(
             *api.batch_polls.lock().unwrap(),
             vec![waiting, seen(None, 1, 2, 0)]
+        );
+    }
+
+    // Proves the settlement rule one message at a time: a handler's exit 0 acks, a
+    // failure nacks with --nack, and without --nack a failure stops the loop with that
+    // delivery unsettled; --count stops early and an empty poll ends the run without
+    // --follow.
+    #[tokio::test]
+    async fn settles_by_handler_outcome() {
+        let output = Output { json: true };
+        let api = scripted(&["ok", "poison", "ok"]);
+        let flags = args(Some("! grep -q poison"), true, None);
+        assert_eq!(consume_batches(&api, &flags, output, 1).await.unwrap(), 3);
+        assert_eq!(
+            *api.settled.lock().unwrap(),
+            vec![("ack", id(0)), ("nack", id(1)), ("ack", id(2))]
+        );
+
+        let api = scripted(&["ok", "poison", "ok"]);
+        let flags = args(Some("! grep -q poison"), false, None);
+        assert!(consume_batches(&api, &flags, output, 1).await.is_err());
+        assert_eq!(*api.settled.lock().unwrap(), vec![("ack", id(0))]);
+
+        let api = scripted(&["a", "b", "c"]);
+        let flags = args(None, false, Some(2));
+        assert_eq!(consume_batches(&api, &flags, output, 1).await.unwrap(), 2);
+        assert_eq!(
+            *api.settled.lock().unwrap(),
+            vec![("ack", id(0)), ("ack", id(1))]
+        );
+        assert_eq!(
+            *api.batch_polls.lock().unwrap(),
+            vec![seen(None, 1, 0, 0), seen(None, 1, 1, 0)]
         );
     }
 

@@ -3,21 +3,19 @@
 //! with `--nack` (or releases or rejects it, per `--nack-kind`), and otherwise stops,
 //! leaving the delivery in flight for a later poll.
 //!
-//! Under `--follow`, a poll that finds nothing is followed by a long poll (a
-//! `poll/batch` of one that the server holds until a message comes), never by a poll
-//! every so often.
+//! Messages come in rounds of one, or of up to N with `--batch N`: each round is one
+//! `poll/batch` that also acks the previous round's handled messages and nacks its failed
+//! ones, so a round is one request (and one store transaction). The last round, when
+//! `--count` ends the run, is settled with `ack/batch` and `nack/batch`.
 //!
-//! With `--batch N` each round trip carries up to N messages: one `poll/batch` (a long
-//! poll under `--follow`) that also acks the previous round's handled messages and nacks
-//! its failed ones, so a round is one request (and one store transaction). The last
-//! round, when `--count` ends the run, is settled with `ack/batch` and `nack/batch`.
+//! Under `--follow`, a poll with nothing to settle is a long poll (the server holds it
+//! until a message comes), so an idle consumer never polls every so often.
 //!
 //! With `--stream` one WebSocket carries the deliveries, up to `--window` unsettled, and
 //! their settlements (`GET .../consume/ws`).
 
 mod batch_loop;
 mod handler;
-mod poll_loop;
 #[cfg(test)]
 mod scripted_server;
 mod stream_loop;
@@ -31,7 +29,6 @@ use crate::metadata;
 use crate::output::{merged, payload_fields, payload_text, Output};
 
 pub use batch_loop::consume_batches;
-pub use poll_loop::consume;
 pub use stream_loop::consume_stream;
 
 /// How long `--follow` lets the server hold a poll for the next message (with or
@@ -66,8 +63,8 @@ pub struct Args {
     /// (dead-lettered now).
     #[arg(long, value_parser = parse_kind, requires = "nack")]
     pub nack_kind: Option<NackKind>,
-    /// Poll up to N messages per request (1 to 65,536); each poll acks and nacks the
-    /// round before it. With --follow, wait for messages with a long poll.
+    /// Poll up to N messages per request (1 to 65,536; default 1); each poll acks and
+    /// nacks the round before it.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i64::from(BATCH_MAX)))]
     pub batch: Option<u32>,
     /// Consume over one WebSocket: the server pushes deliveries as they come and the
@@ -95,10 +92,8 @@ impl Args {
 
 /// Runs `consume`.
 pub async fn run(api: &impl Api, args: Args, output: Output) -> anyhow::Result<()> {
-    match args.batch {
-        None => consume(api, &args, output).await.map(|_| ()),
-        Some(batch) => consume_batches(api, &args, output, batch).await.map(|_| ()),
-    }
+    let batch = args.batch.unwrap_or(1);
+    consume_batches(api, &args, output, batch).await.map(|_| ())
 }
 
 /// What a nack did, for people.
@@ -132,14 +127,15 @@ mod tests {
     use super::scripted_server::{args, id, scripted};
     use super::*;
 
-    // Proves --nack-kind picks how a failed message is given back, in both loops.
+    // Proves --nack-kind picks how a failed message is given back, one at a time and in
+    // batches.
     #[tokio::test]
     async fn nack_kind_is_sent() {
         let output = Output { json: true };
         let mut release = args(Some("false"), true, None);
         release.nack_kind = Some(NackKind::Release);
         let api = scripted(&["x"]);
-        consume(&api, &release, output).await.unwrap();
+        consume_batches(&api, &release, output, 1).await.unwrap();
         assert_eq!(*api.settled.lock().unwrap(), vec![("release", id(0))]);
 
         let mut reject = args(Some("false"), true, None);

@@ -91,11 +91,13 @@ impl Scripted {
 impl Api for Scripted {
     type Subscription = NoMessages;
 
+    // Consume polls with `poll/batch` alone, and settles with it or with `ack/batch` and
+    // `nack/batch`: the single-delivery calls fail the run if it ever makes them.
     async fn poll(&self, _: &str, _: &str) -> Result<Option<Delivery>, ClientError> {
-        Ok(self.next())
+        unused()
     }
     async fn poll_as(&self, _: &str, _: &str, _: &str) -> Result<Option<Delivery>, ClientError> {
-        Ok(self.next())
+        unused()
     }
     async fn settle_then_poll_batch(
         &self,
@@ -120,10 +122,6 @@ impl Api for Scripted {
             deliveries,
         })
     }
-    async fn ack(&self, _: &str, _: &str, id: DeliveryId) -> Result<(), ClientError> {
-        self.settled.lock().unwrap().push(("ack", id));
-        Ok(())
-    }
     async fn ack_batch(
         &self,
         _: &str,
@@ -137,14 +135,10 @@ impl Api for Scripted {
         &self,
         _: &str,
         _: &str,
-        id: DeliveryId,
-        options: &NackOptions,
+        _: DeliveryId,
+        _: &NackOptions,
     ) -> Result<NackOutcome, ClientError> {
-        self.settled
-            .lock()
-            .unwrap()
-            .push((kind_name(options.kind), id));
-        Ok(NackOutcome::Retry)
+        unused()
     }
     async fn nack_batch(
         &self,
